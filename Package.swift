@@ -1,0 +1,40 @@
+// swift-tools-version: 6.0
+import PackageDescription
+
+/// One target per concern; dependencies point one way:
+/// C shims -> Logging -> JSONRPC / Config / HTTP -> Auth -> Relay -> tokenrelay.
+let package = Package(
+    name: "tokenrelay",
+    products: [
+        .executable(name: "tokenrelay", targets: ["tokenrelay"]),
+        .library(name: "TokenRelay", targets: ["Relay", "Auth", "HTTP", "Config", "JSONRPC", "Logging"]),
+    ],
+    targets: [
+        // C libraries from Debian, reached through pkg-config.
+        .systemLibrary(name: "CYAML", path: "Sources/CYAML", pkgConfig: "yaml-0.1", providers: [.apt(["libyaml-dev"])]),
+        .systemLibrary(name: "CCurl", path: "Sources/CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
+        .systemLibrary(name: "CCrypto", path: "Sources/CCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
+        .systemLibrary(name: "CSQLite", path: "Sources/CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
+
+        .target(name: "Logging"),
+        .target(name: "JSONRPC", dependencies: ["Logging"]),
+        .target(name: "Config", dependencies: ["CYAML", "Logging"]),
+        .target(name: "HTTP", dependencies: ["CCurl", "Logging"]),
+        .target(name: "Auth", dependencies: ["HTTP", "CCrypto", "CSQLite", "Logging"]),
+        .target(name: "Relay", dependencies: ["JSONRPC", "Config", "HTTP", "Auth", "Logging"]),
+        .executableTarget(name: "tokenrelay", dependencies: ["Relay", "JSONRPC", "Config", "Logging"]),
+
+        // Fuzz targets: built with `-sanitize=fuzzer -DFUZZING` by scripts/fuzz; plain builds get a stub main.
+        .executableTarget(name: "FuzzFraming", dependencies: ["JSONRPC"]),
+        .executableTarget(name: "FuzzConfig", dependencies: ["Config"]),
+        .executableTarget(name: "FuzzSSE", dependencies: ["HTTP"]),
+
+        .testTarget(name: "JSONRPCTests", dependencies: ["JSONRPC"]),
+        .testTarget(name: "ConfigTests", dependencies: ["Config"]),
+        .testTarget(name: "HTTPTests", dependencies: ["HTTP"]),
+        .testTarget(name: "AuthTests", dependencies: ["Auth", "HTTP"]),
+        .testTarget(name: "RelayTests", dependencies: ["Relay", "JSONRPC", "Config", "HTTP", "Auth"]),
+        .testTarget(name: "EndToEndTests", dependencies: ["JSONRPC"]),
+    ],
+    swiftLanguageModes: [.v6]
+)

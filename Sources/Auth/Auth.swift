@@ -1,0 +1,1 @@
+// The Auth module: token manager, providers, stores.

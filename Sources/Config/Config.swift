@@ -1,0 +1,1 @@
+// The Config module: YAML -> node tree with marks -> typed, validated settings.

@@ -1,0 +1,4 @@
+@main
+enum FuzzConfig {
+    static func main() {}
+}

@@ -1,0 +1,4 @@
+@main
+enum FuzzFraming {
+    static func main() {}
+}

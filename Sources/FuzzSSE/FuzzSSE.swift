@@ -1,0 +1,4 @@
+@main
+enum FuzzSSE {
+    static func main() {}
+}

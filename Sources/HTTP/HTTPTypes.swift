@@ -1,0 +1,134 @@
+/// An HTTP header list that keeps order and repeated fields; names compare case-insensitively.
+public struct HTTPHeaders: Sendable, Hashable, Sequence {
+    /// The fields in the order they were added or received.
+    public private(set) var fields: [(name: String, value: String)]
+
+    public init(_ fields: [(name: String, value: String)] = []) {
+        self.fields = fields
+    }
+
+    public static func == (lhs: HTTPHeaders, rhs: HTTPHeaders) -> Bool {
+        lhs.fields.elementsEqual(rhs.fields) { $0.name == $1.name && $0.value == $1.value }
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        for field in fields {
+            hasher.combine(field.name)
+            hasher.combine(field.value)
+        }
+    }
+
+    public func makeIterator() -> IndexingIterator<[(name: String, value: String)]> { fields.makeIterator() }
+
+    /// The first value of `name`, if any.
+    public subscript(name: String) -> String? {
+        fields.first { $0.name.caseInsensitiveEquals(name) }?.value
+    }
+
+    /// Every value of `name`, in order.
+    public func values(for name: String) -> [String] {
+        fields.filter { $0.name.caseInsensitiveEquals(name) }.map(\.value)
+    }
+
+    /// Whether a field named `name` is present.
+    public func contains(_ name: String) -> Bool { fields.contains { $0.name.caseInsensitiveEquals(name) } }
+
+    /// Appends a field (keeps existing fields of the same name).
+    public mutating func add(name: String, value: String) { fields.append((name, value)) }
+
+    /// Replaces every field named `name` with one field.
+    public mutating func set(name: String, value: String) {
+        remove(name)
+        fields.append((name, value))
+    }
+
+    /// Removes every field named `name`.
+    public mutating func remove(_ name: String) { fields.removeAll { $0.name.caseInsensitiveEquals(name) } }
+}
+
+extension String {
+    /// ASCII case-insensitive equality, as HTTP field names compare.
+    public func caseInsensitiveEquals(_ other: String) -> Bool {
+        let a = utf8, b = other.utf8
+        guard a.count == b.count else { return false }
+        return zip(a, b).allSatisfy { x, y in
+            x == y || (x | 0x20 == y | 0x20 && (x | 0x20) >= 0x61 && (x | 0x20) <= 0x7a)
+        }
+    }
+}
+
+/// One HTTP request as the transport sends it. The URL is absolute and already encoded.
+public struct HTTPRequest: Sendable {
+    public var method: String
+    public var url: String
+    public var headers: HTTPHeaders
+    public var body: [UInt8]?
+    /// Bounds the whole exchange (connect, send, wait, receive). `nil`: no total bound.
+    public var timeout: Duration?
+    /// Bounds connection setup (DNS, TCP, TLS). `nil`: the transport's default.
+    public var connectTimeout: Duration?
+
+    public init(
+        method: String = "GET", url: String, headers: HTTPHeaders = HTTPHeaders(), body: [UInt8]? = nil,
+        timeout: Duration? = nil, connectTimeout: Duration? = nil
+    ) {
+        self.method = method
+        self.url = url
+        self.headers = headers
+        self.body = body
+        self.timeout = timeout
+        self.connectTimeout = connectTimeout
+    }
+}
+
+/// A complete HTTP response. Any status is a response, never an error.
+public struct HTTPResponse: Sendable {
+    public var status: Int
+    public var headers: HTTPHeaders
+    public var body: [UInt8]
+
+    public init(status: Int, headers: HTTPHeaders = HTTPHeaders(), body: [UInt8] = []) {
+        self.status = status
+        self.headers = headers
+        self.body = body
+    }
+}
+
+/// Why a request produced no response. Descriptions never contain header values or bodies.
+public enum HTTPError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// DNS, connection, TLS or protocol failure, with libcurl's reason.
+    case transport(String)
+    /// The request's time bound ran out.
+    case timeout
+    /// The response body exceeded the configured limit (bytes).
+    case bodyTooLarge(limit: Int)
+    /// The URL could not be used (not absolute, unsupported scheme, ...).
+    case invalidURL(String)
+    /// The caller's task was cancelled; the transfer was removed.
+    case cancelled
+
+    public var description: String {
+        switch self {
+        case .transport(let reason): "transport error: \(reason)"
+        case .timeout: "timed out"
+        case .bodyTooLarge(let limit): "response body exceeds the limit of \(limit) bytes"
+        case .invalidURL(let reason): "invalid URL: \(reason)"
+        case .cancelled: "cancelled"
+        }
+    }
+}
+
+/// Sends one request and returns its response, or throws ``HTTPError``. Implementations follow no redirects, keep no
+/// cookies and add no ambient credentials.
+public protocol HTTPTransport: Sendable {
+    func send(_ request: HTTPRequest) async throws -> HTTPResponse
+}
+
+/// A step folded around a transport: it may change the request, call `next` (zero, one or more
+/// times) and change the response.
+public protocol HTTPMiddleware: Sendable {
+    func intercept(
+        _ request: HTTPRequest,
+        next: @Sendable (HTTPRequest) async throws -> HTTPResponse
+    ) async throws -> HTTPResponse
+}

@@ -1,0 +1,1 @@
+// The Relay module: binds protocol methods to config, auth and transport.

@@ -1,0 +1,4 @@
+import Testing
+@testable import Auth
+
+@Test func placeholder() {}

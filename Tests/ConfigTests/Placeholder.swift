@@ -1,0 +1,4 @@
+import Testing
+@testable import Config
+
+@Test func placeholder() {}

@@ -1,0 +1,4 @@
+import Testing
+@testable import HTTP
+
+@Test func placeholder() {}

@@ -1,0 +1,4 @@
+import Testing
+@testable import JSONRPC
+
+@Test func placeholder() {}

@@ -1,0 +1,4 @@
+import Testing
+@testable import Relay
+
+@Test func placeholder() {}
