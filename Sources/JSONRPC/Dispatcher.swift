@@ -37,13 +37,15 @@ public final class Dispatcher: Sendable {
 
     private struct State {
         var running = 0
-        var queue: [Pending] = []
+        /// Ids in arrival order; an id whose entry left `queued` (cancelled) is skipped.
+        var queue: [RequestID] = []
         var queueHead = 0
+        var queued: [RequestID: Pending] = [:]
         var inFlight: [RequestID: Entry] = [:]
         var shuttingDown = false
         var idleWaiters: [CheckedContinuation<Void, Never>] = []
 
-        var queuedCount: Int { queue.count - queueHead }
+        var queuedCount: Int { queued.count }
         var isIdle: Bool { running == 0 && queuedCount == 0 }
     }
 
@@ -52,18 +54,22 @@ public final class Dispatcher: Sendable {
     private let sink: MessageSink
     private let limits: DispatcherLimits
     private let errorMapper: @Sendable (any Error) -> RPCError
+    private let shutdownMethod: String?
     /// Guarded by the mutex: slots, queue, in-flight table, lifecycle.
     private let state = Mutex(State())
 
     /// - Parameters:
     ///   - methods: request handlers by method name.
     ///   - notifications: notification handlers by method name (unknown notifications are ignored).
+    ///   - shutdownMethod: the request after which every new request is refused with kind
+    ///     `shutting_down` (decided when it is read, so the order of requests is respected).
     ///   - errorMapper: the one place that turns any thrown error into a wire error.
     public init(
         methods: [String: MethodHandler], notifications: [String: MethodHandler] = [:], sink: MessageSink,
-        limits: DispatcherLimits = DispatcherLimits(),
+        limits: DispatcherLimits = DispatcherLimits(), shutdownMethod: String? = "shutdown",
         errorMapper: @escaping @Sendable (any Error) -> RPCError
     ) {
+        self.shutdownMethod = shutdownMethod
         self.methods = methods
         self.notificationHandlers = notifications
         self.sink = sink
@@ -179,13 +185,15 @@ public final class Dispatcher: Sendable {
             if state.inFlight[id] != nil {
                 return .reject(.invalidRequest("a request with id \(id) is already in flight"))
             }
+            if request.method == shutdownMethod { state.shuttingDown = true }
             if state.running < limits.maximumConcurrent {
                 state.running += 1
                 state.inFlight[id] = Entry()
                 return .start
             }
             if state.queuedCount < limits.maximumQueued {
-                state.queue.append(Pending(request: request, handler: handler, batch: batch))
+                state.queue.append(id)
+                state.queued[id] = Pending(request: request, handler: handler, batch: batch)
                 state.inFlight[id] = Entry()
                 return .queued
             }
@@ -244,10 +252,10 @@ public final class Dispatcher: Sendable {
             state in
             let entry = state.inFlight.removeValue(forKey: id)
             var next: Pending?
-            while state.queuedCount > 0 {
-                let candidate = state.queue[state.queueHead]
+            while state.queueHead < state.queue.count {
+                let candidateID = state.queue[state.queueHead]
                 state.queueHead += 1
-                if let candidateID = candidate.request.id, state.inFlight[candidateID] != nil {
+                if let candidate = state.queued.removeValue(forKey: candidateID) {
                     next = candidate
                     break
                 }
@@ -295,8 +303,7 @@ public final class Dispatcher: Sendable {
         }
         let action: Action = state.withLock { state in
             guard var entry = state.inFlight[id] else { return .none }
-            if let position = state.queue[state.queueHead...].firstIndex(where: { $0.request.id == id }) {
-                let pending = state.queue.remove(at: position)
+            if let pending = state.queued.removeValue(forKey: id) {
                 state.inFlight[id] = nil
                 return .answerQueued(pending.batch)
             }
