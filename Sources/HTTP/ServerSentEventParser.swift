@@ -148,12 +148,7 @@ extension ServerSentEventParser {
             if bytes[start] == Self.lineFeed { start += 1 }
         }
         while start < end {
-            var lineEnd = start
-            while lineEnd < end {
-                let byte = bytes[lineEnd]
-                if byte == Self.lineFeed || byte == Self.carriageReturn { break }
-                lineEnd += 1
-            }
+            var lineEnd = Self.firstLineBreak(in: bytes, from: start)
             let length = partialLine.count + (lineEnd - start)
             if length > maxLineLength { throw .lineTooLong(limit: maxLineLength) }
             let piece = UnsafeBufferPointer(rebasing: bytes[start..<lineEnd])
@@ -182,6 +177,32 @@ extension ServerSentEventParser {
             }
             start = lineEnd + 1
         }
+    }
+
+    /// The index of the first CR or LF in `bytes` at or after `start`, or `bytes.count` when there is none. Skips
+    /// eight bytes at a time while a word holds neither (the classic "has a zero byte" test on the word XOR the
+    /// pattern), then finds the exact byte one at a time.
+    private static func firstLineBreak(in bytes: UnsafeBufferPointer<UInt8>, from start: Int) -> Int {
+        var index = start
+        let end = bytes.count
+        if let base = bytes.baseAddress {
+            let raw = UnsafeRawPointer(base)
+            let ones: UInt64 = 0x0101_0101_0101_0101
+            let highs: UInt64 = 0x8080_8080_8080_8080
+            while end - index >= 8 {
+                let word = raw.loadUnaligned(fromByteOffset: index, as: UInt64.self)
+                let lf = word ^ (ones &* UInt64(lineFeed))
+                let cr = word ^ (ones &* UInt64(carriageReturn))
+                if ((lf &- ones) & ~lf | (cr &- ones) & ~cr) & highs != 0 { break }
+                index += 8
+            }
+        }
+        while index < end {
+            let byte = bytes[index]
+            if byte == lineFeed || byte == carriageReturn { return index }
+            index += 1
+        }
+        return end
     }
 
     /// While the start of the stream has not been passed, matches a leading BOM and returns the index of the first
@@ -223,18 +244,43 @@ extension ServerSentEventParser {
         }
         let name = UnsafeBufferPointer(rebasing: line[..<nameEnd])
         let value = UnsafeBufferPointer(rebasing: line[valueStart...])
-        if name.elementsEqual("data".utf8) {
+        switch Field(name) {
+        case .data:
             if data.count + value.count > maxEventSize { throw .eventTooLarge(limit: maxEventSize) }
             data.append(contentsOf: value)
             data.append(Self.lineFeed)
-        } else if name.elementsEqual("event".utf8) {
+        case .event:
             eventType = String(decoding: value, as: UTF8.self)
-        } else if name.elementsEqual("id".utf8) {
+        case .id:
             if !value.contains(0) { lastEventIDBuffer = String(decoding: value, as: UTF8.self) }
-        } else if name.elementsEqual("retry".utf8) {
+        case .retry:
             if let milliseconds = Self.parseRetry(value) {
                 retry = milliseconds
                 blockRetry = milliseconds
+            }
+        case .unknown:
+            break
+        }
+    }
+
+    /// The field names the parser knows (case-sensitive), recognised from bytes without building a string.
+    private enum Field {
+        case data, event, id, retry, unknown
+
+        init(_ name: UnsafeBufferPointer<UInt8>) {
+            func matches(_ expected: StaticString) -> Bool {
+                expected.withUTF8Buffer { expected in
+                    guard expected.count == name.count else { return false }
+                    for index in 0..<expected.count where expected[index] != name[index] { return false }
+                    return true
+                }
+            }
+            switch name.count {
+            case 2 where matches("id"): self = .id
+            case 4 where matches("data"): self = .data
+            case 5 where matches("event"): self = .event
+            case 5 where matches("retry"): self = .retry
+            default: self = .unknown
             }
         }
     }

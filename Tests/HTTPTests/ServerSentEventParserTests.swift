@@ -168,6 +168,19 @@ func parseEveryWay(
         #expect(outcome.discardedAtEnd == true)
     }
 
+    @Test(arguments: [UInt8(0x0A), 0x0D])
+    func lineBreakIsFoundAtEveryOffsetAmongNearMissBytes(lineBreak: UInt8) {
+        // Bytes close to CR and LF (and with the high bit set) must not end a line, wherever the break falls in a word.
+        let nearMisses: [UInt8] = [0x09, 0x0B, 0x0C, 0x0E, 0x1A, 0x1D, 0x8A, 0x8D, 0x4A, 0xFF, 0x00, 0x01]
+        for length in 0..<40 {
+            let value = (0..<length).map { nearMisses[$0 % nearMisses.count] }
+            let stream = Array("data:".utf8) + value + [lineBreak, lineBreak] + Array("data: z\n\n".utf8)
+            let outcome = parse([stream[...]]) { ServerSentEventParser() }
+            let expected = String(decoding: value, as: UTF8.self)
+            #expect(outcome.events == [ServerSentEvent(data: expected), ServerSentEvent(data: "z")], "length \(length)")
+        }
+    }
+
     // MARK: Byte order mark
 
     @Test func leadingByteOrderMarkIsSkipped() {
