@@ -85,7 +85,11 @@ async def introspect(token: str) -> dict:
     if hit and hit[0] > now:
         return hit[1]
     stats["introspections"] += 1
-    r = await _http.post(INTROSPECT_URL, data={"token": token, "token_type_hint": "access_token"}, auth=CLIENT)
+    try:
+        r = await _http.post(INTROSPECT_URL, data={"token": token, "token_type_hint": "access_token"}, auth=CLIENT)
+    except httpx.TransportError:
+        # a pooled connection may be stale after `stack restart-as`: one retry on a fresh one
+        r = await _http.post(INTROSPECT_URL, data={"token": token, "token_type_hint": "access_token"}, auth=CLIENT)
     r.raise_for_status()
     info = r.json()
     if CACHE_SECONDS > 0 and info.get("active"):
