@@ -11,6 +11,7 @@ Used by scripts/interop/stack; standard library only.
 """
 import argparse
 import os
+import resource
 import signal
 import socket
 import sys
@@ -44,6 +45,9 @@ def main() -> None:
         f.write(f"{sock.getsockname()[1]}\n")
     os.replace(tmp, args.portfile)
 
+    port = sock.getsockname()[1]
+    os.environ["INTEROP_PORT"] = str(port)  # lets the server know its own URL (e.g. IDP_BASE)
+
     log = os.open(args.log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
@@ -55,6 +59,14 @@ def main() -> None:
     signal.pthread_sigmask(signal.SIG_SETMASK, [])
     for sig in (signal.SIGINT, signal.SIGQUIT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, signal.SIG_DFL)
+    # Keep only stdio and the socket: a descriptor leaked from whoever ran the stack (say, the write
+    # end of a test's pipe) would otherwise live as long as the server.
+    os.closerange(3, fd)
+    os.closerange(fd + 1, 65536)
+    # 1,000 concurrent SSE clients need more descriptors than the usual soft limit of 1,024
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY or hard > soft:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard if hard != resource.RLIM_INFINITY else 65536, hard))
     argv = [a.replace("{fd}", str(fd)) for a in cmd]
     os.execvp(argv[0], argv)
 

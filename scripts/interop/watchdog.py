@@ -43,6 +43,7 @@ def main() -> None:
     ap.add_argument("--pid", type=int)
     ap.add_argument("--max-lifetime", type=float, default=0)
     args = ap.parse_args()
+    os.closerange(3, 65536)  # hold no descriptor leaked from the process that ran `stack up`
     signal.pthread_sigmask(signal.SIG_SETMASK, [])  # a test thread may have blocked SIGTERM
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     try:
