@@ -8,6 +8,7 @@ Env:
   RS_CLIENT_ID / RS_CLIENT_SECRET   rs / rs-secret (a confidential client on the AS)
   RS_CACHE_SECONDS    positive-introspection cache, capped by the token's exp; 0 (default) = every request
   RS_REQUIRED_SCOPE   scope every authenticated endpoint needs; default "read"
+  RS_AS_URL           the AS origin, for the mix-up metadata below (default: from RS_INTROSPECT_URL)
 
 Endpoints (auth = Bearer token, introspected):
   GET  /whoami                 auth; {client_id, username, scope, exp}
@@ -21,6 +22,10 @@ Endpoints (auth = Bearer token, introspected):
   GET  /slow?delay=S           no auth; answers after S seconds
   GET  /counters[?tag=T]       receipts per X-Request-Tag header (every path counts); DELETE resets
   GET  /healthz                {ok, introspections, ...stats}
+  GET  /.well-known/oauth-authorization-server/mixup   the AS's RFC 8414 metadata, verbatim
+  GET  /mixup/.well-known/openid-configuration         the AS's OIDC metadata, verbatim
+       (issuer mix-up: a client configured with issuer RS_URL/mixup gets metadata whose issuer is the
+       real AS's, with the real token endpoint; it must refuse and send nothing to that endpoint)
 
 SSE parameters: Last-Event-ID header or ?last_event_id= (resume after that integer id; default 0),
 ?count=N events (default 5; -1 = unlimited), ?interval=S between events (default 0.2),
@@ -50,6 +55,7 @@ INTROSPECT_URL = os.environ.get("RS_INTROSPECT_URL", "http://127.0.0.1:9000/o/in
 CLIENT = (os.environ.get("RS_CLIENT_ID", "rs"), os.environ.get("RS_CLIENT_SECRET", "rs-secret"))
 CACHE_SECONDS = float(os.environ.get("RS_CACHE_SECONDS", "0"))
 REQUIRED_SCOPE = os.environ.get("RS_REQUIRED_SCOPE", "read")
+AS_URL = os.environ.get("RS_AS_URL") or INTROSPECT_URL.split("/o/introspect/")[0]
 ALL_METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
 
 _http: httpx.AsyncClient | None = None
@@ -195,6 +201,16 @@ async def counters_view(request: Request):
     return JSONResponse(counters)
 
 
+async def mixup_metadata(request: Request):
+    path = ("/.well-known/oauth-authorization-server/o" if request.url.path.startswith("/.well-known/")
+            else "/o/.well-known/openid-configuration")
+    try:
+        r = await _http.get(AS_URL + path)
+    except httpx.HTTPError:
+        return JSONResponse({"error": "authorization server unreachable"}, status_code=503)
+    return Response(r.content, status_code=r.status_code, media_type="application/json")
+
+
 async def health(request: Request):
     return JSONResponse({"ok": True, **stats})
 
@@ -334,6 +350,8 @@ _starlette = Starlette(
         Route("/slow", slow),
         Route("/counters", counters_view, methods=["GET", "DELETE"]),
         Route("/healthz", health),
+        Route("/.well-known/oauth-authorization-server/mixup", mixup_metadata),
+        Route("/mixup/.well-known/openid-configuration", mixup_metadata),
     ],
     lifespan=lifespan,
 )
