@@ -32,7 +32,8 @@ SSE parameters: Last-Event-ID header or ?last_event_id= (resume after that integ
 ?retry=MS (default 500), ?ping=S keep-alive comment period (default 15; 0 = none),
 ?drop_after=N abort the connection after N events (no final event, no terminating chunk),
 ?stall_after=N go silent (no bytes at all) after N events until the client leaves,
-?size=N pad each event's data to about N bytes, ?eol=lf|crlf|cr line endings (default lf).
+?size=N pad each event's data to about N bytes, ?eol=lf|crlf|cr line endings (default lf),
+?expired_event=0 end at token expiry without the final token-expired event.
 Events: "id: <n>", "event: tick", "data: {"seq": <n>}". The first block is ": resumed-from <last>"
 plus "retry: <ms>". When the token's exp passes, a final "event: token-expired" is sent and the
 stream ends, so a client must reconnect with a fresh token and Last-Event-ID.
@@ -227,7 +228,7 @@ def _sse_params(request: Request):
                 retry=int(q.get("retry", "500")), ping=float(q.get("ping", "15")),
                 drop_after=int(q["drop_after"]) if "drop_after" in q else None,
                 stall_after=int(q["stall_after"]) if "stall_after" in q else None,
-                size=int(q.get("size", "0")))
+                size=int(q.get("size", "0")), expired_event=q.get("expired_event", "1") != "0")
 
 
 def _block(eol: str, *lines: str) -> bytes:
@@ -248,7 +249,8 @@ async def _sse_body(p: dict, exp: float | None):
                 while True:
                     await asyncio.sleep(3600)
             if exp and time.time() >= exp:
-                yield _block(eol, f"id: {i - 1}", "event: token-expired", "data: reconnect with a fresh token")
+                if p["expired_event"]:
+                    yield _block(eol, f"id: {i - 1}", "event: token-expired", "data: reconnect with a fresh token")
                 return
             data = f'{{"seq": {i}}}'
             if p["size"] > len(data):
@@ -256,6 +258,8 @@ async def _sse_body(p: dict, exp: float | None):
             yield _block(eol, f"id: {i}", "event: tick", f"data: {data}")
             stats["events_sent"] += 1
             i, sent = i + 1, sent + 1
+            if p["interval"] <= 0:
+                await asyncio.sleep(0)  # a fast stream must still let other connections run
             # wait `interval`, but wake at the token's expiry and send keep-alive comments meanwhile
             deadline = time.time() + p["interval"]
             while True:
@@ -268,7 +272,8 @@ async def _sse_body(p: dict, exp: float | None):
                 if p["ping"] > 0 and time.time() < until:
                     yield (": ping" + eol + eol).encode()
             if exp and time.time() >= exp and (p["count"] < 0 or sent < p["count"]):
-                yield _block(eol, f"id: {i - 1}", "event: token-expired", "data: reconnect with a fresh token")
+                if p["expired_event"]:
+                    yield _block(eol, f"id: {i - 1}", "event: token-expired", "data: reconnect with a fresh token")
                 return
     finally:
         stats["streams_open"] -= 1
