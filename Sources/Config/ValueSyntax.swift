@@ -160,7 +160,12 @@ public enum ValueSyntax {
             let distance = editDistance(word, candidate)
             if distance <= limit, distance < (best?.1 ?? Int.max) { best = (candidate, distance) }
         }
-        return best?.0
+        if let best { return best.0 }
+        // A shortened or lengthened key ("idle" for "idle_timeout") is also a likely mistake.
+        let lowered = word.lowercased()
+        guard lowered.count >= 3 else { return nil }
+        let related = candidates.filter { $0.lowercased().hasPrefix(lowered) || lowered.hasPrefix($0.lowercased()) }
+        return related.count == 1 ? related.first : nil
     }
 
     /// Whether `name` is a valid HTTP field name (an RFC 9110 token).
