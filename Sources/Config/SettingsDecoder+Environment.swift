@@ -6,7 +6,7 @@ extension SettingsDecoder {
             sink.error("the config file is empty; it needs at least 'version: 1'", at: SourceMark(line: 1, column: 1))
             return nil
         }
-        guard let top = fields(root, path: "(top level)", context: "the top level", allowed: Self.topKeys) else { return nil }
+        guard let top = fields(root, path: "(top level)", context: "the top level", allowed: Self.topKeys, allowExtensions: true) else { return nil }
         var settings = Settings(file: file)
 
         if let version = top["version"] {

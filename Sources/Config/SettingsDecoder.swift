@@ -43,7 +43,7 @@ struct SettingsDecoder {
 
     // MARK: Key tables
 
-    /// Keys allowed at the top level.
+    /// Keys allowed at the top level (plus any `x-` key, ignored: a place to hold YAML anchors).
     static let topKeys: Set<String> = ["version", "default_environment", "environments", "store", "server"]
     /// Keys allowed under `server`.
     static let serverKeys: Set<String> = ["max_concurrent_requests", "max_queued_requests", "max_message_bytes"]
@@ -95,7 +95,7 @@ struct SettingsDecoder {
     /// The pairs of a mapping node keyed by name (first occurrence), after reporting non-scalar,
     /// duplicate and unknown keys. `null` counts as an empty mapping. `nil` when not a mapping.
     mutating func fields(
-        _ node: YAMLNode, path: String, context: String, allowed: Set<String>?,
+        _ node: YAMLNode, path: String, context: String, allowed: Set<String>?, allowExtensions: Bool = false,
         unknownHint: (String) -> String? = { _ in nil }
     ) -> [String: YAMLPair]? {
         if node.isNull { return [:] }
@@ -113,6 +113,7 @@ struct SettingsDecoder {
                 sink.error("duplicate key '\(key)' in \(context) (first at line \(result[key]?.key.mark.line ?? 0))", at: pair.key.mark)
                 continue
             }
+            if allowExtensions && key.hasPrefix("x-") { continue }
             if let allowed, !allowed.contains(key) {
                 var message = "unknown key '\(key)' in \(context)"
                 if let hint = unknownHint(key) {
