@@ -149,3 +149,10 @@ public struct SecretSource: Sendable, CustomStringConvertible, CustomDebugString
     public var description: String { "SecretSource(\(originDescription))" }
     public var debugDescription: String { description }
 }
+
+extension SecretSource: CustomReflectable {
+    /// Only the origin and location: `dump` and debuggers never see an inline value.
+    public var customMirror: Mirror {
+        Mirror(self, children: ["origin": origin, "file": file, "mark": mark], displayStyle: .struct)
+    }
+}

@@ -141,14 +141,12 @@ extension SettingsDecoder {
             }
         }
         if let pair = keys["default_profile"], let value = nonEmptyString(pair.value, path: "\(base).default_profile") {
-            let names = environment.profiles.map(\.name)
             let declared = keys["profiles"]?.value.pairs?.compactMap { $0.key.scalar?.value } ?? []
             if !value.unresolved, !declared.contains(value.text) {
                 var message = "default_profile '\(value.text)' is not a profile of environment '\(name)'"
                 if let guess = ValueSyntax.suggestion(for: value.text, among: declared) { message += "; did you mean '\(guess)'?" }
                 sink.error(message, at: pair.value.mark)
             }
-            _ = names
             environment.defaultProfile = value.text
         }
         return environment
@@ -166,12 +164,13 @@ extension SettingsDecoder {
 
     mutating func decodeHeaders(_ node: YAMLNode, path: String) -> [(name: String, value: String)] {
         var headers: [(name: String, value: String)] = []
+        var seen: Set<String> = []
         for (name, pair) in namedEntries(node, path: path) {
             guard ValueSyntax.isHeaderName(name) else {
                 sink.error("'\(name)' is not a valid HTTP header name", at: pair.key.mark)
                 continue
             }
-            if headers.contains(where: { $0.name.lowercased() == name.lowercased() }) {
+            guard seen.insert(name.lowercased()).inserted else {
                 sink.error("header '\(name)' is set twice in '\(path)' (names are case-insensitive)", at: pair.key.mark)
                 continue
             }

@@ -147,13 +147,12 @@ extension SettingsDecoder {
     /// `{ command: [argv], timeout: 10s }`. Never quotes the value in a message.
     mutating func secretSource(_ node: YAMLNode, path: String) -> SecretSource? {
         let expected = "a secret source: { env: NAME }, { file: path }, { command: [argv] } or a string"
-        if let scalar = node.scalar, !node.isNull {
+        if node.scalar != nil, !node.isNull {
             // Interpolate without echoing anything: errors name only the path and variable.
             guard let value = self.scalar(node, path: path, expected: expected) else { return nil }
             if !value.interpolated {
                 sink.warning("inline secret in '\(path)'; prefer { env: NAME }, { file: path } or { command: [argv] }", at: node.mark)
             }
-            _ = scalar
             let source = SecretSource(origin: .inline, inlineValue: value.text, file: file, mark: node.mark, resolver: resolver)
             secrets.append(source)
             return source

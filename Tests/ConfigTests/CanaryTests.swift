@@ -63,3 +63,14 @@ import Testing
         for text in rendered { #expect(!text.contains(secret), "\(text)") }
     }
 }
+
+@Suite struct SecretReflectionTests {
+    @Test func dumpShowsNoInlineValue() async throws {
+        let secret = "canary-dump-\(UUID().uuidString.prefix(8))"
+        let source = try bearerSource(await decodeConfig(bearerConfig(secret)))
+        var dumped = ""
+        dump(source, to: &dumped)
+        #expect(!dumped.contains(secret))
+        #expect(dumped.contains("inline"))
+    }
+}
