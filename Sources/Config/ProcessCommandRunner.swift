@@ -21,6 +21,8 @@ public enum SecretCommandError: Error, Sendable, CustomStringConvertible {
     case failed(command: String, status: String, stderr: String)
     /// The command printed more than the allowed amount.
     case outputTooLarge(command: String, limit: Int)
+    /// The calling task was cancelled; the command was killed.
+    case cancelled(command: String)
 
     public var description: String {
         switch self {
@@ -31,6 +33,7 @@ public enum SecretCommandError: Error, Sendable, CustomStringConvertible {
         case .failed(let command, let status, let stderr):
             return "secret command \(command) \(status)" + (stderr.isEmpty ? "" : "; its stderr said: \(stderr)")
         case .outputTooLarge(let command, let limit): return "secret command \(command) printed more than \(limit) bytes"
+        case .cancelled(let command): return "secret command \(command) was cancelled and killed"
         }
     }
 }
@@ -165,6 +168,7 @@ private final class ChildProcess: Sendable {
         }
         if timedOut || tooLarge { kill(pid, SIGKILL) }
         let status = reap(pid, deadline: deadline)
+        if state.withLock({ $0.cancelled }) { return .failure(.cancelled(command: name)) }
         if timedOut || status == nil {
             return .failure(.timedOut(command: name, limit: timeout))
         }

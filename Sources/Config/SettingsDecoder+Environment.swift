@@ -95,6 +95,17 @@ extension SettingsDecoder {
 
     mutating func decodeEnvironment(name: String, node: YAMLNode) -> EnvironmentSettings? {
         let base = "environments.\(name)"
+        if node.pairs == nil {
+            var message =
+                node.isNull
+                ? "environment '\(name)' is empty: it needs at least a 'base_url' (are the lines below it indented under it?)"
+                : "environment '\(name)' must be a mapping of its settings, found \(node.kindDescription)"
+            if Self.environmentKeys.contains(name) {
+                message += "; '\(name)' is an environment setting: indent it under its environment"
+            }
+            sink.error(message, at: node.mark)
+            return nil
+        }
         guard let keys = fields(node, path: base, context: "environment '\(name)'", allowed: Self.environmentKeys) else { return nil }
         var environment = EnvironmentSettings(name: name, baseURL: "", mark: node.mark)
         if let pair = keys["base_url"] {

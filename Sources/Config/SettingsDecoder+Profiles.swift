@@ -1,7 +1,14 @@
 extension SettingsDecoder {
     mutating func decodeProfile(name: String, node: YAMLNode, path: String) -> ProfileSettings? {
         guard node.pairs != nil else {
-            sink.error("profile '\(name)' must be a mapping with at least a 'type', found \(node.kindDescription)", at: node.mark)
+            var message =
+                node.isNull
+                ? "profile '\(name)' is empty: it needs at least a 'type' (are the lines below it indented under it?)"
+                : "profile '\(name)' must be a mapping with at least a 'type', found \(node.kindDescription)"
+            if Self.profileKeys.values.contains(where: { $0.contains(name) }) {
+                message += "; '\(name)' is a profile setting: indent it under its profile"
+            }
+            sink.error(message, at: node.mark)
             return nil
         }
         guard let typePair = node.pairs?.first(where: { $0.key.scalar?.value == "type" }) else {

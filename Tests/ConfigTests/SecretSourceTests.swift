@@ -140,6 +140,20 @@ func resolutionError(_ source: SecretSource) async -> String? {
         #expect(error?.contains("killed") == true)
     }
 
+    @Test func cancellingTheCallerKillsTheCommand() async {
+        let task = Task {
+            try await ProcessCommandRunner().run(
+                argv: ["python3", "-c", "import time; time.sleep(120)"], environment: commandEnvironment, timeout: .seconds(120))
+        }
+        task.cancel()
+        let result = await task.result
+        guard case .failure(let error) = result else {
+            Issue.record("expected a failure")
+            return
+        }
+        #expect("\(error)".contains("cancelled and killed"))
+    }
+
     @Test func unknownCommandIsReported() async throws {
         let source = try bearerSource(await decodeConfig(bearerConfig("{ command: [no-such-program-xyz] }"), environment: commandEnvironment))
         #expect(await resolutionError(source)?.contains("no-such-program-xyz was not found on PATH") == true)

@@ -57,6 +57,9 @@ private let cc = "type: client_credentials\ntoken_url: https://auth.example.com/
     ]
 
     static let environmentCases: [DiagnosticCase] = [
+        .init(name: "setting not indented under its environment", yaml: "version: 1\nenvironments:\n  prod:\n  base_url: https://p\n", line: 4, fragment: "indent it under its environment"),
+        .init(name: "empty environment", yaml: "version: 1\nenvironments:\n  prod:\n", line: 3, fragment: "environment 'prod' is empty"),
+        .init(name: "setting not indented under its profile", yaml: environmentConfig("profiles:\n  p:\n  type: bearer"), line: 7, fragment: "indent it under its profile"),
         .init(name: "missing base_url", yaml: "version: 1\nenvironments:\n  e:\n    timeout: 5s\n", line: 4, fragment: "needs a 'base_url'"),
         .init(name: "base_url with query", yaml: "version: 1\nenvironments:\n  e:\n    base_url: https://h/x?a=1\n", line: 4, fragment: "must not contain a query"),
         .init(name: "base_url relative", yaml: "version: 1\nenvironments:\n  e:\n    base_url: /api\n", line: 4, fragment: "base_url"),
