@@ -1,1 +1,0 @@
-// The Config module: YAML -> node tree with marks -> typed, validated settings.

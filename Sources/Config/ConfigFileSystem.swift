@@ -1,0 +1,86 @@
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+import Synchronization
+
+/// Why a file could not be read.
+public enum FileSystemError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// Nothing at the path.
+    case notFound(path: String)
+    /// The file exists but could not be read (permissions, a directory, an I/O error).
+    case unreadable(path: String, reason: String)
+
+    public var description: String {
+        switch self {
+        case .notFound(let path): return "\(path): no such file"
+        case .unreadable(let path, let reason): return "\(path): cannot read (\(reason))"
+        }
+    }
+}
+
+/// The file reads the config layer needs, behind a protocol so tests can use in-memory files.
+public protocol ConfigFileSystem: Sendable {
+    /// The whole content of the file at `path`.
+    func contents(atPath path: String) throws(FileSystemError) -> [UInt8]
+    /// The file's permission bits (`st_mode & 0o777`), or `nil` when nothing is at `path`.
+    func permissions(atPath path: String) -> UInt32?
+}
+
+/// The real file system, through `open`/`read`/`stat`.
+public struct LocalFileSystem: ConfigFileSystem {
+    public init() {}
+
+    public func contents(atPath path: String) throws(FileSystemError) -> [UInt8] {
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else {
+            let code = errno
+            if code == ENOENT || code == ENOTDIR { throw .notFound(path: path) }
+            throw .unreadable(path: path, reason: String(cString: strerror(code)))
+        }
+        defer { close(descriptor) }
+        var result: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 65536)
+        while true {
+            let count = chunk.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
+            if count == 0 { return result }
+            if count < 0 {
+                if errno == EINTR { continue }
+                throw .unreadable(path: path, reason: String(cString: strerror(errno)))
+            }
+            result.append(contentsOf: chunk[0..<count])
+            if result.count > 16 * 1024 * 1024 { throw .unreadable(path: path, reason: "larger than 16 MiB") }
+        }
+    }
+
+    public func permissions(atPath path: String) -> UInt32? {
+        var info = stat()
+        guard stat(path, &info) == 0 else { return nil }
+        return UInt32(info.st_mode) & 0o777
+    }
+}
+
+/// Files held in memory, for tests and tools.
+public final class InMemoryFileSystem: ConfigFileSystem {
+    /// Guarded by the mutex: path -> (content, permission bits).
+    private let files: Mutex<[String: (bytes: [UInt8], mode: UInt32)]>
+
+    public init(_ files: [String: String] = [:], mode: UInt32 = 0o600) {
+        self.files = Mutex(files.mapValues { (Array($0.utf8), mode) })
+    }
+
+    /// Adds or replaces a file.
+    public func write(_ text: String, toPath path: String, mode: UInt32 = 0o600) {
+        files.withLock { $0[path] = (Array(text.utf8), mode) }
+    }
+
+    public func contents(atPath path: String) throws(FileSystemError) -> [UInt8] {
+        guard let bytes = files.withLock({ $0[path]?.bytes }) else { throw .notFound(path: path) }
+        return bytes
+    }
+
+    public func permissions(atPath path: String) -> UInt32? {
+        files.withLock { $0[path]?.mode }
+    }
+}

@@ -1,0 +1,259 @@
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+import Foundation
+import Logging
+import Synchronization
+
+/// Why a secret command failed. Never carries the command's standard output.
+public enum SecretCommandError: Error, Sendable, CustomStringConvertible {
+    /// The argv list is empty.
+    case emptyCommand
+    /// `argv[0]` was not found on `PATH` (or is not executable).
+    case notFound(command: String)
+    /// `posix_spawn` failed.
+    case spawnFailed(command: String, reason: String)
+    /// The command ran past its time limit and was killed with SIGKILL.
+    case timedOut(command: String, limit: Duration)
+    /// The command exited non-zero or was killed by a signal; `stderr` is redacted and bounded.
+    case failed(command: String, status: String, stderr: String)
+    /// The command printed more than the allowed amount.
+    case outputTooLarge(command: String, limit: Int)
+    /// The calling task was cancelled; the command was killed.
+    case cancelled(command: String)
+
+    public var description: String {
+        switch self {
+        case .emptyCommand: return "the secret command is empty"
+        case .notFound(let command): return "secret command \(command) was not found on PATH or is not executable"
+        case .spawnFailed(let command, let reason): return "secret command \(command) could not start: \(reason)"
+        case .timedOut(let command, let limit): return "secret command \(command) did not finish within \(limit) and was killed"
+        case .failed(let command, let status, let stderr):
+            return "secret command \(command) \(status)" + (stderr.isEmpty ? "" : "; its stderr said: \(stderr)")
+        case .outputTooLarge(let command, let limit): return "secret command \(command) printed more than \(limit) bytes"
+        case .cancelled(let command): return "secret command \(command) was cancelled and killed"
+        }
+    }
+}
+
+/// Runs a secret command and returns its standard output.
+public protocol SecretCommandRunner: Sendable {
+    /// Runs `argv` (argv[0] looked up on `environment["PATH"]`) with `environment`, stdin from
+    /// /dev/null, and returns its stdout once it exits 0 within `timeout`.
+    func run(argv: [String], environment: [String: String], timeout: Duration) async throws(SecretCommandError) -> [UInt8]
+}
+
+/// Runs commands with `posix_spawn`: no shell, an empty signal mask and default signal
+/// dispositions in the child (the parent may block or ignore signals), stdin `/dev/null`,
+/// stdout and stderr captured through pipes, SIGKILL when the time limit passes or the calling
+/// task is cancelled. The blocking wait happens on its own thread, never on the cooperative pool.
+public struct ProcessCommandRunner: SecretCommandRunner {
+    /// The most stdout accepted (1 MiB).
+    public static let maxOutputBytes = 1024 * 1024
+    /// How much stderr is kept for the error message.
+    public static let maxErrorBytes = 512
+
+    public init() {}
+
+    public func run(argv: [String], environment: [String: String], timeout: Duration) async throws(SecretCommandError) -> [UInt8] {
+        guard let command = argv.first, !command.isEmpty else { throw .emptyCommand }
+        guard let executable = Self.locate(command, path: environment["PATH"]) else { throw .notFound(command: command) }
+        let child = ChildProcess(executable: executable, argv: argv, environment: environment, timeout: timeout)
+        let result: Result<[UInt8], SecretCommandError> = await withTaskCancellationHandler {
+            await withCheckedContinuation { continuation in
+                Thread.detachNewThread { continuation.resume(returning: child.runToCompletion()) }
+            }
+        } onCancel: {
+            child.cancel()
+        }
+        return try result.get()
+    }
+
+    /// The executable for `command`: as given when it contains a `/`, else the first
+    /// executable match in the `PATH` folders.
+    static func locate(_ command: String, path: String?) -> String? {
+        if command.contains("/") { return access(command, X_OK) == 0 ? command : nil }
+        let folders = (path ?? "/usr/local/bin:/usr/bin:/bin").split(separator: ":", omittingEmptySubsequences: false)
+        for folder in folders {
+            let candidate = (folder.isEmpty ? "." : String(folder)) + "/" + command
+            var info = stat()
+            if stat(candidate, &info) == 0, (UInt32(info.st_mode) & UInt32(S_IFMT)) == UInt32(S_IFREG), access(candidate, X_OK) == 0 {
+                return candidate
+            }
+        }
+        return nil
+    }
+}
+
+/// One run of one command. `state` is the only shared state (the pid and whether the task was
+/// cancelled); everything else is touched only by the thread in `runToCompletion`.
+private final class ChildProcess: Sendable {
+    let executable: String
+    let argv: [String]
+    let environment: [String: String]
+    let timeout: Duration
+    /// Guarded by the mutex: the running child's pid (0 before spawn / after reaping) and
+    /// whether cancellation was requested.
+    let state = Mutex<(pid: pid_t, cancelled: Bool)>((0, false))
+
+    init(executable: String, argv: [String], environment: [String: String], timeout: Duration) {
+        self.executable = executable
+        self.argv = argv
+        self.environment = environment
+        self.timeout = timeout
+    }
+
+    var name: String { argv.first ?? executable }
+
+    func cancel() {
+        state.withLock { state in
+            state.cancelled = true
+            if state.pid > 0 { kill(state.pid, SIGKILL) }
+        }
+    }
+
+    /// Spawns, collects output until both pipes close or the deadline passes, reaps.
+    func runToCompletion() -> Result<[UInt8], SecretCommandError> {
+        var outPipe: [Int32] = [-1, -1]
+        var errPipe: [Int32] = [-1, -1]
+        guard Self.makePipe(&outPipe) else { return .failure(.spawnFailed(command: name, reason: Self.errorText())) }
+        guard Self.makePipe(&errPipe) else {
+            close(outPipe[0]); close(outPipe[1])
+            return .failure(.spawnFailed(command: name, reason: Self.errorText()))
+        }
+        let spawned = spawn(stdoutWrite: outPipe[1], stderrWrite: errPipe[1])
+        close(outPipe[1])
+        close(errPipe[1])
+        defer { close(outPipe[0]); close(errPipe[0]) }
+        let pid: pid_t
+        switch spawned {
+        case .failure(let error): return .failure(error)
+        case .success(let value): pid = value
+        }
+        let alreadyCancelled = state.withLock { state -> Bool in
+            state.pid = pid
+            return state.cancelled
+        }
+        if alreadyCancelled { kill(pid, SIGKILL) }
+
+        let deadline = ContinuousClock.now.advanced(by: timeout)
+        var stdout: [UInt8] = []
+        var stderr: [UInt8] = []
+        var open = [outPipe[0], errPipe[0]]
+        var timedOut = false
+        var tooLarge = false
+        var buffer = [UInt8](repeating: 0, count: 16384)
+        while !open.isEmpty {
+            let remaining = ContinuousClock.now.duration(to: deadline)
+            if remaining <= .zero { timedOut = true; break }
+            let milliseconds = Int32(clamping: remaining.components.seconds * 1000 + remaining.components.attoseconds / 1_000_000_000_000_000 + 1)
+            var fds = open.map { pollfd(fd: $0, events: Int16(POLLIN), revents: 0) }
+            let ready = poll(&fds, nfds_t(fds.count), milliseconds)
+            if ready < 0 { if errno == EINTR { continue } else { break } }
+            for entry in fds where entry.revents != 0 {
+                let count = buffer.withUnsafeMutableBytes { read(entry.fd, $0.baseAddress, $0.count) }
+                if count <= 0 {
+                    if count < 0, errno == EINTR || errno == EAGAIN { continue }
+                    open.removeAll { $0 == entry.fd }
+                } else if entry.fd == outPipe[0] {
+                    stdout.append(contentsOf: buffer[0..<count])
+                    if stdout.count > ProcessCommandRunner.maxOutputBytes { tooLarge = true }
+                } else if stderr.count < 4 * ProcessCommandRunner.maxErrorBytes {
+                    stderr.append(contentsOf: buffer[0..<count])
+                }
+            }
+            if tooLarge { break }
+        }
+        if timedOut || tooLarge { kill(pid, SIGKILL) }
+        let status = reap(pid, deadline: deadline)
+        if state.withLock({ $0.cancelled }) { return .failure(.cancelled(command: name)) }
+        if timedOut || status == nil {
+            return .failure(.timedOut(command: name, limit: timeout))
+        }
+        if tooLarge { return .failure(.outputTooLarge(command: name, limit: ProcessCommandRunner.maxOutputBytes)) }
+        let code = status ?? 0
+        let signal = code & 0x7f
+        let exitStatus = (code >> 8) & 0xff
+        if signal == 0 && exitStatus == 0 { return .success(stdout) }
+        let statusText = signal == 0 ? "exited with status \(exitStatus)" : "was killed by signal \(signal)"
+        return .failure(.failed(command: name, status: statusText, stderr: Self.summarise(stderr)))
+    }
+
+    /// Waits for the child; kills it if it is still running past the deadline. Returns the raw
+    /// wait status, or `nil` when it had to be killed for the deadline.
+    private func reap(_ pid: pid_t, deadline: ContinuousClock.Instant) -> Int32? {
+        var status: Int32 = 0
+        var killed = false
+        while true {
+            let result = waitpid(pid, &status, killed ? 0 : WNOHANG)
+            if result == pid { break }
+            if result < 0 && errno != EINTR { break }
+            if result == 0 {
+                if ContinuousClock.now >= deadline {
+                    kill(pid, SIGKILL)
+                    killed = true
+                } else {
+                    // The child closed its pipes but has not exited yet: wait a little.
+                    _ = poll(nil, 0, 5)
+                }
+            }
+        }
+        state.withLock { $0.pid = 0 }
+        return killed ? nil : status
+    }
+
+    /// Spawns the child with stdin `/dev/null`, stdout/stderr on the pipes, an empty signal
+    /// mask and every signal at its default disposition.
+    private func spawn(stdoutWrite: Int32, stderrWrite: Int32) -> Result<pid_t, SecretCommandError> {
+        var actions = posix_spawn_file_actions_t()
+        var attributes = posix_spawnattr_t()
+        posix_spawn_file_actions_init(&actions)
+        posix_spawnattr_init(&attributes)
+        defer {
+            posix_spawn_file_actions_destroy(&actions)
+            posix_spawnattr_destroy(&attributes)
+        }
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_adddup2(&actions, stdoutWrite, 1)
+        posix_spawn_file_actions_adddup2(&actions, stderrWrite, 2)
+        var emptyMask = sigset_t()
+        sigemptyset(&emptyMask)
+        var allSignals = sigset_t()
+        sigfillset(&allSignals)
+        posix_spawnattr_setsigmask(&attributes, &emptyMask)
+        posix_spawnattr_setsigdefault(&attributes, &allSignals)
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
+
+        let arguments = argv.map { strdup($0) } + [nil]
+        let variables = environment.sorted { $0.key < $1.key }.map { strdup("\($0.key)=\($0.value)") } + [nil]
+        defer {
+            arguments.forEach { free($0) }
+            variables.forEach { free($0) }
+        }
+        var pid: pid_t = 0
+        let code = posix_spawn(&pid, executable, &actions, &attributes, arguments, variables)
+        guard code == 0 else { return .failure(.spawnFailed(command: name, reason: String(cString: strerror(code)))) }
+        return .success(pid)
+    }
+
+    /// Redacted, bounded, single-line stderr for an error message.
+    private static func summarise(_ bytes: [UInt8]) -> String {
+        let text = Redactor.shared.redact(String(decoding: bytes, as: UTF8.self))
+        var line = text.split(whereSeparator: \.isNewline).joined(separator: " | ")
+        if line.utf8.count > ProcessCommandRunner.maxErrorBytes {
+            line = String(line.prefix(ProcessCommandRunner.maxErrorBytes)) + "…"
+        }
+        return line
+    }
+
+    /// A pipe whose both ends close on exec (the child gets its copies through dup2).
+    private static func makePipe(_ fds: inout [Int32]) -> Bool {
+        guard pipe(&fds) == 0 else { return false }
+        for fd in fds { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
+        return true
+    }
+
+    private static func errorText() -> String { String(cString: strerror(errno)) }
+}

@@ -1,0 +1,254 @@
+/// The whole, validated configuration. Secrets are not resolved yet: they are ``SecretSource``s.
+public struct Settings: Sendable, CustomStringConvertible {
+    /// The config format version (always 1).
+    public var version: Int
+    /// The environment used when a request names none.
+    public var defaultEnvironment: String?
+    /// The environments in file order.
+    public var environments: [EnvironmentSettings]
+    /// Where tokens are kept.
+    public var store: StoreSettings
+    /// Server limits.
+    public var server: ServerSettings
+    /// The file the settings came from (`nil` when there was none).
+    public var file: String?
+
+    public init(
+        version: Int = 1, defaultEnvironment: String? = nil, environments: [EnvironmentSettings] = [],
+        store: StoreSettings = StoreSettings(), server: ServerSettings = ServerSettings(), file: String? = nil
+    ) {
+        self.version = version
+        self.defaultEnvironment = defaultEnvironment
+        self.environments = environments
+        self.store = store
+        self.server = server
+        self.file = file
+    }
+
+    /// Settings with no environments (a missing implicit config file).
+    public static let empty = Settings()
+
+    /// The environment called `name`.
+    public func environment(named name: String) -> EnvironmentSettings? {
+        environments.first { $0.name == name }
+    }
+
+    public var description: String {
+        "Settings(version: \(version), environments: \(environments.map(\.name)), store: \(store.type.rawValue))"
+    }
+}
+
+/// Limits of the JSON-RPC server.
+public struct ServerSettings: Sendable, Hashable {
+    /// Requests executing at once (default 256).
+    public var maxConcurrentRequests: Int
+    /// Requests waiting for a slot before new ones are refused (default 10,000).
+    public var maxQueuedRequests: Int
+    /// The largest incoming message, in bytes (default 64 MiB).
+    public var maxMessageBytes: Int
+
+    public init(maxConcurrentRequests: Int = 256, maxQueuedRequests: Int = 10_000, maxMessageBytes: Int = 64 * 1024 * 1024) {
+        self.maxConcurrentRequests = maxConcurrentRequests
+        self.maxQueuedRequests = maxQueuedRequests
+        self.maxMessageBytes = maxMessageBytes
+    }
+}
+
+/// Where token state is kept.
+public struct StoreSettings: Sendable, Hashable {
+    /// The store kinds.
+    public enum Kind: String, Sendable, Hashable, CaseIterable {
+        case memory, sqlite
+    }
+
+    /// Memory (default) or SQLite.
+    public var type: Kind
+    /// The SQLite file (absolute, `~` expanded); `nil` for memory.
+    public var path: String?
+
+    public init(type: Kind = .memory, path: String? = nil) {
+        self.type = type
+        self.path = path
+    }
+}
+
+/// Timing of event-stream subscriptions in one environment.
+public struct EventsSettings: Sendable, Hashable {
+    /// A stream that delivers nothing (not even a comment) for this long is reconnected (default 45 s).
+    public var idleTimeout: Duration
+    /// The cap of the reconnect backoff (default 30 s).
+    public var maxBackoff: Duration
+
+    public init(idleTimeout: Duration = .seconds(45), maxBackoff: Duration = .seconds(30)) {
+        self.idleTimeout = idleTimeout
+        self.maxBackoff = maxBackoff
+    }
+}
+
+/// One environment: a base URL, its defaults and its profiles.
+public struct EnvironmentSettings: Sendable, CustomStringConvertible {
+    /// The environment's name (its key under `environments`).
+    public var name: String
+    /// The absolute http(s) base URL; a request `path` is appended to it.
+    public var baseURL: String
+    /// The profile used when a request names none.
+    public var defaultProfile: String?
+    /// Headers added to requests to the environment's origins, in file order.
+    public var headers: [(name: String, value: String)]
+    /// Bounds a whole request (default 30 s).
+    public var timeout: Duration
+    /// Bounds connection setup (default 10 s).
+    public var connectTimeout: Duration
+    /// Other origins (`scheme://host[:port]`, normalised) that receive credentials and headers.
+    public var allowedOrigins: [String]
+    /// A CA bundle to trust (absolute path).
+    public var caFile: String?
+    /// A proxy URL.
+    public var proxy: String?
+    /// The largest response body accepted, in bytes (default 32 MiB).
+    public var maxResponseBytes: Int
+    /// Event-stream timing.
+    public var events: EventsSettings
+    /// The profiles in file order.
+    public var profiles: [ProfileSettings]
+    /// Where the environment is defined.
+    public var mark: SourceMark
+
+    public init(
+        name: String, baseURL: String, defaultProfile: String? = nil, headers: [(name: String, value: String)] = [],
+        timeout: Duration = .seconds(30), connectTimeout: Duration = .seconds(10), allowedOrigins: [String] = [],
+        caFile: String? = nil, proxy: String? = nil, maxResponseBytes: Int = 32 * 1024 * 1024,
+        events: EventsSettings = EventsSettings(), profiles: [ProfileSettings] = [], mark: SourceMark = .file
+    ) {
+        self.name = name
+        self.baseURL = baseURL
+        self.defaultProfile = defaultProfile
+        self.headers = headers
+        self.timeout = timeout
+        self.connectTimeout = connectTimeout
+        self.allowedOrigins = allowedOrigins
+        self.caFile = caFile
+        self.proxy = proxy
+        self.maxResponseBytes = maxResponseBytes
+        self.events = events
+        self.profiles = profiles
+        self.mark = mark
+    }
+
+    /// The profile called `name`.
+    public func profile(named name: String) -> ProfileSettings? {
+        profiles.first { $0.name == name }
+    }
+
+    public var description: String {
+        "EnvironmentSettings(name: \(name), baseURL: \(baseURL), profiles: \(profiles.map(\.name)))"
+    }
+}
+
+/// One profile: a way of authenticating requests.
+public struct ProfileSettings: Sendable, CustomStringConvertible {
+    /// The profile's name (its key under `profiles`).
+    public var name: String
+    /// The YAML `type` string (`client_credentials`, `api_key`, ...).
+    public var typeName: String
+    /// Whether `token-get` may return this profile's access token.
+    public var exposeToken: Bool
+    /// The type and its settings.
+    public var kind: ProfileKind
+    /// Where the profile is defined.
+    public var mark: SourceMark
+
+    public init(name: String, typeName: String, exposeToken: Bool = false, kind: ProfileKind, mark: SourceMark = .file) {
+        self.name = name
+        self.typeName = typeName
+        self.exposeToken = exposeToken
+        self.kind = kind
+        self.mark = mark
+    }
+
+    /// Whether the profile needs a person to log in (authorization code, device code).
+    public var isInteractive: Bool {
+        switch kind {
+        case .authorizationCode, .deviceCode: return true
+        default: return false
+        }
+    }
+
+    public var description: String { "ProfileSettings(name: \(name), type: \(typeName))" }
+}
+
+/// A profile's type with its settings.
+public enum ProfileKind: Sendable {
+    /// OAuth 2 client credentials grant.
+    case clientCredentials(OAuthClientSettings)
+    /// OAuth 2 refresh grant, seeded with a refresh token provisioned out of band.
+    case refreshToken(OAuthClientSettings, refreshToken: SecretSource)
+    /// Authorization code + PKCE with a loopback redirect (interactive).
+    case authorizationCode(OAuthClientSettings, authorizationURL: String?, redirectPort: Int?)
+    /// Device authorization grant (interactive).
+    case deviceCode(OAuthClientSettings, deviceAuthorizationURL: String?)
+    /// A static key in a header or a query parameter.
+    case apiKey(placement: APIKeyPlacement, value: SecretSource)
+    /// HTTP Basic authentication.
+    case basic(username: String, password: SecretSource)
+    /// A static bearer token, possibly from a command, cached for `cache`.
+    case bearer(token: SecretSource, cache: Duration?)
+}
+
+/// Where an API key goes.
+public enum APIKeyPlacement: Sendable, Hashable {
+    /// In the header with this name.
+    case header(String)
+    /// In the query parameter with this name.
+    case query(String)
+}
+
+/// How an OAuth client authenticates at the token endpoint.
+public enum ClientAuthMethod: String, Sendable, Hashable, CaseIterable {
+    case clientSecretBasic = "client_secret_basic"
+    case clientSecretPost = "client_secret_post"
+    case none
+}
+
+/// The settings shared by every OAuth profile type.
+public struct OAuthClientSettings: Sendable, CustomStringConvertible {
+    /// The issuer, used for discovery (RFC 8414 / OIDC) and verified against its metadata.
+    public var issuer: String?
+    /// An explicit token endpoint (overrides the discovered one).
+    public var tokenURL: String?
+    /// The client identifier.
+    public var clientID: String
+    /// The client secret, for confidential clients.
+    public var clientSecret: SecretSource?
+    /// How the client authenticates.
+    public var clientAuth: ClientAuthMethod
+    /// Requested scopes, in order.
+    public var scopes: [String]
+    /// The `audience` parameter.
+    public var audience: String?
+    /// The `resource` indicators (RFC 8707).
+    public var resource: [String]
+    /// Renew this long before expiry (default 30 s).
+    public var expirySkew: Duration
+
+    public init(
+        issuer: String? = nil, tokenURL: String? = nil, clientID: String, clientSecret: SecretSource? = nil,
+        clientAuth: ClientAuthMethod? = nil, scopes: [String] = [], audience: String? = nil, resource: [String] = [],
+        expirySkew: Duration = .seconds(30)
+    ) {
+        self.issuer = issuer
+        self.tokenURL = tokenURL
+        self.clientID = clientID
+        self.clientSecret = clientSecret
+        self.clientAuth = clientAuth ?? (clientSecret == nil ? .none : .clientSecretBasic)
+        self.scopes = scopes
+        self.audience = audience
+        self.resource = resource
+        self.expirySkew = expirySkew
+    }
+
+    public var description: String {
+        "OAuthClientSettings(issuer: \(issuer ?? "-"), tokenURL: \(tokenURL ?? "-"), clientID: \(clientID), "
+            + "clientSecret: \(clientSecret == nil ? "none" : "<secret>"), clientAuth: \(clientAuth.rawValue), scopes: \(scopes))"
+    }
+}

@@ -1,0 +1,229 @@
+extension SettingsDecoder {
+    mutating func decodeProfile(name: String, node: YAMLNode, path: String) -> ProfileSettings? {
+        guard node.pairs != nil else {
+            var message =
+                node.isNull
+                ? "profile '\(name)' is empty: it needs at least a 'type' (are the lines below it indented under it?)"
+                : "profile '\(name)' must be a mapping with at least a 'type', found \(node.kindDescription)"
+            if Self.profileKeys.values.contains(where: { $0.contains(name) }) {
+                message += "; '\(name)' is a profile setting: indent it under its profile"
+            }
+            sink.error(message, at: node.mark)
+            return nil
+        }
+        guard let typePair = node.pairs?.first(where: { $0.key.scalar?.value == "type" }) else {
+            sink.error("profile '\(name)' needs a 'type': one of \(Self.profileTypes.joined(separator: ", "))", at: node.mark)
+            return nil
+        }
+        guard let type = choice(typePair.value, path: "\(path).type", choices: Self.profileTypes),
+            let allowed = Self.profileKeys[type]
+        else { return nil }
+        let context = "profile '\(name)' (type \(type))"
+        guard
+            let keys = fields(
+                node, path: path, context: context, allowed: allowed,
+                unknownHint: { key in
+                    let owners = Self.profileTypes.filter { Self.profileKeys[$0]?.contains(key) == true }
+                    return owners.isEmpty ? nil : "'\(key)' applies to \(owners.joined(separator: ", ")) profiles, not \(type)"
+                })
+        else { return nil }
+
+        var exposeToken = false
+        if let pair = keys["expose_token"], let value = boolean(pair.value, path: "\(path).expose_token") { exposeToken = value }
+
+        let kind: ProfileKind?
+        switch type {
+        case "client_credentials":
+            kind = decodeOAuth(keys, node: node, path: path).map { .clientCredentials($0) }
+        case "refresh_token":
+            let client = decodeOAuth(keys, node: node, path: path)
+            var seed: SecretSource?
+            if let pair = keys["refresh_token"] {
+                seed = secretSource(pair.value, path: "\(path).refresh_token")
+            } else {
+                sink.error("profile '\(name)' of type refresh_token needs a 'refresh_token' secret source (the seed)", at: node.mark)
+            }
+            if let client, let seed { kind = .refreshToken(client, refreshToken: seed) } else { kind = nil }
+        case "authorization_code":
+            let client = decodeOAuth(keys, node: node, path: path)
+            let authorizationURL = keys["authorization_url"].flatMap { httpURL($0.value, path: "\(path).authorization_url") }
+            let port = keys["redirect_port"].flatMap { integer($0.value, path: "\(path).redirect_port", range: 1...65535) }
+            kind = client.map { .authorizationCode($0, authorizationURL: authorizationURL, redirectPort: port) }
+        case "device_code":
+            let client = decodeOAuth(keys, node: node, path: path)
+            let deviceURL = keys["device_authorization_url"].flatMap { httpURL($0.value, path: "\(path).device_authorization_url") }
+            kind = client.map { .deviceCode($0, deviceAuthorizationURL: deviceURL) }
+        case "api_key":
+            kind = decodeAPIKey(keys, node: node, path: path, name: name)
+        case "basic":
+            var username: String?
+            if let pair = keys["username"] {
+                username = nonEmptyString(pair.value, path: "\(path).username")?.text
+            } else {
+                sink.error("profile '\(name)' of type basic needs a 'username'", at: node.mark)
+            }
+            let password = required("password", in: keys, node: node, path: path, name: name, type: type)
+            if let username, let password { kind = .basic(username: username, password: password) } else { kind = nil }
+        default:  // bearer
+            let token = required("token", in: keys, node: node, path: path, name: name, type: type)
+            var cache: Duration?
+            if let pair = keys["cache"] {
+                cache = duration(pair.value, path: "\(path).cache")
+                if let token, !token.isCommand {
+                    sink.warning("'\(path).cache' only matters when the token comes from a { command: [...] } source", at: pair.key.mark)
+                }
+            }
+            kind = token.map { .bearer(token: $0, cache: cache) }
+        }
+        if type == "authorization_code" || type == "device_code" {
+            let message = "profile '\(name)' uses type \(type), an interactive login that this version of tokenrelay does not implement yet"
+            if mode.isServe { sink.error(message, at: typePair.value.mark) } else { sink.warning(message + " (serve will refuse it)", at: typePair.value.mark) }
+        }
+        guard let kind else { return nil }
+        return ProfileSettings(name: name, typeName: type, exposeToken: exposeToken, kind: kind, mark: node.mark)
+    }
+
+    /// A required secret-source key.
+    private mutating func required(
+        _ key: String, in keys: [String: YAMLPair], node: YAMLNode, path: String, name: String, type: String
+    ) -> SecretSource? {
+        guard let pair = keys[key] else {
+            sink.error("profile '\(name)' of type \(type) needs '\(key)' (a secret source: { env: NAME }, { file: path } or { command: [argv] })", at: node.mark)
+            return nil
+        }
+        return secretSource(pair.value, path: "\(path).\(key)")
+    }
+
+    private mutating func decodeAPIKey(_ keys: [String: YAMLPair], node: YAMLNode, path: String, name: String) -> ProfileKind? {
+        var placement: APIKeyPlacement?
+        switch (keys["header"], keys["query"]) {
+        case (let header?, nil):
+            if let value = nonEmptyString(header.value, path: "\(path).header") {
+                if !value.unresolved, !ValueSyntax.isHeaderName(value.text) {
+                    sink.error("'\(path).header' \(value.quoted) is not a valid HTTP header name", at: header.value.mark)
+                }
+                placement = .header(value.text)
+            }
+        case (nil, let query?):
+            placement = nonEmptyString(query.value, path: "\(path).query").map { .query($0.text) }
+        case (.some, .some(let query)):
+            sink.error("profile '\(name)' sets both 'header' and 'query'; an api_key goes in exactly one place", at: query.key.mark)
+        case (nil, nil):
+            sink.error("profile '\(name)' of type api_key needs 'header' (a header name) or 'query' (a query parameter name)", at: node.mark)
+        }
+        let value = required("value", in: keys, node: node, path: path, name: name, type: "api_key")
+        guard let placement, let value else { return nil }
+        return .apiKey(placement: placement, value: value)
+    }
+
+    private mutating func decodeOAuth(_ keys: [String: YAMLPair], node: YAMLNode, path: String) -> OAuthClientSettings? {
+        let issuer = keys["issuer"].flatMap { httpURL($0.value, path: "\(path).issuer") }
+        let tokenURL = keys["token_url"].flatMap { httpURL($0.value, path: "\(path).token_url") }
+        if keys["issuer"] == nil && keys["token_url"] == nil {
+            sink.error("an OAuth profile needs 'issuer' (for discovery) or 'token_url' (or both)", at: node.mark)
+        }
+        var clientID: String?
+        if let pair = keys["client_id"] {
+            clientID = nonEmptyString(pair.value, path: "\(path).client_id")?.text
+        } else {
+            sink.error("an OAuth profile needs a 'client_id'", at: node.mark)
+        }
+        let secret = keys["client_secret"].flatMap { secretSource($0.value, path: "\(path).client_secret") }
+        var clientAuth: ClientAuthMethod?
+        if let pair = keys["client_auth"],
+            let value = choice(pair.value, path: "\(path).client_auth", choices: ClientAuthMethod.allCases.map(\.rawValue))
+        {
+            clientAuth = ClientAuthMethod(rawValue: value)
+            if clientAuth == ClientAuthMethod.none, keys["client_secret"] != nil {
+                sink.error("'client_auth: none' sends no secret, but 'client_secret' is set; remove one of them", at: pair.value.mark)
+            } else if clientAuth != ClientAuthMethod.none, keys["client_secret"] == nil {
+                sink.error("'client_auth: \(value)' needs a 'client_secret'", at: pair.value.mark)
+            }
+        }
+        let scopes = keys["scopes"].flatMap { stringList($0.value, path: "\(path).scopes", splittingString: true) } ?? []
+        let audience = keys["audience"].flatMap { nonEmptyString($0.value, path: "\(path).audience")?.text }
+        let resource = keys["resource"].flatMap { stringList($0.value, path: "\(path).resource", splittingString: true) } ?? []
+        let skew = keys["expiry_skew"].flatMap { duration($0.value, path: "\(path).expiry_skew", allowZero: true) } ?? .seconds(30)
+        guard let clientID else { return nil }
+        return OAuthClientSettings(
+            issuer: issuer, tokenURL: tokenURL, clientID: clientID, clientSecret: secret, clientAuth: clientAuth,
+            scopes: scopes, audience: audience, resource: resource, expirySkew: skew)
+    }
+
+    /// A secret source: an inline string (warned about), `{ env: NAME }`, `{ file: path }` or
+    /// `{ command: [argv], timeout: 10s }`. Never quotes the value in a message.
+    mutating func secretSource(_ node: YAMLNode, path: String) -> SecretSource? {
+        let expected = "a secret source: { env: NAME }, { file: path }, { command: [argv] } or a string"
+        if node.scalar != nil, !node.isNull {
+            // Interpolate without echoing anything: errors name only the path and variable.
+            guard let value = self.scalar(node, path: path, expected: expected) else { return nil }
+            if !value.interpolated {
+                sink.warning("inline secret in '\(path)'; prefer { env: NAME }, { file: path } or { command: [argv] }", at: node.mark)
+            }
+            let source = SecretSource(origin: .inline, inlineValue: value.text, file: file, mark: node.mark, resolver: resolver)
+            secrets.append(source)
+            return source
+        }
+        guard node.pairs != nil else {
+            sink.error("'\(path)' must be \(expected), found \(node.kindDescription)", at: node.mark)
+            return nil
+        }
+        guard let keys = fields(node, path: path, context: "secret source '\(path)'", allowed: Self.secretSourceKeys) else { return nil }
+        let kinds = ["env", "file", "command"].filter { keys[$0] != nil }
+        guard kinds.count == 1, let kind = kinds.first, let pair = keys[kind] else {
+            let problem = kinds.isEmpty ? "needs one of 'env', 'file' or 'command'" : "sets \(kinds.joined(separator: " and ")); use exactly one"
+            sink.error("secret source '\(path)' \(problem)", at: node.mark)
+            return nil
+        }
+        if let timeout = keys["timeout"], kind != "command" {
+            sink.error("'timeout' only applies to a { command: [...] } secret source", at: timeout.key.mark)
+        }
+        let origin: SecretSource.Origin
+        switch kind {
+        case "env":
+            guard let value = nonEmptyString(pair.value, path: "\(path).env"), !value.unresolved else { return nil }
+            guard Interpolation.isValidName(value.text) else {
+                sink.error("'\(path).env' \(value.quoted) is not a valid environment variable name", at: pair.value.mark)
+                return nil
+            }
+            origin = .environment(name: value.text)
+        case "file":
+            guard let file = filePath(pair.value, path: "\(path).file") else { return nil }
+            checkSecretFile(file, mark: pair.value.mark, path: path)
+            origin = .file(path: file)
+        default:
+            guard let argv = stringList(pair.value, path: "\(path).command"), pair.value.items != nil else {
+                if pair.value.scalar != nil {
+                    sink.error("'\(path).command' must be a list of arguments like [pass, show, api/key] (no shell is used)", at: pair.value.mark)
+                }
+                return nil
+            }
+            guard !argv.isEmpty else {
+                sink.error("'\(path).command' must name a program", at: pair.value.mark)
+                return nil
+            }
+            let timeout = keys["timeout"].flatMap { duration($0.value, path: "\(path).timeout") } ?? .seconds(10)
+            origin = .command(argv: argv, timeout: timeout)
+        }
+        let source = SecretSource(origin: origin, file: file, mark: node.mark, resolver: resolver)
+        secrets.append(source)
+        return source
+    }
+
+    /// Warns about a secret file that is missing (it may appear before it is needed) or
+    /// readable by group or others.
+    private mutating func checkSecretFile(_ path: String, mark: SourceMark, path keyPath: String) {
+        guard let permissions = resolver.fileSystem.permissions(atPath: path) else {
+            if case .check(resolveSecrets: false) = mode {
+                sink.warning("secret file \(path) for '\(keyPath)' does not exist", at: mark)
+            } else if mode.isServe {
+                sink.warning("secret file \(path) for '\(keyPath)' does not exist yet; requests that need it will fail", at: mark)
+            }
+            return
+        }
+        if permissions & 0o077 != 0 {
+            let octal = String(permissions, radix: 8)
+            sink.warning("secret file \(path) is readable by group or others (mode 0\(octal)); run chmod 600 on it", at: mark)
+        }
+    }
+}

@@ -1,0 +1,158 @@
+/// How the config is being loaded; decides how strict interpolation and secrets are.
+public enum ConfigLoadMode: Sendable, Hashable {
+    /// Loading to serve: an unset variable without default is an error, and types not
+    /// implemented yet are errors.
+    case serve
+    /// `check-config`: unset variables are warnings unless `resolveSecrets`, in which case they
+    /// are errors and every secret is resolved to prove it resolves.
+    case check(resolveSecrets: Bool)
+
+    /// Whether an unset variable without default is an error.
+    var requiresVariables: Bool {
+        switch self {
+        case .serve: return true
+        case .check(let resolveSecrets): return resolveSecrets
+        }
+    }
+
+    /// Whether this is `serve`.
+    var isServe: Bool { self == .serve }
+}
+
+/// Decodes a ``YAMLNode`` tree into ``Settings``, collecting every problem as a diagnostic
+/// rather than stopping at the first. The key tables are exposed so tests can compare them with
+/// the JSON Schema.
+struct SettingsDecoder {
+    let file: String
+    let folder: String
+    let mode: ConfigLoadMode
+    let resolver: SecretResolver
+    var sink: DiagnosticSink
+    /// Every secret source decoded, in file order (for `check-config --resolve-secrets`).
+    var secrets: [SecretSource] = []
+
+    init(file: String, mode: ConfigLoadMode, resolver: SecretResolver) {
+        self.file = file
+        self.folder = ValueSyntax.folder(of: file)
+        self.mode = mode
+        self.resolver = resolver
+        self.sink = DiagnosticSink(file: file)
+    }
+
+    var environment: [String: String] { resolver.environment }
+
+    // MARK: Key tables
+
+    /// Keys allowed at the top level (plus any `x-` key, ignored: a place to hold YAML anchors).
+    static let topKeys: Set<String> = ["version", "default_environment", "environments", "store", "server"]
+    /// Keys allowed under `server`.
+    static let serverKeys: Set<String> = ["max_concurrent_requests", "max_queued_requests", "max_message_bytes"]
+    /// Keys allowed under `store`.
+    static let storeKeys: Set<String> = ["type", "path"]
+    /// Keys allowed in an environment.
+    static let environmentKeys: Set<String> = [
+        "base_url", "default_profile", "headers", "timeout", "connect_timeout", "allowed_origins", "ca_file", "proxy",
+        "max_response_bytes", "events", "profiles",
+    ]
+    /// Keys allowed under an environment's `events`.
+    static let eventsKeys: Set<String> = ["idle_timeout", "max_backoff"]
+    /// Keys allowed in a secret source mapping.
+    static let secretSourceKeys: Set<String> = ["env", "file", "command", "timeout"]
+    /// Keys every profile accepts.
+    static let profileCommonKeys: Set<String> = ["type", "expose_token"]
+    /// Keys every OAuth profile accepts.
+    static let oauthKeys: Set<String> = profileCommonKeys.union([
+        "issuer", "token_url", "client_id", "client_secret", "client_auth", "scopes", "audience", "resource", "expiry_skew",
+    ])
+    /// Keys allowed per profile type.
+    static let profileKeys: [String: Set<String>] = [
+        "client_credentials": oauthKeys,
+        "refresh_token": oauthKeys.union(["refresh_token"]),
+        "authorization_code": oauthKeys.union(["authorization_url", "redirect_port"]),
+        "device_code": oauthKeys.union(["device_authorization_url"]),
+        "api_key": profileCommonKeys.union(["header", "query", "value"]),
+        "basic": profileCommonKeys.union(["username", "password"]),
+        "bearer": profileCommonKeys.union(["token", "cache"]),
+    ]
+    /// Profile types in documentation order.
+    static let profileTypes = [
+        "client_credentials", "refresh_token", "authorization_code", "device_code", "api_key", "basic", "bearer",
+    ]
+
+    /// Every key table by level: `top`, `server`, `store`, `environment`, `events`, `secret`,
+    /// and `profile.<type>` for each profile type.
+    static var knownKeys: [String: Set<String>] {
+        var tables: [String: Set<String>] = [
+            "top": topKeys, "server": serverKeys, "store": storeKeys, "environment": environmentKeys,
+            "events": eventsKeys, "secret": secretSourceKeys,
+        ]
+        for (type, keys) in profileKeys { tables["profile.\(type)"] = keys }
+        return tables
+    }
+
+    // MARK: Structure helpers
+
+    /// The pairs of a mapping node keyed by name (first occurrence), after reporting non-scalar,
+    /// duplicate and unknown keys. `null` counts as an empty mapping. `nil` when not a mapping.
+    mutating func fields(
+        _ node: YAMLNode, path: String, context: String, allowed: Set<String>?, allowExtensions: Bool = false,
+        unknownHint: (String) -> String? = { _ in nil }
+    ) -> [String: YAMLPair]? {
+        if node.isNull { return [:] }
+        guard let pairs = node.pairs else {
+            sink.error("'\(path)' must be a mapping of keys to values, found \(node.kindDescription)", at: node.mark)
+            return nil
+        }
+        var result: [String: YAMLPair] = [:]
+        for pair in pairs {
+            guard let key = pair.key.scalar?.value, !key.isEmpty else {
+                sink.error("keys in '\(path)' must be non-empty strings", at: pair.key.mark)
+                continue
+            }
+            if result[key] != nil {
+                sink.error("duplicate key '\(key)' in \(context) (first at line \(result[key]?.key.mark.line ?? 0))", at: pair.key.mark)
+                continue
+            }
+            if allowExtensions && key.hasPrefix("x-") { continue }
+            if let allowed, !allowed.contains(key) {
+                var message = "unknown key '\(key)' in \(context)"
+                if let hint = unknownHint(key) {
+                    message += "; \(hint)"
+                } else if let guess = ValueSyntax.suggestion(for: key, among: allowed.sorted()) {
+                    message += "; did you mean '\(guess)'?"
+                } else {
+                    message += "; expected one of: \(allowed.sorted().joined(separator: ", "))"
+                }
+                sink.error(message, at: pair.key.mark)
+                continue
+            }
+            result[key] = pair
+        }
+        return result
+    }
+
+    /// The pairs of a mapping whose keys are names (environments, profiles, headers), in order,
+    /// with duplicates reported.
+    mutating func namedEntries(_ node: YAMLNode, path: String) -> [(name: String, pair: YAMLPair)] {
+        if node.isNull { return [] }
+        guard let pairs = node.pairs else {
+            sink.error("'\(path)' must be a mapping of names to entries, found \(node.kindDescription)", at: node.mark)
+            return []
+        }
+        var seen: [String: SourceMark] = [:]
+        var result: [(name: String, pair: YAMLPair)] = []
+        for pair in pairs {
+            guard let name = pair.key.scalar?.value, !name.isEmpty else {
+                sink.error("names in '\(path)' must be non-empty strings", at: pair.key.mark)
+                continue
+            }
+            if let first = seen[name] {
+                sink.error("duplicate name '\(name)' in '\(path)' (first at line \(first.line))", at: pair.key.mark)
+                continue
+            }
+            seen[name] = pair.key.mark
+            result.append((name, pair))
+        }
+        return result
+    }
+}

@@ -1,0 +1,179 @@
+import Foundation
+
+/// Pure parsers for the value syntaxes the config uses: durations, sizes, URLs, origins, paths,
+/// and the edit distance behind did-you-mean suggestions.
+public enum ValueSyntax {
+    /// Parses `500ms`, `30s`, `5m`, `1h`, combinations such as `1m30s`, or a plain integer of
+    /// seconds. Returns `nil` for anything else (including negative values).
+    public static func duration(_ text: String) -> Duration? {
+        let trimmed = text.trimmingCharacters(in: .whitespaces)
+        guard !trimmed.isEmpty else { return nil }
+        if let seconds = Int64(trimmed), seconds >= 0 { return .seconds(seconds) }
+        var total = Duration.zero
+        var digits = ""
+        var unit = ""
+        var parts = 0
+        func flush() -> Bool {
+            guard let amount = Int64(digits), amount >= 0, amount < 1_000_000_000 else { return false }
+            switch unit {
+            case "ms": total += .milliseconds(amount)
+            case "s": total += .seconds(amount)
+            case "m": total += .seconds(amount * 60)
+            case "h": total += .seconds(amount * 3600)
+            default: return false
+            }
+            parts += 1
+            digits = ""
+            unit = ""
+            return true
+        }
+        for character in trimmed {
+            if character.isASCII, character.isNumber {
+                if !unit.isEmpty { guard flush() else { return nil } }
+                digits.append(character)
+            } else if character.isASCII, character.isLetter {
+                guard !digits.isEmpty else { return nil }
+                unit.append(character)
+            } else {
+                return nil
+            }
+        }
+        guard !digits.isEmpty, !unit.isEmpty, flush(), parts > 0 else { return nil }
+        return total
+    }
+
+    /// Parses a byte size: a plain integer of bytes, or an integer with a unit `B`, `KB`, `MB`,
+    /// `GB` (powers of 1000) or `KiB`, `MiB`, `GiB` (powers of 1024), case-insensitive, optional
+    /// space. Returns `nil` for anything else or for values that overflow.
+    public static func size(_ text: String) -> Int? {
+        let trimmed = text.trimmingCharacters(in: .whitespaces)
+        let digits = trimmed.prefix { $0.isASCII && $0.isNumber }
+        guard !digits.isEmpty, let amount = Int(digits) else { return nil }
+        let unit = trimmed.dropFirst(digits.count).trimmingCharacters(in: .whitespaces).lowercased()
+        let multiplier: Int
+        switch unit {
+        case "", "b": multiplier = 1
+        case "kb", "k": multiplier = 1000
+        case "mb", "m": multiplier = 1_000_000
+        case "gb", "g": multiplier = 1_000_000_000
+        case "kib": multiplier = 1024
+        case "mib": multiplier = 1024 * 1024
+        case "gib": multiplier = 1024 * 1024 * 1024
+        default: return nil
+        }
+        let (product, overflow) = amount.multipliedReportingOverflow(by: multiplier)
+        return overflow ? nil : product
+    }
+
+    /// Why a URL was refused, or `nil` when `text` is an absolute http(s) URL with a host and
+    /// no query, fragment or credentials.
+    public static func httpURLProblem(_ text: String) -> String? {
+        guard let components = URLComponents(string: text), let scheme = components.scheme?.lowercased() else {
+            return "is not a valid absolute URL"
+        }
+        guard scheme == "http" || scheme == "https" else { return "must use http or https, not '\(scheme)'" }
+        guard let host = components.host, !host.isEmpty else { return "has no host" }
+        guard components.user == nil, components.password == nil else {
+            return "must not contain credentials (user:password@); use a profile instead"
+        }
+        guard components.query == nil else { return "must not contain a query ('?...')" }
+        guard components.fragment == nil else { return "must not contain a fragment ('#...')" }
+        return nil
+    }
+
+    /// Why an origin was refused, or `nil` when `text` is `scheme://host[:port]` with an http(s)
+    /// scheme (a single trailing `/` is tolerated).
+    public static func originProblem(_ text: String) -> String? {
+        if let problem = httpURLProblem(text) { return problem }
+        guard let components = URLComponents(string: text) else { return "is not a valid origin" }
+        guard components.path.isEmpty || components.path == "/" else {
+            return "must be an origin (scheme://host[:port]) without a path"
+        }
+        return nil
+    }
+
+    /// Normalises an origin to `scheme://host[:port]`, lower-cased, default ports dropped.
+    public static func normalizedOrigin(_ text: String) -> String {
+        guard let components = URLComponents(string: text), let scheme = components.scheme?.lowercased(),
+            let host = components.host?.lowercased()
+        else { return text }
+        let port = components.port.flatMap { port -> Int? in
+            (scheme == "https" && port == 443) || (scheme == "http" && port == 80) ? nil : port
+        }
+        return "\(scheme)://\(host)" + (port.map { ":\($0)" } ?? "")
+    }
+
+    /// Why a proxy URL was refused, or `nil` when it has a supported scheme and a host.
+    public static func proxyProblem(_ text: String) -> String? {
+        guard let components = URLComponents(string: text), let scheme = components.scheme?.lowercased() else {
+            return "is not a valid URL"
+        }
+        let schemes = ["http", "https", "socks4", "socks4a", "socks5", "socks5h"]
+        guard schemes.contains(scheme) else { return "must use one of \(schemes.joined(separator: ", ")), not '\(scheme)'" }
+        guard let host = components.host, !host.isEmpty else { return "has no host" }
+        return nil
+    }
+
+    /// Expands a leading `~` (alone or followed by `/`) with `home`, then makes a relative path
+    /// absolute against `base`. Returns `nil` for `~user` forms, which are not supported.
+    public static func expandPath(_ path: String, home: String?, base: String) -> String? {
+        var expanded = path
+        if path == "~" || path.hasPrefix("~/") {
+            guard let home, !home.isEmpty else { return nil }
+            expanded = home + path.dropFirst()
+        } else if path.hasPrefix("~") {
+            return nil
+        }
+        if expanded.hasPrefix("/") { return expanded }
+        let folder = base.isEmpty ? "." : base
+        return folder.hasSuffix("/") ? folder + expanded : folder + "/" + expanded
+    }
+
+    /// The folder part of a file path (`.` when there is none).
+    public static func folder(of path: String) -> String {
+        guard let slash = path.lastIndex(of: "/") else { return "." }
+        return slash == path.startIndex ? "/" : String(path[..<slash])
+    }
+
+    /// The Levenshtein distance between two strings.
+    public static func editDistance(_ a: String, _ b: String) -> Int {
+        let x = Array(a.lowercased()), y = Array(b.lowercased())
+        if x.isEmpty { return y.count }
+        if y.isEmpty { return x.count }
+        var previous = Array(0...y.count)
+        var current = [Int](repeating: 0, count: y.count + 1)
+        for i in 1...x.count {
+            current[0] = i
+            for j in 1...y.count {
+                current[j] = Swift.min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (x[i - 1] == y[j - 1] ? 0 : 1))
+            }
+            swap(&previous, &current)
+        }
+        return previous[y.count]
+    }
+
+    /// The closest of `candidates` to `word`, if it is close enough to be a likely typo.
+    public static func suggestion(for word: String, among candidates: some Sequence<String>) -> String? {
+        let limit = Swift.max(2, word.count / 3)
+        var best: (String, Int)?
+        for candidate in candidates {
+            let distance = editDistance(word, candidate)
+            if distance <= limit, distance < (best?.1 ?? Int.max) { best = (candidate, distance) }
+        }
+        if let best { return best.0 }
+        // A shortened or lengthened key ("idle" for "idle_timeout") is also a likely mistake.
+        let lowered = word.lowercased()
+        guard lowered.count >= 3 else { return nil }
+        let related = candidates.filter { $0.lowercased().hasPrefix(lowered) || lowered.hasPrefix($0.lowercased()) }
+        return related.count == 1 ? related.first : nil
+    }
+
+    /// Whether `name` is a valid HTTP field name (an RFC 9110 token).
+    public static func isHeaderName(_ name: String) -> Bool {
+        guard !name.isEmpty else { return false }
+        let allowed = Set("!#$%&'*+-.^_`|~".unicodeScalars)
+        return name.unicodeScalars.allSatisfy {
+            $0.isASCII && ($0.properties.isAlphabetic || ("0"..."9").contains($0) || allowed.contains($0))
+        }
+    }
+}

@@ -1,0 +1,214 @@
+import Testing
+
+@testable import Config
+
+@Suite struct SettingsDecoderTests {
+    static let fullConfig = """
+        version: 1
+        default_environment: staging
+        server:
+          max_concurrent_requests: 128
+          max_queued_requests: 500
+          max_message_bytes: 8MiB
+        store:
+          type: memory
+        environments:
+          staging:
+            base_url: https://api.staging.example.com/v1
+            default_profile: service
+            headers: { User-Agent: my-tool/1.0, X-Trace: "on" }
+            timeout: 20s
+            connect_timeout: 500ms
+            allowed_origins: [https://files.example.com:8443, "http://LOCALHOST:80/"]
+            ca_file: ~/ca.pem
+            proxy: http://proxy.local:3128
+            max_response_bytes: 1MB
+            events: { idle_timeout: 1m, max_backoff: 2m }
+            profiles:
+              service:
+                type: client_credentials
+                issuer: https://auth.example.com
+                token_url: https://auth.example.com/token
+                client_id: my-service
+                client_secret: { env: SECRET }
+                client_auth: client_secret_post
+                scopes: [read, write]
+                audience: https://api.example.com
+                resource: https://api.example.com
+                expiry_skew: 1m
+                expose_token: true
+              seeded:
+                type: refresh_token
+                token_url: https://auth.example.com/token
+                client_id: cli
+                refresh_token: { file: seed.txt }
+                scopes: "openid offline_access"
+                resource: [https://a.example.com, https://b.example.com]
+              me:
+                type: authorization_code
+                issuer: https://auth.example.com
+                client_id: public-client
+                authorization_url: https://auth.example.com/authorize
+                redirect_port: 8765
+              tv:
+                type: device_code
+                issuer: https://auth.example.com
+                client_id: tv-client
+                device_authorization_url: https://auth.example.com/device
+              key:
+                type: api_key
+                query: api_key
+                value: { command: [pass, show, key], timeout: 2s }
+              login:
+                type: basic
+                username: alice
+                password: { env: PASSWORD }
+              static:
+                type: bearer
+                token: { command: [token-helper] }
+                cache: 5m
+          local:
+            base_url: http://127.0.0.1:8080
+        """
+
+    @Test func everyKeyOfEveryProfileTypeDecodes() async throws {
+        let files = InMemoryFileSystem(["/home/u/ca.pem": "x", "/cfg/seed.txt": "seed"])
+        let result = await decodeConfig(Self.fullConfig, mode: .check(resolveSecrets: false), files: files)
+        #expect(!result.hasErrors, "\(result.diagnostics)")
+        let settings = try #require(result.settings)
+        #expect(settings.defaultEnvironment == "staging")
+        #expect(settings.server == ServerSettings(maxConcurrentRequests: 128, maxQueuedRequests: 500, maxMessageBytes: 8 * 1024 * 1024))
+        #expect(settings.environments.map(\.name) == ["staging", "local"])
+        let staging = try #require(settings.environment(named: "staging"))
+        #expect(staging.baseURL == "https://api.staging.example.com/v1")
+        #expect(staging.headers.map(\.name) == ["User-Agent", "X-Trace"])
+        #expect(staging.headers.map(\.value) == ["my-tool/1.0", "on"])
+        #expect(staging.timeout == .seconds(20))
+        #expect(staging.connectTimeout == .milliseconds(500))
+        #expect(staging.allowedOrigins == ["https://files.example.com:8443", "http://localhost"])
+        #expect(staging.caFile == "/home/u/ca.pem")
+        #expect(staging.proxy == "http://proxy.local:3128")
+        #expect(staging.maxResponseBytes == 1_000_000)
+        #expect(staging.events == EventsSettings(idleTimeout: .seconds(60), maxBackoff: .seconds(120)))
+        #expect(staging.profiles.map(\.name) == ["service", "seeded", "me", "tv", "key", "login", "static"])
+        #expect(staging.profiles.map(\.typeName) == SettingsDecoder.profileTypes)
+
+        let service = try #require(staging.profile(named: "service"))
+        #expect(service.exposeToken)
+        guard case .clientCredentials(let client) = service.kind else { Issue.record("wrong kind"); return }
+        #expect(client.issuer == "https://auth.example.com")
+        #expect(client.tokenURL == "https://auth.example.com/token")
+        #expect(client.clientID == "my-service")
+        #expect(client.clientSecret?.origin == .environment(name: "SECRET"))
+        #expect(client.clientAuth == .clientSecretPost)
+        #expect(client.scopes == ["read", "write"])
+        #expect(client.audience == "https://api.example.com")
+        #expect(client.resource == ["https://api.example.com"])
+        #expect(client.expirySkew == .seconds(60))
+
+        guard case .refreshToken(let seeded, let seed) = staging.profile(named: "seeded")?.kind else { Issue.record("seeded"); return }
+        #expect(seed.origin == .file(path: "/cfg/seed.txt"))
+        #expect(seeded.scopes == ["openid", "offline_access"])
+        #expect(seeded.resource.count == 2)
+        #expect(seeded.clientAuth == ClientAuthMethod.none)
+        #expect(seeded.expirySkew == .seconds(30))
+
+        guard case .authorizationCode(_, let authorizationURL, let port) = staging.profile(named: "me")?.kind else { Issue.record("me"); return }
+        #expect(authorizationURL == "https://auth.example.com/authorize")
+        #expect(port == 8765)
+        guard case .deviceCode(_, let deviceURL) = staging.profile(named: "tv")?.kind else { Issue.record("tv"); return }
+        #expect(deviceURL == "https://auth.example.com/device")
+        guard case .apiKey(let placement, let value) = staging.profile(named: "key")?.kind else { Issue.record("key"); return }
+        #expect(placement == .query("api_key"))
+        #expect(value.origin == .command(argv: ["pass", "show", "key"], timeout: .seconds(2)))
+        guard case .basic(let username, let password) = staging.profile(named: "login")?.kind else { Issue.record("login"); return }
+        #expect(username == "alice")
+        #expect(password.origin == .environment(name: "PASSWORD"))
+        guard case .bearer(let token, let cache) = staging.profile(named: "static")?.kind else { Issue.record("static"); return }
+        #expect(token.origin == .command(argv: ["token-helper"], timeout: .seconds(10)))
+        #expect(cache == .seconds(300))
+
+        let local = try #require(settings.environment(named: "local"))
+        #expect(local.timeout == .seconds(30))
+        #expect(local.connectTimeout == .seconds(10))
+        #expect(local.maxResponseBytes == 32 * 1024 * 1024)
+        #expect(local.events == EventsSettings())
+        // Interactive types are parsed now but announced as not implemented.
+        #expect(result.warnings.contains { $0.message.contains("authorization_code") && $0.message.contains("not implement") })
+        // A refresh_token profile on a memory store is warned about.
+        #expect(result.warnings.contains { $0.message.contains("'seeded'") && $0.message.contains("memory") })
+    }
+
+    @Test func interactiveProfilesAreErrorsWhenServing() async {
+        let result = await decodeConfig(profileConfig("type: device_code\nissuer: https://a.example.com\nclient_id: x"))
+        #expect(result.settings == nil)
+        #expect(result.errors.map(\.line) == [7])
+        #expect(result.errors.first?.message.contains("not implement") == true)
+    }
+
+    @Test func sqliteStoreIsAnErrorWhenServingAndAWarningWhenChecking() async throws {
+        let yaml = "version: 1\nstore:\n  type: sqlite\n  path: ~/tokens.db\n"
+        let served = await decodeConfig(yaml)
+        #expect(served.errors.map(\.line) == [3])
+        let checked = await decodeConfig(yaml, mode: .check(resolveSecrets: false))
+        #expect(!checked.hasErrors)
+        #expect(checked.settings?.store == StoreSettings(type: .sqlite, path: "/home/u/tokens.db"))
+    }
+
+    @Test func clientAuthDefaultsFollowTheSecret() async throws {
+        let withSecret = await decodeConfig(
+            profileConfig("type: client_credentials\ntoken_url: https://a.example.com/t\nclient_id: x\nclient_secret: { env: S }"))
+        guard case .clientCredentials(let client)? = withSecret.settings?.environments.first?.profiles.first?.kind else {
+            Issue.record("\(withSecret.diagnostics)")
+            return
+        }
+        #expect(client.clientAuth == .clientSecretBasic)
+    }
+
+    @Test func minimalConfigGetsDefaults() async throws {
+        let result = await decodeConfig("version: 1\n")
+        let settings = try #require(result.settings)
+        #expect(result.diagnostics.isEmpty)
+        #expect(settings.environments.isEmpty)
+        #expect(settings.store == StoreSettings())
+        #expect(settings.server == ServerSettings(maxConcurrentRequests: 256, maxQueuedRequests: 10_000, maxMessageBytes: 64 << 20))
+    }
+
+    @Test func anchorsAndMergeKeysShareProfileSettings() async throws {
+        let yaml = """
+            version: 1
+            environments:
+              a: &env
+                base_url: https://a.example.com
+                timeout: 5s
+                profiles:
+                  key: { type: api_key, header: X-Key, value: { env: KEY } }
+              b:
+                <<: *env
+                base_url: https://b.example.com
+            """
+        let result = await decodeConfig(yaml)
+        let settings = try #require(result.settings, "\(result.diagnostics)")
+        #expect(settings.environment(named: "b")?.baseURL == "https://b.example.com")
+        #expect(settings.environment(named: "b")?.timeout == .seconds(5))
+        #expect(settings.environment(named: "b")?.profile(named: "key")?.typeName == "api_key")
+    }
+
+    @Test func multipleErrorsAreReportedTogetherInFileOrder() async {
+        let yaml = """
+            version: 1
+            environments:
+              e:
+                base_url: ftp://nope
+                timeout: forever
+                profiles:
+                  p: { type: api_key, header: X-Key, value: { env: K }, extra: 1 }
+            server:
+              max_concurrent_requests: many
+            """
+        let result = await decodeConfig(yaml)
+        #expect(result.settings == nil)
+        #expect(result.errors.map(\.line) == [4, 5, 7, 9])
+        #expect(result.errors.allSatisfy { $0.file == testConfigPath })
+    }
+}

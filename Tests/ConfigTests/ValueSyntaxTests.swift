@@ -1,0 +1,43 @@
+import Testing
+
+@testable import Config
+
+@Suite struct ValueSyntaxTests {
+    @Test(arguments: [
+        ("500ms", Duration.milliseconds(500)), ("30s", .seconds(30)), ("5m", .seconds(300)), ("1h", .seconds(3600)),
+        ("1m30s", .seconds(90)), ("45", .seconds(45)), ("0", .zero),
+    ])
+    func durationsParse(text: String, expected: Duration) {
+        #expect(ValueSyntax.duration(text) == expected)
+    }
+
+    @Test(arguments: ["", "s", "10x", "-5s", "1.5s", "5 m", "ms10"])
+    func invalidDurationsAreRefused(text: String) {
+        #expect(ValueSyntax.duration(text) == nil)
+    }
+
+    @Test(arguments: ["12 parsecs", "MiB", "-1", "99999999999999999999GiB", "1.5MiB"])
+    func invalidSizesAreRefused(text: String) {
+        #expect(ValueSyntax.size(text) == nil)
+    }
+
+    @Test func suggestionsFindTyposOnly() {
+        #expect(ValueSyntax.suggestion(for: "clent_id", among: ["client_id", "issuer"]) == "client_id")
+        #expect(ValueSyntax.suggestion(for: "banana", among: ["client_id", "issuer"]) == nil)
+        #expect(ValueSyntax.editDistance("kitten", "sitting") == 3)
+    }
+
+    @Test func pathsExpandHomeAndResolveAgainstTheConfigFolder() {
+        #expect(ValueSyntax.expandPath("~/x", home: "/h", base: "/cfg") == "/h/x")
+        #expect(ValueSyntax.expandPath("x/y", home: "/h", base: "/cfg") == "/cfg/x/y")
+        #expect(ValueSyntax.expandPath("/abs", home: "/h", base: "/cfg") == "/abs")
+        #expect(ValueSyntax.expandPath("~other/x", home: "/h", base: "/cfg") == nil)
+        #expect(ValueSyntax.folder(of: "config.yaml") == ".")
+        #expect(ValueSyntax.folder(of: "/config.yaml") == "/")
+    }
+
+    @Test func originsAreNormalised() {
+        #expect(ValueSyntax.normalizedOrigin("HTTPS://Example.com:443/") == "https://example.com")
+        #expect(ValueSyntax.normalizedOrigin("http://h:8080") == "http://h:8080")
+    }
+}
