@@ -45,6 +45,12 @@ public struct HTTPByteStream: AsyncSequence, Sendable {
     /// A body fed by any chunk stream (for fakes and tests).
     public init(_ chunks: AsyncThrowingStream<[UInt8], any Error>) { source = .chunks(chunks) }
 
+    /// The channel behind a real transfer (observed by tests).
+    var channel: StreamChannel? {
+        if case .transfer(let controller) = source { return controller.channel }
+        return nil
+    }
+
     /// Ends the transfer (no effect for a fake body).
     public func cancel() {
         if case .transfer(let controller) = source { controller.cancel() }

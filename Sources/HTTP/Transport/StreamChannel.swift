@@ -38,6 +38,10 @@ final class StreamChannel: Sendable {
         var endDelivered = false
         var paused = false
         var resumeRequested = false
+        /// Observations for tests: the most bytes ever buffered, how often the transfer paused.
+        var maxBufferedBytes = 0
+        var pauses = 0
+        var pauseWaiters: [CheckedContinuation<Void, Never>] = []
     }
 
     /// Bytes buffered before the transfer is paused.
@@ -55,6 +59,7 @@ final class StreamChannel: Sendable {
     func offer(_ bytes: UnsafeRawBufferPointer) -> Offer {
         let count = bytes.count
         let chunk = Array(bytes.bindMemory(to: UInt8.self))
+        var pauseWaiters: [CheckedContinuation<Void, Never>] = []
         let decision: (Offer, CheckedContinuation<[UInt8]?, any Error>?) = state.withLock { s in
             if s.end != nil { return (.abort, nil) }
             if let waiter = s.waiter {
@@ -63,13 +68,17 @@ final class StreamChannel: Sendable {
             }
             if s.bufferedBytes > 0, s.bufferedBytes + count > capacity {
                 s.paused = true
+                s.pauses += 1
+                swap(&pauseWaiters, &s.pauseWaiters)
                 return (.pause, nil)
             }
             s.chunks.append(chunk)
             s.bufferedBytes += count
+            s.maxBufferedBytes = max(s.maxBufferedBytes, s.bufferedBytes)
             return (.taken, nil)
         }
         decision.1?.resume(returning: chunk)
+        for waiter in pauseWaiters { waiter.resume() }
         return decision.0
     }
 
@@ -86,7 +95,10 @@ final class StreamChannel: Sendable {
 
     /// The transfer ended with `result`; wakes a waiting consumer.
     func finish(_ result: Result<Void, any Error>) {
+        var pauseWaiters: [CheckedContinuation<Void, Never>] = []
+        defer { for waiter in pauseWaiters { waiter.resume() } }
         let waiter: CheckedContinuation<[UInt8]?, any Error>? = state.withLock { s in
+            swap(&pauseWaiters, &s.pauseWaiters)
             if s.end == nil { s.end = result }
             guard s.readIndex == s.chunks.count else { return nil }
             let waiter = s.waiter
@@ -98,6 +110,25 @@ final class StreamChannel: Sendable {
         switch result {
         case .success: waiter.resume(returning: nil)
         case .failure(let error): waiter.resume(throwing: error)
+        }
+    }
+
+    // MARK: Observation (tests)
+
+    /// The most bytes the channel ever held, and how many times it paused the transfer.
+    var statistics: (maxBufferedBytes: Int, pauses: Int) {
+        state.withLock { ($0.maxBufferedBytes, $0.pauses) }
+    }
+
+    /// Returns once the transfer has been paused (at once if it is paused now).
+    func waitUntilPaused() async {
+        await withCheckedContinuation { (waiter: CheckedContinuation<Void, Never>) in
+            let now = state.withLock { s -> Bool in
+                if s.paused { return true }
+                s.pauseWaiters.append(waiter)
+                return false
+            }
+            if now { waiter.resume() }
         }
     }
 

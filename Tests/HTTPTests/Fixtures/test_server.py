@@ -17,9 +17,10 @@ Routes on MAIN:
   /await?event=E        blocks until event E was recorded (10 s max): 200 or 504
   /large?bytes=N        N bytes with Content-Length
   /large-chunked?bytes=N  N bytes, chunked, no Content-Length
-  /stream?bytes=N&chunk=C&delay_ms=D&stall=1
+  /stream?bytes=N&chunk=C&delay_ms=D&stall=1&id=X
                         chunked body of N bytes (byte i = i % 251) in C-byte chunks, D ms apart;
-                        with stall=1 keeps the connection open afterwards without sending
+                        with stall=1 keeps the connection open afterwards without sending;
+                        records closed-stream-X when the client closes it
 """
 import base64
 import json
@@ -147,6 +148,7 @@ class Main(BaseHTTPRequestHandler):
             chunk = int(query.get("chunk", ["1024"])[0])
             delay = int(query.get("delay_ms", ["0"])[0]) / 1000.0
             stall = query.get("stall", ["0"])[0] == "1"
+            ident = query.get("id", ["x"])[0]
             self.send_response(200)
             self.send_header("Content-Type", "application/octet-stream")
             self.send_header("Transfer-Encoding", "chunked")
@@ -165,11 +167,14 @@ class Main(BaseHTTPRequestHandler):
                     if delay:
                         time.sleep(delay)
                 if stall:
-                    select.select([self.connection], [], [], 30)
+                    readable, _, _ = select.select([self.connection], [], [], 30)
+                    if readable:
+                        record("closed-stream-" + ident)
                     self.close_connection = True
                     return
                 self.wfile.write(b"0\r\n\r\n")
             except OSError:
+                record("closed-stream-" + ident)
                 self.close_connection = True
         else:
             self.reply(404, b"no route")
