@@ -36,6 +36,10 @@ static inline CURLcode tr_easy_getinfo_long(CURL *handle, CURLINFO info, long *v
     return curl_easy_getinfo(handle, info, value);
 }
 
+static inline CURLcode tr_easy_getinfo_off(CURL *handle, CURLINFO info, curl_off_t *value) {
+    return curl_easy_getinfo(handle, info, value);
+}
+
 static inline CURLcode tr_easy_getinfo_pointer(CURL *handle, CURLINFO info, void **value) {
     return curl_easy_getinfo(handle, info, value);
 }

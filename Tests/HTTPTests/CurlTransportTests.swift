@@ -155,6 +155,26 @@ func withSafetyNet<T: Sendable>(seconds: Int = 20, _ body: @escaping @Sendable (
         #expect(statuses.allSatisfy { $0 == 200 })
     }
 
+    @Test func headAndBodylessDeleteAreSentAsSuch() async throws {
+        let head = try await transport.send(HTTPRequest(method: "HEAD", url: server.url("/echo")))
+        #expect(head.status == 200)
+        #expect(head.body.isEmpty)
+        let delete = try Echo(try await transport.send(HTTPRequest(method: "DELETE", url: server.url("/echo"))))
+        #expect(delete.method == "DELETE")
+        #expect(delete.values("Content-Length").isEmpty)
+        let post = try Echo(try await transport.send(HTTPRequest(method: "POST", url: server.url("/echo"))))
+        #expect(post.values("Content-Length") == ["0"])
+    }
+
+    @Test func shutdownFailsTransfersInFlight() async throws {
+        let transport = try CurlTransport()
+        let server = self.server
+        let task = Task { try await transport.send(HTTPRequest(url: server.url("/slow?id=s"))) }
+        #expect(try await self.transport.send(HTTPRequest(url: server.url("/await?event=started-s"))).status == 200)
+        transport.shutdown()
+        await #expect(throws: HTTPError.cancelled) { _ = try await task.value }
+    }
+
     @Test func shutdownFailsLaterRequests() async throws {
         let transport = try CurlTransport()
         transport.shutdown()

@@ -451,6 +451,15 @@ private let curlHeaderCallback: tr_curl_data_callback = { data, size, count, use
     guard let data else { return length }
     let line = UnsafeBufferPointer(start: UnsafeRawPointer(data).assumingMemoryBound(to: UInt8.self), count: length)
     let completed = transfer.head.consume(line: line)
+    if completed, case .buffered(let limit) = transfer.sink, let easy = transfer.easy {
+        // Size the body once when the length is announced (and allowed).
+        var length: curl_off_t = -1
+        if tr_easy_getinfo_off(easy.handle, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &length) == CURLE_OK,
+            length > 0, length <= limit
+        {
+            transfer.body.reserveCapacity(Int(length))
+        }
+    }
     if case .stream = transfer.sink {
         transfer.lastActivityNanoseconds = CurlEventLoop.now()
         if completed, let headContinuation = transfer.headContinuation {
