@@ -1,0 +1,471 @@
+import CCurl
+import Foundation
+import Logging
+import Synchronization
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+// ALL of the transport's unsafe C work lives in this file.
+//
+// Invariants:
+// - One loop thread ("tokenrelay-curl") owns the CURLM handle and every easy handle: it alone
+//   calls curl_multi_* (except curl_multi_wakeup, which libcurl allows from any thread) and
+//   curl_easy_* on them. Other threads only append commands to `inbox` (Mutex) and wake it.
+// - A CurlTransfer is retained by `active` for as long as its easy handle is attached to the
+//   multi handle. Its address is the callbacks' context (CURLOPT_WRITEDATA, HEADERDATA, PRIVATE)
+//   passed UNRETAINED: callbacks run only on the loop thread inside curl_multi_perform /
+//   curl_easy_pause, i.e. while the transfer is attached and therefore alive.
+// - Each pooled easy handle owns a CURL_ERROR_SIZE error buffer, freed with the handle.
+// - String options are copied by libcurl; the request body is copied (COPYPOSTFIELDS); the
+//   header slist lives until the handle is detached, then is freed.
+// - Continuations are resumed on the loop thread, never while holding a lock.
+// - The multi handle is cleaned up in deinit, so a late curl_multi_wakeup never touches freed
+//   memory (every caller of wakeup holds a reference to the loop).
+
+/// An easy handle with its error buffer. Loop thread only.
+struct CurlEasyHandle {
+    let handle: UnsafeMutableRawPointer
+    let errorBuffer: UnsafeMutablePointer<CChar>
+}
+
+/// The libcurl multi event loop behind ``CurlTransport``.
+final class CurlEventLoop: @unchecked Sendable {  // Safe: inbox is a Mutex; the rest is loop-thread only (see above).
+    enum Command {
+        case add(CurlTransfer)
+        case cancel(CurlTransfer)
+        case resume(CurlTransfer)
+        case shutdown
+    }
+
+    private struct Inbox {
+        var commands: [Command] = []
+        var sleeping = false
+        var closed = false
+    }
+
+    private let inbox = Mutex(Inbox())
+    private let multi: UnsafeMutableRawPointer
+    private let options: CurlTransport.Options
+
+    // Loop-thread only.
+    private var active: [ObjectIdentifier: CurlTransfer] = [:]
+    private var streams: [ObjectIdentifier: CurlTransfer] = [:]
+    private var pool: [CurlEasyHandle] = []
+    private var nextIdleCheck: UInt64 = .max
+
+    private static let globalInit: Bool = curl_global_init(Int(CURL_GLOBAL_DEFAULT)) == CURLE_OK
+
+    init(options: CurlTransport.Options) throws(HTTPError) {
+        guard Self.globalInit, let multi = curl_multi_init() else {
+            throw .transport("libcurl could not be initialised")
+        }
+        self.multi = multi
+        self.options = options
+        _ = tr_multi_setopt_long(multi, CURLMOPT_PIPELINING, Int(CURLPIPE_MULTIPLEX))
+        if options.maxConnectionsPerHost > 0 {
+            _ = tr_multi_setopt_long(multi, CURLMOPT_MAX_HOST_CONNECTIONS, options.maxConnectionsPerHost)
+        }
+        let thread = Thread { [self] in self.run() }
+        thread.name = "tokenrelay-curl"
+        thread.start()
+    }
+
+    deinit {
+        curl_multi_cleanup(multi)
+    }
+
+    // MARK: Any thread
+
+    /// Queues `command` for the loop; `false` when the loop is shut down.
+    @discardableResult
+    func enqueue(_ command: Command) -> Bool {
+        let (accepted, wake) = inbox.withLock { inbox -> (Bool, Bool) in
+            if inbox.closed { return (false, false) }
+            inbox.commands.append(command)
+            if case .shutdown = command { inbox.closed = true }
+            let wake = inbox.sleeping
+            inbox.sleeping = false
+            return (true, wake)
+        }
+        if wake { _ = curl_multi_wakeup(multi) }
+        return accepted
+    }
+
+    // MARK: Loop thread
+
+    private func run() {
+        var batch: [Command] = []
+        batch.reserveCapacity(64)
+        while true {
+            inbox.withLock { inbox in
+                swap(&batch, &inbox.commands)
+                inbox.sleeping = false
+            }
+            var stop = false
+            for command in batch {
+                switch command {
+                case .add(let transfer): stop ? finish(transfer, .failure(HTTPError.cancelled)) : add(transfer)
+                case .cancel(let transfer): cancel(transfer)
+                case .resume(let transfer): resume(transfer)
+                case .shutdown: stop = true
+                }
+            }
+            batch.removeAll(keepingCapacity: true)
+            if stop {
+                teardown()
+                return
+            }
+            var running: Int32 = 0
+            _ = curl_multi_perform(multi, &running)
+            drainMessages()
+            let timeout = checkIdle()
+            let mayPoll = inbox.withLock { inbox -> Bool in
+                guard inbox.commands.isEmpty else { return false }
+                inbox.sleeping = true
+                return true
+            }
+            if mayPoll { _ = curl_multi_poll(multi, nil, 0, timeout, nil) }
+        }
+    }
+
+    private func add(_ transfer: CurlTransfer) {
+        if transfer.cancelRequested {
+            finish(transfer, .failure(HTTPError.cancelled))
+            return
+        }
+        let easy: CurlEasyHandle
+        if let pooled = pool.popLast() {
+            curl_easy_reset(pooled.handle)
+            easy = pooled
+        } else if let handle = curl_easy_init() {
+            easy = CurlEasyHandle(handle: handle, errorBuffer: .allocate(capacity: Int(tr_error_size())))
+        } else {
+            finish(transfer, .failure(HTTPError.transport("libcurl could not create a transfer")))
+            return
+        }
+        transfer.easy = easy
+        if let error = configure(easy, for: transfer) {
+            release(transfer)
+            finish(transfer, .failure(error))
+            return
+        }
+        transfer.lastActivityNanoseconds = Self.now()
+        guard curl_multi_add_handle(multi, easy.handle) == CURLM_OK else {
+            release(transfer)
+            finish(transfer, .failure(HTTPError.transport("libcurl refused the transfer")))
+            return
+        }
+        transfer.isActive = true
+        let id = ObjectIdentifier(transfer)
+        active[id] = transfer
+        if case .stream = transfer.sink, transfer.idleTimeoutNanoseconds > 0 {
+            streams[id] = transfer
+            nextIdleCheck = min(nextIdleCheck, transfer.lastActivityNanoseconds &+ transfer.idleTimeoutNanoseconds)
+        }
+    }
+
+    /// Sets every option of one transfer; returns an error for an unusable request.
+    private func configure(_ easy: CurlEasyHandle, for transfer: CurlTransfer) -> HTTPError? {
+        let h = easy.handle
+        let request = transfer.request
+        easy.errorBuffer[0] = 0
+        let context = Unmanaged.passUnretained(transfer).toOpaque()
+        _ = tr_easy_setopt_pointer(h, CURLOPT_PRIVATE, context)
+        _ = tr_easy_setopt_pointer(h, CURLOPT_ERRORBUFFER, easy.errorBuffer)
+        _ = tr_easy_setopt_long(h, CURLOPT_NOSIGNAL, 1)
+        guard request.url.withCString({ tr_easy_setopt_string(h, CURLOPT_URL, $0) }) == CURLE_OK else {
+            return .invalidURL("the URL could not be used")
+        }
+        _ = tr_easy_setopt_string(h, CURLOPT_PROTOCOLS_STR, "http,https")
+        _ = tr_easy_setopt_string(h, CURLOPT_REDIR_PROTOCOLS_STR, "http,https")
+        _ = tr_easy_setopt_long(h, CURLOPT_FOLLOWLOCATION, 0)
+        _ = tr_easy_setopt_long(h, CURLOPT_NETRC, Int(CURL_NETRC_IGNORED.rawValue))
+        _ = tr_easy_setopt_long(h, CURLOPT_SSL_VERIFYPEER, 1)
+        _ = tr_easy_setopt_long(h, CURLOPT_SSL_VERIFYHOST, 2)
+        _ = tr_easy_setopt_long(h, CURLOPT_SUPPRESS_CONNECT_HEADERS, 1)
+        _ = tr_easy_setopt_long(h, CURLOPT_HTTP_VERSION, Int(CURL_HTTP_VERSION_2TLS))
+        if let caFile = options.caFile {
+            _ = caFile.withCString { tr_easy_setopt_string(h, CURLOPT_CAINFO, $0) }
+        }
+        // Without CURLOPT_PROXY libcurl reads http_proxy / https_proxy / all_proxy / no_proxy.
+        if let proxy = options.proxy {
+            _ = proxy.withCString { tr_easy_setopt_string(h, CURLOPT_PROXY, $0) }
+        }
+        let connectTimeout = request.connectTimeout ?? options.connectTimeout
+        _ = tr_easy_setopt_long(h, CURLOPT_CONNECTTIMEOUT_MS, Self.milliseconds(connectTimeout))
+        switch transfer.sink {
+        case .buffered(let limit):
+            if let timeout = request.timeout {
+                _ = tr_easy_setopt_long(h, CURLOPT_TIMEOUT_MS, Self.milliseconds(timeout))
+            }
+            _ = tr_easy_setopt_off(h, CURLOPT_MAXFILESIZE_LARGE, curl_off_t(limit))
+        case .stream:
+            _ = tr_easy_setopt_long(h, CURLOPT_TCP_KEEPALIVE, 1)
+        }
+        _ = tr_easy_setopt_data_callback(h, CURLOPT_WRITEFUNCTION, curlWriteCallback)
+        _ = tr_easy_setopt_pointer(h, CURLOPT_WRITEDATA, context)
+        _ = tr_easy_setopt_data_callback(h, CURLOPT_HEADERFUNCTION, curlHeaderCallback)
+        _ = tr_easy_setopt_pointer(h, CURLOPT_HEADERDATA, context)
+
+        let method = request.method
+        if let body = request.body ?? (CurlTransfer.bodyMethods.contains(method) ? [] : nil) {
+            _ = tr_easy_setopt_off(h, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(body.count))
+            if body.isEmpty {
+                _ = tr_easy_setopt_string(h, CURLOPT_POSTFIELDS, "")
+            } else {
+                _ = body.withUnsafeBytes { bytes in
+                    tr_easy_setopt_pointer(h, CURLOPT_COPYPOSTFIELDS, UnsafeMutableRawPointer(mutating: bytes.baseAddress))
+                }
+            }
+            if method != "POST" {
+                _ = method.withCString { tr_easy_setopt_string(h, CURLOPT_CUSTOMREQUEST, $0) }
+            }
+        } else if method == "GET" {
+            _ = tr_easy_setopt_long(h, CURLOPT_HTTPGET, 1)
+        } else if method == "HEAD" {
+            _ = tr_easy_setopt_long(h, CURLOPT_NOBODY, 1)
+        } else {
+            _ = method.withCString { tr_easy_setopt_string(h, CURLOPT_CUSTOMREQUEST, $0) }
+        }
+
+        var list: UnsafeMutablePointer<curl_slist>? = nil
+        for line in transfer.headerLines {
+            guard let appended = line.withCString({ curl_slist_append(list, $0) }) else {
+                curl_slist_free_all(list)
+                return .transport("out of memory building request headers")
+            }
+            list = appended
+        }
+        transfer.headerList = list
+        _ = tr_easy_setopt_slist(h, CURLOPT_HTTPHEADER, list)
+        return nil
+    }
+
+    private func cancel(_ transfer: CurlTransfer) {
+        guard transfer.isActive else {
+            transfer.cancelRequested = true
+            return
+        }
+        detach(transfer)
+        finish(transfer, .failure(HTTPError.cancelled))
+    }
+
+    private func resume(_ transfer: CurlTransfer) {
+        guard transfer.isActive, let easy = transfer.easy, case .stream(let channel) = transfer.sink else { return }
+        channel.markResumed()
+        let now = Self.now()
+        transfer.lastActivityNanoseconds = now
+        if transfer.idleTimeoutNanoseconds > 0 {
+            nextIdleCheck = min(nextIdleCheck, now &+ transfer.idleTimeoutNanoseconds)
+        }
+        // May call the write callback (and pause again) synchronously.
+        _ = curl_easy_pause(easy.handle, tr_pause_cont())
+    }
+
+    private func drainMessages() {
+        var remaining: Int32 = 0
+        while let message = curl_multi_info_read(multi, &remaining) {
+            guard tr_msg_is_done(message) != 0, let handle = message.pointee.easy_handle else { continue }
+            let code = tr_msg_result(message)
+            var context: UnsafeMutableRawPointer? = nil
+            _ = tr_easy_getinfo_pointer(handle, CURLINFO_PRIVATE, &context)
+            guard let context else { continue }
+            let transfer = Unmanaged<CurlTransfer>.fromOpaque(context).takeUnretainedValue()
+            let errorText = code == CURLE_OK ? "" : Self.errorText(code, transfer.easy)
+            detach(transfer)
+            finish(transfer, Self.outcome(code, errorText: errorText, transfer: transfer))
+        }
+    }
+
+    /// Fails stalled streams; returns the poll timeout in milliseconds.
+    private func checkIdle() -> Int32 {
+        guard !streams.isEmpty else {
+            nextIdleCheck = .max
+            return 60_000
+        }
+        var now = Self.now()
+        if now >= nextIdleCheck {
+            var next = UInt64.max
+            var stalled: [CurlTransfer] = []
+            for transfer in streams.values {
+                guard case .stream(let channel) = transfer.sink, !channel.isPaused else { continue }
+                let deadline = transfer.lastActivityNanoseconds &+ transfer.idleTimeoutNanoseconds
+                if deadline <= now { stalled.append(transfer) } else { next = min(next, deadline) }
+            }
+            nextIdleCheck = next
+            for transfer in stalled {
+                transfer.stalled = true
+                detach(transfer)
+                finish(transfer, .failure(HTTPStreamStalled(idleTimeout: .nanoseconds(Int64(transfer.idleTimeoutNanoseconds)))))
+            }
+            now = Self.now()
+        }
+        guard nextIdleCheck != .max else { return 60_000 }
+        let wait = nextIdleCheck > now ? (nextIdleCheck - now) / 1_000_000 + 1 : 0
+        return Int32(min(wait, 60_000))
+    }
+
+    /// Detaches an active transfer from the multi handle and returns its easy handle to the pool.
+    private func detach(_ transfer: CurlTransfer) {
+        guard transfer.isActive, let easy = transfer.easy else { return }
+        _ = curl_multi_remove_handle(multi, easy.handle)
+        transfer.isActive = false
+        let id = ObjectIdentifier(transfer)
+        active[id] = nil
+        streams[id] = nil
+        release(transfer)
+    }
+
+    /// Frees the header list and pools the easy handle of a transfer that is not attached.
+    private func release(_ transfer: CurlTransfer) {
+        curl_slist_free_all(transfer.headerList)
+        transfer.headerList = nil
+        if let easy = transfer.easy {
+            transfer.easy = nil
+            if pool.count < 256 {
+                pool.append(easy)
+            } else {
+                curl_easy_cleanup(easy.handle)
+                easy.errorBuffer.deallocate()
+            }
+        }
+    }
+
+    /// Resumes whoever waits on `transfer`. Loop thread, no lock held.
+    private func finish(_ transfer: CurlTransfer, _ outcome: Result<Void, any Error>) {
+        switch transfer.sink {
+        case .buffered:
+            guard let completion = transfer.completion else { return }
+            transfer.completion = nil
+            switch outcome {
+            case .success:
+                let head = transfer.head
+                completion.resume(returning: HTTPResponse(status: head.status, headers: HTTPHeaders(head.fields), body: transfer.body))
+                transfer.body = []
+            case .failure(let error):
+                completion.resume(throwing: error)
+            }
+        case .stream(let channel):
+            if let headContinuation = transfer.headContinuation {
+                transfer.headContinuation = nil
+                switch outcome {
+                case .success: headContinuation.resume(returning: transfer.currentHead)
+                case .failure(let error): headContinuation.resume(throwing: error)
+                }
+            }
+            channel.finish(outcome)
+        }
+    }
+
+    private func teardown() {
+        for transfer in Array(active.values) {
+            detach(transfer)
+            finish(transfer, .failure(HTTPError.cancelled))
+        }
+        for easy in pool {
+            curl_easy_cleanup(easy.handle)
+            easy.errorBuffer.deallocate()
+        }
+        pool.removeAll()
+        // Commands that raced with the shutdown command.
+        let late = inbox.withLock { inbox -> [Command] in
+            defer { inbox.commands.removeAll() }
+            return inbox.commands
+        }
+        for case .add(let transfer) in late { finish(transfer, .failure(HTTPError.cancelled)) }
+    }
+
+    // MARK: Helpers
+
+    private static func outcome(_ code: CURLcode, errorText: String, transfer: CurlTransfer) -> Result<Void, any Error> {
+        if code == CURLE_OK { return .success(()) }
+        if transfer.bodyTooLarge || code == CURLE_FILESIZE_EXCEEDED, case .buffered(let limit) = transfer.sink {
+            return .failure(HTTPError.bodyTooLarge(limit: limit))
+        }
+        switch code {
+        case CURLE_OPERATION_TIMEDOUT: return .failure(HTTPError.timeout)
+        case CURLE_UNSUPPORTED_PROTOCOL, CURLE_URL_MALFORMAT: return .failure(HTTPError.invalidURL(errorText))
+        default: return .failure(HTTPError.transport(errorText))
+        }
+    }
+
+    /// libcurl's message for a failure: the error buffer, else the code's generic text; redacted.
+    private static func errorText(_ code: CURLcode, _ easy: CurlEasyHandle?) -> String {
+        var text = ""
+        if let easy, easy.errorBuffer[0] != 0 {
+            text = String(cString: easy.errorBuffer)
+        } else if let generic = curl_easy_strerror(code) {
+            text = String(cString: generic)
+        }
+        return Redactor.shared.redact(text)
+    }
+
+    private static func milliseconds(_ duration: Duration) -> Int {
+        let (seconds, attoseconds) = duration.components
+        let ms = seconds.multipliedReportingOverflow(by: 1000)
+        if ms.overflow || seconds < 0 { return seconds < 0 ? 1 : Int.max / 2 }
+        return max(1, Int(ms.partialValue) + Int(attoseconds / 1_000_000_000_000_000))
+    }
+
+    /// Monotonic nanoseconds.
+    static func now() -> UInt64 {
+        var spec = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &spec)
+        return UInt64(spec.tv_sec) &* 1_000_000_000 &+ UInt64(spec.tv_nsec)
+    }
+}
+
+// MARK: - C callbacks (loop thread only, inside curl_multi_perform or curl_easy_pause)
+
+/// CURLOPT_WRITEFUNCTION: body bytes. `userdata` is an unretained CurlTransfer kept alive by `active`.
+private let curlWriteCallback: tr_curl_data_callback = { data, size, count, userdata in
+    guard let userdata else { return 0 }
+    let transfer = Unmanaged<CurlTransfer>.fromOpaque(userdata).takeUnretainedValue()
+    let length = size * count
+    let bytes = UnsafeRawBufferPointer(start: data, count: data == nil ? 0 : length)
+    switch transfer.sink {
+    case .buffered(let limit):
+        if transfer.body.count + length > limit {
+            transfer.bodyTooLarge = true
+            return 0
+        }
+        transfer.body.append(contentsOf: bytes)
+        return length
+    case .stream(let channel):
+        transfer.lastActivityNanoseconds = CurlEventLoop.now()
+        switch channel.offer(bytes) {
+        case .taken: return length
+        case .pause: return tr_writefunc_pause()
+        case .abort: return 0
+        }
+    }
+}
+
+/// CURLOPT_HEADERFUNCTION: one header line. Delivers a stream's head when it completes.
+private let curlHeaderCallback: tr_curl_data_callback = { data, size, count, userdata in
+    guard let userdata else { return 0 }
+    let transfer = Unmanaged<CurlTransfer>.fromOpaque(userdata).takeUnretainedValue()
+    let length = size * count
+    guard let data else { return length }
+    let line = UnsafeBufferPointer(start: UnsafeRawPointer(data).assumingMemoryBound(to: UInt8.self), count: length)
+    let completed = transfer.head.consume(line: line)
+    if completed, case .buffered(let limit) = transfer.sink, let easy = transfer.easy {
+        // Size the body once when the length is announced (and allowed).
+        var length: curl_off_t = -1
+        if tr_easy_getinfo_off(easy.handle, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &length) == CURLE_OK,
+            length > 0, length <= limit
+        {
+            transfer.body.reserveCapacity(Int(length))
+        }
+    }
+    if case .stream = transfer.sink {
+        transfer.lastActivityNanoseconds = CurlEventLoop.now()
+        if completed, let headContinuation = transfer.headContinuation {
+            transfer.headContinuation = nil
+            headContinuation.resume(returning: transfer.currentHead)
+        }
+    }
+    return length
+}

@@ -1,0 +1,47 @@
+/// Building request URLs from an environment's base URL, a path and query parameters.
+public enum RequestURL {
+    /// Appends `path` to `base`'s path with exactly one slash between them (SPEC §7):
+    /// `https://h/api/v1` + `/items` → `https://h/api/v1/items`. A `path` carrying `?query` keeps
+    /// it. An empty path (or one that is only a query) leaves `base`'s path as it is.
+    public static func join(base: String, path: String) -> String {
+        var root = Substring(base)
+        if let cut = root.firstIndex(where: { $0 == "?" || $0 == "#" }) { root = root[..<cut] }
+        while root.hasSuffix("/"), !root.hasSuffix("://") { root = root.dropLast() }
+        var tail = Substring(path)
+        while tail.hasPrefix("/") { tail = tail.dropFirst() }
+        if tail.isEmpty { return String(root) + (path.isEmpty ? "" : "/") }
+        if tail.hasPrefix("?") || tail.hasPrefix("#") { return String(root) + tail }
+        return String(root) + "/" + tail
+    }
+
+    /// Encodes `pairs` as a query (`name=value` joined by `&`, every byte but the unreserved
+    /// ones percent-encoded, so a space is `%20`) without the leading `?`.
+    public static func query(_ pairs: [(String, String)]) -> String {
+        var output = ""
+        for (index, (name, value)) in pairs.enumerated() {
+            if index > 0 { output += "&" }
+            output += PercentEncoding.encodeUnreserved(name)
+            output += "="
+            output += PercentEncoding.encodeUnreserved(value)
+        }
+        return output
+    }
+
+    /// Appends `pairs` to `url`'s query (keeping any existing one, before a fragment).
+    public static func appendingQuery(_ pairs: [(String, String)], to url: String) -> String {
+        guard !pairs.isEmpty else { return url }
+        var head = Substring(url)
+        var fragment: Substring = ""
+        if let hash = url.firstIndex(of: "#") {
+            head = url[..<hash]
+            fragment = url[hash...]
+        }
+        let separator: String
+        if let question = head.firstIndex(of: "?") {
+            separator = head[head.index(after: question)...].isEmpty || head.hasSuffix("&") ? "" : "&"
+        } else {
+            separator = "?"
+        }
+        return head + separator + query(pairs) + fragment
+    }
+}

@@ -1,0 +1,185 @@
+import Foundation
+import Testing
+
+@testable import HTTP
+
+/// Runs `body`, failing with `.timeout` after `seconds` (a safety net, never the expected path).
+func withSafetyNet<T: Sendable>(seconds: Int = 20, _ body: @escaping @Sendable () async throws -> T) async throws -> T {
+    try await withThrowingTaskGroup(of: T.self) { group in
+        group.addTask { try await body() }
+        group.addTask {
+            try await Task.sleep(for: .seconds(seconds))
+            throw HTTPError.timeout
+        }
+        defer { group.cancelAll() }
+        guard let first = try await group.next() else { throw HTTPError.cancelled }
+        return first
+    }
+}
+
+/// End-to-end tests of `CurlTransport` against the Python server on 127.0.0.1.
+@Suite struct CurlTransportTests {
+    let server: TestServer
+    let transport: CurlTransport
+
+    init() throws {
+        server = try TestServer()
+        transport = try CurlTransport(options: .init(maxResponseBytes: 1 << 20, streamBufferBytes: 64 << 10))
+    }
+
+    @Test func echoesMethodHeadersQueryAndBinaryBodyExactly() async throws {
+        let body = (0..<70_000).map { UInt8(truncatingIfNeeded: $0 &* 7) }
+        var headers = HTTPHeaders()
+        headers.add(name: "X-Repeated", value: "one")
+        headers.add(name: "X-Repeated", value: "two")
+        headers.add(name: "Content-Type", value: "application/octet-stream")
+        let request = HTTPRequest(method: "PUT", url: server.url("/echo?a=1&b=%20x"), headers: headers, body: body)
+        let response = try await transport.send(request)
+        #expect(response.status == 200)
+        let echo = try Echo(response)
+        #expect(echo.method == "PUT")
+        #expect(echo.path == "/echo?a=1&b=%20x")
+        #expect(echo.values("X-Repeated") == ["one", "two"])
+        #expect(echo.bodyBytes == body)
+        #expect(echo.values("Expect").isEmpty)
+        #expect(echo.values("User-Agent").isEmpty)
+        #expect(echo.values("Content-Type") == ["application/octet-stream"])
+        #expect(response.headers["content-type"] == "application/json")
+    }
+
+    @Test func postWithoutContentTypeSendsNone() async throws {
+        let response = try await transport.send(HTTPRequest(method: "POST", url: server.url("/echo"), body: Array("a=b".utf8)))
+        let echo = try Echo(response)
+        #expect(echo.values("Content-Type").isEmpty)
+        #expect(echo.values("Content-Length") == ["3"])
+        #expect(echo.bodyBytes == Array("a=b".utf8))
+    }
+
+    @Test(arguments: [404, 500])
+    func errorStatusesAreResponses(status: Int) async throws {
+        let response = try await transport.send(HTTPRequest(url: server.url("/status/\(status)")))
+        #expect(response.status == status)
+        #expect(response.body == Array("status \(status)".utf8))
+    }
+
+    @Test func redirectIsReturnedAndItsTargetNeverContacted() async throws {
+        let response = try await transport.send(HTTPRequest(url: server.url("/redirect")))
+        #expect(response.status == 302)
+        #expect(response.headers["Location"] == "http://127.0.0.1:\(server.otherPort)/contacted")
+        let hits = try await transport.send(HTTPRequest(url: server.url("/other-hits")))
+        #expect(hits.body == Array(#"{"hits": 0}"#.utf8))
+    }
+
+    @Test func cookiesAreNeverSentBack() async throws {
+        let first = try await transport.send(HTTPRequest(url: server.url("/set-cookie")))
+        #expect(first.headers.values(for: "set-cookie") == ["session=s3cr3t; Path=/"])
+        let echo = try Echo(try await transport.send(HTTPRequest(url: server.url("/echo"))))
+        #expect(echo.values("Cookie").isEmpty)
+    }
+
+    @Test func basicChallengeComesBackAsAResponse() async throws {
+        let response = try await withSafetyNet { [transport, server] in
+            try await transport.send(HTTPRequest(url: server.url("/basic-401")))
+        }
+        #expect(response.status == 401)
+        #expect(response.headers["www-authenticate"] == #"Basic realm="test""#)
+    }
+
+    @Test func slowResponseTimesOutPromptly() async throws {
+        let started = ContinuousClock.now
+        await #expect(throws: HTTPError.timeout) {
+            _ = try await transport.send(HTTPRequest(url: server.url("/slow?id=t"), timeout: .milliseconds(300)))
+        }
+        #expect(ContinuousClock.now - started < .seconds(10))
+    }
+
+    @Test func cancellationRemovesTheTransferAndClosesTheConnection() async throws {
+        let transport = self.transport, server = self.server
+        let task = Task { try await transport.send(HTTPRequest(url: server.url("/slow?id=c"))) }
+        let started = try await transport.send(HTTPRequest(url: server.url("/await?event=started-c")))
+        #expect(started.status == 200)
+        task.cancel()
+        await #expect(throws: HTTPError.cancelled) { _ = try await task.value }
+        let closed = try await transport.send(HTTPRequest(url: server.url("/await?event=closed-c")))
+        #expect(closed.status == 200)
+    }
+
+    @Test(arguments: ["/large", "/large-chunked"])
+    func bodyOverTheLimitFails(route: String) async throws {
+        await #expect(throws: HTTPError.bodyTooLarge(limit: 1 << 20)) {
+            _ = try await transport.send(HTTPRequest(url: server.url("\(route)?bytes=\(3 << 20)")))
+        }
+        let within = try await transport.send(HTTPRequest(url: server.url("\(route)?bytes=\(1 << 20)")))
+        #expect(within.body.count == 1 << 20)
+    }
+
+    @Test func refusedConnectionIsATransportError() async throws {
+        do {
+            _ = try await transport.send(HTTPRequest(url: "http://127.0.0.1:\(server.closedPort)/"))
+            Issue.record("expected a transport error")
+        } catch let HTTPError.transport(reason) {
+            #expect(!reason.isEmpty)
+        }
+    }
+
+    @Test func unsupportedSchemeIsRejected() async throws {
+        await #expect(throws: HTTPError.self) {
+            _ = try await transport.send(HTTPRequest(url: "file:///etc/passwd"))
+        }
+    }
+
+    @Test func headerValuesWithLineBreaksAreRejected() async throws {
+        var headers = HTTPHeaders()
+        headers.add(name: "X-Bad", value: "a\r\nInjected: yes")
+        await #expect(throws: HTTPError.self) {
+            _ = try await transport.send(HTTPRequest(url: server.url("/echo"), headers: headers))
+        }
+    }
+
+    @Test func twoHundredConcurrentSendsAllSucceed() async throws {
+        let transport = self.transport, server = self.server
+        let statuses = try await withSafetyNet(seconds: 60) {
+            try await withThrowingTaskGroup(of: Int.self) { group in
+                for index in 0..<200 {
+                    group.addTask {
+                        let response = try await transport.send(HTTPRequest(url: server.url("/echo?i=\(index)")))
+                        return try Echo(response).path == "/echo?i=\(index)" ? response.status : -1
+                    }
+                }
+                var statuses: [Int] = []
+                for try await status in group { statuses.append(status) }
+                return statuses
+            }
+        }
+        #expect(statuses.count == 200)
+        #expect(statuses.allSatisfy { $0 == 200 })
+    }
+
+    @Test func headAndBodylessDeleteAreSentAsSuch() async throws {
+        let head = try await transport.send(HTTPRequest(method: "HEAD", url: server.url("/echo")))
+        #expect(head.status == 200)
+        #expect(head.body.isEmpty)
+        let delete = try Echo(try await transport.send(HTTPRequest(method: "DELETE", url: server.url("/echo"))))
+        #expect(delete.method == "DELETE")
+        #expect(delete.values("Content-Length").isEmpty)
+        let post = try Echo(try await transport.send(HTTPRequest(method: "POST", url: server.url("/echo"))))
+        #expect(post.values("Content-Length") == ["0"])
+    }
+
+    @Test func shutdownFailsTransfersInFlight() async throws {
+        let transport = try CurlTransport()
+        let server = self.server
+        let task = Task { try await transport.send(HTTPRequest(url: server.url("/slow?id=s"))) }
+        #expect(try await self.transport.send(HTTPRequest(url: server.url("/await?event=started-s"))).status == 200)
+        transport.shutdown()
+        await #expect(throws: HTTPError.cancelled) { _ = try await task.value }
+    }
+
+    @Test func shutdownFailsLaterRequests() async throws {
+        let transport = try CurlTransport()
+        transport.shutdown()
+        await #expect(throws: HTTPError.cancelled) {
+            _ = try await transport.send(HTTPRequest(url: server.url("/echo")))
+        }
+    }
+}

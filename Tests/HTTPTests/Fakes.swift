@@ -1,0 +1,59 @@
+import Synchronization
+
+@testable import HTTP
+
+/// Records every request and answers from a script (the last answer repeats).
+final class FakeTransport: HTTPTransport {
+    private let state: Mutex<(requests: [HTTPRequest], answers: [HTTPResponse])>
+
+    init(_ answers: [HTTPResponse] = [HTTPResponse(status: 200)]) {
+        state = Mutex(([], answers))
+    }
+
+    var requests: [HTTPRequest] { state.withLock { $0.requests } }
+
+    func send(_ request: HTTPRequest) async throws -> HTTPResponse {
+        state.withLock { s in
+            s.requests.append(request)
+            return s.answers.count > 1 ? s.answers.removeFirst() : s.answers.first ?? HTTPResponse(status: 200)
+        }
+    }
+}
+
+/// Hands out `Bearer token-N`, N being the current version; invalidation bumps it.
+final class FakeCredentialSource: CredentialSource {
+    let isRenewable: Bool
+    private let state = Mutex((version: UInt64(1), invalidated: [CredentialStamp]()))
+
+    init(renewable: Bool = true) { isRenewable = renewable }
+
+    var invalidated: [CredentialStamp] { state.withLock { $0.invalidated } }
+
+    func apply(to request: inout HTTPRequest) async throws -> CredentialStamp {
+        let version = state.withLock { $0.version }
+        request.headers.set(name: "Authorization", value: "Bearer token-\(version)")
+        return CredentialStamp(version)
+    }
+
+    func invalidate(stamp: CredentialStamp) async throws {
+        state.withLock { s in
+            s.invalidated.append(stamp)
+            if s.version == stamp.value { s.version += 1 }
+        }
+    }
+}
+
+/// Appends its name to a header on the way in and to `X-Trace` of the response on the way out.
+struct TagMiddleware: HTTPMiddleware {
+    let name: String
+
+    func intercept(
+        _ request: HTTPRequest, next: @Sendable (HTTPRequest) async throws -> HTTPResponse
+    ) async throws -> HTTPResponse {
+        var tagged = request
+        tagged.headers.add(name: "X-Order", value: name)
+        var response = try await next(tagged)
+        response.headers.add(name: "X-Trace", value: name)
+        return response
+    }
+}

@@ -1,4 +1,0 @@
-import Testing
-@testable import HTTP
-
-@Test func placeholder() {}

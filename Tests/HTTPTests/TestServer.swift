@@ -1,0 +1,72 @@
+import Foundation
+import HTTP
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// The Python recording server of `Fixtures/test_server.py`, one per test, stopped with SIGKILL.
+final class TestServer: Sendable {
+    let process: Process
+    /// Port of the main routes.
+    let port: Int
+    /// Port of the redirect target that records hits.
+    let otherPort: Int
+    /// A loopback port with no listener.
+    let closedPort: Int
+
+    init() throws {
+        let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+            .appendingPathComponent("Fixtures/test_server.py").path
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
+        process.arguments = ["-u", script]
+        let output = Pipe()
+        process.standardOutput = output
+        try process.run()
+        self.process = process
+        // Block until the first line: the server prints it as soon as it listens.
+        var line: [UInt8] = []
+        let handle = output.fileHandleForReading
+        while !line.contains(0x0A) {
+            let data = handle.availableData
+            if data.isEmpty { break }
+            line.append(contentsOf: data)
+        }
+        let ports = String(decoding: line, as: UTF8.self).split(whereSeparator: { $0 == " " || $0 == "\n" })
+            .compactMap { Int($0) }
+        guard ports.count == 3 else {
+            kill(process.processIdentifier, SIGKILL)
+            throw HTTPError.transport("test server did not start")
+        }
+        (port, otherPort, closedPort) = (ports[0], ports[1], ports[2])
+    }
+
+    deinit { stop() }
+
+    /// Kills the server (SIGTERM is blocked in test threads).
+    func stop() {
+        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+    }
+
+    /// An absolute URL on the main port.
+    func url(_ path: String) -> String { "http://127.0.0.1:\(port)\(path)" }
+}
+
+/// The decoded `/echo` reply.
+struct Echo: Decodable {
+    let method: String
+    let path: String
+    let headers: [[String]]
+    let body: String
+
+    var bodyBytes: [UInt8] { Data(base64Encoded: body).map { Array($0) } ?? [] }
+
+    func values(_ name: String) -> [String] {
+        headers.filter { $0.first?.lowercased() == name.lowercased() }.compactMap { $0.last }
+    }
+
+    init(_ response: HTTPResponse) throws {
+        self = try JSONDecoder().decode(Echo.self, from: Data(response.body))
+    }
+}
