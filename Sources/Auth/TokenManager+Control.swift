@@ -108,6 +108,7 @@ extension TokenManager {
                 continue
             }
             flight.task?.cancel()
+            detached[flight.id] = flight.task
             session.flight = nil
             let waiters = flight.waiters
             flight.waiters = [:]
@@ -117,6 +118,7 @@ extension TokenManager {
             }
         }
         for task in committing { await task.value }
+        await settleDetached()
         finishEvents()
     }
 

@@ -33,6 +33,7 @@ extension TokenManager {
     }
 
     private func runFlight(_ key: SessionKey, flightID: UInt64) async {
+        defer { detached[flightID] = nil }
         guard let session = sessions[key], let flight = session.flight, flight.id == flightID else { return }
         let result: Result<FlightOutcome, AuthError>
         do {

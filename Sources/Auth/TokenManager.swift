@@ -71,6 +71,8 @@ public actor TokenManager {
     var sessions: [SessionKey: Session] = [:]
     private var lastID: UInt64 = 0
     var closed = false
+    /// Abandoned flights still running (they can no longer send); awaited by tests and `close()`.
+    var detached: [UInt64: Task<Void, Never>] = [:]
 
     /// `auth-failed` and other events, for the Relay to turn into notifications.
     public nonisolated let events: AsyncStream<AuthEvent>
@@ -175,6 +177,7 @@ public actor TokenManager {
         waiter.timer?.cancel()
         if flight.waiters.isEmpty && !flight.sent {
             flight.task?.cancel()
+            detached[flight.id] = flight.task
             session.flight = nil
         }
         waiter.continuation.resume(throwing: error)
@@ -188,4 +191,15 @@ public actor TokenManager {
 extension TokenManager {
     /// Ends the event stream (after ``close()``).
     func finishEvents() { eventContinuation.finish() }
+
+    /// Waits for abandoned flights to finish (they send nothing; tests use this to prove it).
+    func settleDetached() async {
+        while let entry = detached.first {
+            await entry.value.value
+            detached[entry.key] = nil
+        }
+    }
+
+    /// How many callers wait on the session's flight (tests).
+    func waiterCount(_ key: SessionKey) -> Int { sessions[key]?.flight?.waiters.count ?? 0 }
 }
