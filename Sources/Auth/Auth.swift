@@ -1,1 +1,0 @@
-// The Auth module: token manager, providers, stores.

@@ -1,0 +1,141 @@
+import Foundation
+import HTTP
+
+/// The parts of RFC 8414 / OIDC discovery metadata the token manager uses, verified.
+public struct AuthorizationServerMetadata: Sendable, Equatable {
+    /// The issuer (equal to the configured one).
+    public let issuer: String
+    /// The token endpoint (an allowed endpoint URL).
+    public let tokenEndpoint: String
+    /// Supported client authentication methods, when the server lists them.
+    public let tokenEndpointAuthMethodsSupported: [String]?
+    /// The RFC 7009 revocation endpoint, if offered.
+    public let revocationEndpoint: String?
+
+    /// Verifies a discovery document: one JSON object whose `issuer` equals `expectedIssuer`
+    /// exactly and whose endpoints are all allowed URLs.
+    static func parse(_ body: [UInt8], expectedIssuer: String) throws(AuthError) -> AuthorizationServerMetadata {
+        let object: [String: Any]
+        do {
+            object = try TokenResponseParser.jsonObject(body)
+        } catch {
+            throw .discovery("the metadata is not one JSON object")
+        }
+        guard let issuer = object["issuer"] as? String else { throw .discovery("the metadata has no issuer") }
+        guard issuer == expectedIssuer else {
+            throw .discovery("the metadata issuer does not equal the configured issuer")
+        }
+        for (name, value) in object where name.hasSuffix("_endpoint") || name == "jwks_uri" {
+            guard let url = value as? String else { throw .discovery("\(name) is not a string") }
+            do {
+                try EndpointPolicy.check(url, what: name)
+            } catch {
+                throw .discovery("\(name) is not an https (or loopback http) URL")
+            }
+        }
+        guard let tokenEndpoint = object["token_endpoint"] as? String else {
+            throw .discovery("the metadata has no token_endpoint")
+        }
+        var methods: [String]?
+        if let value = object["token_endpoint_auth_methods_supported"] {
+            guard let list = value as? [Any], let strings = list as? [String] else {
+                throw .discovery("token_endpoint_auth_methods_supported is not a list of strings")
+            }
+            methods = strings
+        }
+        return AuthorizationServerMetadata(
+            issuer: issuer, tokenEndpoint: tokenEndpoint, tokenEndpointAuthMethodsSupported: methods,
+            revocationEndpoint: object["revocation_endpoint"] as? String)
+    }
+
+    /// The discovery URLs to try for `issuer`, in order: RFC 8414 (well-known inserted before the
+    /// issuer's path) and OpenID Connect (appended to the issuer).
+    static func discoveryURLs(for issuer: String) throws(AuthError) -> [String] {
+        guard var components = URLComponents(string: issuer), components.host != nil else {
+            throw .configuration("issuer is not an absolute URL")
+        }
+        guard components.query == nil, components.fragment == nil else {
+            throw .configuration("issuer must not have a query or fragment")
+        }
+        var path = components.path
+        while path.hasSuffix("/") { path.removeLast() }
+        components.path = "/.well-known/oauth-authorization-server" + path
+        guard let rfc8414 = components.string else { throw .configuration("issuer is not a usable URL") }
+        components.path = path + "/.well-known/openid-configuration"
+        guard let oidc = components.string else { throw .configuration("issuer is not a usable URL") }
+        return [rfc8414, oidc]
+    }
+}
+
+/// Fetches and caches verified metadata per issuer (single-flight, with a time to live).
+public actor DiscoveryClient {
+    private struct Entry {
+        var metadata: AuthorizationServerMetadata
+        var fetchedAt: Date
+    }
+
+    private let transport: any HTTPTransport
+    private let clock: any AuthClock
+    private let timeToLive: TimeInterval
+    /// Verified metadata by issuer.
+    private var cache: [String: Entry] = [:]
+    /// Fetches in progress by issuer; callers share them.
+    private var inFlight: [String: Task<AuthorizationServerMetadata, any Error>] = [:]
+
+    public init(transport: any HTTPTransport, clock: any AuthClock = SystemAuthClock(), timeToLive: Duration = .seconds(3600)) {
+        self.transport = transport
+        self.clock = clock
+        self.timeToLive = timeToLive.timeInterval
+    }
+
+    /// Verified metadata for `issuer`, from the cache or the network. Nothing is cached on failure.
+    public func metadata(for issuer: String, deadline: Date) async throws -> AuthorizationServerMetadata {
+        if let entry = cache[issuer], clock.now.timeIntervalSince(entry.fetchedAt) < timeToLive {
+            return entry.metadata
+        }
+        if let task = inFlight[issuer] { return try await task.value }
+        let task = Task { [transport, clock] in
+            try await Self.fetch(issuer: issuer, transport: transport, clock: clock, deadline: deadline)
+        }
+        inFlight[issuer] = task
+        defer { inFlight[issuer] = nil }
+        let metadata = try await task.value
+        cache[issuer] = Entry(metadata: metadata, fetchedAt: clock.now)
+        return metadata
+    }
+
+    /// Forgets cached metadata (all issuers).
+    public func clear() { cache.removeAll() }
+
+    private static func fetch(
+        issuer: String, transport: any HTTPTransport, clock: any AuthClock, deadline: Date
+    ) async throws -> AuthorizationServerMetadata {
+        var lastStatus = 0
+        for url in try AuthorizationServerMetadata.discoveryURLs(for: issuer) {
+            let remaining = deadline.timeIntervalSince(clock.now)
+            guard remaining > 0 else { throw AuthError.timeout }
+            var headers = HTTPHeaders()
+            headers.add(name: "Accept", value: "application/json")
+            let request = HTTPRequest(
+                method: "GET", url: url, headers: headers, timeout: .milliseconds(Int64(max(1, remaining * 1000))))
+            let response: HTTPResponse
+            do {
+                response = try await transport.send(request)
+            } catch let error as HTTPError {
+                switch error {
+                case .transport(let reason): throw AuthError.transport(reason)
+                case .timeout: throw AuthError.timeout
+                case .cancelled: throw CancellationError()
+                case .bodyTooLarge: throw AuthError.discovery("the metadata is too large")
+                case .invalidURL(let reason): throw AuthError.configuration("issuer: \(reason)")
+                }
+            }
+            guard response.status == 200 else {
+                lastStatus = response.status
+                continue
+            }
+            return try AuthorizationServerMetadata.parse(response.body, expectedIssuer: issuer)
+        }
+        throw AuthError.discovery("no metadata found for the issuer (last answer HTTP \(lastStatus))")
+    }
+}

@@ -1,0 +1,114 @@
+import Logging
+
+/// How the client authenticates to the token endpoint (RFC 6749 §2.3, RFC 8414 names).
+public enum ClientAuthMethod: String, Sendable, Hashable, CaseIterable {
+    /// `Authorization: Basic base64(formencode(id):formencode(secret))`.
+    case clientSecretBasic = "client_secret_basic"
+    /// `client_id` and `client_secret` in the form body.
+    case clientSecretPost = "client_secret_post"
+    /// A public client: `client_id` in the body, no secret sent at all.
+    case none
+}
+
+/// A secret resolved late (environment, file, command) by whoever built the configuration. The
+/// resolved value is registered with the ``Redactor`` before it is used.
+public struct SecretProvider: Sendable {
+    private let resolver: @Sendable () async throws -> String
+
+    /// A secret produced by `resolver` each time it is needed.
+    public init(_ resolver: @escaping @Sendable () async throws -> String) {
+        self.resolver = resolver
+    }
+
+    /// A secret already known; it is registered with the redactor at once.
+    public static func value(_ secret: String) -> SecretProvider {
+        Redactor.shared.register(secret)
+        return SecretProvider { secret }
+    }
+
+    /// Resolves the secret and registers it with the redactor.
+    public func resolve() async throws -> String {
+        let secret = try await resolver()
+        Redactor.shared.register(secret)
+        return secret
+    }
+}
+
+/// Which grant a session uses to obtain tokens.
+public enum Grant: Sendable {
+    /// `client_credentials`; a refresh token, if the server issues one, is used for renewals.
+    case clientCredentials
+    /// `refresh_token` seeded out of band; after the first rotation the store holds the current
+    /// refresh token.
+    case refreshToken(seed: SecretProvider)
+
+    /// The profile type / grant name (`client_credentials`, `refresh_token`).
+    public var name: String {
+        switch self {
+        case .clientCredentials: "client_credentials"
+        case .refreshToken: "refresh_token"
+        }
+    }
+}
+
+/// Everything the token manager needs to obtain tokens for one profile. Built by the Relay from
+/// the settings; Auth does not depend on Config.
+public struct OAuthClientConfiguration: Sendable {
+    /// The trusted issuer; metadata is discovered from it (RFC 8414, then OIDC) and its `issuer`
+    /// must equal this exactly.
+    public var issuer: String?
+    /// An explicit token endpoint. With `issuer` also set, discovery still runs to verify the
+    /// issuer and its client-authentication methods, but tokens are fetched here.
+    public var tokenURL: String?
+    /// The client identifier.
+    public var clientID: String
+    /// The client secret (not used with ``ClientAuthMethod/none``).
+    public var clientSecret: SecretProvider?
+    /// How the client authenticates.
+    public var clientAuth: ClientAuthMethod
+    /// Requested scopes, sorted and without duplicates.
+    public var scopes: [String]
+    /// The `audience` parameter, if any.
+    public var audience: String?
+    /// RFC 8707 `resource` parameters, sorted.
+    public var resources: [String]
+    /// The renewal margin before expiry (capped at half the token's lifetime).
+    public var expirySkew: Duration
+    /// The grant.
+    public var grant: Grant
+    /// Bounds an acquisition (retries included) when no caller gave a deadline.
+    public var acquisitionTimeout: Duration
+
+    public init(
+        issuer: String? = nil, tokenURL: String? = nil, clientID: String, clientSecret: SecretProvider? = nil,
+        clientAuth: ClientAuthMethod = .clientSecretBasic, scopes: [String] = [], audience: String? = nil,
+        resources: [String] = [], expirySkew: Duration = .seconds(30), grant: Grant = .clientCredentials,
+        acquisitionTimeout: Duration = .seconds(30)
+    ) {
+        self.issuer = issuer
+        self.tokenURL = tokenURL
+        self.clientID = clientID
+        self.clientSecret = clientSecret
+        self.clientAuth = clientAuth
+        self.scopes = Array(Set(scopes)).sorted()
+        self.audience = audience
+        self.resources = Array(Set(resources)).sorted()
+        self.expirySkew = expirySkew
+        self.grant = grant
+        self.acquisitionTimeout = acquisitionTimeout
+    }
+
+    /// Checks what can be checked without the network: an endpoint or issuer is present and
+    /// allowed, a secret is present when the method needs one.
+    public func validate() throws(AuthError) {
+        guard issuer != nil || tokenURL != nil else {
+            throw .configuration("either issuer or token_url is required")
+        }
+        if let tokenURL { try EndpointPolicy.check(tokenURL, what: "token_url") }
+        if let issuer { try EndpointPolicy.check(issuer, what: "issuer") }
+        if clientAuth != .none && clientSecret == nil {
+            throw .configuration("client_auth \(clientAuth.rawValue) needs a client_secret")
+        }
+        guard !clientID.isEmpty else { throw .configuration("client_id is empty") }
+    }
+}

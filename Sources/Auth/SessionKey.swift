@@ -1,0 +1,37 @@
+/// Identifies one token session: the profile and everything that changes the token it gets.
+/// Contains no secret.
+public struct SessionKey: Sendable, Hashable, CustomStringConvertible {
+    /// The environment name.
+    public let environment: String
+    /// The profile name.
+    public let profile: String
+    /// The configured issuer, if any.
+    public let issuer: String?
+    /// The configured token endpoint override, if any.
+    public let tokenEndpoint: String?
+    /// The client identifier.
+    public let clientID: String
+    /// The grant name (`client_credentials`, `refresh_token`).
+    public let grant: String
+    /// Sorted scopes.
+    public let scopes: [String]
+    /// The audience, if any.
+    public let audience: String?
+    /// Sorted resources.
+    public let resources: [String]
+
+    /// The key of `configuration` used by `environment`/`profile`.
+    public init(environment: String, profile: String, configuration: OAuthClientConfiguration) {
+        self.environment = environment
+        self.profile = profile
+        issuer = configuration.issuer
+        tokenEndpoint = configuration.tokenURL
+        clientID = configuration.clientID
+        grant = configuration.grant.name
+        scopes = configuration.scopes
+        audience = configuration.audience
+        resources = configuration.resources
+    }
+
+    public var description: String { "\(environment)/\(profile)" }
+}

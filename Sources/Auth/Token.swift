@@ -1,0 +1,46 @@
+import Foundation
+
+/// An access token with what the manager knows about it. Its description never shows a token.
+public struct Token: Sendable, Equatable, CustomStringConvertible {
+    /// The access token (registered with the redactor on receipt).
+    public let accessToken: String
+    /// The token type as the server spelled it (always some case of `Bearer`).
+    public let tokenType: String
+    /// When it was received, on the manager's clock.
+    public let receivedAt: Date
+    /// Absolute expiry computed at receipt; `nil` when the server gave no `expires_in`.
+    public let expiresAt: Date?
+    /// The refresh token in effect after this token was obtained, if any.
+    public let refreshToken: String?
+    /// The granted scope, if the server said.
+    public let scope: String?
+    /// A number unique to this token within the manager; used as the ``CredentialStamp``.
+    public let version: UInt64
+
+    public init(
+        accessToken: String, tokenType: String = "Bearer", receivedAt: Date, expiresAt: Date?,
+        refreshToken: String? = nil, scope: String? = nil, version: UInt64
+    ) {
+        self.accessToken = accessToken
+        self.tokenType = tokenType
+        self.receivedAt = receivedAt
+        self.expiresAt = expiresAt
+        self.refreshToken = refreshToken
+        self.scope = scope
+        self.version = version
+    }
+
+    /// Whether the token should be renewed at `now`: inside the smaller of `skew` and half the
+    /// token's lifetime before its expiry. Tokens of unknown expiry never need renewal by time.
+    public func needsRenewal(at now: Date, skew: Duration) -> Bool {
+        guard let expiresAt else { return false }
+        let lifetime = max(0, expiresAt.timeIntervalSince(receivedAt))
+        let margin = min(skew.timeInterval, lifetime / 2)
+        return now >= expiresAt.addingTimeInterval(-margin)
+    }
+
+    public var description: String {
+        "Token(version: \(version), type: \(tokenType), expiresAt: \(expiresAt.map { "\($0)" } ?? "unknown"), "
+            + "refreshable: \(refreshToken != nil), accessToken: [REDACTED])"
+    }
+}

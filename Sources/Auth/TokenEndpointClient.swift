@@ -1,0 +1,151 @@
+import Foundation
+import HTTP
+import Logging
+
+/// Bounded exponential backoff with jitter for transient token endpoint failures.
+public struct RetryPolicy: Sendable {
+    /// Attempts in all, the first included.
+    public var maximumAttempts: Int
+    /// The delay before the first retry.
+    public var initialDelay: Duration
+    /// The largest delay between attempts (a server's `Retry-After` may ask for more, within the deadline).
+    public var maximumDelay: Duration
+
+    public init(maximumAttempts: Int = 5, initialDelay: Duration = .milliseconds(250), maximumDelay: Duration = .seconds(4)) {
+        self.maximumAttempts = maximumAttempts
+        self.initialDelay = initialDelay
+        self.maximumDelay = maximumDelay
+    }
+
+    /// The delay before retry number `retry` (1-based): doubled each time, capped, then shortened
+    /// by up to half with `random` in [0, 1).
+    func delay(retry: Int, random: Double) -> TimeInterval {
+        let base = initialDelay.timeInterval * pow(2, Double(max(0, retry - 1)))
+        let capped = min(base, maximumDelay.timeInterval)
+        return capped * (1 - 0.5 * min(max(random, 0), 1))
+    }
+}
+
+/// A grant request to the token endpoint (without client authentication).
+struct GrantRequest: Sendable {
+    /// The form fields (grant_type first).
+    var form: FormBody
+
+    /// `grant_type=client_credentials` with scope, audience and resources.
+    static func clientCredentials(_ configuration: OAuthClientConfiguration) -> GrantRequest {
+        var form = FormBody()
+        form.add("grant_type", "client_credentials")
+        addCommon(&form, configuration)
+        return GrantRequest(form: form)
+    }
+
+    /// `grant_type=refresh_token` with the refresh token, scope, audience and resources.
+    static func refresh(_ refreshToken: String, _ configuration: OAuthClientConfiguration) -> GrantRequest {
+        var form = FormBody()
+        form.add("grant_type", "refresh_token")
+        form.add("refresh_token", refreshToken)
+        addCommon(&form, configuration)
+        return GrantRequest(form: form)
+    }
+
+    private static func addCommon(_ form: inout FormBody, _ configuration: OAuthClientConfiguration) {
+        if !configuration.scopes.isEmpty { form.add("scope", configuration.scopes.joined(separator: " ")) }
+        if let audience = configuration.audience { form.add("audience", audience) }
+        for resource in configuration.resources { form.add("resource", resource) }
+    }
+}
+
+/// Sends grant requests to a token endpoint through an ``HTTPTransport``: builds the form and
+/// the client authentication, validates the answer, retries transient failures within a deadline.
+public struct TokenEndpointClient: Sendable {
+    /// The transport (follows no redirects).
+    public let transport: any HTTPTransport
+    /// The time source for deadlines and backoff.
+    public let clock: any AuthClock
+    /// Jitter source in [0, 1).
+    public let random: @Sendable () -> Double
+    /// The retry policy.
+    public let retryPolicy: RetryPolicy
+
+    public init(
+        transport: any HTTPTransport, clock: any AuthClock = SystemAuthClock(),
+        random: @escaping @Sendable () -> Double = { Double.random(in: 0..<1) }, retryPolicy: RetryPolicy = RetryPolicy()
+    ) {
+        self.transport = transport
+        self.clock = clock
+        self.random = random
+        self.retryPolicy = retryPolicy
+    }
+
+    /// Builds the HTTP request for `grant` to `endpoint`, authenticating as the configured client.
+    func makeRequest(
+        endpoint: String, grant: GrantRequest, configuration: OAuthClientConfiguration, secret: String?
+    ) throws(AuthError) -> HTTPRequest {
+        try EndpointPolicy.check(endpoint, what: "token endpoint")
+        var form = grant.form
+        var headers = HTTPHeaders()
+        headers.add(name: "Accept", value: "application/json")
+        headers.add(name: "Content-Type", value: "application/x-www-form-urlencoded")
+        switch configuration.clientAuth {
+        case .clientSecretBasic:
+            guard let secret else { throw .configuration("client_secret_basic needs a client_secret") }
+            let value = FormBody.basicAuthorization(clientID: configuration.clientID, secret: secret)
+            Redactor.shared.register(String(value.dropFirst("Basic ".count)))
+            headers.add(name: "Authorization", value: value)
+        case .clientSecretPost:
+            guard let secret else { throw .configuration("client_secret_post needs a client_secret") }
+            form.add("client_id", configuration.clientID)
+            form.add("client_secret", secret)
+            Redactor.shared.register(FormBody.encode(secret))
+        case .none:
+            form.add("client_id", configuration.clientID)
+        }
+        return HTTPRequest(method: "POST", url: endpoint, headers: headers, body: form.bytes)
+    }
+
+    /// Sends `request` until it succeeds, fails for good, or `deadline` would pass. `beforeFirstSend`
+    /// runs once, just before the first attempt goes out; it may throw to abandon the request.
+    func send(
+        _ request: HTTPRequest, deadline: Date, beforeFirstSend: @Sendable () async throws -> Void
+    ) async throws -> TokenResponse {
+        var attempt = 0
+        var lastError: AuthError = .timeout
+        while true {
+            let now = clock.now
+            let remaining = deadline.timeIntervalSince(now)
+            guard remaining > 0 else { throw attempt == 0 ? AuthError.timeout : lastError }
+            if attempt == 0 { try await beforeFirstSend() }
+            attempt += 1
+            var attemptRequest = request
+            attemptRequest.timeout = .milliseconds(Int64(max(1, remaining * 1000)))
+            var retryAfter: Duration?
+            do {
+                let response = try await transport.send(attemptRequest)
+                switch TokenResponseParser.classify(response) {
+                case .success(let token):
+                    return token
+                case .failure(let error, let transient, let after):
+                    guard transient else { throw error }
+                    lastError = error
+                    retryAfter = after
+                }
+            } catch let error as HTTPError {
+                switch error {
+                case .transport(let reason): lastError = .transport(reason)
+                case .timeout:
+                    if clock.now >= deadline { throw AuthError.timeout }
+                    lastError = .transport("the token request timed out")
+                case .cancelled: throw CancellationError()
+                case .bodyTooLarge: throw AuthError.invalidTokenResponse("the body is too large")
+                case .invalidURL(let reason): throw AuthError.configuration("token endpoint: \(reason)")
+                }
+            }
+            guard attempt < retryPolicy.maximumAttempts else { throw lastError }
+            let delay = retryAfter?.timeInterval ?? retryPolicy.delay(retry: attempt, random: random())
+            let wake = clock.now.addingTimeInterval(delay)
+            guard wake < deadline else { throw lastError }
+            log.debug("token endpoint attempt \(attempt) failed (\(lastError.kind)); retrying in \(Int(delay * 1000)) ms")
+            try await clock.sleep(until: wake)
+        }
+    }
+}

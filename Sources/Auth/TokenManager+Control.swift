@@ -1,0 +1,130 @@
+import Foundation
+import HTTP
+import Logging
+
+extension TokenManager {
+    /// A request signed with the token of version `stamp` was rejected (401 `invalid_token`).
+    /// Invalidates that token only if it is still the session's current, valid one, so that many
+    /// concurrent 401s on the same token cause one renewal. Throws ``AuthError/excessiveRenewals``
+    /// (and emits `auth-failed`) when such renewals exceed the limit in the window; renewals then
+    /// stay paused until the window passes or ``invalidate(environment:profile:)`` is called.
+    public func invalidate(_ key: SessionKey, stamp: CredentialStamp) throws(AuthError) {
+        guard let session = sessions[key], let token = session.token, token.version == stamp.value,
+            !session.invalidated
+        else { return }
+        let now = clock.now
+        session.unexplained.removeAll { now.timeIntervalSince($0) >= Self.renewalWindow }
+        if let until = session.blockedUntil, now < until { throw .excessiveRenewals }
+        session.invalidated = true
+        guard session.unexplained.count < Self.renewalLimit else {
+            session.blockedUntil = session.unexplained[0].addingTimeInterval(Self.renewalWindow)
+            let error = AuthError.excessiveRenewals
+            session.lastError = error
+            log.warn("token renewals paused for \(key): \(error.description)")
+            emit(.authFailed(AuthFailure(key: key, error: error)))
+            throw error
+        }
+        session.unexplained.append(now)
+        session.counters.recoveries += 1
+    }
+
+    /// Expires the access tokens of the matching sessions (every session when both are nil; every
+    /// profile of `environment` when only `profile` is nil) so the next use renews them; refresh
+    /// state is kept, and excessive-renewal pauses are cleared. Returns how many sessions held a
+    /// token that is now invalidated.
+    @discardableResult
+    public func invalidate(environment: String? = nil, profile: String? = nil) -> Int {
+        var count = 0
+        for session in sessions.values where matches(session.key, environment: environment, profile: profile) {
+            session.unexplained.removeAll()
+            session.blockedUntil = nil
+            if session.token != nil {
+                session.invalidated = true
+                count += 1
+            }
+        }
+        return count
+    }
+
+    /// Drops every token of the matching sessions, refresh state included, and removes them from
+    /// the store; clears `interaction_required`. Returns how many sessions were logged out.
+    @discardableResult
+    public func logout(environment: String? = nil, profile: String? = nil) async throws(AuthError) -> Int {
+        var count = 0
+        for session in sessions.values where matches(session.key, environment: environment, profile: profile) {
+            session.token = nil
+            session.refreshToken = nil
+            session.invalidated = false
+            session.interactionRequired = false
+            session.lastError = nil
+            session.loaded = true
+            do {
+                try await store.remove(session.key)
+            } catch {
+                throw .storage("the session could not be removed from the store")
+            }
+            count += 1
+        }
+        return count
+    }
+
+    /// A snapshot of every session, sorted by environment and profile. Never contains a token.
+    public func status() -> [SessionStatus] {
+        let now = clock.now
+        return sessions.values.sorted {
+            ($0.key.environment, $0.key.profile, $0.key.clientID) < ($1.key.environment, $1.key.profile, $1.key.clientID)
+        }.map { session in
+            let state: SessionStatus.State
+            if session.interactionRequired {
+                state = .interactionRequired
+            } else if session.flight != nil {
+                state = .renewing
+            } else if let token = session.token {
+                let usable = !session.invalidated && !token.needsRenewal(at: now, skew: session.configuration.expirySkew)
+                state = usable ? .valid : .expired
+            } else {
+                state = session.lastError == nil ? .none : .failed
+            }
+            return SessionStatus(
+                environment: session.key.environment, profile: session.key.profile, type: session.key.grant,
+                state: state, expiresAt: session.token?.expiresAt, refreshable: session.refreshToken != nil,
+                lastError: session.lastError.map { ($0.kind, $0.description) }, counters: session.counters)
+        }
+    }
+
+    /// The keys of every registered session.
+    public var sessionKeys: [SessionKey] { Array(sessions.keys) }
+
+    /// Stops the manager: acquisitions not yet sent are cancelled (their callers get
+    /// ``AuthError/cancelled``); acquisitions already sent run to completion and commit, and this
+    /// waits for them. Later calls to ``token(for:deadline:)`` fail with ``AuthError/cancelled``.
+    public func close() async {
+        closed = true
+        var committing: [Task<Void, Never>] = []
+        for session in sessions.values {
+            guard let flight = session.flight else { continue }
+            if flight.sent {
+                if let task = flight.task { committing.append(task) }
+                continue
+            }
+            flight.task?.cancel()
+            detached[flight.id] = flight.task
+            session.flight = nil
+            let waiters = flight.waiters
+            flight.waiters = [:]
+            for waiter in waiters.values {
+                waiter.timer?.cancel()
+                waiter.continuation.resume(throwing: AuthError.cancelled)
+            }
+        }
+        for task in committing { await task.value }
+        await settleDetached()
+        finishEvents()
+    }
+
+    private func matches(_ key: SessionKey, environment: String?, profile: String?) -> Bool {
+        if let environment, key.environment != environment { return false }
+        if let profile, key.profile != profile { return false }
+        return true
+    }
+}

@@ -1,0 +1,205 @@
+import Foundation
+import HTTP
+import Logging
+
+/// Owns every OAuth session: hands out tokens, acquires and renews them single-flight, commits
+/// rotated refresh tokens to the store before anyone sees the new access token, and decides
+/// recoveries (conditional invalidation, excessive-renewal protection).
+///
+/// All state lives on this actor; network and store calls happen in one unstructured task per
+/// acquisition ("flight") whose state is re-checked after every `await`.
+public actor TokenManager {
+    /// One waiting caller.
+    struct Waiter {
+        let continuation: CheckedContinuation<Token, any Error>
+        var timer: Task<Void, Never>?
+    }
+
+    /// One acquisition or renewal in progress, shared by its waiters.
+    final class Flight {
+        let id: UInt64
+        /// The flight's own bound (the first caller's deadline, or the acquisition timeout).
+        let deadline: Date
+        var waiters: [UInt64: Waiter] = [:]
+        /// Set just before the token request goes out; from then on the flight is never cancelled.
+        var sent = false
+        /// Whether the session held a token when the flight started talking to the server.
+        var isRenewal = false
+        var task: Task<Void, Never>?
+
+        init(id: UInt64, deadline: Date) {
+            self.id = id
+            self.deadline = deadline
+        }
+    }
+
+    /// The state of one session. Must only be accessed from the manager's isolation.
+    final class Session {
+        let key: SessionKey
+        var configuration: OAuthClientConfiguration
+        /// Whether the store was read.
+        var loaded = false
+        var token: Token?
+        /// The token was invalidated (401 recovery or `token-invalidate`) and must be renewed.
+        var invalidated = false
+        var refreshToken: String?
+        /// The refresh token was refused; only `logout` clears this.
+        var interactionRequired = false
+        var flight: Flight?
+        /// When unexplained renewals (401 recoveries) happened, within the window.
+        var unexplained: [Date] = []
+        /// Renewals are refused until then.
+        var blockedUntil: Date?
+        var lastError: AuthError?
+        var counters = SessionStatus.Counters()
+
+        init(key: SessionKey, configuration: OAuthClientConfiguration) {
+            self.key = key
+            self.configuration = configuration
+        }
+    }
+
+    /// Unexplained renewals allowed per window.
+    public static let renewalLimit = 5
+    /// The excessive-renewal window.
+    public static let renewalWindow: TimeInterval = 30
+
+    let store: any TokenStore
+    let endpointClient: TokenEndpointClient
+    let discovery: DiscoveryClient
+    let clock: any AuthClock
+    var sessions: [SessionKey: Session] = [:]
+    private var lastID: UInt64 = 0
+    var closed = false
+    /// Abandoned flights still running (they can no longer send); awaited by tests and `close()`.
+    var detached: [UInt64: Task<Void, Never>] = [:]
+
+    /// `auth-failed` and other events, for the Relay to turn into notifications.
+    public nonisolated let events: AsyncStream<AuthEvent>
+    private let eventContinuation: AsyncStream<AuthEvent>.Continuation
+
+    /// Creates a manager sending token and discovery requests through `transport` (which must
+    /// follow no redirects).
+    public init(
+        transport: any HTTPTransport, store: any TokenStore = InMemoryTokenStore(), clock: any AuthClock = SystemAuthClock(),
+        random: @escaping @Sendable () -> Double = { Double.random(in: 0..<1) }, retryPolicy: RetryPolicy = RetryPolicy(),
+        discoveryTimeToLive: Duration = .seconds(3600)
+    ) {
+        self.store = store
+        self.clock = clock
+        endpointClient = TokenEndpointClient(transport: transport, clock: clock, random: random, retryPolicy: retryPolicy)
+        discovery = DiscoveryClient(transport: transport, clock: clock, timeToLive: discoveryTimeToLive)
+        (events, eventContinuation) = AsyncStream.makeStream(of: AuthEvent.self, bufferingPolicy: .bufferingNewest(256))
+    }
+
+    /// Declares a session (validating its configuration) and returns its key. Registering the
+    /// same key again replaces the configuration and keeps the session's tokens.
+    @discardableResult
+    public func register(environment: String, profile: String, configuration: OAuthClientConfiguration) throws(AuthError)
+        -> SessionKey
+    {
+        try configuration.validate()
+        let key = SessionKey(environment: environment, profile: profile, configuration: configuration)
+        if let session = sessions[key] {
+            session.configuration = configuration
+        } else {
+            sessions[key] = Session(key: key, configuration: configuration)
+        }
+        return key
+    }
+
+    /// A usable access token for `key`: the held one, or one acquired/renewed single-flight.
+    /// A cancelled caller gets `CancellationError` at once; one whose `deadline` passes gets
+    /// ``AuthError/timeout`` at once. Neither disturbs the other callers.
+    public func token(for key: SessionKey, deadline: Date? = nil) async throws -> Token {
+        try Task.checkCancellation()
+        guard !closed else { throw AuthError.cancelled }
+        guard let session = sessions[key] else { throw AuthError.configuration("unknown session \(key)") }
+        session.counters.requests += 1
+        let now = clock.now
+        if let token = usableToken(session, now: now) { return token }
+        if session.interactionRequired {
+            throw session.lastError ?? AuthError.interactionRequired("the refresh token was refused")
+        }
+        if let until = session.blockedUntil {
+            if now < until { throw AuthError.excessiveRenewals }
+            session.blockedUntil = nil
+        }
+        if let deadline, now >= deadline { throw AuthError.timeout }
+        let waiterID = nextID()
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { continuation in
+                enqueue(session, waiterID: waiterID, deadline: deadline, continuation: continuation)
+            }
+        } onCancel: {
+            Task { await self.dropWaiter(key, waiterID: waiterID, error: CancellationError()) }
+        }
+    }
+
+    /// The held token if it may be used at `now`.
+    func usableToken(_ session: Session, now: Date) -> Token? {
+        guard session.loaded, !session.invalidated, let token = session.token,
+            !token.needsRenewal(at: now, skew: session.configuration.expirySkew)
+        else { return nil }
+        return token
+    }
+
+    func nextID() -> UInt64 {
+        lastID += 1
+        return lastID
+    }
+
+    private func enqueue(
+        _ session: Session, waiterID: UInt64, deadline: Date?, continuation: CheckedContinuation<Token, any Error>
+    ) {
+        if Task.isCancelled {
+            continuation.resume(throwing: CancellationError())
+            return
+        }
+        let flight = session.flight ?? startFlight(session, deadline: deadline)
+        var waiter = Waiter(continuation: continuation, timer: nil)
+        if let deadline {
+            let key = session.key
+            waiter.timer = Task { [clock] in
+                do { try await clock.sleep(until: deadline) } catch { return }
+                self.dropWaiter(key, waiterID: waiterID, error: AuthError.timeout)
+            }
+        }
+        flight.waiters[waiterID] = waiter
+    }
+
+    /// Answers one waiter with `error` (cancellation or its deadline); when it was the last one and
+    /// nothing was sent yet, the flight is cancelled and detached.
+    func dropWaiter(_ key: SessionKey, waiterID: UInt64, error: any Error) {
+        guard let session = sessions[key], let flight = session.flight,
+            let waiter = flight.waiters.removeValue(forKey: waiterID)
+        else { return }
+        waiter.timer?.cancel()
+        if flight.waiters.isEmpty && !flight.sent {
+            flight.task?.cancel()
+            detached[flight.id] = flight.task
+            session.flight = nil
+        }
+        waiter.continuation.resume(throwing: error)
+    }
+
+    func emit(_ event: AuthEvent) {
+        eventContinuation.yield(event)
+    }
+}
+
+extension TokenManager {
+    /// Ends the event stream (after ``close()``).
+    func finishEvents() { eventContinuation.finish() }
+
+    /// Waits for abandoned flights to finish (they send nothing; tests use this to prove it).
+    func settleDetached() async {
+        while let entry = detached.first {
+            await entry.value.value
+            detached[entry.key] = nil
+        }
+    }
+
+    /// How many callers wait on the session's flight (tests).
+    func waiterCount(_ key: SessionKey) -> Int { sessions[key]?.flight?.waiters.count ?? 0 }
+}

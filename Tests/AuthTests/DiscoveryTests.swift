@@ -1,0 +1,118 @@
+import Foundation
+import HTTP
+import Testing
+
+@testable import Auth
+
+@Suite(.timeLimit(.minutes(1)))
+struct DiscoveryTests {
+    static let issuer = "http://127.0.0.1:9000/o"
+
+    static func metadata(issuer: String = issuer, token: String = "http://127.0.0.1:9000/o/token/", extra: String = "") -> HTTPResponse {
+        json(#"{"issuer":"\#(issuer)","token_endpoint":"\#(token)"\#(extra)}"#)
+    }
+
+    /// A transport serving metadata at the RFC 8414 URL and tokens at POSTs.
+    static func server(_ metadata: HTTPResponse, rfc8414: Bool = true) -> FakeTransport {
+        FakeTransport { request in
+            if request.method == "POST" { return .success(tokenResponse()) }
+            if rfc8414 && request.url == "http://127.0.0.1:9000/.well-known/oauth-authorization-server/o" {
+                return .success(metadata)
+            }
+            if !rfc8414 && request.url == "http://127.0.0.1:9000/o/.well-known/openid-configuration" {
+                return .success(metadata)
+            }
+            return .success(HTTPResponse(status: 404))
+        }
+    }
+
+    func configuration(tokenURL: String? = nil, clientAuth: ClientAuthMethod = .clientSecretBasic) -> OAuthClientConfiguration {
+        OAuthClientConfiguration(
+            issuer: Self.issuer, tokenURL: tokenURL, clientID: "svc", clientSecret: .value("svc-secret-disc"),
+            clientAuth: clientAuth)
+    }
+
+    @Test func discoveryURLsFollowRFC8414ThenOIDC() throws {
+        #expect(try AuthorizationServerMetadata.discoveryURLs(for: "http://h/o") == [
+            "http://h/.well-known/oauth-authorization-server/o", "http://h/o/.well-known/openid-configuration",
+        ])
+        #expect(try AuthorizationServerMetadata.discoveryURLs(for: "https://h:8443/") == [
+            "https://h:8443/.well-known/oauth-authorization-server", "https://h:8443/.well-known/openid-configuration",
+        ])
+    }
+
+    @Test func discoveredTokenEndpointIsUsed() async throws {
+        let h = try await Harness(configuration: configuration(), transport: Self.server(Self.metadata()))
+        _ = try await h.token()
+        #expect(h.transport.requests.map(\.url) == [
+            "http://127.0.0.1:9000/.well-known/oauth-authorization-server/o", "http://127.0.0.1:9000/o/token/",
+        ])
+    }
+
+    @Test func openIDConfigurationIsTheFallback() async throws {
+        let h = try await Harness(configuration: configuration(), transport: Self.server(Self.metadata(), rfc8414: false))
+        _ = try await h.token()
+        #expect(h.transport.tokenRequests.map(\.url) == ["http://127.0.0.1:9000/o/token/"])
+    }
+
+    @Test(arguments: [
+        metadata(issuer: "http://127.0.0.1:9000"), metadata(issuer: "http://127.0.0.1:9000/o/"),
+        metadata(token: "http://evil.example/token"), metadata(extra: #","jwks_uri":5"#), json("[]"), json("not json"),
+    ])
+    func untrustworthyMetadataSendsNothingToItsEndpoints(_ metadata: HTTPResponse) async throws {
+        let h = try await Harness(configuration: configuration(), transport: Self.server(metadata))
+        do {
+            _ = try await h.token()
+            Issue.record("accepted untrustworthy metadata")
+        } catch let error as AuthError {
+            #expect(error.kind == "auth")
+        }
+        #expect(h.transport.tokenRequests.isEmpty)
+    }
+
+    @Test func tokenURLOverridesTheEndpointButNotTheTrustedIssuer() async throws {
+        let h = try await Harness(
+            configuration: configuration(tokenURL: "http://127.0.0.1:9000/custom/token"),
+            transport: Self.server(Self.metadata(issuer: "http://127.0.0.1:9000/other")))
+        await #expect(throws: AuthError.self) { try await h.token() }
+        #expect(h.transport.tokenRequests.isEmpty)
+
+        let good = try await Harness(
+            configuration: configuration(tokenURL: "http://127.0.0.1:9000/custom/token"), transport: Self.server(Self.metadata()))
+        _ = try await good.token()
+        #expect(good.transport.tokenRequests.map(\.url) == ["http://127.0.0.1:9000/custom/token"])
+    }
+
+    @Test func unsupportedClientAuthenticationIsAConfigurationError() async throws {
+        let metadata = Self.metadata(extra: #","token_endpoint_auth_methods_supported":["client_secret_post"]"#)
+        let h = try await Harness(configuration: configuration(clientAuth: .clientSecretBasic), transport: Self.server(metadata))
+        do {
+            _ = try await h.token()
+            Issue.record("should fail")
+        } catch let error as AuthError {
+            #expect(error.kind == "config")
+            #expect(error.description.contains("client_secret_basic"))
+        }
+        #expect(h.transport.tokenRequests.isEmpty)
+    }
+
+    @Test func metadataIsCachedPerIssuer() async throws {
+        let h = try await Harness(configuration: configuration(), transport: Self.server(Self.metadata()))
+        let first = try await h.token()
+        try await h.manager.invalidate(h.key, stamp: CredentialStamp(first.version))
+        _ = try await h.token()
+        #expect(h.transport.requests.filter { $0.method == "GET" }.count == 1)
+        #expect(h.transport.tokenRequests.count == 2)
+    }
+
+    @Test func unreachableIssuerIsATransportError() async throws {
+        let transport = FakeTransport { _ in .failure(.transport("connection refused")) }
+        let h = try await Harness(configuration: configuration(), transport: transport)
+        do {
+            _ = try await h.token()
+            Issue.record("should fail")
+        } catch let error as AuthError {
+            #expect(error.kind == "transport")
+        }
+    }
+}

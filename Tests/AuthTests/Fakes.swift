@@ -1,0 +1,372 @@
+import Foundation
+import HTTP
+import Synchronization
+
+@testable import Auth
+
+/// A one-shot signal tests wait on (no sleeps).
+final class Signal: Sendable {
+    private struct State {
+        var fired = false
+        var waiters: [CheckedContinuation<Void, Never>] = []
+    }
+    private let state = Mutex(State())
+
+    func fire() {
+        let waiters = state.withLock { state -> [CheckedContinuation<Void, Never>] in
+            state.fired = true
+            defer { state.waiters = [] }
+            return state.waiters
+        }
+        for waiter in waiters { waiter.resume() }
+    }
+
+    var isFired: Bool { state.withLock { $0.fired } }
+
+    func wait() async {
+        await withCheckedContinuation { continuation in
+            let now = state.withLock { state -> Bool in
+                if state.fired { return true }
+                state.waiters.append(continuation)
+                return false
+            }
+            if now { continuation.resume() }
+        }
+    }
+}
+
+/// A counter tests can wait on until it reaches a target.
+final class CountWatcher: Sendable {
+    private struct State {
+        var count = 0
+        var waiters: [(Int, CheckedContinuation<Void, Never>)] = []
+    }
+    private let state = Mutex(State())
+
+    @discardableResult
+    func increment() -> Int {
+        let (count, ready) = state.withLock { state -> (Int, [CheckedContinuation<Void, Never>]) in
+            state.count += 1
+            let count = state.count
+            let ready = state.waiters.filter { $0.0 <= count }.map(\.1)
+            state.waiters.removeAll { $0.0 <= count }
+            return (count, ready)
+        }
+        for waiter in ready { waiter.resume() }
+        return count
+    }
+
+    var count: Int { state.withLock { $0.count } }
+
+    func wait(for target: Int) async {
+        await withCheckedContinuation { continuation in
+            let now = state.withLock { state -> Bool in
+                if state.count >= target { return true }
+                state.waiters.append((target, continuation))
+                return false
+            }
+            if now { continuation.resume() }
+        }
+    }
+}
+
+/// A transport that answers from a queue (then a fallback), records every request, and can hold
+/// requests behind a gate.
+final class FakeTransport: HTTPTransport {
+    private struct State {
+        var requests: [HTTPRequest] = []
+        var queue: [Result<HTTPResponse, HTTPError>] = []
+        var gated = false
+        var held: [CheckedContinuation<Void, Never>] = []
+    }
+    private let state = Mutex(State())
+    private let fallback: @Sendable (HTTPRequest) -> Result<HTTPResponse, HTTPError>
+    /// Counts arrivals.
+    let arrivals = CountWatcher()
+
+    init(
+        fallback: @escaping @Sendable (HTTPRequest) -> Result<HTTPResponse, HTTPError> = { _ in .success(tokenResponse()) }
+    ) {
+        self.fallback = fallback
+    }
+
+    var requests: [HTTPRequest] { state.withLock { $0.requests } }
+    var tokenRequests: [HTTPRequest] { requests.filter { $0.method == "POST" } }
+
+    func enqueue(_ results: Result<HTTPResponse, HTTPError>...) { state.withLock { $0.queue += results } }
+
+    /// Holds every request from now on until ``release()``.
+    func hold() { state.withLock { $0.gated = true } }
+
+    func release() {
+        let held = state.withLock { state -> [CheckedContinuation<Void, Never>] in
+            state.gated = false
+            defer { state.held = [] }
+            return state.held
+        }
+        for continuation in held { continuation.resume() }
+    }
+
+    func send(_ request: HTTPRequest) async throws -> HTTPResponse {
+        let gated = state.withLock { state -> Bool in
+            state.requests.append(request)
+            return state.gated
+        }
+        arrivals.increment()
+        if gated {
+            await withCheckedContinuation { continuation in
+                let pass = state.withLock { state -> Bool in
+                    if !state.gated { return true }
+                    state.held.append(continuation)
+                    return false
+                }
+                if pass { continuation.resume() }
+            }
+        }
+        let next = state.withLock { state in state.queue.isEmpty ? nil : state.queue.removeFirst() }
+        return try (next ?? fallback(request)).get()
+    }
+}
+
+/// Builds a JSON token response.
+func tokenResponse(
+    _ accessToken: String = "at-1", expiresIn: Int? = 3600, refreshToken: String? = nil, status: Int = 200
+) -> HTTPResponse {
+    var members = [#""access_token":"\#(accessToken)""#, #""token_type":"Bearer""#]
+    if let expiresIn { members.append(#""expires_in":\#(expiresIn)"#) }
+    if let refreshToken { members.append(#""refresh_token":"\#(refreshToken)""#) }
+    return json("{" + members.joined(separator: ",") + "}", status: status)
+}
+
+func json(_ text: String, status: Int = 200, headers: [(String, String)] = []) -> HTTPResponse {
+    var fields = HTTPHeaders()
+    fields.add(name: "Content-Type", value: "application/json")
+    for (name, value) in headers { fields.add(name: name, value: value) }
+    return HTTPResponse(status: status, headers: fields, body: Array(text.utf8))
+}
+
+func oauthError(_ error: String, status: Int = 400, description: String? = nil) -> HTTPResponse {
+    let extra = description.map { #","error_description":"\#($0)""# } ?? ""
+    return json(#"{"error":"\#(error)"\#(extra)}"#, status: status)
+}
+
+/// A clock tests move by hand; with `autoAdvance`, sleeping moves it instantly.
+final class FakeClock: AuthClock {
+    private struct Sleeper {
+        let id: UInt64
+        let until: Date
+        let continuation: CheckedContinuation<Void, any Error>
+    }
+    private struct State {
+        var now = Date(timeIntervalSince1970: 1_800_000_000)
+        var sleepers: [Sleeper] = []
+        var nextID: UInt64 = 0
+        var sleeps: [TimeInterval] = []
+    }
+    private let state = Mutex(State())
+    let autoAdvance: Bool
+    /// Counts sleepers registered (manual mode).
+    let sleepersRegistered = CountWatcher()
+
+    init(autoAdvance: Bool = false) { self.autoAdvance = autoAdvance }
+
+    var now: Date { state.withLock { $0.now } }
+    /// Durations of the sleeps taken in auto-advance mode.
+    var sleeps: [TimeInterval] { state.withLock { $0.sleeps } }
+
+    func advance(by seconds: TimeInterval) {
+        let due = state.withLock { state -> [Sleeper] in
+            state.now = state.now.addingTimeInterval(seconds)
+            let now = state.now
+            let due = state.sleepers.filter { $0.until <= now }
+            state.sleepers.removeAll { $0.until <= now }
+            return due
+        }
+        for sleeper in due { sleeper.continuation.resume() }
+    }
+
+    func sleep(until deadline: Date) async throws {
+        if autoAdvance {
+            state.withLock { state in
+                state.sleeps.append(deadline.timeIntervalSince(state.now))
+                if deadline > state.now { state.now = deadline }
+            }
+            try Task.checkCancellation()
+            return
+        }
+        let id = state.withLock { state -> UInt64 in
+            state.nextID += 1
+            return state.nextID
+        }
+        try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+                let immediate = state.withLock { state -> Bool in
+                    if deadline <= state.now { return true }
+                    state.sleepers.append(Sleeper(id: id, until: deadline, continuation: continuation))
+                    return false
+                }
+                if immediate { continuation.resume() } else { sleepersRegistered.increment() }
+            }
+        } onCancel: {
+            let sleeper = state.withLock { state -> Sleeper? in
+                guard let index = state.sleepers.firstIndex(where: { $0.id == id }) else { return nil }
+                return state.sleepers.remove(at: index)
+            }
+            sleeper?.continuation.resume(throwing: CancellationError())
+        }
+    }
+}
+
+/// A store that records saves and can hold loads or saves behind a gate, or fail saves.
+final class FakeStore: TokenStore {
+    private struct State {
+        var entries: [SessionKey: StoredTokens] = [:]
+        var holdLoads = false
+        var holdSaves = false
+        var failSaves = false
+        var held: [CheckedContinuation<Void, Never>] = []
+    }
+    private let state = Mutex(State())
+    let loads = CountWatcher()
+    let saves = CountWatcher()
+    let savesStarted = CountWatcher()
+
+    func entry(_ key: SessionKey) -> StoredTokens? { state.withLock { $0.entries[key] } }
+    func put(_ tokens: StoredTokens, for key: SessionKey) { state.withLock { $0.entries[key] = tokens } }
+    func holdLoads() { state.withLock { $0.holdLoads = true } }
+    func holdSaves() { state.withLock { $0.holdSaves = true } }
+    func failSaves(_ fail: Bool) { state.withLock { $0.failSaves = fail } }
+
+    func release() {
+        let held = state.withLock { state -> [CheckedContinuation<Void, Never>] in
+            state.holdLoads = false
+            state.holdSaves = false
+            defer { state.held = [] }
+            return state.held
+        }
+        for continuation in held { continuation.resume() }
+    }
+
+    private func gate(_ isHeld: @escaping @Sendable (State) -> Bool) async {
+        await withCheckedContinuation { continuation in
+            let pass = state.withLock { state -> Bool in
+                if !isHeld(state) { return true }
+                state.held.append(continuation)
+                return false
+            }
+            if pass { continuation.resume() }
+        }
+    }
+
+    func load(_ key: SessionKey) async throws -> StoredTokens? {
+        loads.increment()
+        await gate { $0.holdLoads }
+        return state.withLock { $0.entries[key] }
+    }
+
+    struct SaveFailed: Error {}
+
+    func save(_ tokens: StoredTokens, for key: SessionKey) async throws {
+        savesStarted.increment()
+        await gate { $0.holdSaves }
+        let fail = state.withLock { state -> Bool in
+            if state.failSaves { return true }
+            state.entries[key] = tokens
+            return false
+        }
+        if fail { throw SaveFailed() }
+        saves.increment()
+    }
+
+    func remove(_ key: SessionKey) async throws { state.withLock { $0.entries[key] = nil } }
+}
+
+/// The secret used by the default harness configuration (a canary for leak checks).
+let clientSecretCanary = "svc-secret-canary-5f1e"
+
+/// Everything a manager test needs.
+struct Harness {
+    let transport: FakeTransport
+    let clock: FakeClock
+    let store: FakeStore
+    let manager: TokenManager
+    let key: SessionKey
+
+    init(
+        configuration: OAuthClientConfiguration = .init(
+            tokenURL: "https://as.example/token", clientID: "svc", clientSecret: .value(clientSecretCanary)),
+        transport: FakeTransport = FakeTransport(), clock: FakeClock = FakeClock(), store: FakeStore = FakeStore(),
+        retryPolicy: RetryPolicy = RetryPolicy()
+    ) async throws {
+        self.transport = transport
+        self.clock = clock
+        self.store = store
+        manager = TokenManager(transport: transport, store: store, clock: clock, random: { 0.5 }, retryPolicy: retryPolicy)
+        key = try await manager.register(environment: "staging", profile: "service", configuration: configuration)
+    }
+
+    func token(deadline: Date? = nil) async throws -> Token { try await manager.token(for: key, deadline: deadline) }
+
+    /// The form fields of a request body (last value wins).
+    static func form(_ request: HTTPRequest) -> [String: String] {
+        var fields: [String: String] = [:]
+        for (name, value) in formPairs(request) { fields[name] = value }
+        return fields
+    }
+
+    /// The form fields of a request body, in order.
+    static func formPairs(_ request: HTTPRequest) -> [(String, String)] {
+        let text = String(decoding: request.body ?? [], as: UTF8.self)
+        let decode = { (s: String) in s.replacingOccurrences(of: "+", with: " ").removingPercentEncoding ?? s }
+        return text.split(separator: "&").map { pair in
+            let parts = pair.split(separator: "=", maxSplits: 1).map(String.init)
+            return (decode(parts[0]), parts.count > 1 ? decode(parts[1]) : "")
+        }
+    }
+}
+
+/// Configuration for a refresh_token profile seeded with `seed`.
+func refreshConfiguration(seed: String = "rt-seed-0001", skew: Duration = .seconds(30)) -> OAuthClientConfiguration {
+    OAuthClientConfiguration(
+        tokenURL: "https://as.example/token", clientID: "app", clientSecret: .value("app-secret-canary-77"),
+        expirySkew: skew, grant: .refreshToken(seed: .value(seed)))
+}
+
+/// Collects events from a manager.
+final class EventRecorder: Sendable {
+    private let box = EventBox()
+    let count = CountWatcher()
+
+    init(_ manager: TokenManager) {
+        Task { [box, count] in
+            for await event in manager.events {
+                box.append(event)
+                count.increment()
+            }
+        }
+    }
+
+    var all: [AuthEvent] { box.all }
+}
+
+final class EventBox: Sendable {
+    private let events = Mutex<[AuthEvent]>([])
+    func append(_ event: AuthEvent) { events.withLock { $0.append(event) } }
+    var all: [AuthEvent] { events.withLock { $0 } }
+}
+
+extension FakeTransport {
+    /// A transport answering every request with a new token `at-N` (N counting from 1).
+    static func counting(expiresIn: Int? = 3600, refreshToken: Bool = false) -> FakeTransport {
+        let counter = Atomic<Int>(0)
+        return FakeTransport { _ in
+            let n = counter.add(1, ordering: .relaxed).newValue
+            return .success(tokenResponse("at-\(n)", expiresIn: expiresIn, refreshToken: refreshToken ? "rt-\(n)" : nil))
+        }
+    }
+}
+
+/// Waits (yielding, no sleeps) until `condition` holds.
+func waitUntil(_ condition: @Sendable () async -> Bool) async {
+    while !(await condition()) { await Task.yield() }
+}

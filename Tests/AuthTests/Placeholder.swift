@@ -1,4 +1,0 @@
-import Testing
-@testable import Auth
-
-@Test func placeholder() {}

@@ -1,0 +1,244 @@
+import Foundation
+import HTTP
+import Testing
+
+@testable import Auth
+
+/// One malformed token endpoint answer.
+struct MalformedCase: Sendable, CustomTestStringConvertible {
+    let name: String
+    let response: HTTPResponse
+    var testDescription: String { name }
+
+    static let all: [MalformedCase] = [
+        .init(name: "non-JSON", response: json("hello, not json")),
+        .init(name: "array", response: json(#"[{"access_token":"x","token_type":"Bearer"}]"#)),
+        .init(name: "string", response: json(#""access_token""#)),
+        .init(name: "missing access_token", response: json(#"{"token_type":"Bearer","expires_in":60}"#)),
+        .init(name: "empty access_token", response: json(#"{"access_token":"","token_type":"Bearer"}"#)),
+        .init(name: "numeric access_token", response: json(#"{"access_token":12,"token_type":"Bearer"}"#)),
+        .init(name: "access_token with a newline", response: json(#"{"access_token":"a\nb","token_type":"Bearer"}"#)),
+        .init(name: "missing token_type", response: json(#"{"access_token":"tok-abc"}"#)),
+        .init(name: "token_type mac", response: json(#"{"access_token":"tok-abc","token_type":"mac"}"#)),
+        .init(name: "expires_in -1", response: json(#"{"access_token":"tok-abc","token_type":"Bearer","expires_in":-1}"#)),
+        .init(name: "expires_in 0", response: json(#"{"access_token":"tok-abc","token_type":"Bearer","expires_in":0}"#)),
+        .init(name: "expires_in abc", response: json(#"{"access_token":"tok-abc","token_type":"Bearer","expires_in":"abc"}"#)),
+        .init(name: "expires_in 1.5", response: json(#"{"access_token":"tok-abc","token_type":"Bearer","expires_in":1.5}"#)),
+        .init(name: "expires_in true", response: json(#"{"access_token":"tok-abc","token_type":"Bearer","expires_in":true}"#)),
+        .init(name: "refresh_token number", response: json(#"{"access_token":"tok-abc","token_type":"Bearer","refresh_token":5}"#)),
+        .init(name: "scope list", response: json(#"{"access_token":"tok-abc","token_type":"Bearer","scope":["a"]}"#)),
+        .init(name: "200 with error body", response: json(#"{"error":"invalid_request"}"#)),
+        .init(name: "302 redirect", response: HTTPResponse(status: 302, headers: HTTPHeaders([("Location", "https://evil.example/token")]))),
+        .init(name: "401 Basic challenge without body", response: HTTPResponse(status: 401, headers: HTTPHeaders([("WWW-Authenticate", "Basic realm=\"as\"")]))),
+        .init(name: "404 html", response: HTTPResponse(status: 404, body: Array("<html>nope</html>".utf8))),
+    ]
+}
+
+@Suite(.timeLimit(.minutes(1)))
+struct TokenManagerFailureTests {
+    @Test(arguments: MalformedCase.all)
+    func malformedTokenResponsesAreRejectedWithKindAuth(_ malformed: MalformedCase) async throws {
+        let h = try await Harness()
+        h.transport.enqueue(.success(malformed.response))
+        do {
+            _ = try await h.token()
+            Issue.record("accepted \(malformed.name)")
+        } catch let error as AuthError {
+            #expect(error.kind == "auth")
+            #expect(!error.description.contains("tok-abc"))
+            #expect(!error.description.contains("nope"))
+        }
+        #expect(h.transport.tokenRequests.count == 1)
+    }
+
+    @Test(arguments: [
+        (#""expires_in":"60""#, 60.0), (#""expires_in":60.0"#, 60.0), (#""expires_in":60"#, 60.0),
+    ])
+    func acceptedExpiresInForms(member: String, seconds: Double) async throws {
+        let h = try await Harness()
+        h.transport.enqueue(.success(json(#"{"access_token":"tok-ok","token_type":"bEaReR",\#(member),"extra":{"x":1}}"#)))
+        let token = try await h.token()
+        #expect(token.expiresAt == h.clock.now.addingTimeInterval(seconds))
+        #expect(token.tokenType == "bEaReR")
+    }
+
+    @Test func invalidGrantOnRefreshMakesAClientCredentialsSessionAcquireAfresh() async throws {
+        let h = try await Harness()
+        let events = EventRecorder(h.manager)
+        h.transport.enqueue(
+            .success(tokenResponse("at-1", expiresIn: 60, refreshToken: "rt-cc-1")),
+            .success(oauthError("invalid_grant")),
+            .success(tokenResponse("at-2", expiresIn: 60)))
+        _ = try await h.token()
+        h.clock.advance(by: 61)
+        #expect(try await h.token().accessToken == "at-2")
+        let grants = h.transport.tokenRequests.map { Harness.form($0)["grant_type"] }
+        #expect(grants == ["client_credentials", "refresh_token", "client_credentials"])
+        #expect(h.store.entry(h.key)?.refreshToken == nil)
+        #expect(events.all.isEmpty)
+    }
+
+    @Test func invalidGrantOnRefreshEndsARefreshTokenSessionWithInteractionRequired() async throws {
+        let h = try await Harness(configuration: refreshConfiguration())
+        let events = EventRecorder(h.manager)
+        h.transport.enqueue(
+            .success(tokenResponse("at-1", expiresIn: 60, refreshToken: "rt-rotated-2")),
+            .success(oauthError("invalid_grant", description: "refresh token revoked")))
+        _ = try await h.token()
+        h.clock.advance(by: 61)
+        do {
+            _ = try await h.token()
+            Issue.record("renewal should fail")
+        } catch let error as AuthError {
+            #expect(error.kind == "interaction_required")
+        }
+        await events.count.wait(for: 1)
+        guard case .authFailed(let failure) = events.all.first else {
+            Issue.record("no auth-failed")
+            return
+        }
+        #expect(failure.kind == "interaction_required")
+        #expect(h.store.entry(h.key) == nil)
+        // Ended: no further requests are sent.
+        await #expect(throws: AuthError.self) { try await h.token() }
+        #expect(h.transport.tokenRequests.count == 2)
+        let status = try #require(await h.manager.status().first)
+        #expect(status.state == .interactionRequired)
+        #expect(status.refreshable == false)
+        #expect(status.lastError?.kind == "interaction_required")
+        // logout clears it; the seed is used again.
+        #expect(try await h.manager.logout(environment: "staging") == 1)
+        _ = try await h.token()
+        #expect(Harness.form(h.transport.tokenRequests[2])["refresh_token"] == "rt-seed-0001")
+    }
+
+    @Test func invalidClientOnFirstAcquisitionIsAnAuthErrorWithoutAuthFailed() async throws {
+        let h = try await Harness()
+        let events = EventRecorder(h.manager)
+        h.transport.enqueue(.success(oauthError("invalid_client", status: 401, description: "bad client \(clientSecretCanary)")))
+        do {
+            _ = try await h.token()
+            Issue.record("should fail")
+        } catch let error as AuthError {
+            #expect(error.kind == "auth")
+            #expect(error.oauthError == "invalid_client")
+            #expect(error.oauthErrorDescription?.contains("bad client") == true)
+            #expect(error.oauthErrorDescription?.contains(clientSecretCanary) == false)
+            #expect(!error.description.contains(clientSecretCanary))
+        }
+        #expect(h.transport.tokenRequests.count == 1)
+        let status = try #require(await h.manager.status().first)
+        #expect(status.state == .failed)
+        // Nothing was renewed, so no auth-failed: prove it by closing the stream and draining it.
+        await h.manager.close()
+        var seen: [AuthEvent] = []
+        for await event in h.manager.events { seen.append(event) }
+        #expect(seen.isEmpty)
+        #expect(events.all.isEmpty)
+    }
+
+    @Test func refusedRenewalEmitsAuthFailedWithOAuthError() async throws {
+        let h = try await Harness()
+        let events = EventRecorder(h.manager)
+        h.transport.enqueue(.success(tokenResponse("at-1", expiresIn: 60)), .success(oauthError("invalid_client", status: 401)))
+        _ = try await h.token()
+        h.clock.advance(by: 61)
+        await #expect(throws: AuthError.oauth(error: "invalid_client", description: nil, status: 401)) { try await h.token() }
+        await events.count.wait(for: 1)
+        guard case .authFailed(let failure) = events.all.first else {
+            Issue.record("no auth-failed")
+            return
+        }
+        #expect(failure.oauthError == "invalid_client")
+        #expect(failure.kind == "auth")
+    }
+
+    @Test func serverErrorsAreRetriedWithBackoffThenSucceed() async throws {
+        let h = try await Harness(clock: FakeClock(autoAdvance: true))
+        h.transport.enqueue(.success(HTTPResponse(status: 503)), .success(oauthError("server_error", status: 500)))
+        #expect(try await h.token().accessToken == "at-1")
+        #expect(h.transport.tokenRequests.count == 3)
+        // 250 ms then 500 ms, each shortened by the injected jitter (0.5 -> 25 %).
+        #expect(h.clock.sleeps == [0.1875, 0.375])
+    }
+
+    @Test func temporarilyUnavailableIsRetried() async throws {
+        let h = try await Harness(clock: FakeClock(autoAdvance: true))
+        h.transport.enqueue(.success(oauthError("temporarily_unavailable")))
+        #expect(try await h.token().accessToken == "at-1")
+        #expect(h.transport.tokenRequests.count == 2)
+    }
+
+    @Test func tooManyRequestsHonoursRetryAfter() async throws {
+        let h = try await Harness(clock: FakeClock(autoAdvance: true))
+        h.transport.enqueue(.success(json("{}", status: 429, headers: [("Retry-After", "7")])))
+        #expect(try await h.token().accessToken == "at-1")
+        #expect(h.clock.sleeps == [7])
+    }
+
+    @Test func retryAfterBeyondTheDeadlineFailsAtOnce() async throws {
+        let h = try await Harness(clock: FakeClock(autoAdvance: true))
+        h.transport.enqueue(.success(json("{}", status: 429, headers: [("Retry-After", "120")])))
+        await #expect(throws: AuthError.self) { try await h.token() }
+        #expect(h.clock.sleeps.isEmpty)
+        #expect(h.transport.tokenRequests.count == 1)
+    }
+
+    @Test func transportErrorsAreRetriedThenFailWithKindTransportWithinTheDeadline() async throws {
+        let transport = FakeTransport { _ in .failure(.transport("connection refused")) }
+        let configuration = OAuthClientConfiguration(
+            tokenURL: "http://127.0.0.1:9/token", clientID: "svc", clientSecret: .value(clientSecretCanary),
+            acquisitionTimeout: .seconds(3))
+        let h = try await Harness(
+            configuration: configuration, transport: transport, clock: FakeClock(autoAdvance: true),
+            retryPolicy: RetryPolicy(maximumAttempts: 100))
+        let start = h.clock.now
+        do {
+            _ = try await h.token()
+            Issue.record("should fail")
+        } catch let error as AuthError {
+            #expect(error.kind == "transport")
+        }
+        #expect(h.transport.tokenRequests.count > 2)
+        #expect(h.clock.now.timeIntervalSince(start) < 3)
+        #expect(await h.manager.status().first?.lastError?.kind == "transport")
+    }
+
+    @Test func nonTransientErrorsAreNotRetried() async throws {
+        let h = try await Harness(clock: FakeClock(autoAdvance: true))
+        h.transport.enqueue(.success(oauthError("invalid_scope")))
+        await #expect(throws: AuthError.self) { try await h.token() }
+        #expect(h.transport.tokenRequests.count == 1)
+    }
+
+    @Test func storeFailureIsARenewalFailure() async throws {
+        let h = try await Harness(configuration: refreshConfiguration(), transport: .counting(refreshToken: true))
+        h.store.failSaves(true)
+        do {
+            _ = try await h.token()
+            Issue.record("should fail")
+        } catch let error as AuthError {
+            #expect(error.kind == "internal")
+        }
+        h.store.failSaves(false)
+        _ = try await h.token()
+        // The rotated refresh token was kept in memory and used next.
+        #expect(Harness.form(h.transport.tokenRequests[1])["refresh_token"] == "rt-1")
+    }
+
+    @Test func storedTokensAreUsedWithoutARequest() async throws {
+        let store = FakeStore()
+        let configuration = refreshConfiguration()
+        let key = SessionKey(environment: "staging", profile: "service", configuration: configuration)
+        let clock = FakeClock()
+        store.put(
+            StoredTokens(accessToken: "at-stored", receivedAt: clock.now, expiresAt: clock.now.addingTimeInterval(600), refreshToken: "rt-stored"),
+            for: key)
+        let h = try await Harness(configuration: configuration, transport: .counting(refreshToken: true), clock: clock, store: store)
+        #expect(try await h.token().accessToken == "at-stored")
+        #expect(h.transport.requests.isEmpty)
+        h.clock.advance(by: 600)
+        #expect(try await h.token().accessToken == "at-1")
+        #expect(Harness.form(h.transport.tokenRequests[0])["refresh_token"] == "rt-stored")
+    }
+}
