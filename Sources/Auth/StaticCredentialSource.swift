@@ -129,6 +129,12 @@ public final class FetchedBearerCredentialSource: CredentialSource {
         }
     }
 
+    /// Drops the cached token whatever its version (`token-invalidate`): the next request
+    /// fetches it again.
+    public func reset() {
+        state.withLock { $0.cached = nil }
+    }
+
     private func current() async throws -> (String, UInt64) {
         let now = clock.now
         let limit = cacheDuration?.timeInterval

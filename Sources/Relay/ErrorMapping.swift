@@ -1,3 +1,5 @@
+import Auth
+import Config
 import HTTP
 import JSONRPC
 import Logging
@@ -20,10 +22,33 @@ public enum ErrorMapping {
             case .invalidURL: mapped = RPCError(code: .invalidParams, message: error.description)
             case .cancelled: mapped = .cancelled
             }
+        case let error as AuthError:
+            mapped = authError(error)
+        case let error as SecretError:
+            mapped = RPCError(code: .config, message: "secret unavailable: \(error.description)")
+        case let error as HTTPStreamStalled:
+            mapped = RPCError(code: .timeout, message: error.description)
         default:
             mapped = RPCError(code: .internalError, message: "internal error: \(String(describing: type(of: error)))")
         }
         mapped.message = Redactor.shared.redact(mapped.message)
         return mapped
+    }
+
+    static func authError(_ error: AuthError) -> RPCError {
+        let code: ErrorCode =
+            switch error.kind {
+            case "interaction_required": .interactionRequired
+            case "transport": .transport
+            case "timeout": .timeout
+            case "cancelled": .requestCancelled
+            case "config": .config
+            case "auth": .auth
+            default: .internalError
+            }
+        var data = JSONObject()
+        if let oauthError = error.oauthError { data["oauthError"] = .string(oauthError) }
+        if let description = error.oauthErrorDescription { data["oauthErrorDescription"] = .string(description) }
+        return RPCError(code: code, message: error.description, kind: error.kind, data: data)
     }
 }

@@ -513,7 +513,7 @@ public enum OpenRPCDocument {
           "$ref": "#/components/errors/shutting_down"
         }
       ],
-      "x-status": "planned",
+      "x-status": "implemented",
       "x-direction": "client-to-server"
     },
     {
@@ -577,7 +577,7 @@ public enum OpenRPCDocument {
           "$ref": "#/components/errors/shutting_down"
         }
       ],
-      "x-status": "planned",
+      "x-status": "implemented",
       "x-direction": "client-to-server"
     },
     {
@@ -643,7 +643,7 @@ public enum OpenRPCDocument {
           "$ref": "#/components/errors/shutting_down"
         }
       ],
-      "x-status": "planned",
+      "x-status": "implemented",
       "x-direction": "client-to-server"
     },
     {
@@ -747,7 +747,7 @@ public enum OpenRPCDocument {
           "$ref": "#/components/errors/shutting_down"
         }
       ],
-      "x-status": "planned",
+      "x-status": "implemented",
       "x-direction": "client-to-server"
     },
     {
@@ -827,9 +827,12 @@ public enum OpenRPCDocument {
         },
         {
           "$ref": "#/components/errors/shutting_down"
+        },
+        {
+          "$ref": "#/components/errors/not_supported"
         }
       ],
-      "x-status": "planned",
+      "x-status": "implemented",
       "x-direction": "client-to-server"
     },
     {
@@ -1336,7 +1339,7 @@ public enum OpenRPCDocument {
           }
         }
       ],
-      "x-status": "planned",
+      "x-status": "implemented",
       "x-direction": "server-to-client",
       "x-notification": true
     },

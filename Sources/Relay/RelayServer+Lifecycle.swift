@@ -20,6 +20,13 @@ extension RelayServer {
                 return try OpenRPCDocument.value()
             },
         ]
+        let request = RequestMethod(runtime: runtime)
+        table["request"] = { params, _ in try await request.handle(params) }
+        let tokens = TokenMethods(runtime: runtime, subscriptionCount: { 0 })
+        table["token-invalidate"] = { params, _ in try await tokens.invalidate(params) }
+        table["logout"] = { params, _ in try await tokens.logout(params) }
+        table["status"] = { params, _ in try await tokens.status(params) }
+        table["token-get"] = { params, _ in try await tokens.tokenGet(params) }
         if options.testMethods {
             table["test/wait"] = { params, _ in
                 var reader = try ParamReader(params, allowed: ["ms", "echo"])

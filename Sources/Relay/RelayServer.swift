@@ -3,6 +3,7 @@ import Foundation
 import JSONRPC
 import Logging
 import Synchronization
+import Config
 
 /// The tokenrelay JSON-RPC server: reads frames from stdin, dispatches them to the methods,
 /// writes answers and notifications through one serial writer, and stops cleanly on stdin EOF,
@@ -20,15 +21,34 @@ public final class RelayServer: Sendable {
     }
 
     let options: ServerOptions
-    let catalog: EnvironmentCatalog
+    let runtime: RelayRuntime
     let termination = Termination()
     /// Guarded by the mutex: lifecycle flags.
     private let state = Mutex(State())
 
-    public init(options: ServerOptions, catalog: EnvironmentCatalog) {
+    private init(options: ServerOptions, runtime: RelayRuntime) {
         self.options = options
-        self.catalog = catalog
+        self.runtime = runtime
     }
+
+    /// Builds a server for `settings`; `environment` is `--env` (it overrides the config's
+    /// default). Throws an ``RPCError`` of kind `config` when a profile cannot work.
+    public static func make(options: ServerOptions, settings: Settings, environment: String? = nil) async throws
+        -> RelayServer
+    {
+        if let environment, settings.environment(named: environment) == nil {
+            throw RPCError(code: .unknownEnvironment, message: "--env names an unknown environment '\(environment)'")
+        }
+        do {
+            let runtime = try await RelayRuntime.make(settings: settings, environmentOverride: environment)
+            return RelayServer(options: options, runtime: runtime)
+        } catch {
+            throw ErrorMapping.rpcError(error)
+        }
+    }
+
+    /// The names and types `initialize` reports.
+    var catalog: EnvironmentCatalog { runtime.catalog }
 
     /// Asks the server to stop (signal handlers call this).
     public func terminate(_ reason: TerminationReason) {
@@ -44,6 +64,21 @@ public final class RelayServer: Sendable {
         let dispatcher = Dispatcher(
             methods: methodTable(), notifications: notificationTable(), sink: writer,
             limits: options.dispatcherLimits, errorMapper: ErrorMapping.rpcError)
+        let notifier = Notifier(sink: writer)
+        let authEvents = Task.detached { [runtime] in
+            for await event in runtime.manager.events {
+                switch event {
+                case .authFailed(let failure):
+                    var params: JSONObject = [
+                        "environment": .string(failure.environment), "profile": .string(failure.profile),
+                        "kind": .string(failure.kind), "message": .string(failure.message),
+                    ]
+                    if let code = failure.oauthError { params["oauthError"] = .string(code) }
+                    if let text = failure.oauthErrorDescription { params["oauthErrorDescription"] = .string(text) }
+                    await notifier.notify("auth-failed", .object(params))
+                }
+            }
+        }
         let reader = StdioReader(fileDescriptor: input, framing: options.framing, limits: options.framingLimits)
         reader.start(
             onFraming: { writer.framing = $0 },
@@ -61,6 +96,8 @@ public final class RelayServer: Sendable {
             await drain(dispatcher)
         }
         await waitIdle(dispatcher, atMost: .seconds(2))
+        await runtime.close()
+        authEvents.cancel()
         await writer.flush()
         state.withLock { $0.watchdog?.cancel() }
         if reason == .exitNotification {

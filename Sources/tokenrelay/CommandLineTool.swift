@@ -2,6 +2,7 @@ import Foundation
 import JSONRPC
 import Logging
 import Relay
+import Config
 
 /// Parses the command line and runs the chosen command; returns the exit code.
 enum CommandLineTool {
@@ -49,14 +50,57 @@ enum CommandLineTool {
         switch command {
         case "serve":
             return await serve(arguments: arguments, environment: environment)
+        case "check-config":
+            return await CheckConfigCommand.run(
+                arguments: arguments, environment: environment,
+                standardOutput: { writeStandardOutput($0) }, standardError: { writeStandardError($0) })
         default:
             return usageError("unknown command '\(command)'")
         }
     }
 
     static func usageError(_ message: String) -> Int32 {
-        FileHandle.standardError.write(Data("tokenrelay: \(message)\n\(usage)".utf8))
+        writeStandardError("tokenrelay: \(message)\n\(usage)")
         return ExitCode.usage
+    }
+
+    /// Writes to stdout directly (no buffering: the text is out before the process exits).
+    static func writeStandardOutput(_ text: String) { writeAll(STDOUT_FILENO, text) }
+    static func writeStandardError(_ text: String) { writeAll(STDERR_FILENO, text) }
+
+    private static func writeAll(_ fd: Int32, _ text: String) {
+        var bytes = Array(text.utf8)
+        if bytes.last != 0x0A { bytes.append(0x0A) }
+        bytes.withUnsafeBytes { buffer in
+            guard let base = buffer.baseAddress else { return }
+            var offset = 0
+            while offset < buffer.count {
+                let written = write(fd, base + offset, buffer.count - offset)
+                if written < 0 {
+                    if errno == EINTR { continue }
+                    return
+                }
+                offset += written
+            }
+        }
+    }
+
+    /// Loads the configuration for serving; prints its diagnostics on stderr. `nil` when it
+    /// failed to load (the caller exits with ``ExitCode/config``).
+    static func loadSettings(path: String?, environment: [String: String]) async -> Settings? {
+        let result = await ConfigLoader().load(path: path, environment: environment, mode: .serve)
+        for diagnostic in result.diagnostics {
+            if diagnostic.severity == .error {
+                log.error(diagnostic.description)
+            } else {
+                log.warn(diagnostic.description)
+            }
+        }
+        guard !result.hasErrors, let settings = result.settings else {
+            log.error("the configuration has errors; not starting")
+            return nil
+        }
+        return settings
     }
 
     /// `tokenrelay serve`.
@@ -65,11 +109,13 @@ enum CommandLineTool {
         var options = ServerOptions()
         var logLevel = LogLevel.info
         var logFormat = LogFormat.text
+        var configPath: String?
+        var environmentName: String?
         do throws(ArgumentError) {
             while let argument = parser.next() {
                 switch argument {
-                case "--config": _ = try parser.value(for: argument)
-                case "--env": _ = try parser.value(for: argument)
+                case "--config": configPath = try parser.value(for: argument)
+                case "--env": environmentName = try parser.value(for: argument)
                 case "--framing":
                     let value = try parser.value(for: argument)
                     switch value {
@@ -101,9 +147,19 @@ enum CommandLineTool {
         options.testMethods = environment["TOKENRELAY_ENABLE_TEST_METHODS"] == "1"
 
         let protocolOutput = ProcessSetup.protectStandardOutput()
-        let server = RelayServer(options: options, catalog: EnvironmentCatalog())
+        guard let settings = await loadSettings(path: configPath, environment: environment) else { return ExitCode.config }
+        options.dispatcherLimits = DispatcherLimits(
+            maximumConcurrent: settings.server.maxConcurrentRequests, maximumQueued: settings.server.maxQueuedRequests)
+        options.framingLimits.maximumMessageBytes = settings.server.maxMessageBytes
+        let server: RelayServer
+        do {
+            server = try await RelayServer.make(options: options, settings: settings, environment: environmentName)
+        } catch {
+            log.error("cannot start: \(ErrorMapping.rpcError(error).message)")
+            return ExitCode.config
+        }
         let signalSources = ProcessSetup.onSignals([SIGTERM, SIGINT]) { number in
-            server.terminate(.signal(number))
+            server.terminate(TerminationReason.signal(number))
         }
         let code = await server.run(input: STDIN_FILENO, output: protocolOutput)
         withExtendedLifetime(signalSources) {}

@@ -22,7 +22,7 @@ import Testing
             "run scripts/embed-openrpc after editing schemas/openrpc.json")
     }
 
-    @Test func implementedMethodsAreExactlyTheDispatchersMethods() throws {
+    @Test func implementedMethodsAreExactlyTheDispatchersMethods() async throws {
         let methods = try Self.document()["methods"]?.arrayValue ?? []
         let implemented = methods.filter {
             $0["x-status"] == "implemented" && $0["x-direction"] == "client-to-server"
@@ -30,7 +30,7 @@ import Testing
         let documentedRequests = Set(implemented.filter { $0["x-notification"] != true }.compactMap { $0["name"]?.stringValue })
         let documentedNotifications = Set(
             implemented.filter { $0["x-notification"] == true }.compactMap { $0["name"]?.stringValue })
-        let server = RelayServer(options: ServerOptions(), catalog: EnvironmentCatalog())
+        let server = try await RelayServer.make(options: ServerOptions(), settings: .empty)
         #expect(documentedRequests == Set(server.methodTable().keys))
         #expect(documentedNotifications == Set(server.notificationTable().keys).union(Dispatcher.cancelMethods))
     }

@@ -1,0 +1,96 @@
+import Config
+import HTTP
+import JSONRPC
+import Logging
+
+/// `request`: one HTTP request to an environment, with the profile's credentials.
+struct RequestMethod: Sendable {
+    let runtime: RelayRuntime
+
+    func handle(_ params: JSONValue?) async throws -> JSONValue {
+        let params = try RequestParams.decode(params)
+        let environment = try runtime.environment(params.environment)
+        let profile = params.auth ? try runtime.profile(params.profile, in: environment) : nil
+        var request = try Self.httpRequest(params, environment: environment)
+        if let profile {
+            if let header = profile.credentialHeader, request.headers.contains(header) {
+                throw RPCError.invalidParams(
+                    [ParamDiagnostic(pointer: ParamDiagnostic.pointer(["headers", header]),
+                        reason: "profile '\(profile.name)' sets \(header) itself; send with auth: false to set it yourself")])
+            }
+            guard profile.credentials != nil else {
+                throw RPCError(code: .notSupported, message: profile.unavailableReason ?? "profile unavailable")
+            }
+        }
+        let client = profile.flatMap { environment.clients[$0.name] } ?? environment.plainClient
+        let timeout = params.timeout ?? environment.settings.timeout
+        request.timeout = timeout
+        let start = ContinuousClock.now
+        let outgoing = request
+        let response = try await Deadline.run(within: timeout) { try await client.send(outgoing) }
+        return ResponseEncoding.result(response, elapsed: ContinuousClock.now - start)
+    }
+
+    /// The HTTP request the params describe (URL built, query appended, body typed).
+    static func httpRequest(_ params: RequestParams, environment: EnvironmentRuntime) throws -> HTTPRequest {
+        var url: String
+        switch params.target {
+        case .url(let absolute):
+            url = absolute
+        case .path(let template, let variables):
+            let expanded: String
+            do {
+                expanded = try URITemplate.expand(template, variables: variables.compactMapValues(Self.templateValue))
+            } catch {
+                throw RPCError.invalidParams([ParamDiagnostic(pointer: "/path", reason: "\(error)")])
+            }
+            url = RequestURL.join(base: environment.settings.baseURL, path: expanded)
+        }
+        if !params.query.isEmpty {
+            url = RequestURL.appendingQuery(params.query.map { ($0.name, $0.value) }, to: url)
+        }
+        var headers = params.headers
+        if let body = params.body, let contentType = body.defaultContentType, !headers.contains("content-type") {
+            headers.add(name: "Content-Type", value: contentType)
+        }
+        return HTTPRequest(
+            method: params.method, url: url, headers: headers, body: params.body?.bytes,
+            connectTimeout: environment.settings.connectTimeout)
+    }
+
+    /// A template variable; `null` is undefined (the expression expands to nothing).
+    static func templateValue(_ value: JSONValue) -> URITemplateValue? {
+        switch value {
+        case .array(let items): .list(items.compactMap(RequestParams.scalarText))
+        case .object(let members): .associative(members.compactMap { m in RequestParams.scalarText(m.value).map { (m.key, $0) } })
+        case .null: nil
+        default: .string(RequestParams.scalarText(value) ?? "")
+        }
+    }
+}
+
+/// Bounds an operation in time: past the limit it is cancelled and `timeout` is thrown.
+enum Deadline {
+    static func run<T: Sendable>(within limit: Duration, _ operation: @escaping @Sendable () async throws -> T) async throws
+        -> T
+    {
+        try await withThrowingTaskGroup(of: T?.self) { group in
+            group.addTask { try await operation() }
+            group.addTask {
+                try await Task.sleep(for: limit)
+                return nil
+            }
+            defer { group.cancelAll() }
+            guard let first = try await group.next() else { throw RPCError(code: .timeout, message: "timed out") }
+            guard let value = first else {
+                throw RPCError(code: .timeout, message: "the request did not complete within \(Self.format(limit))")
+            }
+            return value
+        }
+    }
+
+    static func format(_ duration: Duration) -> String {
+        let milliseconds = duration.components.seconds * 1000 + duration.components.attoseconds / 1_000_000_000_000_000
+        return milliseconds % 1000 == 0 ? "\(milliseconds / 1000) s" : "\(milliseconds) ms"
+    }
+}

@@ -1,0 +1,121 @@
+import Auth
+import Foundation
+import JSONRPC
+
+/// `token-invalidate`, `logout`, `status` and `token-get`.
+struct TokenMethods: Sendable {
+    let runtime: RelayRuntime
+    let subscriptionCount: @Sendable () -> Int
+
+    /// The sessions a `{environment?, profile?, all?}` selection names; validates the names.
+    private func selection(_ params: JSONValue?) throws -> (environment: String?, profile: String?) {
+        var reader = try ParamReader(params, allowed: ["environment", "profile", "all"])
+        let environmentName = reader.string("environment")
+        let profileName = reader.string("profile")
+        let all = reader.bool("all") ?? false
+        if all && (environmentName != nil || profileName != nil) {
+            reader.report(["all"], "all: true selects every session; leave out environment and profile")
+        }
+        try reader.finish()
+        if all { return (nil, nil) }
+        let environment = try runtime.environment(environmentName)
+        if let profileName {
+            _ = try runtime.profile(profileName, in: environment)
+            return (environment.name, profileName)
+        }
+        if let profile = try runtime.profile(nil, in: environment), environmentName == nil || profileName == nil {
+            // Without a profile name: the environment's default profile when the caller named no
+            // environment either; every profile of the named environment otherwise.
+            return (environment.name, environmentName == nil ? profile.name : nil)
+        }
+        return (environment.name, nil)
+    }
+
+    func invalidate(_ params: JSONValue?) async throws -> JSONValue {
+        let (environment, profile) = try selection(params)
+        var count = await runtime.manager.invalidate(environment: environment, profile: profile)
+        for source in fetchedBearerSources(environment: environment, profile: profile) {
+            source.reset()
+            count += 1
+        }
+        return ["invalidated": .int(count)]
+    }
+
+    func logout(_ params: JSONValue?) async throws -> JSONValue {
+        let (environment, profile) = try selection(params)
+        var count = try await runtime.manager.logout(environment: environment, profile: profile)
+        for source in fetchedBearerSources(environment: environment, profile: profile) {
+            source.reset()
+            count += 1
+        }
+        return ["loggedOut": .int(count)]
+    }
+
+    private func fetchedBearerSources(environment: String?, profile: String?) -> [FetchedBearerCredentialSource] {
+        runtime.environments.values.filter { environment == nil || $0.name == environment }.flatMap { env in
+            env.profiles.values.filter { profile == nil || $0.name == profile }.compactMap {
+                $0.credentials as? FetchedBearerCredentialSource
+            }
+        }
+    }
+
+    func status(_ params: JSONValue?) async throws -> JSONValue {
+        _ = try ParamReader(params, allowed: [])
+        let sessions = await runtime.manager.status().sorted {
+            ($0.environment, $0.profile) < ($1.environment, $1.profile)
+        }
+        let formatter = ISO8601DateFormatter()
+        return [
+            "sessions": .array(
+                sessions.map { session in
+                    var object: JSONObject = [
+                        "environment": .string(session.environment), "profile": .string(session.profile),
+                        "type": .string(session.type), "state": .string(session.state.rawValue),
+                    ]
+                    if let expiresAt = session.expiresAt { object["expiresAt"] = .string(formatter.string(from: expiresAt)) }
+                    object["refreshable"] = .bool(session.refreshable)
+                    if let error = session.lastError {
+                        object["lastError"] = ["kind": .string(error.kind), "message": .string(error.message)]
+                    }
+                    object["counters"] = [
+                        "acquisitions": .int(session.counters.acquisitions), "renewals": .int(session.counters.renewals),
+                        "recoveries": .int(session.counters.recoveries), "requests": .int(session.counters.requests),
+                    ]
+                    return .object(object)
+                }),
+            "subscriptions": .int(subscriptionCount()),
+        ]
+    }
+
+    /// Returns an access token, only for profiles with `expose_token: true`.
+    func tokenGet(_ params: JSONValue?) async throws -> JSONValue {
+        var reader = try ParamReader(params, allowed: ["environment", "profile"])
+        let environmentName = reader.string("environment")
+        let profileName = reader.string("profile")
+        try reader.finish()
+        let environment = try runtime.environment(environmentName)
+        guard let profile = try runtime.profile(profileName, in: environment) else {
+            throw RPCError(code: .unknownProfile, message: "environment '\(environment.name)' has no profiles")
+        }
+        guard profile.exposeToken else {
+            throw RPCError(
+                code: .notSupported,
+                message: "profile '\(profile.name)' does not expose its token (set expose_token: true to allow token-get)")
+        }
+        guard let key = profile.session else {
+            throw RPCError(code: .notSupported, message: "profile '\(profile.name)' (\(profile.typeName)) has no access token")
+        }
+        let deadline = Date().addingTimeInterval(environment.settings.timeout.timeIntervalValue)
+        let token = try await runtime.manager.token(for: key, deadline: deadline)
+        var result: JSONObject = ["accessToken": .string(token.accessToken), "tokenType": "Bearer"]
+        if let expiresAt = token.expiresAt { result["expiresAt"] = .string(ISO8601DateFormatter().string(from: expiresAt)) }
+        return .object(result)
+    }
+}
+
+extension Duration {
+    /// The duration in seconds as a `TimeInterval`.
+    var timeIntervalValue: Double {
+        Double(components.seconds) + Double(components.attoseconds) / 1e18
+    }
+}

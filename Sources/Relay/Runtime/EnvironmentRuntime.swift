@@ -1,0 +1,52 @@
+import Auth
+import Config
+import HTTP
+
+/// One configured environment: its transport, origin policy, headers and profiles.
+struct EnvironmentRuntime: Sendable {
+    let settings: EnvironmentSettings
+    let origins: OriginPolicy
+    let headers: HTTPHeaders
+    let transport: CurlTransport
+    let profiles: [String: ProfileRuntime]
+    /// Sends without credentials (environment headers still go to allowed origins).
+    let plainClient: HTTPClient
+    /// Sends with each profile's credentials.
+    let clients: [String: HTTPClient]
+
+    var name: String { settings.name }
+
+    /// The profile to use when the caller names none: `default_profile`, else the only profile.
+    var defaultProfileName: String? {
+        if let name = settings.defaultProfile { return name }
+        return settings.profiles.count == 1 ? settings.profiles.first?.name : nil
+    }
+
+    static func make(_ settings: EnvironmentSettings, manager: TokenManager, transport: CurlTransport) async throws
+        -> EnvironmentRuntime
+    {
+        let origins = OriginPolicy(baseURL: settings.baseURL, allowed: settings.allowedOrigins)
+        let headers = HTTPHeaders(settings.headers)
+        var profiles: [String: ProfileRuntime] = [:]
+        var clients: [String: HTTPClient] = [:]
+        var secretQuery: [String] = []
+        var secretHeaders: [String] = []
+        for profileSettings in settings.profiles {
+            let profile = try await ProfileRuntime.make(environment: settings.name, settings: profileSettings, manager: manager)
+            profiles[profile.name] = profile
+            secretQuery += profile.secretQueryParameters
+            secretHeaders += profile.secretHeaders
+        }
+        let logging = LoggingMiddleware(secretQueryParameters: secretQuery, secretHeaders: secretHeaders)
+        let environmentHeaders = EnvironmentHeadersMiddleware(headers: headers, origins: origins)
+        for (name, profile) in profiles {
+            guard let credentials = profile.credentials else { continue }
+            clients[name] = HTTPClient(
+                transport: transport,
+                middlewares: [environmentHeaders, CredentialsMiddleware(source: credentials, origins: origins), logging])
+        }
+        return EnvironmentRuntime(
+            settings: settings, origins: origins, headers: headers, transport: transport, profiles: profiles,
+            plainClient: HTTPClient(transport: transport, middlewares: [environmentHeaders, logging]), clients: clients)
+    }
+}

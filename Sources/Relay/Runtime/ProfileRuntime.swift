@@ -1,0 +1,83 @@
+import Auth
+import Config
+import HTTP
+
+/// One configured profile, ready to sign requests.
+struct ProfileRuntime: Sendable {
+    let name: String
+    let typeName: String
+    let exposeToken: Bool
+    /// `nil` for a type this build cannot serve (interactive profiles): using it is an error.
+    let credentials: (any CredentialSource)?
+    /// The token-manager session, for OAuth profiles.
+    let session: SessionKey?
+    /// The header the profile places its credential in (lower-cased), if any; a caller-supplied
+    /// header of the same name is ambiguous and refused.
+    let credentialHeader: String?
+    /// Why the profile cannot be used, when `credentials` is nil.
+    let unavailableReason: String?
+    /// Query parameter names that carry a secret (for log redaction).
+    let secretQueryParameters: [String]
+    /// Header names that carry a secret (for log redaction).
+    let secretHeaders: [String]
+}
+
+extension ProfileRuntime {
+    /// Builds the runtime of `settings`, registering OAuth sessions with `manager`.
+    static func make(environment: String, settings: ProfileSettings, manager: TokenManager) async throws -> ProfileRuntime {
+        func provider(_ source: SecretSource) -> SecretProvider {
+            SecretProvider { try await source.resolve() }
+        }
+        func oauth(_ client: OAuthClientSettings, grant: Grant) async throws -> ProfileRuntime {
+            let configuration = OAuthClientConfiguration(
+                issuer: client.issuer, tokenURL: client.tokenURL, clientID: client.clientID,
+                clientSecret: client.clientSecret.map(provider), clientAuth: clientAuth(client.clientAuth),
+                scopes: client.scopes, audience: client.audience, resources: client.resource,
+                expirySkew: client.expirySkew, grant: grant)
+            let key = try await manager.register(environment: environment, profile: settings.name, configuration: configuration)
+            return ProfileRuntime(
+                name: settings.name, typeName: settings.typeName, exposeToken: settings.exposeToken,
+                credentials: TokenCredentialSource(manager: manager, key: key), session: key,
+                credentialHeader: "authorization", unavailableReason: nil, secretQueryParameters: [], secretHeaders: [])
+        }
+        func plain(_ credentials: any CredentialSource, header: String?, query: [String] = []) -> ProfileRuntime {
+            ProfileRuntime(
+                name: settings.name, typeName: settings.typeName, exposeToken: settings.exposeToken,
+                credentials: credentials, session: nil, credentialHeader: header, unavailableReason: nil,
+                secretQueryParameters: query, secretHeaders: header.map { [$0] } ?? [])
+        }
+        switch settings.kind {
+        case .clientCredentials(let client):
+            return try await oauth(client, grant: .clientCredentials)
+        case .refreshToken(let client, let seed):
+            return try await oauth(client, grant: .refreshToken(seed: provider(seed)))
+        case .authorizationCode, .deviceCode:
+            return ProfileRuntime(
+                name: settings.name, typeName: settings.typeName, exposeToken: settings.exposeToken, credentials: nil,
+                session: nil, credentialHeader: "authorization",
+                unavailableReason: "interactive login (\(settings.typeName)) is not supported by this build yet",
+                secretQueryParameters: [], secretHeaders: [])
+        case .apiKey(.header(let name), let value):
+            return plain(StaticCredentialSource(.apiKey(.header(name), provider(value))), header: name.lowercased())
+        case .apiKey(.query(let name), let value):
+            return plain(StaticCredentialSource(.apiKey(.query(name), provider(value))), header: nil, query: [name])
+        case .basic(let username, let password):
+            return plain(
+                StaticCredentialSource(.basic(username: username, password: provider(password))), header: "authorization")
+        case .bearer(let token, let cache):
+            if token.isCommand {
+                return plain(
+                    FetchedBearerCredentialSource(fetcher: provider(token), cacheDuration: cache), header: "authorization")
+            }
+            return plain(StaticCredentialSource(.bearer(provider(token))), header: "authorization")
+        }
+    }
+
+    private static func clientAuth(_ method: Config.ClientAuthMethod) -> Auth.ClientAuthMethod {
+        switch method {
+        case .clientSecretBasic: .clientSecretBasic
+        case .clientSecretPost: .clientSecretPost
+        case .none: .none
+        }
+    }
+}

@@ -1,0 +1,116 @@
+import Auth
+import Config
+import HTTP
+import JSONRPC
+import Logging
+
+/// Everything the methods need, built from the settings at start: one transport and runtime
+/// per environment, and the token manager holding every OAuth session.
+final class RelayRuntime: Sendable {
+    let settings: Settings
+    /// `--env`, which overrides the config's `default_environment`.
+    let environmentOverride: String?
+    let manager: TokenManager
+    let environments: [String: EnvironmentRuntime]
+    /// Transports to shut down at the end.
+    let transports: [CurlTransport]
+
+    private init(
+        settings: Settings, environmentOverride: String?, manager: TokenManager,
+        environments: [String: EnvironmentRuntime], transports: [CurlTransport]
+    ) {
+        self.settings = settings
+        self.environmentOverride = environmentOverride
+        self.manager = manager
+        self.environments = environments
+        self.transports = transports
+    }
+
+    /// Builds the runtime. Fails (kind `config`) when a profile's settings cannot work.
+    static func make(settings: Settings, environmentOverride: String?) async throws -> RelayRuntime {
+        var transports: [CurlTransport] = []
+        func transport(for environment: EnvironmentSettings?) throws -> CurlTransport {
+            var options = CurlTransport.Options()
+            if let environment {
+                options.caFile = environment.caFile
+                options.proxy = environment.proxy
+                options.maxResponseBytes = environment.maxResponseBytes
+                options.connectTimeout = environment.connectTimeout
+                options.streamIdleTimeout = environment.events.idleTimeout
+            }
+            let made = try CurlTransport(options: options)
+            transports.append(made)
+            return made
+        }
+        // Token and discovery requests go through a transport of their own (no middlewares).
+        let tokenTransport = try transport(for: nil)
+        let manager = TokenManager(transport: tokenTransport)
+        var environments: [String: EnvironmentRuntime] = [:]
+        for environment in settings.environments {
+            environments[environment.name] = try await EnvironmentRuntime.make(
+                environment, manager: manager, transport: try transport(for: environment))
+        }
+        return RelayRuntime(
+            settings: settings, environmentOverride: environmentOverride, manager: manager, environments: environments,
+            transports: transports)
+    }
+
+    /// The catalog `initialize` reports.
+    var catalog: EnvironmentCatalog {
+        let defaultName = defaultEnvironmentName
+        return EnvironmentCatalog(
+            environments: settings.environments.map { environment in
+                EnvironmentCatalog.Environment(
+                    name: environment.name, isDefault: environment.name == defaultName,
+                    profiles: environment.profiles.map { .init(name: $0.name, type: $0.typeName) })
+            })
+    }
+
+    var defaultEnvironmentName: String? {
+        if let environmentOverride { return environmentOverride }
+        if let name = settings.defaultEnvironment { return name }
+        return settings.environments.count == 1 ? settings.environments.first?.name : nil
+    }
+
+    /// The environment named `name`, or the default one.
+    func environment(_ name: String?) throws(RPCError) -> EnvironmentRuntime {
+        guard let name = name ?? defaultEnvironmentName else {
+            throw RPCError(
+                code: .unknownEnvironment,
+                message: settings.environments.isEmpty
+                    ? "no environments are configured" : "no environment given and no default_environment is configured",
+                data: ["known": .array(settings.environments.map { .string($0.name) })])
+        }
+        guard let environment = environments[name] else {
+            throw RPCError(
+                code: .unknownEnvironment, message: "unknown environment '\(name)'",
+                data: ["known": .array(settings.environments.map { .string($0.name) })])
+        }
+        return environment
+    }
+
+    /// The profile named `name` in `environment`, or its default one; `nil` when the environment
+    /// has no profile at all.
+    func profile(_ name: String?, in environment: EnvironmentRuntime) throws(RPCError) -> ProfileRuntime? {
+        let known = JSONValue.array(environment.settings.profiles.map { .string($0.name) })
+        guard let name = name ?? environment.defaultProfileName else {
+            if environment.profiles.isEmpty { return nil }
+            throw RPCError(
+                code: .unknownProfile,
+                message: "no profile given and environment '\(environment.name)' has no default_profile",
+                data: ["known": known])
+        }
+        guard let profile = environment.profiles[name] else {
+            throw RPCError(
+                code: .unknownProfile, message: "unknown profile '\(name)' in environment '\(environment.name)'",
+                data: ["known": known])
+        }
+        return profile
+    }
+
+    /// Stops the transports after letting pending token commits settle.
+    func close() async {
+        await manager.close()
+        for transport in transports { transport.shutdown() }
+    }
+}

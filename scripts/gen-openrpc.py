@@ -1,0 +1,144 @@
+#!/usr/bin/env python3
+"""Generates schemas/openrpc.json (then run scripts/embed-openrpc). Edit the method list here."""
+import json
+S = lambda **k: k
+string = {"type": "string"}
+boolean = {"type": "boolean"}
+integer = {"type": "integer"}
+env_params = [
+    {"name": "environment", "description": "Environment name; default from --env or the config's default_environment.", "schema": string},
+    {"name": "profile", "description": "Profile name; default from the environment's default_profile.", "schema": string},
+]
+request_target = [
+    {"name": "method", "description": "HTTP method (default GET).", "schema": string},
+    {"name": "path", "description": "Path resolved against the environment's base_url; an RFC 6570 (levels 1-3) template expanded with pathParams. Exactly one of path or url.", "schema": string},
+    {"name": "url", "description": "Absolute URL, used as is. Credentials and environment headers are attached only when its origin is the environment's or an allowed origin.", "schema": {"type": "string", "format": "uri"}},
+    {"name": "pathParams", "description": "Variables for the path template: strings, numbers, booleans, lists or objects.", "schema": {"type": "object"}},
+    {"name": "query", "description": "Query parameters; an array value repeats the key; numbers and booleans are sent as their JSON text.", "schema": {"type": "object", "additionalProperties": {"oneOf": [string, {"type": "number"}, boolean, {"type": "array", "items": {"oneOf": [string, {"type": "number"}, boolean]}}]}}},
+    {"name": "headers", "description": "Request headers; they win over the environment's headers.", "schema": {"type": "object", "additionalProperties": string}},
+]
+body_params = [
+    {"name": "json", "description": "JSON body (sent with Content-Type: application/json unless given).", "schema": {}},
+    {"name": "text", "description": "UTF-8 text body.", "schema": string},
+    {"name": "base64", "description": "Binary body, base64-encoded.", "schema": {"type": "string", "contentEncoding": "base64"}},
+]
+common_tail = [
+    {"name": "timeoutMs", "description": "Bounds the whole request, token acquisition included; default the environment's timeout.", "schema": {"type": "integer", "minimum": 1}},
+    {"name": "auth", "description": "false sends the request without credentials (default true).", "schema": boolean},
+]
+state_enum = ["connecting", "open", "reconnecting", "closed"]
+error_obj = {"type": "object", "required": ["kind", "message"], "properties": {"kind": string, "message": string}}
+errors = [
+    (-32700, "Parse error", "parse"), (-32600, "Invalid request", "invalid_request"), (-32601, "Method not found", "method_not_found"),
+    (-32602, "Invalid params (data.diagnostics: [{pointer, reason}])", "invalid_params"), (-32603, "Internal error", "internal"),
+    (-32800, "Request cancelled", "cancelled"),
+    (-32001, "Configuration problem", "config"), (-32002, "Unknown environment", "unknown_environment"),
+    (-32003, "Unknown profile", "unknown_profile"), (-32010, "Token acquisition refused (data.oauthError, data.oauthErrorDescription when the server sent them)", "auth"),
+    (-32011, "Interactive login required", "interaction_required"), (-32020, "Transport failure (DNS, connect, TLS)", "transport"),
+    (-32021, "Timed out", "timeout"), (-32022, "A limit was exceeded (queue, body size)", "limit"),
+    (-32030, "The server is shutting down", "shutting_down"), (-32031, "Not supported by this build or configuration", "not_supported"),
+]
+def err_refs(*kinds):
+    return [{"$ref": "#/components/errors/" + k} for k in kinds]
+std = ("invalid_params", "internal", "cancelled", "shutting_down")
+req_errs = err_refs("config", "unknown_environment", "unknown_profile", "auth", "interaction_required", "transport", "timeout", "limit", *std)
+
+methods = []
+def method(name, summary, params, result, errs=err_refs(*std), status="implemented", direction="client-to-server", notification=False, description=None):
+    m = {"name": name, "summary": summary, "paramStructure": "by-name", "params": params}
+    if description: m["description"] = description
+    if result is not None: m["result"] = result
+    if errs and not notification: m["errors"] = errs
+    m["x-status"] = status
+    m["x-direction"] = direction
+    if notification: m["x-notification"] = True
+    methods.append(m)
+
+method("initialize", "Optional handshake: server info, environments and profiles (names and types only), capabilities.",
+    [{"name": "processId", "description": "Parent process id: tokenrelay exits when it dies.", "schema": {"type": ["integer", "null"]}},
+     {"name": "clientInfo", "schema": {"type": "object"}}, {"name": "capabilities", "schema": {"type": "object"}},
+     {"name": "protocolVersion", "schema": string}, {"name": "trace", "schema": string}, {"name": "locale", "schema": string}],
+    {"name": "result", "schema": {"type": "object", "required": ["serverInfo", "protocolVersion", "environments", "capabilities"], "properties": {
+        "serverInfo": {"type": "object", "properties": {"name": {"const": "tokenrelay"}, "version": string}},
+        "protocolVersion": string,
+        "environments": {"type": "array", "items": {"type": "object", "properties": {"name": string, "default": boolean, "profiles": {"type": "array", "items": {"type": "object", "properties": {"name": string, "type": string}}}}}},
+        "capabilities": {"type": "object"}}}})
+method("shutdown", "Stops accepting requests (they get kind shutting_down); exit then exits with 0.", [], {"name": "result", "schema": {"type": "null"}})
+method("exit", "Exits: code 0 after shutdown, 1 without (LSP).", [], None, notification=True)
+method("initialized", "Accepted and ignored (LSP/MCP clients send it).", [], None, notification=True)
+method("notifications/initialized", "Accepted and ignored (MCP clients send it).", [], None, notification=True)
+method("$/cancelRequest", "Cancels a request; it is answered with -32800.", [{"name": "id", "required": True, "schema": {"type": ["integer", "string"]}}], None, notification=True)
+method("notifications/cancelled", "Cancels a request (MCP spelling); it is answered with -32800.", [{"name": "requestId", "required": True, "schema": {"type": ["integer", "string"]}}, {"name": "reason", "schema": string}], None, notification=True)
+method("ping", "Answers {}.", [], {"name": "result", "schema": {"type": "object"}})
+method("rpc.discover", "Returns this OpenRPC document.", [], {"name": "result", "schema": {"type": "object"}})
+method("request", "Sends an HTTP request to an environment with the profile's credentials attached. Any HTTP status is a result.",
+    env_params + request_target + body_params + common_tail,
+    {"name": "result", "schema": {"type": "object", "required": ["status", "headers", "elapsedMs"], "properties": {
+        "status": integer,
+        "headers": {"type": "object", "description": "Lower-case names; repeated fields joined with ', '; set-cookie an array.", "additionalProperties": {"oneOf": [string, {"type": "array", "items": string}]}},
+        "json": {"description": "Parsed body for application/json and +json types."},
+        "text": {"type": "string", "description": "Other UTF-8 text bodies."},
+        "base64": {"type": "string", "description": "Anything else."},
+        "elapsedMs": {"type": "number"}}}},
+    errs=req_errs)
+method("token-invalidate", "Expires access tokens so the next use renews them; refresh state is kept.",
+    env_params + [{"name": "all", "description": "Every session.", "schema": boolean}],
+    {"name": "result", "schema": {"type": "object", "required": ["invalidated"], "properties": {"invalidated": integer}}},
+    errs=err_refs("unknown_environment", "unknown_profile", *std))
+method("logout", "Drops a session's tokens and refresh state (revoking at the server where it offers RFC 7009).",
+    env_params + [{"name": "all", "schema": boolean}],
+    {"name": "result", "schema": {"type": "object", "properties": {"loggedOut": integer}}},
+    errs=err_refs("unknown_environment", "unknown_profile", "transport", "timeout", *std))
+method("status", "Per session: token state, expiry, refresh availability, last error, counters. Never a token value.", [],
+    {"name": "result", "schema": {"type": "object", "required": ["sessions", "subscriptions"], "properties": {
+        "sessions": {"type": "array", "items": {"type": "object", "required": ["environment", "profile", "type", "state", "refreshable", "counters"], "properties": {
+            "environment": string, "profile": string, "type": string, "state": string,
+            "expiresAt": {"type": "string", "format": "date-time"}, "refreshable": boolean,
+            "lastError": error_obj,
+            "counters": {"type": "object", "properties": {"acquisitions": integer, "renewals": integer, "recoveries": integer, "requests": integer}}}}},
+        "subscriptions": integer}}})
+method("token-get", "Returns an access token, only for profiles with expose_token: true (credential-helper use).", env_params,
+    {"name": "result", "schema": {"type": "object", "required": ["accessToken"], "properties": {"accessToken": string, "tokenType": string, "expiresAt": {"type": "string", "format": "date-time"}}}},
+    errs=req_errs + err_refs("not_supported"))
+method("login", "Starts an interactive login (authorization code + PKCE, or device code); progress comes as auth-prompt notifications.", env_params,
+    {"name": "result", "schema": {"type": "object"}}, errs=req_errs, status="planned")
+method("config-reload", "Reloads the configuration file (also on SIGHUP). A config that fails to load leaves the running one in place.", [],
+    {"name": "result", "schema": {"type": "object"}}, errs=err_refs("config", *std), status="planned")
+method("subscribe", "Follows a Server-Sent-Events stream; events arrive as event notifications. Rejected inside a batch.",
+    env_params + request_target + [{"name": "lastEventId", "description": "Sent as Last-Event-ID on the first connection.", "schema": string}] + common_tail,
+    {"name": "result", "schema": {"type": "object", "required": ["subscription"], "properties": {"subscription": string}}},
+    errs=req_errs, status="planned")
+method("unsubscribe", "Closes a subscription (and cancels a pending token acquisition).", [{"name": "subscription", "required": True, "schema": string}],
+    {"name": "result", "schema": {"type": "object"}}, status="planned")
+
+# server -> client notifications
+method("event", "One SSE event of a subscription.", [
+    {"name": "subscription", "required": True, "schema": string}, {"name": "id", "description": "Last-event ID in effect at dispatch; absent when none.", "schema": string},
+    {"name": "event", "required": True, "description": "Event type (default message).", "schema": string},
+    {"name": "data", "required": True, "description": "Data lines joined with \\n.", "schema": string},
+    {"name": "retry", "description": "Present when the event's block carried a valid retry field (ms).", "schema": integer}],
+    None, notification=True, direction="server-to-client", status="planned")
+method("subscription-state", "A subscription's connection state.", [
+    {"name": "subscription", "required": True, "schema": string}, {"name": "state", "required": True, "schema": {"enum": state_enum}},
+    {"name": "attempt", "schema": integer}, {"name": "retryInMs", "schema": integer}, {"name": "status", "schema": integer},
+    {"name": "error", "schema": error_obj}], None, notification=True, direction="server-to-client", status="planned")
+method("auth-prompt", "What the user must do to log in (URL, user code, expiry). tokenrelay never reads the terminal.", [
+    {"name": "environment", "schema": string}, {"name": "profile", "schema": string}, {"name": "url", "schema": string},
+    {"name": "userCode", "schema": string}, {"name": "expiresAt", "schema": {"type": "string", "format": "date-time"}}],
+    None, notification=True, direction="server-to-client", status="planned")
+method("auth-failed", "A renewal was refused (refresh grant or re-acquisition rejected, or excessive renewals) — distinct from a request being unauthorized.", [
+    {"name": "environment", "required": True, "schema": string}, {"name": "profile", "required": True, "schema": string},
+    {"name": "kind", "required": True, "schema": string}, {"name": "message", "schema": string},
+    {"name": "oauthError", "schema": string}, {"name": "oauthErrorDescription", "schema": string}],
+    None, notification=True, direction="server-to-client")
+method("log", "Optional log line for clients that ask for one.", [{"name": "level", "schema": string}, {"name": "message", "schema": string}],
+    None, notification=True, direction="server-to-client", status="planned")
+
+doc = {
+    "openrpc": "1.3.2",
+    "info": {"title": "tokenrelay", "version": "0.1.0",
+             "description": "JSON-RPC 2.0 over stdin/stdout (NDJSON or Content-Length framing). Methods a client calls have x-direction client-to-server; notifications the server sends have x-direction server-to-client. x-status planned marks what this build does not implement yet. Every error's data carries a stable kind."},
+    "methods": methods,
+    "components": {"errors": {kind: {"code": code, "message": msg, "data": {"kind": kind}} for code, msg, kind in errors}},
+}
+open(__import__("os").path.join(__import__("os").path.dirname(__import__("os").path.abspath(__file__)), "..", "schemas", "openrpc.json"), "w").write(json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
