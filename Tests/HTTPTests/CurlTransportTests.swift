@@ -122,6 +122,26 @@ func withSafetyNet<T: Sendable>(seconds: Int = 20, _ body: @escaping @Sendable (
         }
     }
 
+    @Test func transportErrorsNeverCarryHeaderValues() async throws {
+        let canary = "canary-secret-4711"
+        let request = HTTPRequest(
+            url: "http://127.0.0.1:\(server.closedPort)/?x=1", headers: HTTPHeaders([("Authorization", "Bearer \(canary)")]))
+        do {
+            _ = try await transport.send(request)
+            Issue.record("expected a transport error")
+        } catch {
+            #expect(!String(describing: error).contains(canary))
+        }
+    }
+
+    @Test func explicitProxyIsUsed() async throws {
+        let proxied = try CurlTransport(options: .init(proxy: "http://127.0.0.1:\(server.port)"))
+        defer { proxied.shutdown() }
+        let echo = try Echo(try await proxied.send(HTTPRequest(url: "http://origin.invalid/echo?via=proxy")))
+        #expect(echo.path == "http://origin.invalid/echo?via=proxy")
+        #expect(echo.values("Host") == ["origin.invalid"])
+    }
+
     @Test func unsupportedSchemeIsRejected() async throws {
         await #expect(throws: HTTPError.self) {
             _ = try await transport.send(HTTPRequest(url: "file:///etc/passwd"))
