@@ -47,6 +47,13 @@ func withSafetyNet<T: Sendable>(seconds: Int = 20, _ body: @escaping @Sendable (
         #expect(response.headers["content-type"] == "application/json")
     }
 
+    @Test func largeUploadIsSentWithoutExpectContinue() async throws {
+        let body = [UInt8](repeating: 0x61, count: 3 << 20)
+        let echo = try Echo(try await transport.send(HTTPRequest(method: "POST", url: server.url("/headers"), body: body)))
+        #expect(echo.values("Expect").isEmpty)
+        #expect(echo.bodyBytes == Array(String(body.count).utf8))
+    }
+
     @Test func postWithoutContentTypeSendsNone() async throws {
         let response = try await transport.send(HTTPRequest(method: "POST", url: server.url("/echo"), body: Array("a=b".utf8)))
         let echo = try Echo(response)

@@ -7,6 +7,7 @@ must never be contacted); CLOSED_PORT had a listener that is now closed (connect
 
 Routes on MAIN:
   /echo                 JSON {method, path, headers: [[name, value]...], body: base64}
+  /headers              like /echo, but the body field is the body's length (as text)
   /status/<code>        that status, body "status <code>"
   /redirect             302 to OTHER's /contacted
   /other-hits           JSON {hits: n} requests OTHER received
@@ -101,6 +102,10 @@ class Main(BaseHTTPRequestHandler):
                 "headers": [[k, v] for k, v in self.headers.items()],
                 "body": base64.b64encode(body).decode(),
             }
+            self.reply(200, json.dumps(doc).encode(), [("Content-Type", "application/json")])
+        elif route == "/headers":
+            doc = {"method": self.command, "path": self.path, "headers": [[k, v] for k, v in self.headers.items()],
+                   "body": base64.b64encode(str(len(body)).encode()).decode()}
             self.reply(200, json.dumps(doc).encode(), [("Content-Type", "application/json")])
         elif route.startswith("/status/"):
             code = int(route[len("/status/"):])
