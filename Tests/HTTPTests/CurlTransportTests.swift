@@ -149,6 +149,22 @@ func withSafetyNet<T: Sendable>(seconds: Int = 20, _ body: @escaping @Sendable (
         #expect(echo.values("Host") == ["origin.invalid"])
     }
 
+    @Test func tlsIsVerifiedAgainstTheSystemStoreByDefault() async throws {
+        do {
+            _ = try await transport.send(HTTPRequest(url: "https://127.0.0.1:\(server.tlsPort)/echo"))
+            Issue.record("a self-signed certificate must not be accepted")
+        } catch let HTTPError.transport(reason) {
+            #expect(!reason.isEmpty)
+        }
+    }
+
+    @Test func caFileTrustsAPrivateCertificate() async throws {
+        let trusting = try CurlTransport(options: .init(caFile: TestServer.certificatePath))
+        defer { trusting.shutdown() }
+        let echo = try Echo(try await trusting.send(HTTPRequest(url: "https://127.0.0.1:\(server.tlsPort)/echo?tls=1")))
+        #expect(echo.path == "/echo?tls=1")
+    }
+
     @Test func unsupportedSchemeIsRejected() async throws {
         await #expect(throws: HTTPError.self) {
             _ = try await transport.send(HTTPRequest(url: "file:///etc/passwd"))
