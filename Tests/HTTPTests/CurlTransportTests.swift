@@ -218,6 +218,23 @@ func withSafetyNet<T: Sendable>(seconds: Int = 20, _ body: @escaping @Sendable (
         await #expect(throws: HTTPError.cancelled) { _ = try await task.value }
     }
 
+    @Test func clientAttachesCredentialsAndEnvironmentHeadersOnlyToTheEnvironmentOrigin() async throws {
+        let policy = OriginPolicy(baseURL: server.url("/"))
+        let client = HTTPClient(
+            transport: transport,
+            middlewares: [
+                LoggingMiddleware(),
+                EnvironmentHeadersMiddleware(headers: HTTPHeaders([("X-Env", "1")]), origins: policy),
+                CredentialsMiddleware(source: FakeCredentialSource(), origins: policy),
+            ])
+        let same = try Echo(try await client.send(HTTPRequest(url: server.url("/echo"))))
+        #expect(same.values("Authorization") == ["Bearer token-1"])
+        #expect(same.values("X-Env") == ["1"])
+        let other = try Echo(try await client.send(HTTPRequest(url: "http://localhost:\(server.port)/echo")))
+        #expect(other.values("Authorization").isEmpty)
+        #expect(other.values("X-Env").isEmpty)
+    }
+
     @Test func shutdownFailsLaterRequests() async throws {
         let transport = try CurlTransport()
         transport.shutdown()
