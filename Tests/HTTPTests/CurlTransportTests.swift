@@ -47,6 +47,13 @@ func withSafetyNet<T: Sendable>(seconds: Int = 20, _ body: @escaping @Sendable (
         #expect(response.headers["content-type"] == "application/json")
     }
 
+    @Test func largeUploadIsSentWithoutExpectContinue() async throws {
+        let body = [UInt8](repeating: 0x61, count: 3 << 20)
+        let echo = try Echo(try await transport.send(HTTPRequest(method: "POST", url: server.url("/headers"), body: body)))
+        #expect(echo.values("Expect").isEmpty)
+        #expect(echo.bodyBytes == Array(String(body.count).utf8))
+    }
+
     @Test func postWithoutContentTypeSendsNone() async throws {
         let response = try await transport.send(HTTPRequest(method: "POST", url: server.url("/echo"), body: Array("a=b".utf8)))
         let echo = try Echo(response)
@@ -122,6 +129,42 @@ func withSafetyNet<T: Sendable>(seconds: Int = 20, _ body: @escaping @Sendable (
         }
     }
 
+    @Test func transportErrorsNeverCarryHeaderValues() async throws {
+        let canary = "canary-secret-4711"
+        let request = HTTPRequest(
+            url: "http://127.0.0.1:\(server.closedPort)/?x=1", headers: HTTPHeaders([("Authorization", "Bearer \(canary)")]))
+        do {
+            _ = try await transport.send(request)
+            Issue.record("expected a transport error")
+        } catch {
+            #expect(!String(describing: error).contains(canary))
+        }
+    }
+
+    @Test func explicitProxyIsUsed() async throws {
+        let proxied = try CurlTransport(options: .init(proxy: "http://127.0.0.1:\(server.port)"))
+        defer { proxied.shutdown() }
+        let echo = try Echo(try await proxied.send(HTTPRequest(url: "http://origin.invalid/echo?via=proxy")))
+        #expect(echo.path == "http://origin.invalid/echo?via=proxy")
+        #expect(echo.values("Host") == ["origin.invalid"])
+    }
+
+    @Test func tlsIsVerifiedAgainstTheSystemStoreByDefault() async throws {
+        do {
+            _ = try await transport.send(HTTPRequest(url: "https://127.0.0.1:\(server.tlsPort)/echo"))
+            Issue.record("a self-signed certificate must not be accepted")
+        } catch let HTTPError.transport(reason) {
+            #expect(!reason.isEmpty)
+        }
+    }
+
+    @Test func caFileTrustsAPrivateCertificate() async throws {
+        let trusting = try CurlTransport(options: .init(caFile: TestServer.certificatePath))
+        defer { trusting.shutdown() }
+        let echo = try Echo(try await trusting.send(HTTPRequest(url: "https://127.0.0.1:\(server.tlsPort)/echo?tls=1")))
+        #expect(echo.path == "/echo?tls=1")
+    }
+
     @Test func unsupportedSchemeIsRejected() async throws {
         await #expect(throws: HTTPError.self) {
             _ = try await transport.send(HTTPRequest(url: "file:///etc/passwd"))
@@ -173,6 +216,23 @@ func withSafetyNet<T: Sendable>(seconds: Int = 20, _ body: @escaping @Sendable (
         #expect(try await self.transport.send(HTTPRequest(url: server.url("/await?event=started-s"))).status == 200)
         transport.shutdown()
         await #expect(throws: HTTPError.cancelled) { _ = try await task.value }
+    }
+
+    @Test func clientAttachesCredentialsAndEnvironmentHeadersOnlyToTheEnvironmentOrigin() async throws {
+        let policy = OriginPolicy(baseURL: server.url("/"))
+        let client = HTTPClient(
+            transport: transport,
+            middlewares: [
+                LoggingMiddleware(),
+                EnvironmentHeadersMiddleware(headers: HTTPHeaders([("X-Env", "1")]), origins: policy),
+                CredentialsMiddleware(source: FakeCredentialSource(), origins: policy),
+            ])
+        let same = try Echo(try await client.send(HTTPRequest(url: server.url("/echo"))))
+        #expect(same.values("Authorization") == ["Bearer token-1"])
+        #expect(same.values("X-Env") == ["1"])
+        let other = try Echo(try await client.send(HTTPRequest(url: "http://localhost:\(server.port)/echo")))
+        #expect(other.values("Authorization").isEmpty)
+        #expect(other.values("X-Env").isEmpty)
     }
 
     @Test func shutdownFailsLaterRequests() async throws {

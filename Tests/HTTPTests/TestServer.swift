@@ -14,6 +14,11 @@ final class TestServer: Sendable {
     let otherPort: Int
     /// A loopback port with no listener.
     let closedPort: Int
+    /// The main routes over TLS, certificate `Fixtures/test_cert.pem` (self-signed for 127.0.0.1).
+    let tlsPort: Int
+    /// Path of the TLS server's certificate, to trust as a CA file.
+    static let certificatePath = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+        .appendingPathComponent("Fixtures/test_cert.pem").path
 
     init() throws {
         let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
@@ -35,11 +40,11 @@ final class TestServer: Sendable {
         }
         let ports = String(decoding: line, as: UTF8.self).split(whereSeparator: { $0 == " " || $0 == "\n" })
             .compactMap { Int($0) }
-        guard ports.count == 3 else {
+        guard ports.count == 4 else {
             kill(process.processIdentifier, SIGKILL)
             throw HTTPError.transport("test server did not start")
         }
-        (port, otherPort, closedPort) = (ports[0], ports[1], ports[2])
+        (port, otherPort, closedPort, tlsPort) = (ports[0], ports[1], ports[2], ports[3])
     }
 
     deinit { stop() }

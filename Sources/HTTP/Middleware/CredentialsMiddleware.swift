@@ -44,10 +44,15 @@ public struct CredentialsMiddleware: HTTPMiddleware {
 
     /// Whether `response` to `request` calls for one renewal and replay (the source aside).
     public static func isRecoverable(request: HTTPRequest, response: HTTPResponse) -> Bool {
-        guard response.status == 401, replayableMethods.contains(request.method),
-            request.body?.isEmpty ?? true
-        else { return false }
-        return WWWAuthenticateChallenge.parse(headers: response.headers).contains { challenge in
+        guard replayableMethods.contains(request.method), request.body?.isEmpty ?? true else { return false }
+        return isInvalidToken(status: response.status, headers: response.headers)
+    }
+
+    /// Whether a response is `401` with a `Bearer` challenge carrying `error="invalid_token"`
+    /// (also for streamed responses, whose event source runs its own recovery budget).
+    public static func isInvalidToken(status: Int, headers: HTTPHeaders) -> Bool {
+        guard status == 401 else { return false }
+        return WWWAuthenticateChallenge.parse(headers: headers).contains { challenge in
             challenge.isScheme("Bearer") && challenge.parameter("error") == "invalid_token"
         }
     }

@@ -1,12 +1,15 @@
 #!/usr/bin/python3
 """Recording HTTP/1.1 test server for the HTTP transport tests (standard library only).
 
-Prints "MAIN_PORT OTHER_PORT CLOSED_PORT" on its first stdout line, then serves until killed:
-MAIN serves the routes below; OTHER records every request it receives (a redirect target that
-must never be contacted); CLOSED_PORT had a listener that is now closed (connection refused).
+Prints "MAIN_PORT OTHER_PORT CLOSED_PORT TLS_PORT" on its first stdout line, then serves until
+killed: MAIN serves the routes below; OTHER records every request it receives (a redirect target
+that must never be contacted); CLOSED_PORT had a listener that is now closed (connection
+refused); TLS_PORT serves MAIN's routes over TLS with test_cert.pem (self-signed, 127.0.0.1;
+test material only, its key is test_key.pem).
 
 Routes on MAIN:
   /echo                 JSON {method, path, headers: [[name, value]...], body: base64}
+  /headers              like /echo, but the body field is the body's length (as text)
   /status/<code>        that status, body "status <code>"
   /redirect             302 to OTHER's /contacted
   /other-hits           JSON {hits: n} requests OTHER received
@@ -25,7 +28,9 @@ Routes on MAIN:
 import base64
 import json
 import select
+import os
 import socket
+import ssl
 import sys
 import threading
 import time
@@ -101,6 +106,10 @@ class Main(BaseHTTPRequestHandler):
                 "headers": [[k, v] for k, v in self.headers.items()],
                 "body": base64.b64encode(body).decode(),
             }
+            self.reply(200, json.dumps(doc).encode(), [("Content-Type", "application/json")])
+        elif route == "/headers":
+            doc = {"method": self.command, "path": self.path, "headers": [[k, v] for k, v in self.headers.items()],
+                   "body": base64.b64encode(str(len(body)).encode()).decode()}
             self.reply(200, json.dumps(doc).encode(), [("Content-Type", "application/json")])
         elif route.startswith("/status/"):
             code = int(route[len("/status/"):])
@@ -200,8 +209,15 @@ def main():
     probe.bind(("127.0.0.1", 0))
     closed_port = probe.getsockname()[1]
     probe.close()
+    here = os.path.dirname(os.path.abspath(__file__))
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(os.path.join(here, "test_cert.pem"), os.path.join(here, "test_key.pem"))
+    tls_server = Server(("127.0.0.1", 0), Main)
+    tls_server.socket = context.wrap_socket(tls_server.socket, server_side=True, do_handshake_on_connect=False)
     threading.Thread(target=other_server.serve_forever, daemon=True).start()
-    print(f"{main_server.server_address[1]} {OTHER_PORT} {closed_port}", flush=True)
+    threading.Thread(target=tls_server.serve_forever, daemon=True).start()
+    ports = [main_server.server_address[1], OTHER_PORT, closed_port, tls_server.server_address[1]]
+    print(" ".join(str(port) for port in ports), flush=True)
     main_server.serve_forever()
 
 
