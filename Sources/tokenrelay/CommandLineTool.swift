@@ -50,6 +50,8 @@ enum CommandLineTool {
         switch command {
         case "serve":
             return await serve(arguments: arguments, environment: environment)
+        case "call":
+            return await CallCommand.run(arguments: arguments, environment: environment)
         case "check-config":
             return await CheckConfigCommand.run(
                 arguments: arguments, environment: environment,
@@ -71,6 +73,11 @@ enum CommandLineTool {
     private static func writeAll(_ fd: Int32, _ text: String) {
         var bytes = Array(text.utf8)
         if bytes.last != 0x0A { bytes.append(0x0A) }
+        writeRaw(fd, bytes)
+    }
+
+    /// Writes bytes as they are.
+    static func writeRaw(_ fd: Int32, _ bytes: [UInt8]) {
         bytes.withUnsafeBytes { buffer in
             guard let base = buffer.baseAddress else { return }
             var offset = 0

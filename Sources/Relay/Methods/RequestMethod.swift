@@ -8,7 +8,12 @@ struct RequestMethod: Sendable {
     let runtime: RelayRuntime
 
     func handle(_ params: JSONValue?) async throws -> JSONValue {
-        let params = try RequestParams.decode(params)
+        let (response, elapsed) = try await perform(try RequestParams.decode(params))
+        return ResponseEncoding.result(response, elapsed: elapsed)
+    }
+
+    /// Sends the request the params describe; any HTTP status is a response.
+    func perform(_ params: RequestParams) async throws -> (HTTPResponse, Duration) {
         let environment = try runtime.environment(params.environment)
         let profile = params.auth ? try runtime.profile(params.profile, in: environment) : nil
         var request = try Self.httpRequest(params, environment: environment)
@@ -28,7 +33,7 @@ struct RequestMethod: Sendable {
         let start = ContinuousClock.now
         let outgoing = request
         let response = try await Deadline.run(within: timeout) { try await client.send(outgoing) }
-        return ResponseEncoding.result(response, elapsed: ContinuousClock.now - start)
+        return (response, ContinuousClock.now - start)
     }
 
     /// The HTTP request the params describe (URL built, query appended, body typed).
@@ -70,7 +75,7 @@ struct RequestMethod: Sendable {
 }
 
 /// Bounds an operation in time: past the limit it is cancelled and `timeout` is thrown.
-enum Deadline {
+public enum Deadline {
     static func run<T: Sendable>(within limit: Duration, _ operation: @escaping @Sendable () async throws -> T) async throws
         -> T
     {
@@ -89,7 +94,7 @@ enum Deadline {
         }
     }
 
-    static func format(_ duration: Duration) -> String {
+    public static func format(_ duration: Duration) -> String {
         let milliseconds = duration.components.seconds * 1000 + duration.components.attoseconds / 1_000_000_000_000_000
         return milliseconds % 1000 == 0 ? "\(milliseconds / 1000) s" : "\(milliseconds) ms"
     }

@@ -1,0 +1,120 @@
+import Config
+import Foundation
+import HTTP
+import JSONRPC
+import Logging
+import Relay
+
+/// `tokenrelay call METHOD PATH`: one request for shell users. Prints the response body to
+/// stdout; `-v` prints the status line and headers to stderr.
+enum CallCommand {
+    /// Exit codes of `call` (README "Exit codes").
+    enum ExitCode {
+        static let success: Int32 = 0
+        static let usage: Int32 = 2
+        static let config: Int32 = 3
+        static let clientError: Int32 = 4
+        static let serverError: Int32 = 5
+        static let otherStatus: Int32 = 6
+        static let requestFailed: Int32 = 7
+        static let authFailed: Int32 = 8
+    }
+
+    static func run(arguments: [String], environment: [String: String]) async -> Int32 {
+        var parser = ArgumentParser(arguments)
+        var positional: [String] = []
+        var configPath: String?
+        var environmentName: String?
+        var params = JSONObject()
+        var headers = JSONObject()
+        var query: [String: [JSONValue]] = [:]
+        var queryOrder: [String] = []
+        var verbose = false
+        var logLevel = LogLevel.warn
+        do throws(ArgumentError) {
+            while let argument = parser.next() {
+                switch argument {
+                case "--config": configPath = try parser.value(for: argument)
+                case "--env": environmentName = try parser.value(for: argument)
+                case "--profile": params["profile"] = .string(try parser.value(for: argument))
+                case "-H", "--header":
+                    let header = try parser.value(for: argument)
+                    guard let colon = header.firstIndex(of: ":") else {
+                        throw ArgumentError("-H takes 'Name: value', got '\(header)'")
+                    }
+                    let name = String(header[..<colon]).trimmingCharacters(in: .whitespaces)
+                    headers[name] = .string(String(header[header.index(after: colon)...]).trimmingCharacters(in: .whitespaces))
+                case "--query":
+                    let pair = try parser.value(for: argument)
+                    let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+                    let name = String(parts[0])
+                    if query[name] == nil { queryOrder.append(name) }
+                    query[name, default: []].append(.string(parts.count > 1 ? String(parts[1]) : ""))
+                case "--json":
+                    let text = try parser.value(for: argument)
+                    guard let value = try? JSONParser.parse(text) else { throw ArgumentError("--json is not valid JSON") }
+                    params["json"] = value
+                case "--data": params["text"] = .string(try parser.value(for: argument))
+                case "--timeout":
+                    let text = try parser.value(for: argument)
+                    guard let seconds = Double(text.hasSuffix("s") ? String(text.dropLast()) : text), seconds > 0 else {
+                        throw ArgumentError("--timeout takes seconds, e.g. 5 or 2.5s")
+                    }
+                    params["timeoutMs"] = .int(Int(seconds * 1000))
+                case "--no-auth": params["auth"] = false
+                case "-v", "--verbose": verbose = true
+                case "--log-level":
+                    let value = try parser.value(for: argument)
+                    guard let level = LogLevel(name: value) else { throw ArgumentError("unknown log level '\(value)'") }
+                    logLevel = level
+                default:
+                    if argument.hasPrefix("-") && argument != "-" { throw ArgumentError("unknown option '\(argument)'") }
+                    positional.append(argument)
+                }
+            }
+            guard positional.count == 2 else { throw ArgumentError("call takes METHOD and PATH (or an absolute URL)") }
+            if params["json"] != nil && params["text"] != nil { throw ArgumentError("give --json or --data, not both") }
+        } catch {
+            return CommandLineTool.usageError(error.message)
+        }
+        log.configure(level: logLevel, format: .text)
+        params["method"] = .string(positional[0].uppercased())
+        let target = positional[1]
+        let lower = target.lowercased()
+        params[lower.hasPrefix("http://") || lower.hasPrefix("https://") ? "url" : "path"] = .string(target)
+        if !headers.isEmpty { params["headers"] = .object(headers) }
+        if !queryOrder.isEmpty {
+            params["query"] = .object(
+                JSONObject(queryOrder.map { name in
+                    let values = query[name] ?? []
+                    return (key: name, value: values.count == 1 ? values[0] : .array(values))
+                }))
+        }
+        guard let settings = await CommandLineTool.loadSettings(path: configPath, environment: environment) else {
+            return ExitCode.config
+        }
+        switch await OneShot.call(settings: settings, environment: environmentName, params: .object(params)) {
+        case .failure(let error):
+            CommandLineTool.writeStandardError("tokenrelay: \(error.kind): \(error.message)")
+            switch error.kind {
+            case "config", "unknown_environment", "unknown_profile": return ExitCode.config
+            case "invalid_params": return ExitCode.usage
+            case "auth", "interaction_required": return ExitCode.authFailed
+            default: return ExitCode.requestFailed
+            }
+        case .success(let (response, elapsed)):
+            if verbose {
+                var lines = ["HTTP \(response.status) (\(Deadline.format(elapsed)))"]
+                for field in response.headers { lines.append("\(field.name): \(field.value)") }
+                CommandLineTool.writeStandardError(lines.joined(separator: "\n"))
+            }
+            CommandLineTool.writeRaw(STDOUT_FILENO, response.body)
+            switch response.status {
+            case 200..<300: return ExitCode.success
+            case 400..<500: return ExitCode.clientError
+            case 500..<600: return ExitCode.serverError
+            default: return ExitCode.otherStatus
+            }
+        }
+    }
+}
