@@ -175,3 +175,21 @@ import Testing
         #expect(bad.stderrText.contains("unknown option"))
     }
 }
+
+/// `initialize {processId}`: tokenrelay stops when that process dies.
+@Suite struct ParentWatchdogTests {
+    @Test func theProcessExitsCleanlyWhenTheParentNamedInInitializeDies() async throws {
+        let parent = Process()
+        parent.executableURL = URL(fileURLWithPath: "/bin/sleep")
+        parent.arguments = ["600"]
+        try parent.run()
+        let relay = try RelayProcess()
+        try relay.send(#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"processId":\#(parent.processIdentifier)}}"#)
+        let lines = try await relay.lines(atLeast: 1)
+        #expect(lines[0]["result"]?["serverInfo"]?["name"] == "tokenrelay")
+        kill(parent.processIdentifier, SIGKILL)
+        parent.waitUntilExit()
+        // stdin stays open: only the watchdog can stop the server.
+        #expect(try await relay.exitCode(timeout: .seconds(30)) == 0)
+    }
+}
