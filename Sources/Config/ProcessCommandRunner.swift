@@ -1,11 +1,12 @@
+import Foundation
+import Logging
+import Synchronization
+
 #if canImport(Glibc)
     import Glibc
 #elseif canImport(Darwin)
     import Darwin
 #endif
-import Foundation
-import Logging
-import Synchronization
 
 /// Why a secret command failed. Never carries the command's standard output.
 public enum SecretCommandError: Error, Sendable, CustomStringConvertible {
@@ -29,10 +30,12 @@ public enum SecretCommandError: Error, Sendable, CustomStringConvertible {
         case .emptyCommand: return "the secret command is empty"
         case .notFound(let command): return "secret command \(command) was not found on PATH or is not executable"
         case .spawnFailed(let command, let reason): return "secret command \(command) could not start: \(reason)"
-        case .timedOut(let command, let limit): return "secret command \(command) did not finish within \(limit) and was killed"
+        case .timedOut(let command, let limit):
+            return "secret command \(command) did not finish within \(limit) and was killed"
         case .failed(let command, let status, let stderr):
             return "secret command \(command) \(status)" + (stderr.isEmpty ? "" : "; its stderr said: \(stderr)")
-        case .outputTooLarge(let command, let limit): return "secret command \(command) printed more than \(limit) bytes"
+        case .outputTooLarge(let command, let limit):
+            return "secret command \(command) printed more than \(limit) bytes"
         case .cancelled(let command): return "secret command \(command) was cancelled and killed"
         }
     }
@@ -42,7 +45,8 @@ public enum SecretCommandError: Error, Sendable, CustomStringConvertible {
 public protocol SecretCommandRunner: Sendable {
     /// Runs `argv` (argv[0] looked up on `environment["PATH"]`) with `environment`, stdin from
     /// /dev/null, and returns its stdout once it exits 0 within `timeout`.
-    func run(argv: [String], environment: [String: String], timeout: Duration) async throws(SecretCommandError) -> [UInt8]
+    func run(argv: [String], environment: [String: String], timeout: Duration) async throws(SecretCommandError)
+        -> [UInt8]
 }
 
 /// Runs commands with `posix_spawn`: no shell, an empty signal mask and default signal
@@ -57,9 +61,13 @@ public struct ProcessCommandRunner: SecretCommandRunner {
 
     public init() {}
 
-    public func run(argv: [String], environment: [String: String], timeout: Duration) async throws(SecretCommandError) -> [UInt8] {
+    public func run(argv: [String], environment: [String: String], timeout: Duration) async throws(SecretCommandError)
+        -> [UInt8]
+    {
         guard let command = argv.first, !command.isEmpty else { throw .emptyCommand }
-        guard let executable = Self.locate(command, path: environment["PATH"]) else { throw .notFound(command: command) }
+        guard let executable = Self.locate(command, path: environment["PATH"]) else {
+            throw .notFound(command: command)
+        }
         let child = ChildProcess(executable: executable, argv: argv, environment: environment, timeout: timeout)
         let result: Result<[UInt8], SecretCommandError> = await withTaskCancellationHandler {
             await withCheckedContinuation { continuation in
@@ -79,7 +87,9 @@ public struct ProcessCommandRunner: SecretCommandRunner {
         for folder in folders {
             let candidate = (folder.isEmpty ? "." : String(folder)) + "/" + command
             var info = stat()
-            if stat(candidate, &info) == 0, (UInt32(info.st_mode) & UInt32(S_IFMT)) == UInt32(S_IFREG), access(candidate, X_OK) == 0 {
+            if stat(candidate, &info) == 0, (UInt32(info.st_mode) & UInt32(S_IFMT)) == UInt32(S_IFREG),
+                access(candidate, X_OK) == 0
+            {
                 return candidate
             }
         }
@@ -148,7 +158,9 @@ private final class ChildProcess: Sendable {
         while !open.isEmpty {
             let remaining = ContinuousClock.now.duration(to: deadline)
             if remaining <= .zero { timedOut = true; break }
-            let milliseconds = Int32(clamping: remaining.components.seconds * 1000 + remaining.components.attoseconds / 1_000_000_000_000_000 + 1)
+            let milliseconds = Int32(
+                clamping: remaining.components.seconds * 1000 + remaining.components.attoseconds / 1_000_000_000_000_000
+                    + 1)
             var fds = open.map { pollfd(fd: $0, events: Int16(POLLIN), revents: 0) }
             let ready = poll(&fds, nfds_t(fds.count), milliseconds)
             if ready < 0 { if errno == EINTR { continue } else { break } }

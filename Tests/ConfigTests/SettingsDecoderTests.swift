@@ -77,7 +77,9 @@ import Testing
         #expect(!result.hasErrors, "\(result.diagnostics)")
         let settings = try #require(result.settings)
         #expect(settings.defaultEnvironment == "staging")
-        #expect(settings.server == ServerSettings(maxConcurrentRequests: 128, maxQueuedRequests: 500, maxMessageBytes: 8 * 1024 * 1024))
+        #expect(
+            settings.server
+                == ServerSettings(maxConcurrentRequests: 128, maxQueuedRequests: 500, maxMessageBytes: 8 * 1024 * 1024))
         #expect(settings.environments.map(\.name) == ["staging", "local"])
         let staging = try #require(settings.environment(named: "staging"))
         #expect(staging.baseURL == "https://api.staging.example.com/v1")
@@ -106,25 +108,37 @@ import Testing
         #expect(client.resource == ["https://api.example.com"])
         #expect(client.expirySkew == .seconds(60))
 
-        guard case .refreshToken(let seeded, let seed) = staging.profile(named: "seeded")?.kind else { Issue.record("seeded"); return }
+        guard case .refreshToken(let seeded, let seed) = staging.profile(named: "seeded")?.kind else {
+            Issue.record("seeded"); return
+        }
         #expect(seed.origin == .file(path: "/cfg/seed.txt"))
         #expect(seeded.scopes == ["openid", "offline_access"])
         #expect(seeded.resource.count == 2)
         #expect(seeded.clientAuth == ClientAuthMethod.none)
         #expect(seeded.expirySkew == .seconds(30))
 
-        guard case .authorizationCode(_, let authorizationURL, let port) = staging.profile(named: "me")?.kind else { Issue.record("me"); return }
+        guard case .authorizationCode(_, let authorizationURL, let port) = staging.profile(named: "me")?.kind else {
+            Issue.record("me"); return
+        }
         #expect(authorizationURL == "https://auth.example.com/authorize")
         #expect(port == 8765)
-        guard case .deviceCode(_, let deviceURL) = staging.profile(named: "tv")?.kind else { Issue.record("tv"); return }
+        guard case .deviceCode(_, let deviceURL) = staging.profile(named: "tv")?.kind else {
+            Issue.record("tv"); return
+        }
         #expect(deviceURL == "https://auth.example.com/device")
-        guard case .apiKey(let placement, let value) = staging.profile(named: "key")?.kind else { Issue.record("key"); return }
+        guard case .apiKey(let placement, let value) = staging.profile(named: "key")?.kind else {
+            Issue.record("key"); return
+        }
         #expect(placement == .query("api_key"))
         #expect(value.origin == .command(argv: ["pass", "show", "key"], timeout: .seconds(2)))
-        guard case .basic(let username, let password) = staging.profile(named: "login")?.kind else { Issue.record("login"); return }
+        guard case .basic(let username, let password) = staging.profile(named: "login")?.kind else {
+            Issue.record("login"); return
+        }
         #expect(username == "alice")
         #expect(password.origin == .environment(name: "PASSWORD"))
-        guard case .bearer(let token, let cache) = staging.profile(named: "static")?.kind else { Issue.record("static"); return }
+        guard case .bearer(let token, let cache) = staging.profile(named: "static")?.kind else {
+            Issue.record("static"); return
+        }
         #expect(token.origin == .command(argv: ["token-helper"], timeout: .seconds(10)))
         #expect(cache == .seconds(300))
 
@@ -134,7 +148,10 @@ import Testing
         #expect(local.maxResponseBytes == 32 * 1024 * 1024)
         #expect(local.events == EventsSettings())
         // Interactive types are parsed now but announced as not implemented.
-        #expect(result.warnings.contains { $0.message.contains("authorization_code") && $0.message.contains("not implement") })
+        #expect(
+            result.warnings.contains {
+                $0.message.contains("authorization_code") && $0.message.contains("not implement")
+            })
         // A refresh_token profile on a memory store is warned about.
         #expect(result.warnings.contains { $0.message.contains("'seeded'") && $0.message.contains("memory") })
     }
@@ -157,8 +174,11 @@ import Testing
 
     @Test func clientAuthDefaultsFollowTheSecret() async throws {
         let withSecret = await decodeConfig(
-            profileConfig("type: client_credentials\ntoken_url: https://a.example.com/t\nclient_id: x\nclient_secret: { env: S }"))
-        guard case .clientCredentials(let client)? = withSecret.settings?.environments.first?.profiles.first?.kind else {
+            profileConfig(
+                "type: client_credentials\ntoken_url: https://a.example.com/t\nclient_id: x\nclient_secret: { env: S }")
+        )
+        guard case .clientCredentials(let client)? = withSecret.settings?.environments.first?.profiles.first?.kind
+        else {
             Issue.record("\(withSecret.diagnostics)")
             return
         }
@@ -171,7 +191,9 @@ import Testing
         #expect(result.diagnostics.isEmpty)
         #expect(settings.environments.isEmpty)
         #expect(settings.store == StoreSettings())
-        #expect(settings.server == ServerSettings(maxConcurrentRequests: 256, maxQueuedRequests: 10_000, maxMessageBytes: 64 << 20))
+        #expect(
+            settings.server
+                == ServerSettings(maxConcurrentRequests: 256, maxQueuedRequests: 10_000, maxMessageBytes: 64 << 20))
     }
 
     @Test func anchorsAndMergeKeysShareProfileSettings() async throws {
