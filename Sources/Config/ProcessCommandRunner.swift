@@ -230,6 +230,10 @@ private final class ChildProcess: Sendable {
         posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
         posix_spawn_file_actions_adddup2(&actions, stdoutWrite, 1)
         posix_spawn_file_actions_adddup2(&actions, stderrWrite, 2)
+        if let closeFrom = Self.addCloseFrom() {
+            // Descriptors the parent opened without O_CLOEXEC (sockets, pipes) do not leak.
+            _ = closeFrom(&actions, 3)
+        }
         var emptyMask = sigset_t()
         sigemptyset(&emptyMask)
         var allSignals = sigset_t()
@@ -249,6 +253,16 @@ private final class ChildProcess: Sendable {
         guard code == 0 else { return .failure(.spawnFailed(command: name, reason: String(cString: strerror(code)))) }
         return .success(pid)
     }
+
+    /// glibc's `posix_spawn_file_actions_addclosefrom_np` (2.34+), looked up at run time because
+    /// the Glibc module does not export GNU extensions. `nil` where it does not exist.
+    private static func addCloseFrom() -> AddCloseFrom? {
+        // RTLD_DEFAULT is the null handle on glibc.
+        guard let symbol = dlsym(nil, "posix_spawn_file_actions_addclosefrom_np") else { return nil }
+        return unsafeBitCast(symbol, to: AddCloseFrom.self)
+    }
+
+    private typealias AddCloseFrom = @convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>?, Int32) -> Int32
 
     /// Redacted, bounded, single-line stderr for an error message.
     private static func summarise(_ bytes: [UInt8]) -> String {

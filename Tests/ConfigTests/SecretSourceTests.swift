@@ -112,6 +112,20 @@ func resolutionError(_ source: SecretSource) async -> String? {
         #expect(String(decoding: output, as: UTF8.self) == "0\n")
     }
 
+    @Test func commandInheritsNoDescriptorBeyondStandardStreams() async throws {
+        let leaky = open("/dev/null", O_RDONLY)  // deliberately without O_CLOEXEC
+        #expect(leaky > 2)
+        defer { close(leaky) }
+        let script = "import os; print(' '.join(sorted(os.listdir('/proc/self/fd'), key=int)))"
+        let output = try await ProcessCommandRunner().run(
+            argv: ["python3", "-c", script], environment: commandEnvironment, timeout: .seconds(20))
+        let descriptors = String(decoding: output, as: UTF8.self).split(separator: " ").compactMap {
+            Int32($0.trimmingCharacters(in: .whitespacesAndNewlines))
+        }
+        #expect(!descriptors.contains(leaky), "child saw \(descriptors), leaky fd \(leaky)")
+        #expect(descriptors.filter { $0 > 3 }.isEmpty, "child saw \(descriptors)")
+    }
+
     @Test func failingCommandNamesItsProgramAndStatusButNotItsOutput() async throws {
         let script = "import sys; print('stdout-leak-7'); sys.stderr.write('vault: denied\\\\n'); sys.exit(3)"
         let yaml = bearerConfig("{ command: [python3, -c, \"\(script)\"] }")
