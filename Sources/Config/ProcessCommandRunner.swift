@@ -155,15 +155,34 @@ private final class ChildProcess: Sendable {
         var timedOut = false
         var tooLarge = false
         var buffer = [UInt8](repeating: 0, count: 16384)
+        var exited: Int32?
         while !open.isEmpty {
             let remaining = ContinuousClock.now.duration(to: deadline)
-            if remaining <= .zero { timedOut = true; break }
-            let milliseconds = Int32(
-                clamping: remaining.components.seconds * 1000 + remaining.components.attoseconds / 1_000_000_000_000_000
-                    + 1)
+            if remaining <= .zero {
+                timedOut = true
+                break
+            }
+            // Wake at least every 100 ms: a child that exited while a grandchild still holds its
+            // pipes open (an agent it started) must not look like a hang.
+            let slice = exited == nil ? min(remaining, .milliseconds(100)) : .zero
+            let milliseconds =
+                exited == nil
+                ? Int32(
+                    clamping: slice.components.seconds * 1000 + slice.components.attoseconds / 1_000_000_000_000_000 + 1
+                )
+                : 0
             var fds = open.map { pollfd(fd: $0, events: Int16(POLLIN), revents: 0) }
             let ready = poll(&fds, nfds_t(fds.count), milliseconds)
-            if ready < 0 { if errno == EINTR { continue } else { break } }
+            if ready < 0 {
+                if errno == EINTR { continue } else { break }
+            }
+            if ready == 0 {
+                // Quiet pipes: if the child has exited, one last zero-timeout pass picks up
+                // anything it wrote just before exiting.
+                if exited != nil { break }
+                exited = tryReap(pid)
+                continue
+            }
             for entry in fds where entry.revents != 0 {
                 let count = buffer.withUnsafeMutableBytes { read(entry.fd, $0.baseAddress, $0.count) }
                 if count <= 0 {
@@ -178,8 +197,8 @@ private final class ChildProcess: Sendable {
             }
             if tooLarge { break }
         }
-        if timedOut || tooLarge { kill(pid, SIGKILL) }
-        let status = reap(pid, deadline: deadline)
+        if exited == nil, timedOut || tooLarge { kill(pid, SIGKILL) }
+        let status = exited ?? reap(pid, deadline: deadline)
         if state.withLock({ $0.cancelled }) { return .failure(.cancelled(command: name)) }
         if timedOut || status == nil {
             return .failure(.timedOut(command: name, limit: timeout))
@@ -196,24 +215,30 @@ private final class ChildProcess: Sendable {
     /// Waits for the child; kills it if it is still running past the deadline. Returns the raw
     /// wait status, or `nil` when it had to be killed for the deadline.
     private func reap(_ pid: pid_t, deadline: ContinuousClock.Instant) -> Int32? {
-        var status: Int32 = 0
         var killed = false
         while true {
-            let result = waitpid(pid, &status, killed ? 0 : WNOHANG)
-            if result == pid { break }
-            if result < 0 && errno != EINTR { break }
-            if result == 0 {
-                if ContinuousClock.now >= deadline {
-                    kill(pid, SIGKILL)
-                    killed = true
-                } else {
-                    // The child closed its pipes but has not exited yet: wait a little.
-                    _ = poll(nil, 0, 5)
-                }
+            if let status = tryReap(pid) { return killed ? nil : status }
+            if !killed && ContinuousClock.now >= deadline {
+                kill(pid, SIGKILL)
+                killed = true
             }
+            // The child closed its pipes but has not exited yet (or is being killed): wait a little.
+            _ = poll(nil, 0, 5)
         }
-        state.withLock { $0.pid = 0 }
-        return killed ? nil : status
+    }
+
+    /// Reaps the child if it has exited, returning its raw wait status. Done under the lock that
+    /// guards the pid, so `cancel()` can never signal a pid the system has already reused.
+    private func tryReap(_ pid: pid_t) -> Int32? {
+        state.withLock { state -> Int32? in
+            guard state.pid == pid else { return nil }
+            var status: Int32 = 0
+            var result: pid_t
+            repeat { result = waitpid(pid, &status, WNOHANG) } while result < 0 && errno == EINTR
+            guard result == pid || result < 0 else { return nil }
+            state.pid = 0
+            return result == pid ? status : Int32(255 << 8)
+        }
     }
 
     /// Spawns the child with stdin `/dev/null`, stdout/stderr on the pipes, an empty signal

@@ -159,6 +159,16 @@ func resolutionError(_ source: SecretSource) async -> String? {
         #expect(error?.contains("killed") == true)
     }
 
+    @Test func commandWhoseHelperKeepsItsPipeOpenStillResolves() async throws {
+        // Like `pass` starting gpg-agent: the command exits 0 while a process it started still
+        // holds stdout open. The secret is returned without waiting for the helper.
+        let script =
+            "import subprocess, sys; subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(15)']); print('grand-secret')"
+        let output = try await ProcessCommandRunner().run(
+            argv: ["python3", "-c", script], environment: commandEnvironment, timeout: .seconds(10))
+        #expect(String(decoding: output, as: UTF8.self) == "grand-secret\n")
+    }
+
     @Test func cancellingTheCallerKillsTheCommand() async {
         let task = Task {
             try await ProcessCommandRunner().run(
