@@ -1,3 +1,4 @@
+import Foundation
 import Testing
 
 @testable import Config
@@ -214,6 +215,24 @@ import Testing
         #expect(settings.environment(named: "b")?.baseURL == "https://b.example.com")
         #expect(settings.environment(named: "b")?.timeout == .seconds(5))
         #expect(settings.environment(named: "b")?.profile(named: "key")?.typeName == "api_key")
+    }
+
+    @Test func topLevelExtensionKeysHoldAnchorsAndAreIgnored() async throws {
+        let yaml = """
+            version: 1
+            x-timeouts: &timeouts { timeout: 7s, connect_timeout: 2s }
+            environments:
+              e:
+                <<: *timeouts
+                base_url: https://e.example.com
+                x-note: not allowed here
+            """
+        let result = await decodeConfig(yaml)
+        #expect(result.errors.map(\.line) == [7])
+        let checked = await decodeConfig(yaml.replacingOccurrences(of: "    x-note: not allowed here", with: ""))
+        let environment = try #require(checked.settings?.environments.first, "\(checked.diagnostics)")
+        #expect(environment.timeout == .seconds(7))
+        #expect(environment.connectTimeout == .seconds(2))
     }
 
     @Test func multipleErrorsAreReportedTogetherInFileOrder() async {
