@@ -44,6 +44,7 @@ struct GrantRequest: Sendable {
         var form = FormBody()
         form.add("grant_type", "refresh_token")
         form.add("refresh_token", refreshToken)
+        Redactor.shared.register(FormBody.encode(refreshToken))
         addCommon(&form, configuration)
         return GrantRequest(form: form)
     }

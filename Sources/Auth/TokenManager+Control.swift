@@ -52,6 +52,7 @@ extension TokenManager {
     public func logout(environment: String? = nil, profile: String? = nil) async throws(AuthError) -> Int {
         var count = 0
         for session in sessions.values where matches(session.key, environment: environment, profile: profile) {
+            session.generation += 1
             session.token = nil
             session.refreshToken = nil
             session.invalidated = false

@@ -25,6 +25,8 @@ public actor TokenManager {
         var sent = false
         /// Whether the session held a token when the flight started talking to the server.
         var isRenewal = false
+        /// The session's generation when the flight started.
+        var generation: UInt64 = 0
         var task: Task<Void, Never>?
 
         init(id: UInt64, deadline: Date) {
@@ -52,6 +54,8 @@ public actor TokenManager {
         var blockedUntil: Date?
         var lastError: AuthError?
         var counters = SessionStatus.Counters()
+        /// Bumped by `logout`; a flight started before it commits nothing.
+        var generation: UInt64 = 0
 
         init(key: SessionKey, configuration: OAuthClientConfiguration) {
             self.key = key
