@@ -22,6 +22,7 @@ public struct AuthFailure: Sendable, Equatable {
     /// The OAuth error description, when the server sent one.
     public let oauthErrorDescription: String?
 
+    /// The failure of `key`, described by `error`.
     init(key: SessionKey, error: AuthError) {
         environment = key.environment
         profile = key.profile

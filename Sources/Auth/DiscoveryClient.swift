@@ -16,6 +16,7 @@ public actor DiscoveryClient {
     /// Fetches in progress by issuer; callers share them.
     private var inFlight: [String: Task<AuthorizationServerMetadata, any Error>] = [:]
 
+    /// Creates a client caching metadata for `timeToLive`.
     public init(transport: any HTTPTransport, clock: any AuthClock = SystemAuthClock(), timeToLive: Duration = .seconds(3600)) {
         self.transport = transport
         self.clock = clock

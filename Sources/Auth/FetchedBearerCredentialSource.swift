@@ -32,6 +32,7 @@ public final class FetchedBearerCredentialSource: CredentialSource {
         self.clock = clock
     }
 
+    /// Sets `Authorization: Bearer` from the cache or a (single-flight) fetch; the stamp names the fetched value.
     public func apply(to request: inout HTTPRequest) async throws -> CredentialStamp {
         let (value, version) = try await current()
         request.headers.set(name: "Authorization", value: "Bearer \(value)")

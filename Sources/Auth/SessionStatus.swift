@@ -47,6 +47,7 @@ public struct SessionStatus: Sendable, Equatable {
     /// The counters.
     public let counters: Counters
 
+    /// Field-wise equality (the error tuple compared by kind and message).
     public static func == (lhs: SessionStatus, rhs: SessionStatus) -> Bool {
         lhs.environment == rhs.environment && lhs.profile == rhs.profile && lhs.type == rhs.type
             && lhs.state == rhs.state && lhs.expiresAt == rhs.expiresAt && lhs.refreshable == rhs.refreshable

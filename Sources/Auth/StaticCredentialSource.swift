@@ -29,6 +29,7 @@ public final class StaticCredentialSource: CredentialSource {
     /// Guarded by the mutex: the resolved secret, once known.
     private let resolved = Mutex<String?>(nil)
 
+    /// Creates a source for `credential`.
     public init(_ credential: Credential) {
         self.credential = credential
     }

@@ -11,6 +11,7 @@ public struct RetryPolicy: Sendable {
     /// The largest delay between attempts (a server's `Retry-After` may ask for more, within the deadline).
     public var maximumDelay: Duration
 
+    /// Creates a policy (defaults: 5 attempts, 250 ms doubling up to 4 s).
     public init(maximumAttempts: Int = 5, initialDelay: Duration = .milliseconds(250), maximumDelay: Duration = .seconds(4)) {
         self.maximumAttempts = maximumAttempts
         self.initialDelay = initialDelay
@@ -68,6 +69,7 @@ public struct TokenEndpointClient: Sendable {
     /// The retry policy.
     public let retryPolicy: RetryPolicy
 
+    /// Creates a client over `transport`.
     public init(
         transport: any HTTPTransport, clock: any AuthClock = SystemAuthClock(),
         random: @escaping @Sendable () -> Double = { Double.random(in: 0..<1) }, retryPolicy: RetryPolicy = RetryPolicy()

@@ -68,12 +68,18 @@ public actor TokenManager {
     /// The excessive-renewal window.
     public static let renewalWindow: TimeInterval = 30
 
+    /// Where tokens are committed (before callers see them).
     let store: any TokenStore
+    /// Sends grant requests with retries.
     let endpointClient: TokenEndpointClient
+    /// Verified, cached issuer metadata.
     let discovery: DiscoveryClient
+    /// The time source.
     let clock: any AuthClock
+    /// Every registered session.
     var sessions: [SessionKey: Session] = [:]
     private var lastID: UInt64 = 0
+    /// Set by `close()`; no new acquisitions after it.
     var closed = false
     /// Abandoned flights still running (they can no longer send); awaited by tests and `close()`.
     var detached: [UInt64: Task<Void, Never>] = [:]
@@ -148,6 +154,7 @@ public actor TokenManager {
         return token
     }
 
+    /// A fresh number for waiters, flights and token versions (unique within the manager).
     func nextID() -> UInt64 {
         lastID += 1
         return lastID
@@ -187,6 +194,7 @@ public actor TokenManager {
         waiter.continuation.resume(throwing: error)
     }
 
+    /// Publishes an event to `events`.
     func emit(_ event: AuthEvent) {
         eventContinuation.yield(event)
     }
