@@ -93,6 +93,28 @@ extension TokenManager {
         }
     }
 
+    /// Forgets every session not in `keys` (after a configuration reload). Their callers waiting
+    /// on an acquisition not yet sent get ``AuthError/cancelled``; one already sent still commits to
+    /// the store. Returns how many sessions were removed.
+    @discardableResult
+    public func removeSessions(except keys: Set<SessionKey>) -> Int {
+        let removed = sessions.keys.filter { !keys.contains($0) }
+        for key in removed {
+            guard let session = sessions.removeValue(forKey: key), let flight = session.flight else { continue }
+            if !flight.sent {
+                flight.task?.cancel()
+                detached[flight.id] = flight.task
+            }
+            let waiters = flight.waiters
+            flight.waiters = [:]
+            for waiter in waiters.values {
+                waiter.timer?.cancel()
+                waiter.continuation.resume(throwing: AuthError.cancelled)
+            }
+        }
+        return removed.count
+    }
+
     /// The keys of every registered session.
     public var sessionKeys: [SessionKey] { Array(sessions.keys) }
 
