@@ -1,9 +1,10 @@
+import Synchronization
+
 #if canImport(Glibc)
     import Glibc
 #elseif canImport(Darwin)
     import Darwin
 #endif
-import Synchronization
 
 /// Writes log lines to stderr (never stdout), at or above a level, as text or JSON lines,
 /// with every registered secret masked by the ``Redactor``.
@@ -57,7 +58,9 @@ public final class Logger: Sendable {
     }
 
     /// Writes one line if `level` is enabled. Message and field values are redacted.
-    public func log(_ level: LogLevel, _ message: @autoclosure () -> String, _ fields: @autoclosure () -> [(String, String)] = []) {
+    public func log(
+        _ level: LogLevel, _ message: @autoclosure () -> String, _ fields: @autoclosure () -> [(String, String)] = []
+    ) {
         let current = settings.withLock { $0 }
         guard level <= current.level else { return }
         let text = redactor.redact(message())

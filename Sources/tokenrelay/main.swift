@@ -1,1 +1,12 @@
-print("tokenrelay")
+import Foundation
+import JSONRPC
+import Logging
+import Relay
+
+// tokenrelay's entry point: arguments, stdout protection, signals, exit code. Everything else
+// lives in the libraries.
+
+ProcessSetup.resetSignals()
+let arguments = Array(CommandLine.arguments.dropFirst())
+let exitCode = await CommandLineTool.run(arguments: arguments, environment: ProcessInfo.processInfo.environment)
+exit(exitCode)

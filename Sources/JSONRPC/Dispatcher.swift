@@ -1,0 +1,384 @@
+import Logging
+import Synchronization
+
+/// Bounds on concurrent work (SPEC §7 "Concurrency limits").
+public struct DispatcherLimits: Sendable {
+    /// Requests executing at once. Default 256.
+    public var maximumConcurrent: Int
+    /// Requests waiting for a slot. Default 10,000; past it a request is answered at once with
+    /// kind `limit`.
+    public var maximumQueued: Int
+
+    public init(maximumConcurrent: Int = 256, maximumQueued: Int = 10_000) {
+        self.maximumConcurrent = max(1, maximumConcurrent)
+        self.maximumQueued = max(0, maximumQueued)
+    }
+}
+
+/// Routes decoded messages to method handlers, each request in its own task, and writes every
+/// answer. Keeps the in-flight table for cancellation (`$/cancelRequest {id}` and
+/// `notifications/cancelled {requestId}`: the cancelled request is always answered, with
+/// -32800), bounds concurrency with a bounded queue, and answers batches as arrays.
+///
+/// ``receive(_:)`` is called by the single reader thread and never blocks on output.
+public final class Dispatcher: Sendable {
+    /// A request waiting for an execution slot.
+    private struct Pending: Sendable {
+        let request: RPCRequest
+        let handler: MethodHandler
+        let batch: BatchCollector?
+    }
+
+    /// A request that is queued or executing.
+    private struct Entry {
+        var task: Task<Void, Never>?
+        var cancelRequested = false
+    }
+
+    private struct State {
+        var running = 0
+        /// Ids in arrival order; an id whose entry left `queued` (cancelled) is skipped.
+        var queue: [RequestID] = []
+        var queueHead = 0
+        var queued: [RequestID: Pending] = [:]
+        var inFlight: [RequestID: Entry] = [:]
+        var shuttingDown = false
+        var idleWaiters: [CheckedContinuation<Void, Never>] = []
+
+        var queuedCount: Int { queued.count }
+        var isIdle: Bool { running == 0 && queuedCount == 0 }
+    }
+
+    private let methods: [String: MethodHandler]
+    private let notificationHandlers: [String: MethodHandler]
+    private let sink: MessageSink
+    private let limits: DispatcherLimits
+    private let errorMapper: @Sendable (any Error) -> RPCError
+    private let shutdownMethod: String?
+    /// Guarded by the mutex: slots, queue, in-flight table, lifecycle.
+    private let state = Mutex(State())
+
+    /// - Parameters:
+    ///   - methods: request handlers by method name.
+    ///   - notifications: notification handlers by method name (unknown notifications are ignored).
+    ///   - shutdownMethod: the request after which every new request is refused with kind
+    ///     `shutting_down` (decided when it is read, so the order of requests is respected).
+    ///   - errorMapper: the one place that turns any thrown error into a wire error.
+    public init(
+        methods: [String: MethodHandler], notifications: [String: MethodHandler] = [:], sink: MessageSink,
+        limits: DispatcherLimits = DispatcherLimits(), shutdownMethod: String? = "shutdown",
+        errorMapper: @escaping @Sendable (any Error) -> RPCError
+    ) {
+        self.shutdownMethod = shutdownMethod
+        self.methods = methods
+        self.notificationHandlers = notifications
+        self.sink = sink
+        self.limits = limits
+        self.errorMapper = errorMapper
+    }
+
+    /// The method names this dispatcher answers, including the built-in cancellation ones.
+    public var methodNames: Set<String> {
+        Set(methods.keys).union(notificationHandlers.keys).union(Self.cancelMethods)
+    }
+
+    static let cancelMethods: Set<String> = ["$/cancelRequest", "notifications/cancelled"]
+
+    // MARK: - Input
+
+    /// Handles one framed message body (called from the reader thread).
+    public func receive(_ body: [UInt8]) {
+        let value: JSONValue
+        do {
+            value = try JSONParser.parse(body)
+        } catch {
+            reply(nil, error: .parseError("parse error: \(error)"), batch: nil)
+            return
+        }
+        if case .array(let elements) = value {
+            receiveBatch(elements)
+        } else {
+            receiveSingle(MessageCodec.decode(value), batch: nil)
+        }
+    }
+
+    /// Answers a bad frame with `id: null` (called from the reader thread).
+    public func receive(framingError: FramingError) {
+        log.debug("bad frame: \(framingError)")
+        let error: RPCError =
+            switch framingError {
+            case .invalidContentLength, .missingContentLength: .parseError("bad frame: \(framingError)")
+            case .messageTooLarge, .headerTooLarge: .invalidRequest("bad frame: \(framingError)")
+            }
+        reply(nil, error: error, batch: nil)
+    }
+
+    private func receiveBatch(_ elements: [JSONValue]) {
+        guard !elements.isEmpty else {
+            reply(nil, error: .invalidRequest("empty batch"), batch: nil)
+            return
+        }
+        let messages = elements.map(MessageCodec.decode)
+        let expected = messages.reduce(0) { count, message in
+            switch message {
+            case .request(let request): count + (request.isNotification ? 0 : 1)
+            case .invalid: count + 1
+            case .response: count
+            }
+        }
+        let batch = expected > 0 ? BatchCollector(expected: expected, sink: sink) : nil
+        for message in messages {
+            receiveSingle(message, batch: batch)
+        }
+    }
+
+    private func receiveSingle(_ message: IncomingMessage, batch: BatchCollector?) {
+        switch message {
+        case .response:
+            log.debug("ignoring a response: tokenrelay sends no requests")
+        case .invalid(let id, let error):
+            reply(id, error: error, batch: batch)
+        case .request(let request):
+            if request.isNotification {
+                receiveNotification(request)
+            } else {
+                receiveRequest(request, batch: batch)
+            }
+        }
+    }
+
+    private func receiveNotification(_ request: RPCRequest) {
+        switch request.method {
+        case "$/cancelRequest":
+            if let raw = request.params?["id"], let id = RequestID(raw) { cancel(id) }
+        case "notifications/cancelled":
+            if let raw = request.params?["requestId"], let id = RequestID(raw) { cancel(id) }
+        default:
+            guard let handler = notificationHandlers[request.method] else {
+                log.debug("ignoring unknown notification \(request.method)")
+                return
+            }
+            let context = RequestContext(id: nil, inBatch: false, sink: sink)
+            Task.detached {
+                do {
+                    _ = try await handler(request.params, context)
+                } catch {
+                    log.debug("notification \(request.method) failed: \(error)")
+                }
+            }
+        }
+    }
+
+    private func receiveRequest(_ request: RPCRequest, batch: BatchCollector?) {
+        guard let id = request.id else { return }
+        guard let handler = methods[request.method] else {
+            reply(id, error: .methodNotFound(request.method), batch: batch)
+            return
+        }
+        enum Decision {
+            case start
+            case queued
+            case reject(RPCError)
+        }
+        let decision: Decision = state.withLock { state in
+            if state.shuttingDown { return .reject(.shuttingDown) }
+            if state.inFlight[id] != nil {
+                return .reject(.invalidRequest("a request with id \(id) is already in flight"))
+            }
+            if request.method == shutdownMethod { state.shuttingDown = true }
+            if state.running < limits.maximumConcurrent {
+                state.running += 1
+                state.inFlight[id] = Entry()
+                return .start
+            }
+            if state.queuedCount < limits.maximumQueued {
+                state.queue.append(id)
+                state.queued[id] = Pending(request: request, handler: handler, batch: batch)
+                state.inFlight[id] = Entry()
+                return .queued
+            }
+            return .reject(
+                RPCError(
+                    code: .limit,
+                    message:
+                        "too many requests: \(limits.maximumConcurrent) executing and \(limits.maximumQueued) queued"))
+        }
+        switch decision {
+        case .start: start(Pending(request: request, handler: handler, batch: batch))
+        case .queued: break
+        case .reject(let error): reply(id, error: error, batch: batch)
+        }
+    }
+
+    // MARK: - Execution
+
+    /// Starts a request whose slot is already counted in `running`.
+    private func start(_ pending: Pending) {
+        guard let id = pending.request.id else { return }
+        let context = RequestContext(id: id, inBatch: pending.batch != nil, sink: sink)
+        let task = Task.detached { [self] in
+            let response: JSONValue
+            if Task.isCancelled {
+                response = MessageCodec.response(id: id, error: .cancelled)
+            } else {
+                do {
+                    let result = try await pending.handler(pending.request.params, context)
+                    response = MessageCodec.response(id: id, result: result)
+                } catch {
+                    response = MessageCodec.response(id: id, error: mapError(error))
+                }
+            }
+            await finish(id: id, response: response, batch: pending.batch)
+            context.replyHandedOver.fire()
+        }
+        let cancelNow: Bool = state.withLock { state in
+            guard var entry = state.inFlight[id] else { return false }
+            entry.task = task
+            state.inFlight[id] = entry
+            return entry.cancelRequested
+        }
+        if cancelNow { task.cancel() }
+    }
+
+    private func mapError(_ error: any Error) -> RPCError {
+        if let rpcError = error as? RPCError { return rpcError }
+        if error is CancellationError { return .cancelled }
+        return errorMapper(error)
+    }
+
+    /// Records the end of a request, writes its answer, and starts the next queued request.
+    private func finish(id: RequestID, response: JSONValue, batch: BatchCollector?) async {
+        let (cancelled, next, idleWaiters): (Bool, Pending?, [CheckedContinuation<Void, Never>]) = state.withLock {
+            state in
+            let entry = state.inFlight.removeValue(forKey: id)
+            var next: Pending?
+            while state.queueHead < state.queue.count {
+                let candidateID = state.queue[state.queueHead]
+                state.queueHead += 1
+                if let candidate = state.queued.removeValue(forKey: candidateID) {
+                    next = candidate
+                    break
+                }
+            }
+            if state.queueHead > 1024 && state.queueHead * 2 > state.queue.count {
+                state.queue.removeFirst(state.queueHead)
+                state.queueHead = 0
+            }
+            if next == nil { state.running -= 1 }
+            var waiters: [CheckedContinuation<Void, Never>] = []
+            if state.isIdle {
+                waiters = state.idleWaiters
+                state.idleWaiters = []
+            }
+            return (entry?.cancelRequested ?? false, next, waiters)
+        }
+        if let next { start(next) }
+        let answer = cancelled ? MessageCodec.response(id: id, error: .cancelled) : response
+        if let batch {
+            await batch.add(answer)
+        } else {
+            await sink.send(answer.serialized())
+        }
+        for waiter in idleWaiters { waiter.resume() }
+    }
+
+    /// Answers at once, without a task (errors found while reading).
+    private func reply(_ id: RequestID?, error: RPCError, batch: BatchCollector?) {
+        let response = MessageCodec.response(id: id, error: error)
+        if let batch {
+            batch.addNow(response)
+        } else {
+            sink.sendNow(response.serialized())
+        }
+    }
+
+    // MARK: - Cancellation and lifecycle
+
+    /// Cancels a queued or executing request; it is answered with -32800. Unknown ids are ignored.
+    public func cancel(_ id: RequestID) {
+        enum Action {
+            case none
+            case cancelTask(Task<Void, Never>?)
+            case answerQueued(BatchCollector?)
+        }
+        let action: Action = state.withLock { state in
+            guard var entry = state.inFlight[id] else { return .none }
+            if let pending = state.queued.removeValue(forKey: id) {
+                state.inFlight[id] = nil
+                return .answerQueued(pending.batch)
+            }
+            entry.cancelRequested = true
+            state.inFlight[id] = entry
+            return .cancelTask(entry.task)
+        }
+        switch action {
+        case .none: break
+        case .cancelTask(let task): task?.cancel()
+        case .answerQueued(let batch): reply(id, error: .cancelled, batch: batch)
+        }
+    }
+
+    /// After this, new requests are answered with kind `shutting_down`.
+    public func beginShutdown() {
+        state.withLock { $0.shuttingDown = true }
+    }
+
+    /// Whether ``beginShutdown()`` was called.
+    public var isShuttingDown: Bool { state.withLock { $0.shuttingDown } }
+
+    /// The number of requests queued or executing.
+    public var inFlightCount: Int { state.withLock { $0.inFlight.count } }
+
+    /// Waits until no request is queued or executing.
+    public func waitUntilIdle() async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let idle: Bool = state.withLock { state in
+                if state.isIdle { return true }
+                state.idleWaiters.append(continuation)
+                return false
+            }
+            if idle { continuation.resume() }
+        }
+    }
+
+    /// Cancels every queued and executing request (each is answered with -32800).
+    public func cancelAll() {
+        let ids = state.withLock { Array($0.inFlight.keys) }
+        for id in ids { cancel(id) }
+    }
+}
+
+/// Collects the answers of one batch and writes them as one array when the last arrives.
+final class BatchCollector: Sendable {
+    private struct State {
+        var answers: [JSONValue] = []
+        var remaining: Int
+    }
+
+    /// Guarded by the mutex.
+    private let state: Mutex<State>
+    private let sink: MessageSink
+
+    init(expected: Int, sink: MessageSink) {
+        state = Mutex(State(remaining: expected))
+        self.sink = sink
+    }
+
+    private func append(_ answer: JSONValue) -> [UInt8]? {
+        state.withLock { state in
+            state.answers.append(answer)
+            state.remaining -= 1
+            return state.remaining == 0 ? JSONValue.array(state.answers).serialized() : nil
+        }
+    }
+
+    /// Adds an answer; writes the batch (waiting on back-pressure) when complete.
+    func add(_ answer: JSONValue) async {
+        if let complete = append(answer) { await sink.send(complete) }
+    }
+
+    /// Adds an answer; writes the batch without waiting when complete.
+    func addNow(_ answer: JSONValue) {
+        if let complete = append(answer) { sink.sendNow(complete) }
+    }
+}

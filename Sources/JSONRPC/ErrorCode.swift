@@ -1,0 +1,40 @@
+/// A JSON-RPC error code. An open set: the standard codes and tokenrelay's own
+/// (-32000...-32099) are static members; every code has a stable ``kind`` string.
+public struct ErrorCode: RawRepresentable, Sendable, Hashable {
+    public let rawValue: Int
+    public init(rawValue: Int) { self.rawValue = rawValue }
+
+    // JSON-RPC 2.0 and LSP.
+    public static let parseError = ErrorCode(rawValue: -32700)
+    public static let invalidRequest = ErrorCode(rawValue: -32600)
+    public static let methodNotFound = ErrorCode(rawValue: -32601)
+    public static let invalidParams = ErrorCode(rawValue: -32602)
+    public static let internalError = ErrorCode(rawValue: -32603)
+    public static let requestCancelled = ErrorCode(rawValue: -32800)
+
+    // tokenrelay (documented in schemas/openrpc.json).
+    public static let config = ErrorCode(rawValue: -32001)
+    public static let unknownEnvironment = ErrorCode(rawValue: -32002)
+    public static let unknownProfile = ErrorCode(rawValue: -32003)
+    public static let auth = ErrorCode(rawValue: -32010)
+    public static let interactionRequired = ErrorCode(rawValue: -32011)
+    public static let transport = ErrorCode(rawValue: -32020)
+    public static let timeout = ErrorCode(rawValue: -32021)
+    public static let limit = ErrorCode(rawValue: -32022)
+    public static let shuttingDown = ErrorCode(rawValue: -32030)
+    public static let notSupported = ErrorCode(rawValue: -32031)
+
+    /// Every code tokenrelay sends, with its `data.kind`.
+    public static let all: [(code: ErrorCode, kind: String)] = [
+        (.parseError, "parse"), (.invalidRequest, "invalid_request"), (.methodNotFound, "method_not_found"),
+        (.invalidParams, "invalid_params"), (.internalError, "internal"), (.requestCancelled, "cancelled"),
+        (.config, "config"), (.unknownEnvironment, "unknown_environment"), (.unknownProfile, "unknown_profile"),
+        (.auth, "auth"), (.interactionRequired, "interaction_required"), (.transport, "transport"),
+        (.timeout, "timeout"), (.limit, "limit"), (.shuttingDown, "shutting_down"), (.notSupported, "not_supported"),
+    ]
+
+    /// The stable `data.kind` string of this code.
+    public var kind: String {
+        Self.all.first { $0.code == self }?.kind ?? "internal"
+    }
+}

@@ -1,0 +1,69 @@
+import Foundation
+import Logging
+
+/// Reads the peer's byte stream on a dedicated thread with blocking `read(2)` calls, splits it
+/// into frames and hands each to the dispatcher. It never waits for output, so a client that
+/// writes everything before reading cannot deadlock the server. At end of input it calls
+/// `onEnd` once.
+public final class StdioReader: Sendable {
+    private let fileDescriptor: Int32
+    private let framing: Framing?
+    private let limits: FramingLimits
+
+    public init(fileDescriptor: Int32 = 0, framing: Framing?, limits: FramingLimits) {
+        self.fileDescriptor = fileDescriptor
+        self.framing = framing
+        self.limits = limits
+    }
+
+    /// Starts the reader thread.
+    /// - Parameters:
+    ///   - onFraming: called once when the framing is known (before the first frame).
+    ///   - onMessage: called for every complete message body, in order.
+    ///   - onError: called for every bad frame, in order.
+    ///   - onEnd: called once at end of input (or on a read error).
+    public func start(
+        onFraming: @escaping @Sendable (Framing) -> Void,
+        onMessage: @escaping @Sendable ([UInt8]) -> Void,
+        onError: @escaping @Sendable (FramingError) -> Void,
+        onEnd: @escaping @Sendable () -> Void
+    ) {
+        let fileDescriptor = fileDescriptor
+        let framing = framing
+        let limits = limits
+        let thread = Thread {
+            var framer = MessageFramer(framing: framing, limits: limits)
+            var announced = false
+            var buffer = [UInt8](repeating: 0, count: 64 << 10)
+            func deliver(_ outputs: [FramerOutput]) {
+                if !announced, let detected = framer.framing {
+                    announced = true
+                    onFraming(detected)
+                }
+                for output in outputs {
+                    switch output {
+                    case .message(let body): onMessage(body)
+                    case .error(let error): onError(error)
+                    }
+                }
+            }
+            while true {
+                let count = buffer.withUnsafeMutableBytes { raw -> Int in
+                    guard let base = raw.baseAddress else { return -1 }
+                    return read(fileDescriptor, base, raw.count)
+                }
+                if count < 0 {
+                    if errno == EINTR { continue }
+                    log.debug("stdin read failed: errno \(errno)")
+                    break
+                }
+                if count == 0 { break }
+                deliver(framer.push(buffer[0..<count]))
+            }
+            deliver(framer.finish())
+            onEnd()
+        }
+        thread.name = "tokenrelay-reader"
+        thread.start()
+    }
+}

@@ -1,0 +1,57 @@
+import Synchronization
+
+/// Where serialized messages go (the stdout writer in the server; a recorder in tests).
+/// Messages are written whole and in the order they were handed over.
+public protocol MessageSink: Sendable {
+    /// Hands over one serialized JSON message, suspending while the output is backed up
+    /// (back-pressure for a slow peer).
+    func send(_ message: [UInt8]) async
+
+    /// Hands over one serialized JSON message without waiting. For the reader thread, which
+    /// must never block on output.
+    func sendNow(_ message: [UInt8])
+}
+
+/// A one-shot signal that tasks can wait for (e.g. "the reply has been handed to the writer").
+public final class OneShotSignal: Sendable {
+    private enum State {
+        case pending([CheckedContinuation<Void, Never>])
+        case fired
+    }
+
+    /// Guarded by the mutex.
+    private let state = Mutex(State.pending([]))
+
+    public init() {}
+
+    /// Fires the signal; every current and future waiter proceeds.
+    public func fire() {
+        let waiters: [CheckedContinuation<Void, Never>] = state.withLock { state in
+            guard case .pending(let waiters) = state else { return [] }
+            state = .fired
+            return waiters
+        }
+        for waiter in waiters { waiter.resume() }
+    }
+
+    /// Whether the signal has fired.
+    public var hasFired: Bool {
+        state.withLock { if case .fired = $0 { true } else { false } }
+    }
+
+    /// Waits until the signal fires (returns at once if it has).
+    public func wait() async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let resumeNow: Bool = state.withLock { state in
+                switch state {
+                case .fired: return true
+                case .pending(var waiters):
+                    waiters.append(continuation)
+                    state = .pending(waiters)
+                    return false
+                }
+            }
+            if resumeNow { continuation.resume() }
+        }
+    }
+}

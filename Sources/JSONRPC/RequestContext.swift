@@ -1,0 +1,38 @@
+/// What a method handler knows about the request it serves, and how it talks back.
+public struct RequestContext: Sendable {
+    /// The request's id (`nil` for a notification).
+    public let id: RequestID?
+    /// Whether the request arrived inside a batch (long-lived methods refuse batches).
+    public let inBatch: Bool
+    /// Fires once the reply to this request has been handed to the writer: notifications
+    /// that must follow the reply wait for it.
+    public let replyHandedOver: OneShotSignal
+    let sink: MessageSink
+
+    public init(id: RequestID?, inBatch: Bool, sink: MessageSink, replyHandedOver: OneShotSignal = OneShotSignal()) {
+        self.id = id
+        self.inBatch = inBatch
+        self.sink = sink
+        self.replyHandedOver = replyHandedOver
+    }
+
+    /// Sends a notification to the peer (waits while the output is backed up).
+    public func notify(_ method: String, _ params: JSONValue) async {
+        await sink.send(MessageCodec.notification(method: method, params: params).serialized())
+    }
+}
+
+/// Handles one method. Throws an ``RPCError`` (or any error the server's error mapper knows).
+public typealias MethodHandler = @Sendable (_ params: JSONValue?, _ context: RequestContext) async throws -> JSONValue
+
+/// Sends notifications to the peer outside of any request (subscriptions, auth events).
+public struct Notifier: Sendable {
+    let sink: MessageSink
+
+    public init(sink: MessageSink) { self.sink = sink }
+
+    /// Sends a notification (waits while the output is backed up).
+    public func notify(_ method: String, _ params: JSONValue) async {
+        await sink.send(MessageCodec.notification(method: method, params: params).serialized())
+    }
+}

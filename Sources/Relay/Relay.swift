@@ -1,1 +1,0 @@
-// The Relay module: binds protocol methods to config, auth and transport.

@@ -1,0 +1,79 @@
+import JSONRPC
+import Logging
+
+extension RelayServer {
+    /// Every request method by name.
+    func methodTable() -> [String: MethodHandler] {
+        var table: [String: MethodHandler] = [
+            "initialize": { [self] params, _ in try initialize(params) },
+            "shutdown": { [self] params, _ in
+                _ = try ParamReader(params, allowed: [])
+                markShutdownRequested()
+                return .null
+            },
+            "ping": { params, _ in
+                _ = try ParamReader(params, allowed: [])
+                return .object([:])
+            },
+            "rpc.discover": { params, _ in
+                _ = try ParamReader(params, allowed: [])
+                return try OpenRPCDocument.value()
+            },
+        ]
+        if options.testMethods {
+            table["test/wait"] = { params, _ in
+                var reader = try ParamReader(params, allowed: ["ms", "echo"])
+                let milliseconds = reader.integer("ms", in: 0...3_600_000) ?? 3_600_000
+                let echo = reader.value("echo") ?? .null
+                try reader.finish()
+                try await Task.sleep(for: .milliseconds(milliseconds))
+                return .object(["echo": echo])
+            }
+        }
+        return table
+    }
+
+    /// Every notification the server acts on by name (`$/cancelRequest` and
+    /// `notifications/cancelled` are handled by the dispatcher).
+    func notificationTable() -> [String: MethodHandler] {
+        [
+            "exit": { [termination] _, _ in
+                termination.trigger(.exitNotification)
+                return .null
+            },
+            "initialized": { _, _ in .null },
+            "notifications/initialized": { _, _ in .null },
+        ]
+    }
+
+    private func initialize(_ params: JSONValue?) throws -> JSONValue {
+        var reader = try ParamReader(
+            params, allowed: ["processId", "clientInfo", "capabilities", "protocolVersion", "trace", "locale"])
+        let processID = reader.integer("processId", in: 0...Int(Int32.max))
+        _ = reader.objectValue("clientInfo")
+        _ = reader.objectValue("capabilities")
+        _ = reader.string("protocolVersion")
+        try reader.finish()
+        if let processID { watchParent(Int32(processID)) }
+
+        let environments: [JSONValue] = catalog.environments.map { environment in
+            .object([
+                "name": .string(environment.name),
+                "default": .bool(environment.isDefault),
+                "profiles": .array(
+                    environment.profiles.map { .object(["name": .string($0.name), "type": .string($0.type)]) }),
+            ])
+        }
+        return .object([
+            "serverInfo": ["name": .string(Self.name), "version": .string(Self.version)],
+            "protocolVersion": .string(Self.protocolVersion),
+            "environments": .array(environments),
+            "capabilities": [
+                "framings": ["ndjson", "lsp"],
+                "batches": true,
+                "cancellation": ["$/cancelRequest", "notifications/cancelled"],
+                "methods": .array(methodTable().keys.sorted().filter { $0 != "test/wait" }.map { .string($0) }),
+            ],
+        ])
+    }
+}

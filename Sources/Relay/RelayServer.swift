@@ -1,0 +1,123 @@
+import Dispatch
+import Foundation
+import JSONRPC
+import Logging
+import Synchronization
+
+/// The tokenrelay JSON-RPC server: reads frames from stdin, dispatches them to the methods,
+/// writes answers and notifications through one serial writer, and stops cleanly on stdin EOF,
+/// SIGTERM/SIGINT, `exit`, EPIPE or the death of the parent named in `initialize`.
+public final class RelayServer: Sendable {
+    /// Server name and version as `initialize` reports them.
+    public static let name = "tokenrelay"
+    public static let version = "0.1.0"
+    /// The protocol revision (bumped on incompatible changes).
+    public static let protocolVersion = "2026-11-30"
+
+    private struct State {
+        var shutdownRequested = false
+        var watchdog: Task<Void, Never>?
+    }
+
+    let options: ServerOptions
+    let catalog: EnvironmentCatalog
+    let termination = Termination()
+    /// Guarded by the mutex: lifecycle flags.
+    private let state = Mutex(State())
+
+    public init(options: ServerOptions, catalog: EnvironmentCatalog) {
+        self.options = options
+        self.catalog = catalog
+    }
+
+    /// Asks the server to stop (signal handlers call this).
+    public func terminate(_ reason: TerminationReason) {
+        termination.trigger(reason)
+    }
+
+    /// Serves on `input` (stdin) and `output` (a dup of the real stdout) until told to stop;
+    /// returns the process exit code.
+    public func run(input: Int32, output: Int32) async -> Int32 {
+        let writer = StdioWriter(
+            fileDescriptor: output, onPeerGone: { [termination] in termination.trigger(.peerGone) })
+        if let framing = options.framing { writer.framing = framing }
+        let dispatcher = Dispatcher(
+            methods: methodTable(), notifications: notificationTable(), sink: writer,
+            limits: options.dispatcherLimits, errorMapper: ErrorMapping.rpcError)
+        let reader = StdioReader(fileDescriptor: input, framing: options.framing, limits: options.framingLimits)
+        reader.start(
+            onFraming: { writer.framing = $0 },
+            onMessage: { dispatcher.receive($0) },
+            onError: { dispatcher.receive(framingError: $0) },
+            onEnd: { [termination] in termination.trigger(.endOfInput) })
+
+        let reason = await termination.wait()
+        log.debug("stopping: \(reason)")
+        dispatcher.beginShutdown()
+        switch reason {
+        case .exitNotification, .peerGone, .parentDied:
+            dispatcher.cancelAll()
+        case .endOfInput, .signal:
+            await drain(dispatcher)
+        }
+        await waitIdle(dispatcher, atMost: .seconds(2))
+        await writer.flush()
+        state.withLock { $0.watchdog?.cancel() }
+        if reason == .exitNotification {
+            return state.withLock { $0.shutdownRequested } ? 0 : 1
+        }
+        return 0
+    }
+
+    /// Lets in-flight requests finish within the grace period, then cancels the rest.
+    private func drain(_ dispatcher: Dispatcher) async {
+        if await !waitIdle(dispatcher, atMost: options.gracePeriod) {
+            log.warn("grace period over: cancelling \(dispatcher.inFlightCount) request(s)")
+            dispatcher.cancelAll()
+        }
+    }
+
+    /// Waits until the dispatcher is idle or `limit` passes; returns whether it became idle.
+    @discardableResult
+    private func waitIdle(_ dispatcher: Dispatcher, atMost limit: Duration) async -> Bool {
+        await withTaskGroup(of: Bool.self) { group in
+            group.addTask {
+                await dispatcher.waitUntilIdle()
+                return true
+            }
+            group.addTask {
+                try? await Task.sleep(for: limit)
+                return false
+            }
+            let first = await group.next() ?? false
+            group.cancelAll()
+            return first
+        }
+    }
+
+    // MARK: - Lifecycle state used by the methods
+
+    func markShutdownRequested() {
+        state.withLock { $0.shutdownRequested = true }
+    }
+
+    /// Stops when the parent process dies (checked every two seconds, as LSP servers do).
+    func watchParent(_ pid: Int32) {
+        guard pid > 0 else { return }
+        let watchdog = Task.detached { [termination] in
+            while !Task.isCancelled {
+                try? await Task.sleep(for: .seconds(2))
+                if kill(pid, 0) != 0 && errno == ESRCH {
+                    log.info("parent process \(pid) is gone: stopping")
+                    termination.trigger(.parentDied)
+                    return
+                }
+            }
+        }
+        let previous = state.withLock { state in
+            defer { state.watchdog = watchdog }
+            return state.watchdog
+        }
+        previous?.cancel()
+    }
+}

@@ -1,0 +1,26 @@
+import JSONRPC
+
+/// How the server runs: from the command line and the config's `server` block.
+public struct ServerOptions: Sendable {
+    /// `nil`: detect from the first bytes.
+    public var framing: Framing?
+    public var framingLimits: FramingLimits
+    public var dispatcherLimits: DispatcherLimits
+    /// How long in-flight requests may run after stdin EOF or SIGTERM before they are cancelled.
+    public var gracePeriod: Duration
+    /// Enables `test/wait`, a method the end-to-end tests use to hold a request open
+    /// (set `TOKENRELAY_ENABLE_TEST_METHODS=1`). Never documented, never on by default.
+    public var testMethods: Bool
+
+    public init(
+        framing: Framing? = nil, framingLimits: FramingLimits = FramingLimits(),
+        dispatcherLimits: DispatcherLimits = DispatcherLimits(), gracePeriod: Duration = .seconds(10),
+        testMethods: Bool = false
+    ) {
+        self.framing = framing
+        self.framingLimits = framingLimits
+        self.dispatcherLimits = dispatcherLimits
+        self.gracePeriod = gracePeriod
+        self.testMethods = testMethods
+    }
+}

@@ -1,0 +1,149 @@
+import Foundation
+import JSONRPC
+import Logging
+import Relay
+
+/// Parses the command line and runs the chosen command; returns the exit code.
+enum CommandLineTool {
+    /// Exit codes (README "Exit codes").
+    enum ExitCode {
+        static let success: Int32 = 0
+        /// `exit` without `shutdown` (LSP), or a failure while serving.
+        static let failure: Int32 = 1
+        static let usage: Int32 = 2
+        static let config: Int32 = 3
+    }
+
+    static let usage = """
+        Usage:
+          tokenrelay [serve] [--config PATH] [--env NAME] [--framing auto|ndjson|lsp]
+                     [--log-level error|warn|info|debug|trace] [--log-format text|json]
+          tokenrelay check-config [--config PATH] [--json] [--resolve-secrets]
+          tokenrelay call METHOD PATH [--env E] [--profile P] [-H 'K: V']... [--query k=v]...
+                     [--json BODY | --data TEXT] [-v]
+          tokenrelay subscribe PATH [--env E] [--profile P] [--last-event-id ID]
+          tokenrelay --version | --help
+
+        Serves JSON-RPC 2.0 on stdin/stdout (newline-delimited JSON or Content-Length framing,
+        detected from the first bytes). Logs go to stderr. See README.md.
+
+        """
+
+    static func run(arguments: [String], environment: [String: String]) async -> Int32 {
+        var arguments = arguments
+        let command: String
+        if let first = arguments.first, !first.hasPrefix("-") {
+            command = first
+            arguments.removeFirst()
+        } else {
+            command = "serve"
+        }
+        if arguments.contains("--version") || command == "version" {
+            print("tokenrelay \(RelayServer.version)")
+            return ExitCode.success
+        }
+        if arguments.contains("--help") || arguments.contains("-h") || command == "help" {
+            print(usage, terminator: "")
+            return ExitCode.success
+        }
+        switch command {
+        case "serve":
+            return await serve(arguments: arguments, environment: environment)
+        default:
+            return usageError("unknown command '\(command)'")
+        }
+    }
+
+    static func usageError(_ message: String) -> Int32 {
+        FileHandle.standardError.write(Data("tokenrelay: \(message)\n\(usage)".utf8))
+        return ExitCode.usage
+    }
+
+    /// `tokenrelay serve`.
+    static func serve(arguments: [String], environment: [String: String]) async -> Int32 {
+        var parser = ArgumentParser(arguments)
+        var options = ServerOptions()
+        var logLevel = LogLevel.info
+        var logFormat = LogFormat.text
+        do throws(ArgumentError) {
+            while let argument = parser.next() {
+                switch argument {
+                case "--config": _ = try parser.value(for: argument)
+                case "--env": _ = try parser.value(for: argument)
+                case "--framing":
+                    let value = try parser.value(for: argument)
+                    switch value {
+                    case "auto": options.framing = nil
+                    case "ndjson": options.framing = .ndjson
+                    case "lsp", "content-length": options.framing = .lsp
+                    default: throw ArgumentError("--framing must be auto, ndjson or lsp")
+                    }
+                case "--log-level":
+                    let value = try parser.value(for: argument)
+                    guard let level = LogLevel(name: value) else {
+                        throw ArgumentError("--log-level must be error, warn, info, debug or trace")
+                    }
+                    logLevel = level
+                case "--log-format":
+                    let value = try parser.value(for: argument)
+                    guard let format = LogFormat(rawValue: value) else {
+                        throw ArgumentError("--log-format must be text or json")
+                    }
+                    logFormat = format
+                default:
+                    throw ArgumentError("unknown option '\(argument)'")
+                }
+            }
+        } catch {
+            return usageError(error.message)
+        }
+        log.configure(level: logLevel, format: logFormat)
+        options.testMethods = environment["TOKENRELAY_ENABLE_TEST_METHODS"] == "1"
+
+        let protocolOutput = ProcessSetup.protectStandardOutput()
+        let server = RelayServer(options: options, catalog: EnvironmentCatalog())
+        let signalSources = ProcessSetup.onSignals([SIGTERM, SIGINT]) { number in
+            server.terminate(.signal(number))
+        }
+        let code = await server.run(input: STDIN_FILENO, output: protocolOutput)
+        withExtendedLifetime(signalSources) {}
+        return code
+    }
+}
+
+/// A usage error in the arguments.
+struct ArgumentError: Error {
+    let message: String
+    init(_ message: String) { self.message = message }
+}
+
+/// Walks the arguments; `--name=value` and `--name value` are both accepted.
+struct ArgumentParser {
+    private var remaining: [String]
+    private var pendingValue: String?
+
+    init(_ arguments: [String]) { remaining = arguments }
+
+    mutating func next() -> String? {
+        guard !remaining.isEmpty else { return nil }
+        let argument = remaining.removeFirst()
+        if argument.hasPrefix("--"), let equals = argument.firstIndex(of: "=") {
+            pendingValue = String(argument[argument.index(after: equals)...])
+            return String(argument[..<equals])
+        }
+        pendingValue = nil
+        return argument
+    }
+
+    mutating func value(for option: String) throws(ArgumentError) -> String {
+        if let pendingValue {
+            self.pendingValue = nil
+            return pendingValue
+        }
+        guard !remaining.isEmpty else { throw ArgumentError("\(option) needs a value") }
+        return remaining.removeFirst()
+    }
+
+    /// Positional arguments left.
+    var rest: [String] { remaining }
+}

@@ -1,0 +1,40 @@
+import Dispatch
+import Foundation
+
+/// Process-wide setup done once at start.
+enum ProcessSetup {
+    /// Unblocks every signal the process inherited blocked (a parent written in Swift often
+    /// spawns children with SIGTERM/SIGINT/SIGHUP blocked) and ignores SIGPIPE, so a closed
+    /// stdout is an `EPIPE` error rather than a silent death.
+    static func resetSignals() {
+        var all = sigset_t()
+        sigfillset(&all)
+        pthread_sigmask(SIG_UNBLOCK, &all, nil)
+        signal(SIGPIPE, SIG_IGN)
+    }
+
+    /// Protects stdout: frames go to a duplicate of the real stdout, and fd 1 is pointed at
+    /// stderr so that nothing else (a stray `print`, a library) can corrupt the stream.
+    /// Returns the protocol file descriptor.
+    static func protectStandardOutput() -> Int32 {
+        let protocolOutput = dup(STDOUT_FILENO)
+        guard protocolOutput >= 0 else { return STDOUT_FILENO }
+        _ = fcntl(protocolOutput, F_SETFD, FD_CLOEXEC)
+        dup2(STDERR_FILENO, STDOUT_FILENO)
+        return protocolOutput
+    }
+
+    /// Calls `handler` on a dispatch queue for each delivery of `signals` (their default action
+    /// is switched off). The returned sources must be kept alive.
+    static func onSignals(_ signals: [Int32], handler: @escaping @Sendable (Int32) -> Void)
+        -> [any DispatchSourceSignal]
+    {
+        signals.map { number in
+            signal(number, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
+            source.setEventHandler { handler(number) }
+            source.resume()
+            return source
+        }
+    }
+}

@@ -1,4 +1,0 @@
-import Testing
-@testable import JSONRPC
-
-@Test func placeholder() {}

@@ -1,0 +1,150 @@
+import Testing
+
+@testable import JSONRPC
+
+@Suite struct DispatcherTests {
+    struct Fixture {
+        let sink = RecordingSink()
+        let gate = Gate()
+        let dispatcher: Dispatcher
+
+        init(limits: DispatcherLimits = DispatcherLimits()) {
+            let gate = self.gate
+            dispatcher = Dispatcher(
+                methods: [
+                    "ping": { _, _ in .object([:]) },
+                    "echo": { params, _ in params ?? .null },
+                    "wait": { _, _ in
+                        await gate.pass()
+                        try Task.checkCancellation()
+                        return "done"
+                    },
+                    "hang": { _, _ in
+                        await gate.pass()
+                        try await Task.sleep(for: .seconds(3600))
+                        return "late"
+                    },
+                    "fail": { _, _ in throw RPCError(code: .auth, message: "refused") },
+                ], sink: sink, limits: limits, errorMapper: { _ in RPCError(code: .internalError, message: "x") })
+        }
+
+        func send(_ text: String) { dispatcher.receive(Array(text.utf8)) }
+    }
+
+    @Test func requestsAreAnsweredWithTheirIDs() async {
+        let fixture = Fixture()
+        fixture.send(#"{"jsonrpc":"2.0","id":12345678901234567890,"method":"echo","params":{"n":98765432109876543210}}"#)
+        let messages = await fixture.sink.waitFor(1)
+        #expect(messages[0].jsonText == #"{"jsonrpc":"2.0","id":12345678901234567890,"result":{"n":98765432109876543210}}"#)
+    }
+
+    @Test func unknownMethodsAndInvalidRequestsGetErrors() async {
+        let fixture = Fixture()
+        fixture.send(#"{"jsonrpc":"2.0","id":1,"method":"nope"}"#)
+        fixture.send(#"{"jsonrpc":"2.0","method":"nope"}"#)
+        fixture.send(#"{"jsonrpc":"2.0","id":2}"#)
+        fixture.send(#"{"jsonrpc":"2.0","id":3,"method":"fail"}"#)
+        fixture.send("{oops")
+        let messages = await fixture.sink.waitFor(4)
+        let byID = Dictionary(grouping: messages) { $0["id"]?.jsonText ?? "" }
+        #expect(byID["1"]?.first?["error"]?["code"] == .int(-32601))
+        #expect(byID["1"]?.first?["error"]?["data"]?["kind"] == "method_not_found")
+        #expect(byID["2"]?.first?["error"]?["code"] == .int(-32600))
+        #expect(byID["3"]?.first?["error"]?["data"]?["kind"] == "auth")
+        #expect(byID["null"]?.first?["error"]?["code"] == .int(-32700))
+        #expect(messages.count == 4, "the unknown notification gets no reply")
+    }
+
+    @Test func batchesAreAnsweredAsOneArrayWithoutNotificationEntries() async {
+        let fixture = Fixture()
+        fixture.send(
+            #"[{"jsonrpc":"2.0","id":1,"method":"ping"},{"jsonrpc":"2.0","method":"ping"},{"jsonrpc":"2.0","id":"b","method":"nope"},7]"#
+        )
+        let messages = await fixture.sink.waitFor(1)
+        guard case .array(let answers) = messages[0] else {
+            Issue.record("expected an array")
+            return
+        }
+        #expect(answers.count == 3)
+        let ids = Set(answers.map { $0["id"]?.jsonText ?? "" })
+        #expect(ids == ["1", #""b""#, "null"])
+    }
+
+    @Test func emptyBatchIsOneInvalidRequestAndAllNotificationBatchGetsNothing() async {
+        let fixture = Fixture()
+        fixture.send(#"[{"jsonrpc":"2.0","method":"ping"}]"#)
+        fixture.send("[]")
+        let messages = await fixture.sink.waitFor(1)
+        #expect(messages.count == 1)
+        #expect(messages[0]["error"]?["code"] == .int(-32600))
+        #expect(messages[0]["id"] == .null)
+    }
+
+    @Test(arguments: ["$/cancelRequest", "notifications/cancelled"])
+    func cancellingARunningRequestAnswersItWithRequestCancelled(method: String) async {
+        let fixture = Fixture()
+        fixture.send(#"{"jsonrpc":"2.0","id":"slow","method":"hang"}"#)
+        await fixture.gate.waitForArrivals(1)
+        fixture.gate.open()
+        let params = method == "$/cancelRequest" ? #"{"id":"slow"}"# : #"{"requestId":"slow"}"#
+        fixture.send(#"{"jsonrpc":"2.0","method":"\#(method)","params":\#(params)}"#)
+        let messages = await fixture.sink.waitFor(1)
+        #expect(messages[0]["id"] == "slow")
+        #expect(messages[0]["error"]?["code"] == .int(-32800))
+        #expect(messages[0]["error"]?["data"]?["kind"] == "cancelled")
+    }
+
+    @Test func requestsBeyondTheConcurrencyBoundQueueAndBeyondTheQueueGetLimitErrors() async {
+        let fixture = Fixture(limits: DispatcherLimits(maximumConcurrent: 2, maximumQueued: 3))
+        for id in 1...7 { fixture.send(#"{"jsonrpc":"2.0","id":\#(id),"method":"wait"}"#) }
+        await fixture.gate.waitForArrivals(2)
+        // 2 executing, 3 queued, 2 rejected at once.
+        let rejected = await fixture.sink.waitFor(2)
+        #expect(Set(rejected.map { $0["id"]?.jsonText ?? "" }) == ["6", "7"])
+        #expect(rejected.allSatisfy { $0["error"]?["data"]?["kind"] == "limit" })
+        // Cancel a queued request: answered at once, never executed.
+        fixture.send(#"{"jsonrpc":"2.0","method":"$/cancelRequest","params":{"id":4}}"#)
+        let afterCancel = await fixture.sink.waitFor(3)
+        #expect(afterCancel[2]["id"] == 4)
+        #expect(afterCancel[2]["error"]?["code"] == .int(-32800))
+        fixture.gate.open()
+        let all = await fixture.sink.waitFor(7)
+        let done = all.filter { $0["result"] == "done" }.compactMap { $0["id"]?.jsonText }
+        #expect(Set(done) == ["1", "2", "3", "5"])
+        await fixture.dispatcher.waitUntilIdle()
+        #expect(fixture.gate.arrivedCount == 4, "the cancelled queued request never ran")
+    }
+
+    @Test func duplicateIDsInFlightAreRejected() async {
+        let fixture = Fixture()
+        fixture.send(#"{"jsonrpc":"2.0","id":9,"method":"wait"}"#)
+        await fixture.gate.waitForArrivals(1)
+        fixture.send(#"{"jsonrpc":"2.0","id":9,"method":"ping"}"#)
+        let first = await fixture.sink.waitFor(1)
+        #expect(first[0]["error"]?["code"] == .int(-32600))
+        fixture.gate.open()
+        let both = await fixture.sink.waitFor(2)
+        #expect(both[1]["result"] == "done")
+    }
+
+    @Test func afterShutdownBeginsRequestsAreRefused() async {
+        let fixture = Fixture()
+        fixture.dispatcher.beginShutdown()
+        fixture.send(#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#)
+        let messages = await fixture.sink.waitFor(1)
+        #expect(messages[0]["error"]?["data"]?["kind"] == "shutting_down")
+    }
+
+    @Test func paramsMustBeAnObjectForParamReader() throws {
+        #expect(throws: RPCError.self) { try ParamReader(.array([]), allowed: []) }
+        var reader = try ParamReader(["a": 1, "zzz": true], allowed: ["a"])
+        _ = reader.string("a")
+        do {
+            try reader.finish()
+            Issue.record("expected invalid params")
+        } catch {
+            let pointers = (error.data["diagnostics"]?.arrayValue ?? []).compactMap { $0["pointer"]?.stringValue }
+            #expect(Set(pointers) == ["/a", "/zzz"])
+        }
+    }
+}

@@ -1,0 +1,60 @@
+import Foundation
+import Testing
+
+@testable import JSONRPC
+@testable import Relay
+
+/// schemas/openrpc.json, the document `rpc.discover` serves and the dispatcher's method table
+/// must agree.
+@Suite struct OpenRPCAgreementTests {
+    static let repositoryRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent()
+
+    static func document() throws -> JSONValue {
+        let data = try Data(contentsOf: repositoryRoot.appendingPathComponent("schemas/openrpc.json"))
+        return try JSONParser.parse(Array(data))
+    }
+
+    @Test func embeddedDocumentIsTheCheckedInSchema() throws {
+        let data = try Data(contentsOf: Self.repositoryRoot.appendingPathComponent("schemas/openrpc.json"))
+        #expect(
+            OpenRPCDocument.text + "\n" == String(decoding: data, as: UTF8.self),
+            "run scripts/embed-openrpc after editing schemas/openrpc.json")
+    }
+
+    @Test func implementedMethodsAreExactlyTheDispatchersMethods() throws {
+        let methods = try Self.document()["methods"]?.arrayValue ?? []
+        let implemented = methods.filter {
+            $0["x-status"] == "implemented" && $0["x-direction"] == "client-to-server"
+        }
+        let documentedRequests = Set(implemented.filter { $0["x-notification"] != true }.compactMap { $0["name"]?.stringValue })
+        let documentedNotifications = Set(
+            implemented.filter { $0["x-notification"] == true }.compactMap { $0["name"]?.stringValue })
+        let server = RelayServer(options: ServerOptions(), catalog: EnvironmentCatalog())
+        #expect(documentedRequests == Set(server.methodTable().keys))
+        #expect(documentedNotifications == Set(server.notificationTable().keys).union(Dispatcher.cancelMethods))
+    }
+
+    @Test func everyMethodHasParamsStatusAndDirectionAndEveryErrorRefResolves() throws {
+        let document = try Self.document()
+        let errors = document["components"]?["errors"]?.objectValue ?? JSONObject()
+        for method in document["methods"]?.arrayValue ?? [] {
+            let name = method["name"]?.stringValue ?? "?"
+            #expect(method["params"]?.arrayValue != nil, "\(name) has params")
+            #expect(["implemented", "planned"].contains(method["x-status"]?.stringValue ?? ""), "\(name) status")
+            #expect(["client-to-server", "server-to-client"].contains(method["x-direction"]?.stringValue ?? ""))
+            for reference in method["errors"]?.arrayValue ?? [] {
+                let path = reference["$ref"]?.stringValue ?? ""
+                let key = String(path.split(separator: "/").last ?? "")
+                #expect(errors[key] != nil, "\(name): \(path) resolves")
+            }
+        }
+    }
+
+    @Test func documentedErrorCodesAreTheCodesTheServerUses() throws {
+        let errors = try Self.document()["components"]?["errors"]?.objectValue ?? JSONObject()
+        let documented = Set(errors.members.map { "\($0.value["code"]?.jsonText ?? "") \($0.key)" })
+        let used = Set(ErrorCode.all.map { "\($0.code.rawValue) \($0.kind)" })
+        #expect(documented == used)
+    }
+}

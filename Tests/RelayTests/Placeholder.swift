@@ -1,4 +1,0 @@
-import Testing
-@testable import Relay
-
-@Test func placeholder() {}

@@ -1,0 +1,121 @@
+import Testing
+
+@testable import HTTP
+@testable import JSONRPC
+@testable import Relay
+
+@Suite struct RequestParamsTests {
+    func diagnostics(_ params: JSONValue) -> [String: String] {
+        do {
+            _ = try RequestParams.decode(params)
+            return [:]
+        } catch {
+            var result: [String: String] = [:]
+            for item in error.data["diagnostics"]?.arrayValue ?? [] {
+                result[item["pointer"]?.stringValue ?? "?"] = item["reason"]?.stringValue
+            }
+            return result
+        }
+    }
+
+    @Test func fullParamsDecode() throws {
+        let params = try RequestParams.decode([
+            "environment": "staging", "profile": "svc", "method": "POST", "path": "/items/{id}",
+            "pathParams": ["id": 42], "query": ["a": "x y", "b": [1, true, "z"]], "headers": ["X-Tag": "t"],
+            "json": ["n": .number(JSONNumber(literal: "12345678901234567890")!)], "timeoutMs": 1500, "auth": false,
+        ])
+        #expect(params.environment == "staging")
+        #expect(params.profile == "svc")
+        #expect(params.method == "POST")
+        guard case .path(let template, let variables) = params.target else {
+            Issue.record("expected a path")
+            return
+        }
+        #expect(template == "/items/{id}")
+        #expect(variables["id"] == 42)
+        #expect(params.query.map { "\($0.name)=\($0.value)" } == ["a=x y", "b=1", "b=true", "b=z"])
+        #expect(params.headers["x-tag"] == "t")
+        #expect(params.body?.bytes == Array(#"{"n":12345678901234567890}"#.utf8))
+        #expect(params.body?.defaultContentType == "application/json")
+        #expect(params.timeout == .milliseconds(1500))
+        #expect(params.auth == false)
+    }
+
+    @Test func defaultsAreGETWithAuth() throws {
+        let params = try RequestParams.decode(["url": "https://example.test/x"])
+        #expect(params.method == "GET")
+        #expect(params.auth)
+        #expect(params.body == nil)
+    }
+
+    @Test func everyProblemIsReportedWithAPointer() {
+        let found = diagnostics([
+            "method": "GE T", "path": "/x", "url": "https://h/", "query": ["b": ["ok", ["nested"]], "c": ["k": 1]],
+            "headers": ["Bad Name": "v", "X-Num": 5, "X-Inject": "a\r\nb"], "json": 1, "text": "t", "timeoutMs": -5,
+            "auth": "yes", "bogus": true,
+        ])
+        #expect(found["/method"] != nil)
+        #expect(found["/url"] != nil)
+        #expect(found["/query/b/1"] != nil)
+        #expect(found["/query/c"] != nil)
+        #expect(found["/headers/Bad Name"] != nil)
+        #expect(found["/headers/X-Num"] != nil)
+        #expect(found["/headers/X-Inject"] != nil)
+        #expect(found["/text"] != nil)
+        #expect(found["/timeoutMs"] != nil)
+        #expect(found["/auth"] != nil)
+        #expect(found["/bogus"] != nil)
+    }
+
+    @Test func aTargetIsRequired() {
+        #expect(diagnostics(["method": "GET"])[""] != nil)
+        #expect(diagnostics(["url": "ftp://x/"])["/url"] != nil)
+        #expect(diagnostics(["path": "relative"])["/path"] != nil)
+        #expect(diagnostics(["path": "/x", "base64": "***"])["/base64"] != nil)
+    }
+
+    @Test func subscribeRefusesBodiesAndMethods() throws {
+        #expect(throws: RPCError.self) { try RequestParams.decodeSubscription(["path": "/e", "method": "POST"]) }
+        #expect(throws: RPCError.self) { try RequestParams.decodeSubscription(["path": "/e", "json": 1]) }
+        let params = try RequestParams.decodeSubscription(["path": "/e", "lastEventId": "41"])
+        #expect(params.lastEventID == "41")
+    }
+}
+
+@Suite struct ResponseEncodingTests {
+    @Test func headersAreLowerCasedJoinedAndSetCookieIsAnArray() {
+        let headers = HTTPHeaders([
+            ("Content-Type", "text/plain"), ("X-A", "1"), ("x-a", "2"), ("Set-Cookie", "a=1"), ("set-cookie", "b=2"),
+        ])
+        let object = ResponseEncoding.headerObject(headers)
+        #expect(object["content-type"] == "text/plain")
+        #expect(object["x-a"] == "1, 2")
+        #expect(object["set-cookie"] == ["a=1", "b=2"])
+    }
+
+    @Test(arguments: [
+        ("application/json", #"{"a":12345678901234567890}"#, "json"),
+        ("application/problem+json; charset=utf-8", #"{"a":1}"#, "json"),
+        ("application/json", "not json", "text"),
+        ("text/html; charset=utf-8", "<p>é</p>", "text"),
+        ("application/xml", "<a/>", "text"),
+        ("application/octet-stream", "abc", "base64"),
+        ("", "abc", "base64"),
+    ])
+    func bodiesAreClassifiedByContentType(contentType: String, body: String, expected: String) {
+        let (key, value) = ResponseEncoding.body(Array(body.utf8), contentType: contentType.isEmpty ? nil : contentType)
+        #expect(key == expected)
+        if key == "json" { #expect(value.jsonText == body) }
+        if key == "text" { #expect(value == .string(body)) }
+    }
+
+    @Test func invalidUTF8TextIsBase64AndEmptyBodiesHaveNoBodyField() {
+        let (key, value) = ResponseEncoding.body([0xFF, 0xFE, 0x00], contentType: "text/plain")
+        #expect(key == "base64")
+        #expect(value == "//4A")
+        let result = ResponseEncoding.result(HTTPResponse(status: 204), elapsed: .milliseconds(3))
+        #expect(result["status"] == 204)
+        #expect(result["json"] == nil && result["text"] == nil && result["base64"] == nil)
+        #expect(result["elapsedMs"]?.numberValue?.doubleValue == 3)
+    }
+}
