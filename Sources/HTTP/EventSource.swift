@@ -90,6 +90,7 @@ public struct EventSource: AsyncSequence, Sendable {
         /// The next update; `nil` after `closed` or once the consuming task was cancelled.
         public mutating func next() async -> EventSourceUpdate? {
             while true {
+                if Task.isCancelled { return end() }
                 if let state = pendingState {
                     pendingState = nil
                     return .state(state)
