@@ -136,7 +136,8 @@ public struct EventSource: AsyncSequence, Sendable {
         mutating func close(status: Int? = nil, kind: String? = nil, message: String = "") -> EventSourceUpdate {
             phase = .finished
             let failure = kind.map { EventSourceFailure(kind: $0, message: message) }
-            Logger.shared.debug("event stream closed", [("status", status.map(String.init) ?? "-"), ("kind", kind ?? "-")])
+            Logger.shared.debug(
+                "event stream closed", [("status", status.map(String.init) ?? "-"), ("kind", kind ?? "-")])
             return .state(SubscriptionStateChange(state: .closed, status: status, error: failure))
         }
 
@@ -155,7 +156,8 @@ public struct EventSource: AsyncSequence, Sendable {
             }
             var random = SystemRandomNumberGenerator()
             let step = policy.nextAttempt(using: &random)
-            let delay = Swift.max(minimumDelay, policy.delayMilliseconds(forAttempt: step.attempt, jitter: configuration.jitter()))
+            let delay = Swift.max(
+                minimumDelay, policy.delayMilliseconds(forAttempt: step.attempt, jitter: configuration.jitter()))
             reconnects += 1
             phase = .waiting(attempt: reconnects, delayMilliseconds: delay)
             let failure = kind.map { EventSourceFailure(kind: $0, message: message) }

@@ -46,13 +46,16 @@ final class ScriptedStreamingTransport: HTTPStreamingTransport {
         EventSource(
             transport: transport,
             configuration: EventSourceConfiguration(
-                request: HTTPRequest(method: "POST", url: "http://127.0.0.1:1/events", body: [1, 2, 3], timeout: .seconds(1)),
+                request: HTTPRequest(
+                    method: "POST", url: "http://127.0.0.1:1/events", body: [1, 2, 3], timeout: .seconds(1)),
                 maxLineLength: maxLineLength, jitter: { 0 }, sleep: sleeper.sleep))
     }
 
     @Test func eventsCompletedBeforeAnOversizedLineAreDeliveredBeforeTheReconnect() async throws {
         let transport = ScriptedStreamingTransport([
-            .respond(status: 200, chunks: ["id: 1\ndata: a\n\nid: 2\ndata: b\n\ndata: " + String(repeating: "x", count: 100)]),
+            .respond(
+                status: 200, chunks: ["id: 1\ndata: a\n\nid: 2\ndata: b\n\ndata: " + String(repeating: "x", count: 100)]
+            ),
             .respond(status: 204, chunks: []),
         ])
         let updates = await collect(source(transport, maxLineLength: 32))
@@ -113,7 +116,8 @@ final class ScriptedStreamingTransport: HTTPStreamingTransport {
 
     @Test(arguments: [1, 2, 3, 7])
     func eventsAreTheSameWhateverTheChunking(size: Int) async throws {
-        let stream = "retry: 500\nid: 1\ndata: one\r\n\r\n: comment\nevent: tick\ndata: two\ndata: lines\r\rid: 3\ndata: three\n\n"
+        let stream =
+            "retry: 500\nid: 1\ndata: one\r\n\r\n: comment\nevent: tick\ndata: two\ndata: lines\r\rid: 3\ndata: three\n\n"
         let bytes = Array(stream.utf8)
         let chunks = stride(from: 0, to: bytes.count, by: size).map {
             String(decoding: bytes[$0..<min($0 + size, bytes.count)], as: UTF8.self)
