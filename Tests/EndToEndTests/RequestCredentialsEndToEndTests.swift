@@ -60,6 +60,14 @@ import Testing
                         type: bearer
                         token: { command: [/usr/bin/python3, \(script), \(countFile), \(commandToken)] }
                         cache: 5m
+                  down:
+                    base_url: http://127.0.0.1:\(server.closedPort)
+                    default_profile: querykey
+                    profiles:
+                      querykey:
+                        type: api_key
+                        query: api_key
+                        value: { env: E2E_API_KEY }
                   allowing:
                     base_url: \(server.origin)/api
                     allowed_origins: [\(server.otherOrigin)]
@@ -199,5 +207,17 @@ import Testing
         let keyed = try #require(try setup.server.last("/api/key"))
         #expect(keyed.header("Authorization") == ["Bearer mine"])
         #expect(keyed.header("X-API-Key") == [Self.apiKey])
+    }
+
+    @Test func failuresWithAQueryKeyNeverCarryItInErrorsOrLogs() async throws {
+        let setup = try Setup()
+        let client = try setup.client()
+        let refused = try await client.request(#"{"environment":"down","path":"/x"}"#)
+        #expect(refused["error"]?["data"]?["kind"] == "transport")
+        let timeout = try await client.request(#"{"profile":"querykey","path":"/slow","query":{"id":"k"},"timeoutMs":200}"#)
+        #expect(timeout["error"]?["data"]?["kind"] == "timeout")
+        #expect(setup.server.logText.contains(Self.apiKey), "the server did receive the key")
+        _ = try await client.finish()
+        Self.expectNeverPrinted([Self.apiKey], client.relay)
     }
 }

@@ -13,6 +13,9 @@ import Testing
         environments:
           local:
             base_url: \(server.origin)
+          small:
+            base_url: \(server.origin)/api
+            max_response_bytes: 1KiB
           down:
             base_url: http://127.0.0.1:\(server.closedPort)
         """
@@ -165,5 +168,39 @@ import Testing
             }
         }
         #expect(try server.records().isEmpty)
+    }
+
+    @Test func responseLargerThanTheEnvironmentLimitIsALimitErrorAndSmallerIsText() async throws {
+        let server = try RecordingServer()
+        let client = try RelayClient(config: Self.config(server))
+        let small = try await client.request(#"{"environment":"small","path":"/large","query":{"bytes":1000}}"#)
+        #expect(small["result"]?["text"]?.stringValue == String(repeating: "x", count: 1000))
+        let large = try await client.request(#"{"environment":"small","path":"/large","query":{"bytes":5000}}"#)
+        #expect(large["error"]?["data"]?["kind"] == "limit")
+        let unlimited = try await client.request(#"{"path":"/large","query":{"bytes":3000000}}"#)
+        #expect(unlimited["result"]?["text"]?.stringValue?.utf8.count == 3_000_000)
+    }
+
+    @Test func pathTemplatesExpandAndPercentEncodeAgainstABasePath() async throws {
+        let server = try RecordingServer()
+        let client = try RelayClient(config: Self.config(server))
+        let reply = try await client.request(
+            #"{"environment":"small","path":"/echo/{id}{?tags*}","pathParams":{"id":"a/b c","tags":["x","y"]}}"#)
+        #expect(reply["result"]?["status"] == .int(404), "the route does not exist; the request line is what counts")
+        let record = try #require(try server.records().last)
+        #expect(record.path == "/api/echo/a%2Fb%20c")
+        #expect(record.queryPairs == ["tags=x", "tags=y"])
+    }
+
+    @Test func headRequestAndEmptyBodyHaveNoBodyField() async throws {
+        let server = try RecordingServer()
+        let client = try RelayClient(config: Self.config(server))
+        let head = try await client.request(#"{"method":"HEAD","path":"/status/200"}"#)
+        #expect(head["result"]?["status"] == .int(200))
+        #expect(head["result"]?["text"] == nil && head["result"]?["json"] == nil && head["result"]?["base64"] == nil)
+        #expect(try server.last("/status/200")?.method == "HEAD")
+        let empty = try await client.request(#"{"method":"DELETE","path":"/status/204"}"#)
+        #expect(empty["result"]?["status"] == .int(204))
+        #expect(empty["result"]?["text"] == nil && empty["result"]?["json"] == nil && empty["result"]?["base64"] == nil)
     }
 }

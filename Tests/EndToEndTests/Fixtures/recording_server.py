@@ -12,6 +12,7 @@ Routes on MAIN (also under an /api prefix; OTHER answers every request with 200 
   /echo                 JSON of the request as recorded
   /reflect              the request body back, with the request's Content-Type
   /binary               256 bytes 0..255, application/octet-stream
+  /large?bytes=N        N bytes of "x" (text/plain) with Content-Length
   /status/<code>        that status, text body "status <code>"
   /redirect             302 to OTHER's /contacted
   /set-cookie           200 with Set-Cookie: session=s3cr3t (twice, two cookies)
@@ -109,6 +110,9 @@ class Recording(BaseHTTPRequestHandler):
             self.reply(200, body, [("Content-Type", self.headers.get("Content-Type") or "application/octet-stream")])
         elif route == "/binary":
             self.reply(200, bytes(range(256)), [("Content-Type", "application/octet-stream")])
+        elif route == "/large":
+            size = int(query.get("bytes", ["0"])[0])
+            self.reply(200, b"x" * size)
         elif route.startswith("/status/"):
             code = int(route.split("/")[2])
             self.reply(code, ("status %d" % code).encode())
