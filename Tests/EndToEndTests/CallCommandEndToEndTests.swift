@@ -27,6 +27,10 @@ import Testing
                         type: api_key
                         header: X-API-Key
                         value: { env: E2E_CALL_KEY }
+                      basic:
+                        type: basic
+                        username: u
+                        password: { env: E2E_CALL_KEY }
                   down:
                     base_url: http://127.0.0.1:\(server.closedPort)
                 """)
@@ -116,5 +120,24 @@ import Testing
         let record = try #require(try setup.server.last("/reflect"))
         #expect(record.body == Array("plain text ✓".utf8))
         #expect(record.header("X-API-Key").isEmpty)
+    }
+
+    @Test func traceLoggingNeverPrintsTheKey() async throws {
+        let setup = try Setup()
+        let (code, process) = try await setup.call(["GET", "/status/200", "-v", "--log-level", "trace"])
+        #expect(code == 0)
+        #expect(process.stderrText.contains("/status/200"), "trace logging is on: \(process.stderrText)")
+        #expect(!process.stderrText.contains(Self.apiKey))
+        #expect(!process.stdoutText.contains(Self.apiKey))
+        #expect(try setup.server.last("/status/200")?.header("X-API-Key") == [Self.apiKey])
+    }
+
+    @Test func callerAuthorizationWithAnAuthorizationProfileIsAUsageError() async throws {
+        let setup = try Setup()
+        let (code, process) = try await setup.call(["GET", "/echo", "--profile", "basic", "-H", "authorization: Bearer mine"])
+        #expect(code == 2, "\(process.stderrText)")
+        #expect(try setup.server.records().isEmpty)
+        let unknown = try await setup.call(["GET", "/echo", "--profile", "nope"])
+        #expect(unknown.code == 3)
     }
 }
