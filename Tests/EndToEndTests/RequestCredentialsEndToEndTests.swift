@@ -174,6 +174,7 @@ import Testing
         #expect(allowed.header("X-API-Key") == [Self.apiKey])
         #expect(allowed.header("X-Env") == ["from-environment"])
         _ = try await client.finish()
+        #expect(client.relay.stderrText.contains("withheld"), "the debug log says credentials were withheld")
         Self.expectNeverPrinted([Self.apiKey, Self.staticToken], client.relay)
     }
 
