@@ -43,7 +43,8 @@ struct InteropStack: Sendable {
     static var repositoryRoot: URL { RelayProcess.repositoryRoot }
     static var stackScript: String { repositoryRoot.appendingPathComponent("scripts/interop/stack").path }
 
-    /// Brings a stack up, runs `body`, and brings it down whatever happened.
+    /// Brings a stack up, runs `body`, and brings it down whatever happened. The state directory
+    /// (logs, database) is removed after a clean run and kept when `body` threw.
     static func with<T: Sendable>(
         _ options: Options = Options(), _ body: (InteropStack) async throws -> T
     ) async throws -> T {
@@ -51,6 +52,7 @@ struct InteropStack: Sendable {
         do {
             let result = try await body(stack)
             try await stack.down()
+            try? FileManager.default.removeItem(at: stack.stateDirectory)
             return result
         } catch {
             try? await stack.down()
