@@ -117,6 +117,29 @@ import Testing
         }
     }
 
+    @Test func fiftyConcurrentGetsOnARevokedTokenCauseOneRenewal() async throws {
+        try await InteropStack.with { stack in
+            let relay = try stack.startRelay(
+                profiles: [("service", stack.clientCredentials(client: "svc", secretVariable: "SECRET"))],
+                environment: ["SECRET": "svc-secret"])
+            #expect(try await relay.call("request", ["path": "/whoami"])["result"]?["status"]?.intValue == 200)
+            for token in try await stack.issuedValues(client: "svc", kind: "access") {
+                try await stack.revoke(token, hint: "access_token", client: "svc", secret: "svc-secret")
+            }
+            let callers = 50
+            var batch = ""
+            for id in 0..<callers {
+                batch += #"{"jsonrpc":"2.0","id":\#(id),"method":"request","params":{"path":"/whoami"}}"# + "\n"
+            }
+            try relay.write(batch)
+            let lines = try await relay.lines(atLeast: callers + 1, timeout: .seconds(300)).dropFirst()
+            for line in lines {
+                #expect(line["result"]?["status"]?.intValue == 200, "\(line.jsonText)")
+            }
+            #expect(try await stack.issuedCount(client: "svc") == 2, "one renewal for every GET rejected with the same token")
+        }
+    }
+
     @Test func wrongClientSecretIsAnAuthErrorWithInvalidClient() async throws {
         try await InteropStack.with { stack in
             let relay = try stack.startRelay(

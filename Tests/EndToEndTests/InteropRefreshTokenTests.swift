@@ -63,6 +63,31 @@ import Testing
         }
     }
 
+    @Test func twoHundredConcurrentRequestsAtColdStartRedeemTheSeedOnce() async throws {
+        try await InteropStack.with(.init(reuseProtection: true, rsCache: 60)) { stack in
+            let seedCase = Self.seedCases[0]
+            let seed = try await stack.mintRefreshToken(client: seedCase.client, secret: seedCase.secret)
+            let relay = try stack.startRelay(profiles: [("seeded", seedCase.profile(stack))], environment: seedCase.environment(seed: seed))
+            let callers = 200
+            var batch = ""
+            for id in 0..<callers {
+                batch += #"{"jsonrpc":"2.0","id":\#(id),"method":"request","params":{"path":"/whoami"}}"# + "\n"
+            }
+            let start = ContinuousClock.now
+            try relay.write(batch)
+            let lines = try await relay.lines(atLeast: callers, timeout: .seconds(300))
+            let wall = ContinuousClock.now - start
+            for line in lines {
+                #expect(line["result"]?["status"]?.intValue == 200, "\(line.jsonText)")
+            }
+            // The password grant minted one access and one refresh token; the storm one more of each.
+            let access = try await stack.issuedCount(client: "pwd", kind: "access")
+            #expect(access == 2)
+            #expect(try await stack.issuedCount(client: "pwd", kind: "refresh") == 2)
+            print("storm (refresh_token): \(callers) concurrent callers at cold start, \(access - 1) refresh call(s), wall time \(wall)")
+        }
+    }
+
     @Test func refusedRenewalIsInteractionRequiredWithAnAuthFailedNotification() async throws {
         try await InteropStack.with { stack in
             let seedCase = Self.seedCases[0]
