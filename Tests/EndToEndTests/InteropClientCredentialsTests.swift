@@ -140,6 +140,38 @@ import Testing
         }
     }
 
+    @Test func recoveriesBeyondFiveInThirtySecondsArePausedUntilTokenInvalidate() async throws {
+        try await InteropStack.with { stack in
+            let relay = try stack.startRelay(
+                profiles: [("service", stack.clientCredentials(client: "svc", secretVariable: "SECRET"))],
+                environment: ["SECRET": "svc-secret"])
+            #expect(try await relay.call("request", ["path": "/whoami"])["result"]?["status"]?.intValue == 200)
+            var answers: [JSONValue] = []
+            for _ in 0..<6 {
+                if let token = try await stack.issuedValues(client: "svc", kind: "access").last {
+                    try await stack.revoke(token, hint: "access_token", client: "svc", secret: "svc-secret")
+                }
+                answers.append(try await relay.call("request", ["path": "/whoami"]))
+            }
+            for answer in answers.prefix(5) {
+                #expect(answer["result"]?["status"]?.intValue == 200, "\(answer.jsonText)")
+            }
+            let paused = answers[5]
+            #expect(paused["error"]?["code"]?.intValue == -32010, "\(paused.jsonText)")
+            #expect(paused["error"]?["data"]?["kind"]?.stringValue == "auth")
+            #expect(try await stack.issuedCount(client: "svc") == 6, "the first token and five recoveries")
+            let notification = try await relay.firstLine(timeout: .seconds(30), what: "auth-failed") {
+                $0["method"]?.stringValue == "auth-failed"
+            }
+            #expect(notification["params"]?["kind"]?.stringValue == "auth", "\(notification.jsonText)")
+
+            #expect(try await relay.call("token-invalidate")["result"]?["invalidated"]?.intValue == 1)
+            let cleared = try await relay.call("request", ["path": "/whoami"])
+            #expect(cleared["result"]?["status"]?.intValue == 200, "\(cleared.jsonText)")
+            #expect(try await stack.issuedCount(client: "svc") == 7)
+        }
+    }
+
     @Test func wrongClientSecretIsAnAuthErrorWithInvalidClient() async throws {
         try await InteropStack.with { stack in
             let relay = try stack.startRelay(
