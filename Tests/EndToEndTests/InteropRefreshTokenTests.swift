@@ -88,6 +88,32 @@ import Testing
         }
     }
 
+    @Test func logoutRevokesTheSessionsTokensAtTheServer() async throws {
+        try await InteropStack.with { stack in
+            let seedCase = Self.seedCases[0]
+            let seed = try await stack.mintRefreshToken(client: seedCase.client, secret: seedCase.secret)
+            let relay = try stack.startRelay(profiles: [("seeded", seedCase.profile(stack))], environment: seedCase.environment(seed: seed))
+            #expect(try await relay.call("request", ["path": "/whoami"])["result"]?["status"]?.intValue == 200)
+            let refresh = try await stack.issuedValues(client: "pwd", kind: "refresh").last ?? ""
+            let access = try await stack.issuedValues(client: "pwd", kind: "access").last ?? ""
+
+            let loggedOut = try await relay.call("logout", ["profile": "seeded"])
+            #expect(loggedOut["result"]?["loggedOut"]?.intValue == 1, "\(loggedOut.jsonText)")
+            // Known Auth gap: `logout` drops the session locally but does not call the AS's RFC 7009
+            // revocation endpoint (SPEC §4.3). When it does, these known issues disappear and
+            // withKnownIssue fails: remove the wrapper then.
+            let direct = try await stack.curl(["-sS", "-H", "Authorization: Bearer \(access)", "\(stack.rsURL)/whoami"])
+            let replay = try await stack.postForm(
+                stack.tokenURL, user: "pwd", password: "pwd-secret", fields: ["grant_type=refresh_token", "refresh_token=\(refresh)"])
+            withKnownIssue("logout does not revoke at the authorization server yet") {
+                #expect(direct.status == 401, "the access token still works after logout")
+                #expect(replay.status == 400, "the refresh token still works after logout")
+            }
+            let after = try await relay.call("request", ["path": "/whoami"])
+            #expect(after["error"]?["data"]?["kind"]?.stringValue == "interaction_required", "\(after.jsonText)")
+        }
+    }
+
     @Test func refusedRenewalIsInteractionRequiredWithAnAuthFailedNotification() async throws {
         try await InteropStack.with { stack in
             let seedCase = Self.seedCases[0]
