@@ -12,12 +12,15 @@ import Testing
         let client: String
         let secret: String
         let auth: String
-        var testDescription: String { auth }
+        var testDescription: String { "\(client) \(auth)" }
     }
 
     static let clientCases = [
         ClientCase(client: "svc", secret: "svc-secret", auth: "client_secret_basic"),
         ClientCase(client: "svcpost", secret: "svcpost-secret", auth: "client_secret_post"),
+        // RFC 6749 §2.3.1: id and secret are form-encoded before Basic.
+        ClientCase(client: "svc odd:1", secret: "p@ss w:rd+/%é", auth: "client_secret_basic"),
+        ClientCase(client: "svc odd:1", secret: "p@ss w:rd+/%é", auth: "client_secret_post"),
     ]
 
     @Test(arguments: clientCases)

@@ -205,7 +205,7 @@ struct InteropStack: Sendable {
     /// Profile lines for a `client_credentials` client found by discovery.
     func clientCredentials(client: String, secretVariable: String, auth: String = "client_secret_basic") -> [String] {
         [
-            "type: client_credentials", "issuer: \(issuer)", "client_id: \(client)",
+            "type: client_credentials", "issuer: \(issuer)", "client_id: '\(client)'",
             "client_secret: { env: \(secretVariable) }", "client_auth: \(auth)", "scopes: [read]",
         ]
     }
