@@ -175,6 +175,29 @@ import Testing
         }
     }
 
+    @Test func tokenGetReturnsTheSessionsTokenOnlyWhenTheProfileExposesIt() async throws {
+        try await InteropStack.with { stack in
+            let relay = try stack.startRelay(
+                profiles: [
+                    ("exposed", stack.clientCredentials(client: "svc", secretVariable: "SECRET") + ["expose_token: true"]),
+                    ("hidden", stack.clientCredentials(client: "svcpost", secretVariable: "POST_SECRET", auth: "client_secret_post")),
+                ],
+                environment: ["SECRET": "svc-secret", "POST_SECRET": "svcpost-secret"])
+            let got = try await relay.call("token-get", ["profile": "exposed"])
+            let token = got["result"]?["accessToken"]?.stringValue
+            #expect(token != nil, "\(got["error"]?.jsonText ?? "")")
+            #expect(try await stack.issuedValues(client: "svc", kind: "access") == [token ?? "-"])
+            let direct = try await stack.curl(["-sS", "-H", "Authorization: Bearer \(token ?? "-")", "\(stack.rsURL)/whoami"])
+            #expect(direct.status == 200)
+            #expect(try await relay.call("request", ["path": "/whoami", "profile": "exposed"])["result"]?["status"]?.intValue == 200)
+            #expect(try await stack.issuedCount(client: "svc") == 1, "request and token-get share the session")
+
+            let refused = try await relay.call("token-get", ["profile": "hidden"])
+            #expect(refused["error"]?["data"]?["kind"]?.stringValue == "not_supported", "\(refused.jsonText)")
+            #expect(try await stack.issuedCount(client: "svcpost") == 0)
+        }
+    }
+
     @Test func wrongClientSecretIsAnAuthErrorWithInvalidClient() async throws {
         try await InteropStack.with { stack in
             let relay = try stack.startRelay(
