@@ -88,6 +88,36 @@ import Testing
         }
     }
 
+    @Test func callersTimingOutDuringARefreshNeverLoseTheRotatedToken() async throws {
+        try await InteropStack.with(.init(reuseProtection: true)) { stack in
+            let seedCase = Self.seedCases[0]
+            let seed = try await stack.mintRefreshToken(client: seedCase.client, secret: seedCase.secret)
+            let relay = try stack.startRelay(profiles: [("seeded", seedCase.profile(stack))], environment: seedCase.environment(seed: seed))
+            #expect(try await relay.call("request", ["path": "/whoami"])["result"]?["status"]?.intValue == 200)
+            // Time bounds that end before, during and after the refresh exchange: whichever phase
+            // the caller leaves in, a refresh that was sent is committed, so the next one works.
+            // Known Auth bug: the flight's deadline is its first caller's, and the sent refresh
+            // request is aborted when that caller's deadline passes; the AS has rotated, the answer
+            // is lost, the next refresh replays the spent token (invalid_grant, family revoked).
+            // Intermittent because it depends on when the short bound ends. Remove the wrapper
+            // once the Auth fix lands.
+            await withKnownIssue("a sent refresh is aborted at its first caller's deadline", isIntermittent: true) {
+                for bound in [1, 15, 40, 80, 150, 300] {
+                    let invalidated = try await relay.call("token-invalidate", ["profile": "seeded"])
+                    #expect(invalidated["result"]?["invalidated"]?.intValue == 1)
+                    let hurried = try await relay.call("request", ["path": "/whoami", "timeoutMs": .int(bound)])
+                    let kind = hurried["error"]?["data"]?["kind"]?.stringValue
+                    #expect(hurried["result"] != nil || kind == "timeout", "\(bound) ms: \(hurried.jsonText)")
+                    let next = try await relay.call("request", ["path": "/whoami"])
+                    #expect(next["result"]?["status"]?.intValue == 200, "after a \(bound) ms caller: \(next.jsonText)")
+                    if next["result"] == nil { break }
+                }
+                let session = try await relay.call("status")["result"]?["sessions"]?.arrayValue?.first
+                #expect(session?["state"]?.stringValue == "valid", "\(session?.jsonText ?? "")")
+            }
+        }
+    }
+
     @Test func logoutRevokesTheSessionsTokensAtTheServer() async throws {
         try await InteropStack.with { stack in
             let seedCase = Self.seedCases[0]
