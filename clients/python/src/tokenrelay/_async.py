@@ -40,7 +40,7 @@ class AsyncSubscription:
         """The next event; raises :class:`StopAsyncIteration` at the end and
         :class:`RelayTimeout` if none arrives within ``timeout`` seconds."""
         while True:
-            if self._closed and self._queue.empty():
+            if self._closed:
                 raise StopAsyncIteration
             try:
                 item = await asyncio.wait_for(self._queue.get(), timeout)
@@ -360,6 +360,9 @@ class AsyncRelay:
         if process.returncode is None and self._closed_error is None:
             try:
                 await self.call("shutdown", timeout=timeout / 2)
+            except (RelayError, OSError):
+                pass  # ShuttingDown included: exit is still accepted
+            try:
                 await self.notify("exit")
             except (RelayError, OSError):
                 pass

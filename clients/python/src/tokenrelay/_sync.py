@@ -13,7 +13,7 @@ from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Seque
 
 from . import _core
 from ._core import Event, Response, SubscriptionState
-from .errors import ProtocolError, RelayClosed, RelayError, RelayTimeout
+from .errors import ProtocolError, RelayClosed, RelayError, RelayTimeout, ShuttingDown
 
 _log = logging.getLogger("tokenrelay")
 
@@ -58,7 +58,7 @@ class Subscription:
         """The next event; raises :class:`StopIteration` at the end and
         :class:`RelayTimeout` if none arrives within ``timeout`` seconds."""
         while True:
-            if self._closed and self._queue.empty():
+            if self._closed:
                 raise StopIteration
             try:
                 item = self._queue.get(timeout=timeout)
@@ -389,6 +389,11 @@ class Relay:
         if process.poll() is None and self._closed_error is None:
             try:
                 self.call("shutdown", timeout=timeout / 2)
+            except ShuttingDown:
+                pass  # shut down already: exit is still accepted
+            except (RelayError, OSError):
+                pass
+            try:
                 self.notify("exit")
             except (RelayError, OSError):
                 pass
