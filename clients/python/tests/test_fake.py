@@ -213,3 +213,17 @@ def test_async_dead_process_raises_relay_closed(fake_bin):
             with pytest.raises(tokenrelay.RelayClosed):
                 await relay.ping()
     run(main())
+
+
+def test_start_call_cancel_raises_cancelled(fake_bin):
+    with tokenrelay.Relay(binary=fake_bin) as relay:
+        call = relay.start_call("request", {"path": "/slow"})
+        assert not call.done()
+        call.cancel()
+        with pytest.raises(tokenrelay.Cancelled):
+            call.result(timeout=30)
+
+
+def test_missing_binary_is_reported(tmp_path):
+    with pytest.raises(FileNotFoundError):
+        tokenrelay.Relay(binary=str(tmp_path / "nope"))

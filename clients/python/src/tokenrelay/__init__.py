@@ -7,7 +7,7 @@
 
 from ._async import AsyncRelay, AsyncSubscription
 from ._core import Event, Response, SubscriptionState, find_binary
-from ._sync import Relay, Subscription
+from ._sync import Call, Relay, Subscription
 from .errors import (
     AuthError,
     Cancelled,
@@ -31,7 +31,7 @@ from .errors import (
 __version__ = "0.1.0"
 
 __all__ = [
-    "Relay", "AsyncRelay", "Subscription", "AsyncSubscription", "Response", "Event", "SubscriptionState",
+    "Relay", "AsyncRelay", "Call", "Subscription", "AsyncSubscription", "Response", "Event", "SubscriptionState",
     "find_binary", "error_from_json", "RelayError", "ConfigError", "UnknownEnvironment", "UnknownProfile",
     "AuthError", "InteractionRequired", "TransportError", "RelayTimeout", "Cancelled", "LimitExceeded",
     "ShuttingDown", "NotSupported", "InvalidParams", "ProtocolError", "MethodNotFound", "RelayClosed",

@@ -358,6 +358,11 @@ class AsyncRelay:
         if process is None:
             return None
         if process.returncode is None and self._closed_error is None:
+            for request_id in list(self._pending):  # nobody will read those answers
+                try:
+                    await self._send(_core.cancel_message(request_id))
+                except RelayError:
+                    break
             try:
                 await self.call("shutdown", timeout=timeout / 2)
             except (RelayError, OSError):

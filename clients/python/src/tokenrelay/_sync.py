@@ -110,6 +110,42 @@ class Subscription:
         self.close()
 
 
+class Call:
+    """A request in flight (from :meth:`Relay.start_call`)."""
+
+    def __init__(self, relay: "Relay", id: int, method: str, pending: _Pending) -> None:
+        self._relay = relay
+        self.id = id
+        self.method = method
+        self._pending = pending
+
+    def done(self) -> bool:
+        return self._pending.done.is_set()
+
+    def result(self, timeout: Optional[float] = None) -> Any:
+        """Waits for the answer. On ``timeout`` (seconds) or an interrupt the request is
+        abandoned: ``$/cancelRequest`` is sent and :class:`RelayTimeout` raised (or the
+        interrupt re-raised)."""
+        try:
+            if not self._pending.done.wait(timeout):
+                self._relay._abandon(self.id)
+                raise RelayTimeout(f"no answer to {self.method} within {timeout} s; cancelled", kind="timeout")
+        except BaseException:
+            self._relay._abandon(self.id)
+            raise
+        assert self._pending.outcome is not None
+        return _core.unwrap(self._pending.outcome)
+
+    def cancel(self) -> None:
+        """Sends ``$/cancelRequest``; the server then answers with -32800, which
+        :meth:`result` raises as :class:`Cancelled`."""
+        if not self.done():
+            try:
+                self._relay.notify("$/cancelRequest", {"id": self.id})
+            except RelayError:
+                pass
+
+
 class Relay:
     """A tokenrelay process and a client for it.
 
@@ -266,6 +302,29 @@ class Relay:
         """Sends a notification."""
         self._send(_core.notification_message(method, params))
 
+    def start_call(
+        self,
+        method: str,
+        params: Optional[Mapping[str, Any]] = None,
+        *,
+        _on_result: Optional[Callable[[Any], None]] = None,
+    ) -> "Call":
+        """Sends a request without waiting: the returned :class:`Call` has ``id``,
+        ``result(timeout)`` and ``cancel()`` (usable from any thread)."""
+        request_id = next(self._ids)
+        pending = _Pending(_on_result)
+        with self._lock:
+            if self._closed_error is not None:
+                raise self._closed_error
+            self._pending[request_id] = pending
+        try:
+            self._send(_core.request_message(request_id, method, params))
+        except BaseException:
+            with self._lock:
+                self._pending.pop(request_id, None)
+            raise
+        return Call(self, request_id, method, pending)
+
     def call(
         self,
         method: str,
@@ -277,22 +336,7 @@ class Relay:
         """Sends any request and returns its result. If no answer arrives within
         ``timeout`` seconds, or the wait is interrupted (KeyboardInterrupt), it sends
         ``$/cancelRequest`` and raises :class:`RelayTimeout` (or re-raises)."""
-        request_id = next(self._ids)
-        pending = _Pending(_on_result)
-        with self._lock:
-            if self._closed_error is not None:
-                raise self._closed_error
-            self._pending[request_id] = pending
-        try:
-            self._send(_core.request_message(request_id, method, params))
-            if not pending.done.wait(timeout):
-                self._abandon(request_id)
-                raise RelayTimeout(f"no answer to {method} within {timeout} s; cancelled", kind="timeout")
-        except BaseException:
-            self._abandon(request_id)
-            raise
-        assert pending.outcome is not None
-        return _core.unwrap(pending.outcome)
+        return self.start_call(method, params, _on_result=_on_result).result(timeout)
 
     def _abandon(self, request_id: int) -> None:
         with self._lock:
@@ -387,6 +431,13 @@ class Relay:
         exit status. Idempotent."""
         process = self.process
         if process.poll() is None and self._closed_error is None:
+            with self._lock:
+                in_flight = list(self._pending)
+            for request_id in in_flight:  # nobody will read those answers
+                try:
+                    self._send(_core.cancel_message(request_id))
+                except RelayError:
+                    break
             try:
                 self.call("shutdown", timeout=timeout / 2)
             except ShuttingDown:
