@@ -45,3 +45,16 @@ def write_config(stack, directory):
 
 def paths(stack):
     return stack.get("STACK_PATH", "/"), stack.get("STACK_SSE_PATH", "/events")
+
+
+if __name__ == "__main__":
+    # python3 stack_config.py DIR: writes the config for $TOKENRELAY_STACK_ENV into DIR,
+    # prints its path and the two paths (used by the shell recipes' tests).
+    import subprocess
+    import sys
+
+    out = subprocess.run(["bash", "-c", 'set -a; . "$1"; env -0', "bash", os.environ["TOKENRELAY_STACK_ENV"]],
+                         check=True, capture_output=True).stdout
+    variables = dict(item.split("=", 1) for item in out.decode().split("\0") if "=" in item)
+    print(write_config(variables, sys.argv[1]))
+    print("\n".join(paths(variables)))
