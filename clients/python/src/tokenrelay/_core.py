@@ -71,7 +71,7 @@ def build_argv(
     """The command line that starts a server speaking NDJSON."""
     argv = [binary, "serve", "--framing", "ndjson"]
     if config is not None:
-        argv += ["--config", os.fspath(config)]
+        argv += ["--config", os.path.expanduser(os.fspath(config))]
     if env is not None:
         argv += ["--env", env]
     if log_level is not None:
