@@ -26,9 +26,13 @@ def test_request_content_is_sent_as_base64_and_defaults_are_omitted():
     assert params == {"method": "GET", "url": "https://h/x", "base64": base64.b64encode(b"\x00\xff").decode()}
 
 
-@pytest.mark.parametrize("kwargs", [dict(json=1, text="a"), dict(text="a", content=b"b"), dict(path="/a", url="http://h")])
-def test_conflicting_request_arguments_are_rejected(kwargs):
-    kwargs.setdefault("path", "/a") if "url" not in kwargs else None
+@pytest.mark.parametrize("kwargs", [
+    dict(path="/a", json=1, text="a"),
+    dict(path="/a", text="a", content=b"b"),
+    dict(path="/a", url="http://h"),
+    dict(),
+])
+def test_conflicting_or_missing_request_arguments_are_rejected(kwargs):
     with pytest.raises(ValueError):
         _core.request_params(**kwargs)
 

@@ -227,3 +227,24 @@ def test_start_call_cancel_raises_cancelled(fake_bin):
 def test_missing_binary_is_reported(tmp_path):
     with pytest.raises(FileNotFoundError):
         tokenrelay.Relay(binary=str(tmp_path / "nope"))
+
+
+def test_keyboard_interrupt_during_a_sync_wait_sends_cancel_request(fake_bin):
+    import signal
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGALRM, interrupt)
+    try:
+        with tokenrelay.Relay(binary=fake_bin) as relay:
+            signal.setitimer(signal.ITIMER_REAL, 0.3)
+            with pytest.raises(KeyboardInterrupt):
+                relay.request(path="/slow")
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            received = relay.call("fake/received", timeout=30)
+            slow = [m for m in received if m.get("method") == "request"][0]
+            assert {"jsonrpc": "2.0", "method": "$/cancelRequest", "params": {"id": slow["id"]}} in received
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
