@@ -1,7 +1,7 @@
 // End to end against the interop stack. Skipped unless TOKENRELAY_STACK_ENV names the stack's
 // variables file. The config is TOKENRELAY_CONFIG from that file, else written from RS_URL,
 // ISSUER/AS_URL, TOKEN_URL, CLIENT_ID, CLIENT_SECRET (same rules as the Python suite's
-// stack_config.py); paths: STACK_PATH (default /), STACK_SSE_PATH (default /events).
+// stack_config.py); paths: STACK_PATH (default /whoami), STACK_SSE_PATH (default /events).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdtempSync, writeFileSync } from 'node:fs';
@@ -34,7 +34,7 @@ function configPath() {
   return path;
 }
 
-const path = stack?.STACK_PATH || '/';
+const path = stack?.STACK_PATH || '/whoami';
 const ssePath = stack?.STACK_SSE_PATH || '/events';
 const start = () => new Relay({ config: configPath(), binary: /** @type {string} */ (binary), onLog: logSink().onLog });
 

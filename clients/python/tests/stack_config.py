@@ -4,7 +4,7 @@ If the stack file sets ``TOKENRELAY_CONFIG`` that file is used as is. Otherwise 
 written with environment ``stack`` (base ``RS_URL``, profile ``service`` with
 ``CLIENT_ID``/``CLIENT_SECRET`` at ``ISSUER``/``TOKEN_URL``, profile ``bad`` with a wrong
 secret) and environment ``closed`` (a loopback port nothing listens on). Paths on the
-resource server: ``STACK_PATH`` (default ``/``) and ``STACK_SSE_PATH`` (default ``/events``).
+resource server: ``STACK_PATH`` (default ``/whoami``) and ``STACK_SSE_PATH`` (default ``/events``).
 """
 
 import json
@@ -44,7 +44,7 @@ def write_config(stack, directory):
 
 
 def paths(stack):
-    return stack.get("STACK_PATH", "/"), stack.get("STACK_SSE_PATH", "/events")
+    return stack.get("STACK_PATH", "/whoami"), stack.get("STACK_SSE_PATH", "/events")
 
 
 if __name__ == "__main__":
