@@ -34,7 +34,9 @@ import Testing
             let subs = lines.compactMap { $0["result"]?["subscription"]?.stringValue }
             #expect(Set(subs).count == count)
             for sub in subs {
-                #expect(lines.ticks(of: sub) == Array(1...perStream), "\(sub)")
+                // On a very slow run a stream may already have reconnected (after ~30 s) and resumed at 6.
+                let ticks = lines.ticks(of: sub)
+                #expect(ticks == Array(1...max(ticks.count, 1)) && ticks.count >= perStream, "\(sub): \(ticks)")
                 #expect(lines.closedState(of: sub) == nil, "\(sub)")
             }
             #expect(try await stack.issuedCount(client: "svc") == 1, "200 streams share one token")
