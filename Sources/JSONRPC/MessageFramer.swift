@@ -67,6 +67,8 @@ public struct MessageFramer: Sendable {
         case detecting
         case line(discarding: Bool)
         case header
+        /// After an oversized header line: bytes are dropped up to the next line end.
+        case skippingHeaderLine
         case content(remaining: Int)
         case skipping(remaining: Int)
     }
@@ -174,12 +176,12 @@ public struct MessageFramer: Sendable {
         case .header:
             guard let newline = findByte(0x0A) else {
                 if available > limits.maximumHeaderBytes {
-                    return headerOverflow()
+                    return headerOverflow(lineEnd: nil)
                 }
                 return nil
             }
             if newline - start > limits.maximumHeaderBytes {
-                return headerOverflow()
+                return headerOverflow(lineEnd: newline)
             }
             var lineEnd = newline
             if lineEnd > start, buffer[lineEnd - 1] == 0x0D { lineEnd -= 1 }
@@ -208,6 +210,17 @@ public struct MessageFramer: Sendable {
             parseHeaderLine(line)
             return step()
 
+        case .skippingHeaderLine:
+            guard let newline = findByte(0x0A) else {
+                start = buffer.count
+                scanned = start
+                return nil
+            }
+            start = newline + 1
+            scanned = start
+            state = .header
+            return step()
+
         case .content(let remaining):
             guard available >= remaining else { return nil }
             let body = Array(buffer[start..<(start + remaining)])
@@ -229,12 +242,14 @@ public struct MessageFramer: Sendable {
         }
     }
 
-    private mutating func headerOverflow() -> FramerOutput {
-        // Drop what we have up to the last line end and look for the next header.
-        if let lastNewline = buffer[start...].lastIndex(of: 0x0A) {
-            start = lastNewline + 1
+    /// Reports an oversized header line and drops it (up to `lineEnd`, or up to the next line
+    /// end still to come), so the same bytes give the same outputs however they are chunked.
+    private mutating func headerOverflow(lineEnd: Int?) -> FramerOutput {
+        if let lineEnd {
+            start = lineEnd + 1
         } else {
             start = buffer.count
+            state = .skippingHeaderLine
         }
         scanned = start
         contentLength = nil

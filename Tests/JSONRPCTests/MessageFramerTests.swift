@@ -102,6 +102,18 @@ import Testing
         #expect(result.outputs.first == .error(.headerTooLarge(limit: 32)))
     }
 
+    @Test func anOversizedHeaderLineGivesTheSameOutputsAtEveryChunkSize() {
+        // Found by FuzzFraming: a long header line and a blank line after it.
+        let limits = FramingLimits(maximumMessageBytes: 4096, maximumHeaderBytes: 256)
+        let input = Array(("Content-Length: 40" + String(repeating: "x", count: 300) + "\r\n\r\nContent-Length: 8\r\n\r\n{\"ok\":1}").utf8)
+        let whole = Self.frame(input, chunk: input.count, framing: .lsp, limits: limits).outputs
+        #expect(whole.first == .error(.headerTooLarge(limit: 256)))
+        #expect(whole.last == .message(Array("{\"ok\":1}".utf8)))
+        for size in 1..<input.count {
+            #expect(Self.frame(input, chunk: size, framing: .lsp, limits: limits).outputs == whole, "chunk \(size)")
+        }
+    }
+
     @Test func forcedFramingIsHonoured() {
         let input = Array("{\"a\":1}\n".utf8)
         let result = Self.frame(input, chunk: 100, framing: .lsp)
