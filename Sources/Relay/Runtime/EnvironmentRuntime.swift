@@ -7,7 +7,7 @@ struct EnvironmentRuntime: Sendable {
     let settings: EnvironmentSettings
     let origins: OriginPolicy
     let headers: HTTPHeaders
-    let transport: CurlTransport
+    let transport: LazyTransport
     let profiles: [String: ProfileRuntime]
     /// Sends without credentials (environment headers still go to allowed origins).
     let plainClient: HTTPClient
@@ -22,7 +22,7 @@ struct EnvironmentRuntime: Sendable {
         return settings.profiles.count == 1 ? settings.profiles.first?.name : nil
     }
 
-    static func make(_ settings: EnvironmentSettings, manager: TokenManager, transport: CurlTransport) async throws
+    static func make(_ settings: EnvironmentSettings, manager: TokenManager, transport: LazyTransport) async throws
         -> EnvironmentRuntime
     {
         let origins = OriginPolicy(baseURL: settings.baseURL, allowed: settings.allowedOrigins)

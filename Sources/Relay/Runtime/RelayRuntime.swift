@@ -13,11 +13,11 @@ final class RelayRuntime: Sendable {
     let manager: TokenManager
     let environments: [String: EnvironmentRuntime]
     /// Transports to shut down at the end.
-    let transports: [CurlTransport]
+    let transports: [LazyTransport]
 
     private init(
         settings: Settings, environmentOverride: String?, manager: TokenManager,
-        environments: [String: EnvironmentRuntime], transports: [CurlTransport]
+        environments: [String: EnvironmentRuntime], transports: [LazyTransport]
     ) {
         self.settings = settings
         self.environmentOverride = environmentOverride
@@ -28,8 +28,8 @@ final class RelayRuntime: Sendable {
 
     /// Builds the runtime. Fails (kind `config`) when a profile's settings cannot work.
     static func make(settings: Settings, environmentOverride: String?) async throws -> RelayRuntime {
-        var transports: [CurlTransport] = []
-        func transport(for environment: EnvironmentSettings?) throws -> CurlTransport {
+        var transports: [LazyTransport] = []
+        func transport(for environment: EnvironmentSettings?) -> LazyTransport {
             var options = CurlTransport.Options()
             // A paused subscription holds at most this much: 1,000 of them stay well under 100 MB.
             options.streamBufferBytes = 32 << 10
@@ -40,17 +40,17 @@ final class RelayRuntime: Sendable {
                 options.connectTimeout = environment.connectTimeout
                 options.streamIdleTimeout = environment.events.idleTimeout
             }
-            let made = try CurlTransport(options: options)
+            let made = LazyTransport(options: options)
             transports.append(made)
             return made
         }
         // Token and discovery requests go through a transport of their own (no middlewares).
-        let tokenTransport = try transport(for: nil)
+        let tokenTransport = transport(for: nil)
         let manager = TokenManager(transport: tokenTransport)
         var environments: [String: EnvironmentRuntime] = [:]
         for environment in settings.environments {
             environments[environment.name] = try await EnvironmentRuntime.make(
-                environment, manager: manager, transport: try transport(for: environment))
+                environment, manager: manager, transport: transport(for: environment))
         }
         return RelayRuntime(
             settings: settings, environmentOverride: environmentOverride, manager: manager, environments: environments,

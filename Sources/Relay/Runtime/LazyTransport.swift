@@ -1,0 +1,37 @@
+import HTTP
+import Synchronization
+
+/// A libcurl transport created on first use, so that starting the server (and answering
+/// `initialize` or `ping`) costs no thread and no TLS initialisation for environments that a
+/// session never calls.
+final class LazyTransport: HTTPStreamingTransport {
+    private let options: CurlTransport.Options
+    /// Guarded by the mutex: the transport, once created.
+    private let transport = Mutex<CurlTransport?>(nil)
+
+    init(options: CurlTransport.Options) {
+        self.options = options
+    }
+
+    private func current() throws -> CurlTransport {
+        try transport.withLock { (existing: inout CurlTransport?) throws(HTTPError) -> CurlTransport in
+            if let existing { return existing }
+            let created = try CurlTransport(options: options)
+            existing = created
+            return created
+        }
+    }
+
+    func send(_ request: HTTPRequest) async throws -> HTTPResponse {
+        try await current().send(request)
+    }
+
+    func stream(_ request: HTTPRequest, idleTimeout: Duration?) async throws -> HTTPStreamingResponse {
+        try await current().stream(request, idleTimeout: idleTimeout)
+    }
+
+    /// Stops the transport if it was ever created.
+    func shutdown() {
+        transport.withLock { $0 }?.shutdown()
+    }
+}
