@@ -107,9 +107,9 @@ method("config-reload", "Reloads the configuration file (also on SIGHUP). A conf
 method("subscribe", "Follows a Server-Sent-Events stream; events arrive as event notifications. Rejected inside a batch.",
     env_params + request_target + [{"name": "lastEventId", "description": "Sent as Last-Event-ID on the first connection.", "schema": string}] + common_tail,
     {"name": "result", "schema": {"type": "object", "required": ["subscription"], "properties": {"subscription": string}}},
-    errs=req_errs, status="planned")
+    errs=req_errs)
 method("unsubscribe", "Closes a subscription (and cancels a pending token acquisition).", [{"name": "subscription", "required": True, "schema": string}],
-    {"name": "result", "schema": {"type": "object"}}, status="planned")
+    {"name": "result", "schema": {"type": "object", "properties": {"subscription": string, "closed": boolean}}})
 
 # server -> client notifications
 method("event", "One SSE event of a subscription.", [
@@ -117,11 +117,11 @@ method("event", "One SSE event of a subscription.", [
     {"name": "event", "required": True, "description": "Event type (default message).", "schema": string},
     {"name": "data", "required": True, "description": "Data lines joined with \\n.", "schema": string},
     {"name": "retry", "description": "Present when the event's block carried a valid retry field (ms).", "schema": integer}],
-    None, notification=True, direction="server-to-client", status="planned")
+    None, notification=True, direction="server-to-client")
 method("subscription-state", "A subscription's connection state.", [
     {"name": "subscription", "required": True, "schema": string}, {"name": "state", "required": True, "schema": {"enum": state_enum}},
     {"name": "attempt", "schema": integer}, {"name": "retryInMs", "schema": integer}, {"name": "status", "schema": integer},
-    {"name": "error", "schema": error_obj}], None, notification=True, direction="server-to-client", status="planned")
+    {"name": "error", "schema": error_obj}], None, notification=True, direction="server-to-client")
 method("auth-prompt", "What the user must do to log in (URL, user code, expiry). tokenrelay never reads the terminal.", [
     {"name": "environment", "schema": string}, {"name": "profile", "schema": string}, {"name": "url", "schema": string},
     {"name": "userCode", "schema": string}, {"name": "expiresAt", "schema": {"type": "string", "format": "date-time"}}],

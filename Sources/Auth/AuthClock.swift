@@ -11,10 +11,13 @@ public protocol AuthClock: Sendable {
 
 /// The real clock: `Date()` and `Task.sleep`.
 public struct SystemAuthClock: AuthClock {
+    /// Creates the system clock.
     public init() {}
 
+    /// The current wall-clock time.
     public var now: Date { Date() }
 
+    /// Sleeps until `deadline`; throws `CancellationError` when cancelled.
     public func sleep(until deadline: Date) async throws {
         let interval = deadline.timeIntervalSince(Date())
         if interval > 0 { try await Task.sleep(for: .seconds(interval)) }

@@ -54,11 +54,13 @@ public enum AuthError: Error, Sendable, Equatable, CustomStringConvertible {
     /// problem): these are the failures that make a renewal "refused" for `auth-failed`.
     public var isRefusal: Bool {
         switch self {
-        case .oauth, .interactionRequired, .invalidTokenResponse, .excessiveRenewals: true
+        case .oauth(let error, _, let status): error != "temporarily_unavailable" && status < 500
+        case .interactionRequired, .excessiveRenewals: true
         default: false
         }
     }
 
+    /// A redacted, human-readable message (never a secret, token or body).
     public var description: String {
         let text: String
         switch self {

@@ -79,6 +79,7 @@ public struct OAuthClientConfiguration: Sendable {
     /// Bounds an acquisition (retries included) when no caller gave a deadline.
     public var acquisitionTimeout: Duration
 
+    /// Creates a configuration; scopes and resources are sorted and deduplicated.
     public init(
         issuer: String? = nil, tokenURL: String? = nil, clientID: String, clientSecret: SecretProvider? = nil,
         clientAuth: ClientAuthMethod = .clientSecretBasic, scopes: [String] = [], audience: String? = nil,

@@ -33,5 +33,6 @@ public struct SessionKey: Sendable, Hashable, CustomStringConvertible {
         resources = configuration.resources
     }
 
+    /// `environment/profile` (no secrets).
     public var description: String { "\(environment)/\(profile)" }
 }

@@ -17,6 +17,7 @@ public struct Token: Sendable, Equatable, CustomStringConvertible {
     /// A number unique to this token within the manager; used as the ``CredentialStamp``.
     public let version: UInt64
 
+    /// Creates a token record.
     public init(
         accessToken: String, tokenType: String = "Bearer", receivedAt: Date, expiresAt: Date?,
         refreshToken: String? = nil, scope: String? = nil, version: UInt64
@@ -39,6 +40,7 @@ public struct Token: Sendable, Equatable, CustomStringConvertible {
         return now >= expiresAt.addingTimeInterval(-margin)
     }
 
+    /// Redacted: shows the version and expiry, never the token.
     public var description: String {
         "Token(version: \(version), type: \(tokenType), expiresAt: \(expiresAt.map { "\($0)" } ?? "unknown"), "
             + "refreshable: \(refreshToken != nil), accessToken: [REDACTED])"

@@ -9,6 +9,7 @@ public struct TokenCredentialSource: CredentialSource {
     public let key: SessionKey
     private let clock: any AuthClock
 
+    /// A source for session `key` of `manager`; `clock` turns request timeouts into deadlines.
     public init(manager: TokenManager, key: SessionKey, clock: any AuthClock = SystemAuthClock()) {
         self.manager = manager
         self.key = key

@@ -11,6 +11,7 @@ public struct RetryPolicy: Sendable {
     /// The largest delay between attempts (a server's `Retry-After` may ask for more, within the deadline).
     public var maximumDelay: Duration
 
+    /// Creates a policy (defaults: 5 attempts, 250 ms doubling up to 4 s).
     public init(maximumAttempts: Int = 5, initialDelay: Duration = .milliseconds(250), maximumDelay: Duration = .seconds(4)) {
         self.maximumAttempts = maximumAttempts
         self.initialDelay = initialDelay
@@ -44,6 +45,7 @@ struct GrantRequest: Sendable {
         var form = FormBody()
         form.add("grant_type", "refresh_token")
         form.add("refresh_token", refreshToken)
+        Redactor.shared.register(FormBody.encode(refreshToken))
         addCommon(&form, configuration)
         return GrantRequest(form: form)
     }
@@ -67,6 +69,7 @@ public struct TokenEndpointClient: Sendable {
     /// The retry policy.
     public let retryPolicy: RetryPolicy
 
+    /// Creates a client over `transport`.
     public init(
         transport: any HTTPTransport, clock: any AuthClock = SystemAuthClock(),
         random: @escaping @Sendable () -> Double = { Double.random(in: 0..<1) }, retryPolicy: RetryPolicy = RetryPolicy()

@@ -52,6 +52,7 @@ extension TokenManager {
     public func logout(environment: String? = nil, profile: String? = nil) async throws(AuthError) -> Int {
         var count = 0
         for session in sessions.values where matches(session.key, environment: environment, profile: profile) {
+            session.generation += 1
             session.token = nil
             session.refreshToken = nil
             session.invalidated = false
@@ -90,6 +91,28 @@ extension TokenManager {
                 state: state, expiresAt: session.token?.expiresAt, refreshable: session.refreshToken != nil,
                 lastError: session.lastError.map { ($0.kind, $0.description) }, counters: session.counters)
         }
+    }
+
+    /// Forgets every session not in `keys` (after a configuration reload). Their callers waiting
+    /// on an acquisition not yet sent get ``AuthError/cancelled``; one already sent still commits to
+    /// the store. Returns how many sessions were removed.
+    @discardableResult
+    public func removeSessions(except keys: Set<SessionKey>) -> Int {
+        let removed = sessions.keys.filter { !keys.contains($0) }
+        for key in removed {
+            guard let session = sessions.removeValue(forKey: key), let flight = session.flight else { continue }
+            if !flight.sent {
+                flight.task?.cancel()
+                detached[flight.id] = flight.task
+            }
+            let waiters = flight.waiters
+            flight.waiters = [:]
+            for waiter in waiters.values {
+                waiter.timer?.cancel()
+                waiter.continuation.resume(throwing: AuthError.cancelled)
+            }
+        }
+        return removed.count
     }
 
     /// The keys of every registered session.

@@ -16,6 +16,7 @@ extension TokenManager {
     func startFlight(_ session: Session, deadline: Date?) -> Flight {
         let bound = deadline ?? clock.now.addingTimeInterval(session.configuration.acquisitionTimeout.timeInterval)
         let flight = Flight(id: nextID(), deadline: bound)
+        flight.generation = session.generation
         session.flight = flight
         let key = session.key
         let flightID = flight.id
@@ -137,6 +138,9 @@ extension TokenManager {
                 endpoint: endpoint, grant: .clientCredentials(configuration), configuration: configuration,
                 secret: secret)
             response = try await endpointClient.send(request, deadline: flight.deadline, beforeFirstSend: beforeSend)
+        }
+        guard session.generation == flight.generation else {
+            throw AuthError.cancelled  // logged out meanwhile: commit nothing
         }
         return .obtained(try await commit(response, previousRefreshToken: usedRefreshToken, session: session))
     }

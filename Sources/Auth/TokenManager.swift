@@ -25,6 +25,8 @@ public actor TokenManager {
         var sent = false
         /// Whether the session held a token when the flight started talking to the server.
         var isRenewal = false
+        /// The session's generation when the flight started.
+        var generation: UInt64 = 0
         var task: Task<Void, Never>?
 
         init(id: UInt64, deadline: Date) {
@@ -52,6 +54,8 @@ public actor TokenManager {
         var blockedUntil: Date?
         var lastError: AuthError?
         var counters = SessionStatus.Counters()
+        /// Bumped by `logout`; a flight started before it commits nothing.
+        var generation: UInt64 = 0
 
         init(key: SessionKey, configuration: OAuthClientConfiguration) {
             self.key = key
@@ -64,12 +68,18 @@ public actor TokenManager {
     /// The excessive-renewal window.
     public static let renewalWindow: TimeInterval = 30
 
+    /// Where tokens are committed (before callers see them).
     let store: any TokenStore
+    /// Sends grant requests with retries.
     let endpointClient: TokenEndpointClient
+    /// Verified, cached issuer metadata.
     let discovery: DiscoveryClient
+    /// The time source.
     let clock: any AuthClock
+    /// Every registered session.
     var sessions: [SessionKey: Session] = [:]
     private var lastID: UInt64 = 0
+    /// Set by `close()`; no new acquisitions after it.
     var closed = false
     /// Abandoned flights still running (they can no longer send); awaited by tests and `close()`.
     var detached: [UInt64: Task<Void, Never>] = [:]
@@ -144,6 +154,7 @@ public actor TokenManager {
         return token
     }
 
+    /// A fresh number for waiters, flights and token versions (unique within the manager).
     func nextID() -> UInt64 {
         lastID += 1
         return lastID
@@ -183,6 +194,7 @@ public actor TokenManager {
         waiter.continuation.resume(throwing: error)
     }
 
+    /// Publishes an event to `events`.
     func emit(_ event: AuthEvent) {
         eventContinuation.yield(event)
     }

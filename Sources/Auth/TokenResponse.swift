@@ -15,6 +15,7 @@ public struct TokenResponse: Sendable, Equatable, CustomStringConvertible {
     /// The granted scope, if sent.
     public let scope: String?
 
+    /// Redacted: never shows a token.
     public var description: String {
         "TokenResponse(expiresIn: \(expiresIn.map(String.init) ?? "unknown"), refreshToken: \(refreshToken == nil ? "none" : "[REDACTED]"))"
     }

@@ -15,6 +15,7 @@ public struct StoredTokens: Sendable, Equatable, CustomStringConvertible {
     /// The granted scope.
     public var scope: String?
 
+    /// Creates an entry.
     public init(
         accessToken: String?, tokenType: String = "Bearer", receivedAt: Date? = nil, expiresAt: Date? = nil,
         refreshToken: String? = nil, scope: String? = nil
@@ -27,6 +28,7 @@ public struct StoredTokens: Sendable, Equatable, CustomStringConvertible {
         self.scope = scope
     }
 
+    /// Redacted: never shows a token.
     public var description: String {
         "StoredTokens(accessToken: \(accessToken == nil ? "none" : "[REDACTED]"), "
             + "refreshToken: \(refreshToken == nil ? "none" : "[REDACTED]"))"
@@ -49,11 +51,15 @@ public protocol TokenStore: Sendable {
 public actor InMemoryTokenStore: TokenStore {
     private var entries: [SessionKey: StoredTokens] = [:]
 
+    /// Creates an empty store.
     public init() {}
 
+    /// The session's entry, if any.
     public func load(_ key: SessionKey) async throws -> StoredTokens? { entries[key] }
 
+    /// Replaces the session's entry.
     public func save(_ tokens: StoredTokens, for key: SessionKey) async throws { entries[key] = tokens }
 
+    /// Removes the session's entry.
     public func remove(_ key: SessionKey) async throws { entries[key] = nil }
 }

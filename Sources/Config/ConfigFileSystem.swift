@@ -1,9 +1,10 @@
+import Synchronization
+
 #if canImport(Glibc)
     import Glibc
 #elseif canImport(Darwin)
     import Darwin
 #endif
-import Synchronization
 
 /// Why a file could not be read.
 public enum FileSystemError: Error, Sendable, Equatable, CustomStringConvertible {

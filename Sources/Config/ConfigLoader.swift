@@ -42,7 +42,10 @@ public struct ConfigLoader: Sendable {
     /// Runs `{ command: [...] }` secret sources.
     public var commandRunner: any SecretCommandRunner
 
-    public init(fileSystem: any ConfigFileSystem = LocalFileSystem(), commandRunner: any SecretCommandRunner = ProcessCommandRunner()) {
+    public init(
+        fileSystem: any ConfigFileSystem = LocalFileSystem(),
+        commandRunner: any SecretCommandRunner = ProcessCommandRunner()
+    ) {
         self.fileSystem = fileSystem
         self.commandRunner = commandRunner
     }
@@ -56,7 +59,9 @@ public struct ConfigLoader: Sendable {
     /// `nil` when none can be formed (no HOME).
     public static func locate(path: String?, environment: [String: String]) -> ConfigLocation? {
         if let path, !path.isEmpty { return ConfigLocation(path: path, isExplicit: true) }
-        if let path = environment["TOKENRELAY_CONFIG"], !path.isEmpty { return ConfigLocation(path: path, isExplicit: true) }
+        if let path = environment["TOKENRELAY_CONFIG"], !path.isEmpty {
+            return ConfigLocation(path: path, isExplicit: true)
+        }
         if let xdg = environment["XDG_CONFIG_HOME"], xdg.hasPrefix("/") {
             return ConfigLocation(path: xdg + "/tokenrelay/config.yaml", isExplicit: false)
         }
@@ -72,7 +77,8 @@ public struct ConfigLoader: Sendable {
         guard let location = Self.locate(path: path, environment: environment) else {
             let warning = ConfigDiagnostic(
                 file: "config.yaml", mark: .file, severity: .warning,
-                message: "no config file given and neither XDG_CONFIG_HOME nor HOME is set; running with no environments")
+                message:
+                    "no config file given and neither XDG_CONFIG_HOME nor HOME is set; running with no environments")
             return ConfigLoadResult(settings: .empty, diagnostics: [warning], file: nil)
         }
         let bytes: [UInt8]
@@ -97,7 +103,8 @@ public struct ConfigLoader: Sendable {
     }
 
     /// Decodes YAML text held in memory as if it were the file `file`.
-    public func decode(yaml: String, file: String = "<memory>", environment: [String: String], mode: ConfigLoadMode) async
+    public func decode(yaml: String, file: String = "<memory>", environment: [String: String], mode: ConfigLoadMode)
+        async
         -> ConfigLoadResult
     {
         await decode(bytes: Array(yaml.utf8), file: file, environment: environment, mode: mode)
@@ -105,7 +112,9 @@ public struct ConfigLoader: Sendable {
 
     /// Decodes YAML bytes as if they were the file `file`. In `check(resolveSecrets: true)`
     /// mode every secret is resolved (and registered with the redactor) to prove it resolves.
-    public func decode(bytes: [UInt8], file: String, environment: [String: String], mode: ConfigLoadMode) async -> ConfigLoadResult {
+    public func decode(bytes: [UInt8], file: String, environment: [String: String], mode: ConfigLoadMode) async
+        -> ConfigLoadResult
+    {
         var (result, secrets) = decodeStructure(bytes: bytes, file: file, environment: environment, mode: mode)
         if case .check(resolveSecrets: true) = mode {
             for secret in secrets {
@@ -138,6 +147,8 @@ public struct ConfigLoader: Sendable {
         let settings = decoder.decode(root)
         let diagnostics = decoder.sink.diagnostics.sorted { $0.mark < $1.mark }
         let valid = !decoder.sink.hasErrors
-        return (ConfigLoadResult(settings: valid ? settings : nil, diagnostics: diagnostics, file: file), decoder.secrets)
+        return (
+            ConfigLoadResult(settings: valid ? settings : nil, diagnostics: diagnostics, file: file), decoder.secrets
+        )
     }
 }

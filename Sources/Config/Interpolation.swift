@@ -58,7 +58,8 @@ enum Interpolation {
             }
             guard isValidName(name) else {
                 throw Failure(
-                    message: "'${\(body)}' is not a valid variable reference: use ${NAME} or ${NAME:-default} with letters, digits and '_'",
+                    message:
+                        "'${\(body)}' is not a valid variable reference: use ${NAME} or ${NAME:-default} with letters, digits and '_'",
                     offset: index)
             }
             referenced = true
@@ -76,9 +77,12 @@ enum Interpolation {
 
     /// Whether `name` is a shell-style variable name.
     static func isValidName(_ name: String) -> Bool {
-        guard let first = name.unicodeScalars.first, first == "_" || (first.isASCII && first.properties.isAlphabetic) else {
+        guard let first = name.unicodeScalars.first, first == "_" || (first.isASCII && first.properties.isAlphabetic)
+        else {
             return false
         }
-        return name.unicodeScalars.allSatisfy { $0 == "_" || ($0.isASCII && ($0.properties.isAlphabetic || ("0"..."9").contains($0))) }
+        return name.unicodeScalars.allSatisfy {
+            $0 == "_" || ($0.isASCII && ($0.properties.isAlphabetic || ("0"..."9").contains($0)))
+        }
     }
 }

@@ -1,11 +1,12 @@
+import Foundation
+import Logging
+import Synchronization
+
 #if canImport(Glibc)
     import Glibc
 #elseif canImport(Darwin)
     import Darwin
 #endif
-import Foundation
-import Logging
-import Synchronization
 
 /// Why a secret command failed. Never carries the command's standard output.
 public enum SecretCommandError: Error, Sendable, CustomStringConvertible {
@@ -29,10 +30,12 @@ public enum SecretCommandError: Error, Sendable, CustomStringConvertible {
         case .emptyCommand: return "the secret command is empty"
         case .notFound(let command): return "secret command \(command) was not found on PATH or is not executable"
         case .spawnFailed(let command, let reason): return "secret command \(command) could not start: \(reason)"
-        case .timedOut(let command, let limit): return "secret command \(command) did not finish within \(limit) and was killed"
+        case .timedOut(let command, let limit):
+            return "secret command \(command) did not finish within \(limit) and was killed"
         case .failed(let command, let status, let stderr):
             return "secret command \(command) \(status)" + (stderr.isEmpty ? "" : "; its stderr said: \(stderr)")
-        case .outputTooLarge(let command, let limit): return "secret command \(command) printed more than \(limit) bytes"
+        case .outputTooLarge(let command, let limit):
+            return "secret command \(command) printed more than \(limit) bytes"
         case .cancelled(let command): return "secret command \(command) was cancelled and killed"
         }
     }
@@ -42,7 +45,8 @@ public enum SecretCommandError: Error, Sendable, CustomStringConvertible {
 public protocol SecretCommandRunner: Sendable {
     /// Runs `argv` (argv[0] looked up on `environment["PATH"]`) with `environment`, stdin from
     /// /dev/null, and returns its stdout once it exits 0 within `timeout`.
-    func run(argv: [String], environment: [String: String], timeout: Duration) async throws(SecretCommandError) -> [UInt8]
+    func run(argv: [String], environment: [String: String], timeout: Duration) async throws(SecretCommandError)
+        -> [UInt8]
 }
 
 /// Runs commands with `posix_spawn`: no shell, an empty signal mask and default signal
@@ -57,9 +61,13 @@ public struct ProcessCommandRunner: SecretCommandRunner {
 
     public init() {}
 
-    public func run(argv: [String], environment: [String: String], timeout: Duration) async throws(SecretCommandError) -> [UInt8] {
+    public func run(argv: [String], environment: [String: String], timeout: Duration) async throws(SecretCommandError)
+        -> [UInt8]
+    {
         guard let command = argv.first, !command.isEmpty else { throw .emptyCommand }
-        guard let executable = Self.locate(command, path: environment["PATH"]) else { throw .notFound(command: command) }
+        guard let executable = Self.locate(command, path: environment["PATH"]) else {
+            throw .notFound(command: command)
+        }
         let child = ChildProcess(executable: executable, argv: argv, environment: environment, timeout: timeout)
         let result: Result<[UInt8], SecretCommandError> = await withTaskCancellationHandler {
             await withCheckedContinuation { continuation in
@@ -79,7 +87,9 @@ public struct ProcessCommandRunner: SecretCommandRunner {
         for folder in folders {
             let candidate = (folder.isEmpty ? "." : String(folder)) + "/" + command
             var info = stat()
-            if stat(candidate, &info) == 0, (UInt32(info.st_mode) & UInt32(S_IFMT)) == UInt32(S_IFREG), access(candidate, X_OK) == 0 {
+            if stat(candidate, &info) == 0, (UInt32(info.st_mode) & UInt32(S_IFMT)) == UInt32(S_IFREG),
+                access(candidate, X_OK) == 0
+            {
                 return candidate
             }
         }
@@ -145,13 +155,34 @@ private final class ChildProcess: Sendable {
         var timedOut = false
         var tooLarge = false
         var buffer = [UInt8](repeating: 0, count: 16384)
+        var exited: Int32?
         while !open.isEmpty {
             let remaining = ContinuousClock.now.duration(to: deadline)
-            if remaining <= .zero { timedOut = true; break }
-            let milliseconds = Int32(clamping: remaining.components.seconds * 1000 + remaining.components.attoseconds / 1_000_000_000_000_000 + 1)
+            if remaining <= .zero {
+                timedOut = true
+                break
+            }
+            // Wake at least every 100 ms: a child that exited while a grandchild still holds its
+            // pipes open (an agent it started) must not look like a hang.
+            let slice = exited == nil ? min(remaining, .milliseconds(100)) : .zero
+            let milliseconds =
+                exited == nil
+                ? Int32(
+                    clamping: slice.components.seconds * 1000 + slice.components.attoseconds / 1_000_000_000_000_000 + 1
+                )
+                : 0
             var fds = open.map { pollfd(fd: $0, events: Int16(POLLIN), revents: 0) }
             let ready = poll(&fds, nfds_t(fds.count), milliseconds)
-            if ready < 0 { if errno == EINTR { continue } else { break } }
+            if ready < 0 {
+                if errno == EINTR { continue } else { break }
+            }
+            if ready == 0 {
+                // Quiet pipes: if the child has exited, one last zero-timeout pass picks up
+                // anything it wrote just before exiting.
+                if exited != nil { break }
+                exited = tryReap(pid)
+                continue
+            }
             for entry in fds where entry.revents != 0 {
                 let count = buffer.withUnsafeMutableBytes { read(entry.fd, $0.baseAddress, $0.count) }
                 if count <= 0 {
@@ -166,8 +197,8 @@ private final class ChildProcess: Sendable {
             }
             if tooLarge { break }
         }
-        if timedOut || tooLarge { kill(pid, SIGKILL) }
-        let status = reap(pid, deadline: deadline)
+        if exited == nil, timedOut || tooLarge { kill(pid, SIGKILL) }
+        let status = exited ?? reap(pid, deadline: deadline)
         if state.withLock({ $0.cancelled }) { return .failure(.cancelled(command: name)) }
         if timedOut || status == nil {
             return .failure(.timedOut(command: name, limit: timeout))
@@ -184,24 +215,30 @@ private final class ChildProcess: Sendable {
     /// Waits for the child; kills it if it is still running past the deadline. Returns the raw
     /// wait status, or `nil` when it had to be killed for the deadline.
     private func reap(_ pid: pid_t, deadline: ContinuousClock.Instant) -> Int32? {
-        var status: Int32 = 0
         var killed = false
         while true {
-            let result = waitpid(pid, &status, killed ? 0 : WNOHANG)
-            if result == pid { break }
-            if result < 0 && errno != EINTR { break }
-            if result == 0 {
-                if ContinuousClock.now >= deadline {
-                    kill(pid, SIGKILL)
-                    killed = true
-                } else {
-                    // The child closed its pipes but has not exited yet: wait a little.
-                    _ = poll(nil, 0, 5)
-                }
+            if let status = tryReap(pid) { return killed ? nil : status }
+            if !killed && ContinuousClock.now >= deadline {
+                kill(pid, SIGKILL)
+                killed = true
             }
+            // The child closed its pipes but has not exited yet (or is being killed): wait a little.
+            _ = poll(nil, 0, 5)
         }
-        state.withLock { $0.pid = 0 }
-        return killed ? nil : status
+    }
+
+    /// Reaps the child if it has exited, returning its raw wait status. Done under the lock that
+    /// guards the pid, so `cancel()` can never signal a pid the system has already reused.
+    private func tryReap(_ pid: pid_t) -> Int32? {
+        state.withLock { state -> Int32? in
+            guard state.pid == pid else { return nil }
+            var status: Int32 = 0
+            var result: pid_t
+            repeat { result = waitpid(pid, &status, WNOHANG) } while result < 0 && errno == EINTR
+            guard result == pid || result < 0 else { return nil }
+            state.pid = 0
+            return result == pid ? status : Int32(255 << 8)
+        }
     }
 
     /// Spawns the child with stdin `/dev/null`, stdout/stderr on the pipes, an empty signal
@@ -218,6 +255,10 @@ private final class ChildProcess: Sendable {
         posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
         posix_spawn_file_actions_adddup2(&actions, stdoutWrite, 1)
         posix_spawn_file_actions_adddup2(&actions, stderrWrite, 2)
+        if let closeFrom = Self.addCloseFrom() {
+            // Descriptors the parent opened without O_CLOEXEC (sockets, pipes) do not leak.
+            _ = closeFrom(&actions, 3)
+        }
         var emptyMask = sigset_t()
         sigemptyset(&emptyMask)
         var allSignals = sigset_t()
@@ -237,6 +278,16 @@ private final class ChildProcess: Sendable {
         guard code == 0 else { return .failure(.spawnFailed(command: name, reason: String(cString: strerror(code)))) }
         return .success(pid)
     }
+
+    /// glibc's `posix_spawn_file_actions_addclosefrom_np` (2.34+), looked up at run time because
+    /// the Glibc module does not export GNU extensions. `nil` where it does not exist.
+    private static func addCloseFrom() -> AddCloseFrom? {
+        // RTLD_DEFAULT is the null handle on glibc.
+        guard let symbol = dlsym(nil, "posix_spawn_file_actions_addclosefrom_np") else { return nil }
+        return unsafeBitCast(symbol, to: AddCloseFrom.self)
+    }
+
+    private typealias AddCloseFrom = @convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>?, Int32) -> Int32
 
     /// Redacted, bounded, single-line stderr for an error message.
     private static func summarise(_ bytes: [UInt8]) -> String {

@@ -75,7 +75,9 @@ public struct SecretSource: Sendable, CustomStringConvertible, CustomDebugString
 
     /// A source holding `value` directly (for programs that build settings in code).
     public static func inline(_ value: String) -> SecretSource {
-        SecretSource(origin: .inline, inlineValue: value, file: "<code>", mark: .file, resolver: SecretResolver(environment: [:]))
+        SecretSource(
+            origin: .inline, inlineValue: value, file: "<code>", mark: .file, resolver: SecretResolver(environment: [:])
+        )
     }
 
     /// Whether resolving runs a command (the only kind a bearer `cache` applies to).
@@ -113,12 +115,14 @@ public struct SecretSource: Sendable, CustomStringConvertible, CustomDebugString
         case .command(let argv, let timeout):
             let output: [UInt8]
             do {
-                output = try await resolver.commandRunner.run(argv: argv, environment: resolver.environment, timeout: timeout)
+                output = try await resolver.commandRunner.run(
+                    argv: argv, environment: resolver.environment, timeout: timeout)
             } catch {
                 throw SecretError(location: location, message: error.description)
             }
             guard let text = String(validating: output, as: UTF8.self) else {
-                throw SecretError(location: location, message: "the output of \(argv.first ?? "command") is not UTF-8 text")
+                throw SecretError(
+                    location: location, message: "the output of \(argv.first ?? "command") is not UTF-8 text")
             }
             value = Self.trimmingOneNewline(text)
         }

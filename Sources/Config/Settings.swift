@@ -47,7 +47,9 @@ public struct ServerSettings: Sendable, Hashable {
     /// The largest incoming message, in bytes (default 64 MiB).
     public var maxMessageBytes: Int
 
-    public init(maxConcurrentRequests: Int = 256, maxQueuedRequests: Int = 10_000, maxMessageBytes: Int = 64 * 1024 * 1024) {
+    public init(
+        maxConcurrentRequests: Int = 256, maxQueuedRequests: Int = 10_000, maxMessageBytes: Int = 64 * 1024 * 1024
+    ) {
         self.maxConcurrentRequests = maxConcurrentRequests
         self.maxQueuedRequests = maxQueuedRequests
         self.maxMessageBytes = maxMessageBytes
@@ -158,7 +160,8 @@ public struct ProfileSettings: Sendable, CustomStringConvertible {
     /// Where the profile is defined.
     public var mark: SourceMark
 
-    public init(name: String, typeName: String, exposeToken: Bool = false, kind: ProfileKind, mark: SourceMark = .file) {
+    public init(name: String, typeName: String, exposeToken: Bool = false, kind: ProfileKind, mark: SourceMark = .file)
+    {
         self.name = name
         self.typeName = typeName
         self.exposeToken = exposeToken

@@ -6,12 +6,16 @@ extension SettingsDecoder {
             sink.error("the config file is empty; it needs at least 'version: 1'", at: SourceMark(line: 1, column: 1))
             return nil
         }
-        guard let top = fields(root, path: "(top level)", context: "the top level", allowed: Self.topKeys, allowExtensions: true) else { return nil }
+        guard
+            let top = fields(
+                root, path: "(top level)", context: "the top level", allowed: Self.topKeys, allowExtensions: true)
+        else { return nil }
         var settings = Settings(file: file)
 
         if let version = top["version"] {
             if let number = integer(version.value, path: "version", range: Int.min...Int.max), number != 1 {
-                sink.error("unsupported config 'version' \(number); this tokenrelay reads version 1", at: version.value.mark)
+                sink.error(
+                    "unsupported config 'version' \(number); this tokenrelay reads version 1", at: version.value.mark)
             }
         } else {
             sink.error("missing required key 'version' (add 'version: 1' at the top)", at: root.mark)
@@ -29,7 +33,9 @@ extension SettingsDecoder {
             let names = settings.environments.map(\.name)
             if !value.unresolved, !names.contains(value.text), environmentsDecodedCleanly(top) {
                 var message = "default_environment '\(value.text)' is not defined under 'environments'"
-                if let guess = ValueSyntax.suggestion(for: value.text, among: names) { message += "; did you mean '\(guess)'?" }
+                if let guess = ValueSyntax.suggestion(for: value.text, among: names) {
+                    message += "; did you mean '\(guess)'?"
+                }
                 sink.error(message, at: pair.value.mark)
             }
             settings.defaultEnvironment = value.text
@@ -54,7 +60,9 @@ extension SettingsDecoder {
 
     mutating func decodeServer(_ node: YAMLNode) -> ServerSettings {
         var server = ServerSettings()
-        guard let keys = fields(node, path: "server", context: "'server'", allowed: Self.serverKeys) else { return server }
+        guard let keys = fields(node, path: "server", context: "'server'", allowed: Self.serverKeys) else {
+            return server
+        }
         if let pair = keys["max_concurrent_requests"],
             let value = integer(pair.value, path: "server.max_concurrent_requests", range: 1...1_000_000)
         {
@@ -74,11 +82,17 @@ extension SettingsDecoder {
     mutating func decodeStore(_ node: YAMLNode) -> StoreSettings {
         var store = StoreSettings()
         guard let keys = fields(node, path: "store", context: "'store'", allowed: Self.storeKeys) else { return store }
-        if let pair = keys["type"], let type = choice(pair.value, path: "store.type", choices: StoreSettings.Kind.allCases.map(\.rawValue)) {
+        if let pair = keys["type"],
+            let type = choice(pair.value, path: "store.type", choices: StoreSettings.Kind.allCases.map(\.rawValue))
+        {
             store.type = StoreSettings.Kind(rawValue: type) ?? .memory
             if store.type == .sqlite {
                 let message = "store type 'sqlite' is not implemented yet in this version of tokenrelay; use 'memory'"
-                if mode.isServe { sink.error(message, at: pair.value.mark) } else { sink.warning(message + " (serve will refuse it)", at: pair.value.mark) }
+                if mode.isServe {
+                    sink.error(message, at: pair.value.mark)
+                } else {
+                    sink.warning(message + " (serve will refuse it)", at: pair.value.mark)
+                }
             }
         }
         if let pair = keys["path"] {
@@ -106,15 +120,20 @@ extension SettingsDecoder {
             sink.error(message, at: node.mark)
             return nil
         }
-        guard let keys = fields(node, path: base, context: "environment '\(name)'", allowed: Self.environmentKeys) else { return nil }
+        guard let keys = fields(node, path: base, context: "environment '\(name)'", allowed: Self.environmentKeys)
+        else { return nil }
         var environment = EnvironmentSettings(name: name, baseURL: "", mark: node.mark)
         if let pair = keys["base_url"] {
             environment.baseURL = httpURL(pair.value, path: "\(base).base_url") ?? ""
         } else {
-            sink.error("environment '\(name)' needs a 'base_url' (the absolute http(s) URL requests are sent to)", at: node.mark)
+            sink.error(
+                "environment '\(name)' needs a 'base_url' (the absolute http(s) URL requests are sent to)",
+                at: node.mark)
         }
         if let pair = keys["headers"] { environment.headers = decodeHeaders(pair.value, path: "\(base).headers") }
-        if let pair = keys["timeout"], let value = duration(pair.value, path: "\(base).timeout") { environment.timeout = value }
+        if let pair = keys["timeout"], let value = duration(pair.value, path: "\(base).timeout") {
+            environment.timeout = value
+        }
         if let pair = keys["connect_timeout"], let value = duration(pair.value, path: "\(base).connect_timeout") {
             environment.connectTimeout = value
         }
@@ -143,10 +162,14 @@ extension SettingsDecoder {
         if let pair = keys["max_response_bytes"], let value = size(pair.value, path: "\(base).max_response_bytes") {
             environment.maxResponseBytes = value
         }
-        if let pair = keys["events"] { environment.events = decodeEvents(pair.value, path: "\(base).events", name: name) }
+        if let pair = keys["events"] {
+            environment.events = decodeEvents(pair.value, path: "\(base).events", name: name)
+        }
         if let pair = keys["profiles"] {
             for (profileName, entry) in namedEntries(pair.value, path: "\(base).profiles") {
-                if let profile = decodeProfile(name: profileName, node: entry.value, path: "\(base).profiles.\(profileName)") {
+                if let profile = decodeProfile(
+                    name: profileName, node: entry.value, path: "\(base).profiles.\(profileName)")
+                {
                     environment.profiles.append(profile)
                 }
             }
@@ -155,7 +178,9 @@ extension SettingsDecoder {
             let declared = keys["profiles"]?.value.pairs?.compactMap { $0.key.scalar?.value } ?? []
             if !value.unresolved, !declared.contains(value.text) {
                 var message = "default_profile '\(value.text)' is not a profile of environment '\(name)'"
-                if let guess = ValueSyntax.suggestion(for: value.text, among: declared) { message += "; did you mean '\(guess)'?" }
+                if let guess = ValueSyntax.suggestion(for: value.text, among: declared) {
+                    message += "; did you mean '\(guess)'?"
+                }
                 sink.error(message, at: pair.value.mark)
             }
             environment.defaultProfile = value.text
@@ -165,11 +190,17 @@ extension SettingsDecoder {
 
     mutating func decodeEvents(_ node: YAMLNode, path: String, name: String) -> EventsSettings {
         var events = EventsSettings()
-        guard let keys = fields(node, path: path, context: "'events' of environment '\(name)'", allowed: Self.eventsKeys) else {
+        guard
+            let keys = fields(node, path: path, context: "'events' of environment '\(name)'", allowed: Self.eventsKeys)
+        else {
             return events
         }
-        if let pair = keys["idle_timeout"], let value = duration(pair.value, path: "\(path).idle_timeout") { events.idleTimeout = value }
-        if let pair = keys["max_backoff"], let value = duration(pair.value, path: "\(path).max_backoff") { events.maxBackoff = value }
+        if let pair = keys["idle_timeout"], let value = duration(pair.value, path: "\(path).idle_timeout") {
+            events.idleTimeout = value
+        }
+        if let pair = keys["max_backoff"], let value = duration(pair.value, path: "\(path).max_backoff") {
+            events.maxBackoff = value
+        }
         return events
     }
 

@@ -12,7 +12,8 @@ extension SettingsDecoder {
             return nil
         }
         guard let typePair = node.pairs?.first(where: { $0.key.scalar?.value == "type" }) else {
-            sink.error("profile '\(name)' needs a 'type': one of \(Self.profileTypes.joined(separator: ", "))", at: node.mark)
+            sink.error(
+                "profile '\(name)' needs a 'type': one of \(Self.profileTypes.joined(separator: ", "))", at: node.mark)
             return nil
         }
         guard let type = choice(typePair.value, path: "\(path).type", choices: Self.profileTypes),
@@ -24,12 +25,15 @@ extension SettingsDecoder {
                 node, path: path, context: context, allowed: allowed,
                 unknownHint: { key in
                     let owners = Self.profileTypes.filter { Self.profileKeys[$0]?.contains(key) == true }
-                    return owners.isEmpty ? nil : "'\(key)' applies to \(owners.joined(separator: ", ")) profiles, not \(type)"
+                    return owners.isEmpty
+                        ? nil : "'\(key)' applies to \(owners.joined(separator: ", ")) profiles, not \(type)"
                 })
         else { return nil }
 
         var exposeToken = false
-        if let pair = keys["expose_token"], let value = boolean(pair.value, path: "\(path).expose_token") { exposeToken = value }
+        if let pair = keys["expose_token"], let value = boolean(pair.value, path: "\(path).expose_token") {
+            exposeToken = value
+        }
 
         let kind: ProfileKind?
         switch type {
@@ -41,17 +45,25 @@ extension SettingsDecoder {
             if let pair = keys["refresh_token"] {
                 seed = secretSource(pair.value, path: "\(path).refresh_token")
             } else {
-                sink.error("profile '\(name)' of type refresh_token needs a 'refresh_token' secret source (the seed)", at: node.mark)
+                sink.error(
+                    "profile '\(name)' of type refresh_token needs a 'refresh_token' secret source (the seed)",
+                    at: node.mark)
             }
             if let client, let seed { kind = .refreshToken(client, refreshToken: seed) } else { kind = nil }
         case "authorization_code":
             let client = decodeOAuth(keys, node: node, path: path)
-            let authorizationURL = keys["authorization_url"].flatMap { httpURL($0.value, path: "\(path).authorization_url") }
-            let port = keys["redirect_port"].flatMap { integer($0.value, path: "\(path).redirect_port", range: 1...65535) }
+            let authorizationURL = keys["authorization_url"].flatMap {
+                httpURL($0.value, path: "\(path).authorization_url")
+            }
+            let port = keys["redirect_port"].flatMap {
+                integer($0.value, path: "\(path).redirect_port", range: 1...65535)
+            }
             kind = client.map { .authorizationCode($0, authorizationURL: authorizationURL, redirectPort: port) }
         case "device_code":
             let client = decodeOAuth(keys, node: node, path: path)
-            let deviceURL = keys["device_authorization_url"].flatMap { httpURL($0.value, path: "\(path).device_authorization_url") }
+            let deviceURL = keys["device_authorization_url"].flatMap {
+                httpURL($0.value, path: "\(path).device_authorization_url")
+            }
             kind = client.map { .deviceCode($0, deviceAuthorizationURL: deviceURL) }
         case "api_key":
             kind = decodeAPIKey(keys, node: node, path: path, name: name)
@@ -70,14 +82,21 @@ extension SettingsDecoder {
             if let pair = keys["cache"] {
                 cache = duration(pair.value, path: "\(path).cache")
                 if let token, !token.isCommand {
-                    sink.warning("'\(path).cache' only matters when the token comes from a { command: [...] } source", at: pair.key.mark)
+                    sink.warning(
+                        "'\(path).cache' only matters when the token comes from a { command: [...] } source",
+                        at: pair.key.mark)
                 }
             }
             kind = token.map { .bearer(token: $0, cache: cache) }
         }
         if type == "authorization_code" || type == "device_code" {
-            let message = "profile '\(name)' uses type \(type), an interactive login that this version of tokenrelay does not implement yet"
-            if mode.isServe { sink.error(message, at: typePair.value.mark) } else { sink.warning(message + " (serve will refuse it)", at: typePair.value.mark) }
+            let message =
+                "profile '\(name)' uses type \(type), an interactive login that this version of tokenrelay does not implement yet"
+            if mode.isServe {
+                sink.error(message, at: typePair.value.mark)
+            } else {
+                sink.warning(message + " (serve will refuse it)", at: typePair.value.mark)
+            }
         }
         guard let kind else { return nil }
         return ProfileSettings(name: name, typeName: type, exposeToken: exposeToken, kind: kind, mark: node.mark)
@@ -88,35 +107,45 @@ extension SettingsDecoder {
         _ key: String, in keys: [String: YAMLPair], node: YAMLNode, path: String, name: String, type: String
     ) -> SecretSource? {
         guard let pair = keys[key] else {
-            sink.error("profile '\(name)' of type \(type) needs '\(key)' (a secret source: { env: NAME }, { file: path } or { command: [argv] })", at: node.mark)
+            sink.error(
+                "profile '\(name)' of type \(type) needs '\(key)' (a secret source: { env: NAME }, { file: path } or { command: [argv] })",
+                at: node.mark)
             return nil
         }
         return secretSource(pair.value, path: "\(path).\(key)")
     }
 
-    private mutating func decodeAPIKey(_ keys: [String: YAMLPair], node: YAMLNode, path: String, name: String) -> ProfileKind? {
+    private mutating func decodeAPIKey(_ keys: [String: YAMLPair], node: YAMLNode, path: String, name: String)
+        -> ProfileKind?
+    {
         var placement: APIKeyPlacement?
         switch (keys["header"], keys["query"]) {
         case (let header?, nil):
             if let value = nonEmptyString(header.value, path: "\(path).header") {
                 if !value.unresolved, !ValueSyntax.isHeaderName(value.text) {
-                    sink.error("'\(path).header' \(value.quoted) is not a valid HTTP header name", at: header.value.mark)
+                    sink.error(
+                        "'\(path).header' \(value.quoted) is not a valid HTTP header name", at: header.value.mark)
                 }
                 placement = .header(value.text)
             }
         case (nil, let query?):
             placement = nonEmptyString(query.value, path: "\(path).query").map { .query($0.text) }
         case (.some, .some(let query)):
-            sink.error("profile '\(name)' sets both 'header' and 'query'; an api_key goes in exactly one place", at: query.key.mark)
+            sink.error(
+                "profile '\(name)' sets both 'header' and 'query'; an api_key goes in exactly one place",
+                at: query.key.mark)
         case (nil, nil):
-            sink.error("profile '\(name)' of type api_key needs 'header' (a header name) or 'query' (a query parameter name)", at: node.mark)
+            sink.error(
+                "profile '\(name)' of type api_key needs 'header' (a header name) or 'query' (a query parameter name)",
+                at: node.mark)
         }
         let value = required("value", in: keys, node: node, path: path, name: name, type: "api_key")
         guard let placement, let value else { return nil }
         return .apiKey(placement: placement, value: value)
     }
 
-    private mutating func decodeOAuth(_ keys: [String: YAMLPair], node: YAMLNode, path: String) -> OAuthClientSettings? {
+    private mutating func decodeOAuth(_ keys: [String: YAMLPair], node: YAMLNode, path: String) -> OAuthClientSettings?
+    {
         let issuer = keys["issuer"].flatMap { httpURL($0.value, path: "\(path).issuer") }
         let tokenURL = keys["token_url"].flatMap { httpURL($0.value, path: "\(path).token_url") }
         if keys["issuer"] == nil && keys["token_url"] == nil {
@@ -131,19 +160,26 @@ extension SettingsDecoder {
         let secret = keys["client_secret"].flatMap { secretSource($0.value, path: "\(path).client_secret") }
         var clientAuth: ClientAuthMethod?
         if let pair = keys["client_auth"],
-            let value = choice(pair.value, path: "\(path).client_auth", choices: ClientAuthMethod.allCases.map(\.rawValue))
+            let value = choice(
+                pair.value, path: "\(path).client_auth", choices: ClientAuthMethod.allCases.map(\.rawValue))
         {
             clientAuth = ClientAuthMethod(rawValue: value)
             if clientAuth == ClientAuthMethod.none, keys["client_secret"] != nil {
-                sink.error("'client_auth: none' sends no secret, but 'client_secret' is set; remove one of them", at: pair.value.mark)
+                sink.error(
+                    "'client_auth: none' sends no secret, but 'client_secret' is set; remove one of them",
+                    at: pair.value.mark)
             } else if clientAuth != ClientAuthMethod.none, keys["client_secret"] == nil {
                 sink.error("'client_auth: \(value)' needs a 'client_secret'", at: pair.value.mark)
             }
         }
-        let scopes = keys["scopes"].flatMap { stringList($0.value, path: "\(path).scopes", splittingString: true) } ?? []
+        let scopes =
+            keys["scopes"].flatMap { stringList($0.value, path: "\(path).scopes", splittingString: true) } ?? []
         let audience = keys["audience"].flatMap { nonEmptyString($0.value, path: "\(path).audience")?.text }
-        let resource = keys["resource"].flatMap { stringList($0.value, path: "\(path).resource", splittingString: true) } ?? []
-        let skew = keys["expiry_skew"].flatMap { duration($0.value, path: "\(path).expiry_skew", allowZero: true) } ?? .seconds(30)
+        let resource =
+            keys["resource"].flatMap { stringList($0.value, path: "\(path).resource", splittingString: true) } ?? []
+        let skew =
+            keys["expiry_skew"].flatMap { duration($0.value, path: "\(path).expiry_skew", allowZero: true) }
+            ?? .seconds(30)
         guard let clientID else { return nil }
         return OAuthClientSettings(
             issuer: issuer, tokenURL: tokenURL, clientID: clientID, clientSecret: secret, clientAuth: clientAuth,
@@ -158,9 +194,12 @@ extension SettingsDecoder {
             // Interpolate without echoing anything: errors name only the path and variable.
             guard let value = self.scalar(node, path: path, expected: expected) else { return nil }
             if !value.interpolated {
-                sink.warning("inline secret in '\(path)'; prefer { env: NAME }, { file: path } or { command: [argv] }", at: node.mark)
+                sink.warning(
+                    "inline secret in '\(path)'; prefer { env: NAME }, { file: path } or { command: [argv] }",
+                    at: node.mark)
             }
-            let source = SecretSource(origin: .inline, inlineValue: value.text, file: file, mark: node.mark, resolver: resolver)
+            let source = SecretSource(
+                origin: .inline, inlineValue: value.text, file: file, mark: node.mark, resolver: resolver)
             secrets.append(source)
             return source
         }
@@ -168,10 +207,14 @@ extension SettingsDecoder {
             sink.error("'\(path)' must be \(expected), found \(node.kindDescription)", at: node.mark)
             return nil
         }
-        guard let keys = fields(node, path: path, context: "secret source '\(path)'", allowed: Self.secretSourceKeys) else { return nil }
+        guard let keys = fields(node, path: path, context: "secret source '\(path)'", allowed: Self.secretSourceKeys)
+        else { return nil }
         let kinds = ["env", "file", "command"].filter { keys[$0] != nil }
         guard kinds.count == 1, let kind = kinds.first, let pair = keys[kind] else {
-            let problem = kinds.isEmpty ? "needs one of 'env', 'file' or 'command'" : "sets \(kinds.joined(separator: " and ")); use exactly one"
+            let problem =
+                kinds.isEmpty
+                ? "needs one of 'env', 'file' or 'command'"
+                : "sets \(kinds.joined(separator: " and ")); use exactly one"
             sink.error("secret source '\(path)' \(problem)", at: node.mark)
             return nil
         }
@@ -183,7 +226,8 @@ extension SettingsDecoder {
         case "env":
             guard let value = nonEmptyString(pair.value, path: "\(path).env"), !value.unresolved else { return nil }
             guard Interpolation.isValidName(value.text) else {
-                sink.error("'\(path).env' \(value.quoted) is not a valid environment variable name", at: pair.value.mark)
+                sink.error(
+                    "'\(path).env' \(value.quoted) is not a valid environment variable name", at: pair.value.mark)
                 return nil
             }
             origin = .environment(name: value.text)
@@ -194,7 +238,9 @@ extension SettingsDecoder {
         default:
             guard let argv = stringList(pair.value, path: "\(path).command"), pair.value.items != nil else {
                 if pair.value.scalar != nil {
-                    sink.error("'\(path).command' must be a list of arguments like [pass, show, api/key] (no shell is used)", at: pair.value.mark)
+                    sink.error(
+                        "'\(path).command' must be a list of arguments like [pass, show, api/key] (no shell is used)",
+                        at: pair.value.mark)
                 }
                 return nil
             }
@@ -217,13 +263,16 @@ extension SettingsDecoder {
             if case .check(resolveSecrets: false) = mode {
                 sink.warning("secret file \(path) for '\(keyPath)' does not exist", at: mark)
             } else if mode.isServe {
-                sink.warning("secret file \(path) for '\(keyPath)' does not exist yet; requests that need it will fail", at: mark)
+                sink.warning(
+                    "secret file \(path) for '\(keyPath)' does not exist yet; requests that need it will fail", at: mark
+                )
             }
             return
         }
         if permissions & 0o077 != 0 {
             let octal = String(permissions, radix: 8)
-            sink.warning("secret file \(path) is readable by group or others (mode 0\(octal)); run chmod 600 on it", at: mark)
+            sink.warning(
+                "secret file \(path) is readable by group or others (mode 0\(octal)); run chmod 600 on it", at: mark)
         }
     }
 }

@@ -30,7 +30,8 @@ extension SettingsDecoder {
             return nil
         }
         if node.isNull {
-            sink.error("'\(path)' has no value; expected \(expected) (remove the key to use the default)", at: node.mark)
+            sink.error(
+                "'\(path)' has no value; expected \(expected) (remove the key to use the default)", at: node.mark)
             return nil
         }
         let outcome: Interpolation.Outcome
@@ -42,7 +43,8 @@ extension SettingsDecoder {
         }
         var unresolved = false
         for name in outcome.missing {
-            let message = "environment variable \(name) is not set (used in '\(path)'); set it or write ${\(name):-default}"
+            let message =
+                "environment variable \(name) is not set (used in '\(path)'); set it or write ${\(name):-default}"
             if mode.requiresVariables {
                 sink.error(message, at: node.mark)
                 return nil
@@ -74,7 +76,8 @@ extension SettingsDecoder {
     mutating func integer(_ node: YAMLNode, path: String, range: ClosedRange<Int>) -> Int? {
         guard let value = scalar(node, path: path, expected: "an integer"), !value.unresolved else { return nil }
         guard !value.isExplicitString || value.tag == YAMLNode.intTag else {
-            sink.error("'\(path)' must be an integer, found a quoted string \(value.quoted); remove the quotes", at: node.mark)
+            sink.error(
+                "'\(path)' must be an integer, found a quoted string \(value.quoted); remove the quotes", at: node.mark)
             return nil
         }
         guard let number = Int(value.text) else {
@@ -82,7 +85,8 @@ extension SettingsDecoder {
             return nil
         }
         guard range.contains(number) else {
-            sink.error("'\(path)' must be between \(range.lowerBound) and \(range.upperBound), found \(number)", at: node.mark)
+            sink.error(
+                "'\(path)' must be between \(range.lowerBound) and \(range.upperBound), found \(number)", at: node.mark)
             return nil
         }
         return number
@@ -90,7 +94,9 @@ extension SettingsDecoder {
 
     /// A boolean: plain `true`/`false` (any case) or `!!bool`.
     mutating func boolean(_ node: YAMLNode, path: String) -> Bool? {
-        guard let value = scalar(node, path: path, expected: "a boolean (true or false)"), !value.unresolved else { return nil }
+        guard let value = scalar(node, path: path, expected: "a boolean (true or false)"), !value.unresolved else {
+            return nil
+        }
         let lowered = value.text.lowercased()
         guard !value.isExplicitString || value.tag == YAMLNode.boolTag, lowered == "true" || lowered == "false" else {
             sink.error("'\(path)' must be a boolean (true or false, unquoted), found \(value.quoted)", at: node.mark)
@@ -140,7 +146,9 @@ extension SettingsDecoder {
         guard let value = nonEmptyString(node, path: path), !value.unresolved else { return nil }
         guard choices.contains(value.text) else {
             var message = "'\(path)' must be one of \(choices.joined(separator: ", ")), found \(value.quoted)"
-            if let guess = ValueSyntax.suggestion(for: value.text, among: choices) { message += "; did you mean '\(guess)'?" }
+            if let guess = ValueSyntax.suggestion(for: value.text, among: choices) {
+                message += "; did you mean '\(guess)'?"
+            }
             sink.error(message, at: node.mark)
             return nil
         }
@@ -170,7 +178,9 @@ extension SettingsDecoder {
     mutating func filePath(_ node: YAMLNode, path: String) -> String? {
         guard let value = nonEmptyString(node, path: path), !value.unresolved else { return nil }
         guard let expanded = ValueSyntax.expandPath(value.text, home: environment["HOME"], base: folder) else {
-            sink.error("'\(path)': cannot expand \(value.quoted) (only '~' and '~/...' are supported, and HOME must be set)", at: node.mark)
+            sink.error(
+                "'\(path)': cannot expand \(value.quoted) (only '~' and '~/...' are supported, and HOME must be set)",
+                at: node.mark)
             return nil
         }
         return expanded

@@ -62,7 +62,8 @@ struct SettingsDecoder {
     static let profileCommonKeys: Set<String> = ["type", "expose_token"]
     /// Keys every OAuth profile accepts.
     static let oauthKeys: Set<String> = profileCommonKeys.union([
-        "issuer", "token_url", "client_id", "client_secret", "client_auth", "scopes", "audience", "resource", "expiry_skew",
+        "issuer", "token_url", "client_id", "client_secret", "client_auth", "scopes", "audience", "resource",
+        "expiry_skew",
     ])
     /// Keys allowed per profile type.
     static let profileKeys: [String: Set<String>] = [
@@ -110,7 +111,9 @@ struct SettingsDecoder {
                 continue
             }
             if result[key] != nil {
-                sink.error("duplicate key '\(key)' in \(context) (first at line \(result[key]?.key.mark.line ?? 0))", at: pair.key.mark)
+                sink.error(
+                    "duplicate key '\(key)' in \(context) (first at line \(result[key]?.key.mark.line ?? 0))",
+                    at: pair.key.mark)
                 continue
             }
             if allowExtensions && key.hasPrefix("x-") { continue }

@@ -109,7 +109,9 @@ public enum ValueSyntax {
             return "is not a valid URL"
         }
         let schemes = ["http", "https", "socks4", "socks4a", "socks5", "socks5h"]
-        guard schemes.contains(scheme) else { return "must use one of \(schemes.joined(separator: ", ")), not '\(scheme)'" }
+        guard schemes.contains(scheme) else {
+            return "must use one of \(schemes.joined(separator: ", ")), not '\(scheme)'"
+        }
         guard let host = components.host, !host.isEmpty else { return "has no host" }
         return nil
     }
@@ -145,7 +147,8 @@ public enum ValueSyntax {
         for i in 1...x.count {
             current[0] = i
             for j in 1...y.count {
-                current[j] = Swift.min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (x[i - 1] == y[j - 1] ? 0 : 1))
+                current[j] = Swift.min(
+                    previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (x[i - 1] == y[j - 1] ? 0 : 1))
             }
             swap(&previous, &current)
         }

@@ -21,7 +21,8 @@ enum YAMLEventReader {
         let parser = UnsafeMutablePointer<yaml_parser_t>.allocate(capacity: 1)
         defer { parser.deallocate() }
         guard yaml_parser_initialize(parser) == 1 else {
-            throw YAMLError(message: "the YAML parser could not start (out of memory)", mark: SourceMark(line: 1, column: 1))
+            throw YAMLError(
+                message: "the YAML parser could not start (out of memory)", mark: SourceMark(line: 1, column: 1))
         }
         defer { yaml_parser_delete(parser) }
         let event = UnsafeMutablePointer<yaml_event_t>.allocate(capacity: 1)

@@ -50,18 +50,21 @@ private struct TreeBuilder {
                 documents += 1
                 if documents > 1 {
                     throw YAMLError(
-                        message: "a second YAML document starts here; the config must be a single document (remove the '---' separator)",
+                        message:
+                            "a second YAML document starts here; the config must be a single document (remove the '---' separator)",
                         mark: mark)
                 }
             case .alias(let anchor, let mark):
                 guard let node = anchors[anchor] else {
-                    throw YAMLError(message: "undefined alias '*\(anchor)': define '&\(anchor)' before using it", mark: mark)
+                    throw YAMLError(
+                        message: "undefined alias '*\(anchor)': define '&\(anchor)' before using it", mark: mark)
                 }
                 try count(node.size, at: mark)
                 try attach(node, root: &root)
             case .scalar(let value, let style, let anchor, let tag, let mark):
                 try count(1, at: mark)
-                let node = YAMLNode(content: .scalar(YAMLScalar(value: value, style: style)), mark: mark, tag: resolved(tag), size: 1)
+                let node = YAMLNode(
+                    content: .scalar(YAMLScalar(value: value, style: style)), mark: mark, tag: resolved(tag), size: 1)
                 if let anchor { anchors[anchor] = node }
                 try attach(node, root: &root)
             case .sequenceStart(let anchor, let tag, let mark):
@@ -72,7 +75,8 @@ private struct TreeBuilder {
                 try push(.mapping(anchor: anchor, tag: resolved(tag), mark: mark, pairs: [], key: nil), at: mark)
             case .sequenceEnd:
                 guard case .sequence(let anchor, let tag, let mark, let items)? = stack.popLast() else { continue }
-                let node = YAMLNode(content: .sequence(items), mark: mark, tag: tag, size: 1 + items.reduce(0) { $0 + $1.size })
+                let node = YAMLNode(
+                    content: .sequence(items), mark: mark, tag: tag, size: 1 + items.reduce(0) { $0 + $1.size })
                 if let anchor { anchors[anchor] = node }
                 try attach(node, root: &root)
             case .mappingEnd:
@@ -97,7 +101,8 @@ private struct TreeBuilder {
         expandedNodes += nodes
         if expandedNodes > limits.maxExpandedNodes {
             throw YAMLError(
-                message: "the document expands to more than \(limits.maxExpandedNodes) nodes through aliases; refusing it (alias bomb?)",
+                message:
+                    "the document expands to more than \(limits.maxExpandedNodes) nodes through aliases; refusing it (alias bomb?)",
                 mark: mark)
         }
     }
@@ -148,11 +153,17 @@ private struct TreeBuilder {
             case .mapping: sources = [pair.value]
             case .sequence(let items): sources = items
             case .scalar:
-                throw YAMLError(message: "the merge key '<<' needs a mapping or a list of mappings (usually an alias like *defaults)", mark: pair.value.mark)
+                throw YAMLError(
+                    message:
+                        "the merge key '<<' needs a mapping or a list of mappings (usually an alias like *defaults)",
+                    mark: pair.value.mark)
             }
             for source in sources {
                 guard let merged = source.pairs else {
-                    throw YAMLError(message: "the merge key '<<' needs a mapping or a list of mappings; this item is \(source.kindDescription)", mark: source.mark)
+                    throw YAMLError(
+                        message:
+                            "the merge key '<<' needs a mapping or a list of mappings; this item is \(source.kindDescription)",
+                        mark: source.mark)
                 }
                 for entry in merged {
                     if let name = entry.key.scalar?.value {

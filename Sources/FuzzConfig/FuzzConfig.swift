@@ -9,7 +9,9 @@ import Config
 
 /// A runner that never runs anything: the fuzzer must not spawn processes.
 struct RefusingCommandRunner: SecretCommandRunner {
-    func run(argv: [String], environment: [String: String], timeout: Duration) async throws(SecretCommandError) -> [UInt8] {
+    func run(argv: [String], environment: [String: String], timeout: Duration) async throws(SecretCommandError)
+        -> [UInt8]
+    {
         throw .emptyCommand
     }
 }
@@ -18,7 +20,8 @@ struct RefusingCommandRunner: SecretCommandRunner {
 func decodeForFuzzing(_ bytes: [UInt8]) -> Int {
     let loader = ConfigLoader(fileSystem: InMemoryFileSystem(), commandRunner: RefusingCommandRunner())
     let (result, _) = loader.decodeStructure(
-        bytes: bytes, file: "fuzz.yaml", environment: ["HOME": "/home/fuzz", "SET": "value"], mode: .check(resolveSecrets: false))
+        bytes: bytes, file: "fuzz.yaml", environment: ["HOME": "/home/fuzz", "SET": "value"],
+        mode: .check(resolveSecrets: false))
     for diagnostic in result.diagnostics { _ = diagnostic.rendered }
     return result.diagnostics.count
 }

@@ -7,7 +7,7 @@ public struct RequestContext: Sendable {
     /// Fires once the reply to this request has been handed to the writer: notifications
     /// that must follow the reply wait for it.
     public let replyHandedOver: OneShotSignal
-    let sink: MessageSink
+    public let sink: MessageSink
 
     public init(id: RequestID?, inBatch: Bool, sink: MessageSink, replyHandedOver: OneShotSignal = OneShotSignal()) {
         self.id = id
@@ -27,7 +27,7 @@ public typealias MethodHandler = @Sendable (_ params: JSONValue?, _ context: Req
 
 /// Sends notifications to the peer outside of any request (subscriptions, auth events).
 public struct Notifier: Sendable {
-    let sink: MessageSink
+    public let sink: MessageSink
 
     public init(sink: MessageSink) { self.sink = sink }
 

@@ -1102,7 +1102,7 @@ public enum OpenRPCDocument {
           "$ref": "#/components/errors/shutting_down"
         }
       ],
-      "x-status": "planned",
+      "x-status": "implemented",
       "x-direction": "client-to-server"
     },
     {
@@ -1121,7 +1121,15 @@ public enum OpenRPCDocument {
       "result": {
         "name": "result",
         "schema": {
-          "type": "object"
+          "type": "object",
+          "properties": {
+            "subscription": {
+              "type": "string"
+            },
+            "closed": {
+              "type": "boolean"
+            }
+          }
         }
       },
       "errors": [
@@ -1138,7 +1146,7 @@ public enum OpenRPCDocument {
           "$ref": "#/components/errors/shutting_down"
         }
       ],
-      "x-status": "planned",
+      "x-status": "implemented",
       "x-direction": "client-to-server"
     },
     {
@@ -1184,7 +1192,7 @@ public enum OpenRPCDocument {
           }
         }
       ],
-      "x-status": "planned",
+      "x-status": "implemented",
       "x-direction": "server-to-client",
       "x-notification": true
     },
@@ -1249,7 +1257,7 @@ public enum OpenRPCDocument {
           }
         }
       ],
-      "x-status": "planned",
+      "x-status": "implemented",
       "x-direction": "server-to-client",
       "x-notification": true
     },

@@ -22,7 +22,10 @@ extension RelayServer {
         ]
         let request = RequestMethod(runtime: runtime)
         table["request"] = { params, _ in try await request.handle(params) }
-        let tokens = TokenMethods(runtime: runtime, subscriptionCount: { 0 })
+        let subscriptions = self.subscriptions
+        let tokens = TokenMethods(runtime: runtime, subscriptionCount: { subscriptions.count })
+        table["subscribe"] = { params, context in try await subscriptions.subscribe(params, context: context) }
+        table["unsubscribe"] = { params, _ in try await subscriptions.unsubscribe(params) }
         table["token-invalidate"] = { params, _ in try await tokens.invalidate(params) }
         table["logout"] = { params, _ in try await tokens.logout(params) }
         table["status"] = { params, _ in try await tokens.status(params) }

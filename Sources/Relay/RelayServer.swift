@@ -22,6 +22,7 @@ public final class RelayServer: Sendable {
 
     let options: ServerOptions
     let runtime: RelayRuntime
+    let subscriptions: Subscriptions
     let termination = Termination()
     /// Guarded by the mutex: lifecycle flags.
     private let state = Mutex(State())
@@ -29,6 +30,7 @@ public final class RelayServer: Sendable {
     private init(options: ServerOptions, runtime: RelayRuntime) {
         self.options = options
         self.runtime = runtime
+        subscriptions = Subscriptions(runtime: runtime)
     }
 
     /// Builds a server for `settings`; `environment` is `--env` (it overrides the config's
@@ -96,6 +98,7 @@ public final class RelayServer: Sendable {
             await drain(dispatcher)
         }
         await waitIdle(dispatcher, atMost: .seconds(2))
+        await subscriptions.closeAll()
         await runtime.close()
         authEvents.cancel()
         await writer.flush()

@@ -336,13 +336,16 @@ func refreshConfiguration(seed: String = "rt-seed-0001", skew: Duration = .secon
 final class EventRecorder: Sendable {
     private let box = EventBox()
     let count = CountWatcher()
+    /// Fired when the manager's event stream ends (after `close()`).
+    let finished = Signal()
 
     init(_ manager: TokenManager) {
-        Task { [box, count] in
+        Task { [box, count, finished] in
             for await event in manager.events {
                 box.append(event)
                 count.increment()
             }
+            finished.fire()
         }
     }
 

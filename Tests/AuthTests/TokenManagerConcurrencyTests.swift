@@ -271,4 +271,29 @@ struct TokenManagerConcurrencyTests {
         #expect(h.store.entry(h.key)?.refreshToken == "rt-rotated-2")
         await #expect(throws: AuthError.cancelled) { try await h.token() }
     }
+
+    @Test func logoutDuringAFlightCommitsNothing() async throws {
+        let h = try await Harness(configuration: refreshConfiguration(), transport: .counting(refreshToken: true))
+        h.transport.hold()
+        let caller = Task { try await h.token() }
+        await h.transport.arrivals.wait(for: 1)
+        #expect(try await h.manager.logout() == 1)
+        h.transport.release()
+        await #expect(throws: AuthError.cancelled) { try await caller.value }
+        #expect(h.store.entry(h.key) == nil)
+        #expect(await h.manager.status().first?.state == SessionStatus.State.none)
+    }
+
+    @Test func removedSessionsAnswerTheirWaitersAndSendNothing() async throws {
+        let h = try await Harness(transport: .counting())
+        h.store.holdLoads()
+        let caller = Task { try await h.token() }
+        await waitUntil { await h.manager.waiterCount(h.key) == 1 }
+        #expect(await h.manager.removeSessions(except: []) == 1)
+        await #expect(throws: AuthError.cancelled) { try await caller.value }
+        h.store.release()
+        await h.manager.settleDetached()
+        #expect(h.transport.requests.isEmpty)
+        await #expect(throws: AuthError.self) { try await h.token() }
+    }
 }

@@ -38,7 +38,8 @@ import Testing
         var environment = commandEnvironment
         environment["CANARY"] = fromEnv
         environment["SLOW"] = inVariable
-        let (status, output) = await runCheckConfig(["--config", "/cfg/config.yaml"] + flags, environment: environment, files: files)
+        let (status, output) = await runCheckConfig(
+            ["--config", "/cfg/config.yaml"] + flags, environment: environment, files: files)
         #expect(status == 1)
         let everything = output.standardOutput + output.standardError
         #expect(!everything.isEmpty)
@@ -52,12 +53,15 @@ import Testing
 
     @Test func settingsDescriptionsHoldNoSecrets() async throws {
         let secret = "canary-describe-\(UUID().uuidString.prefix(8))"
-        let yaml = profileConfig("type: client_credentials\ntoken_url: https://a.example.com/t\nclient_id: c\nclient_secret: \(secret)")
+        let yaml = profileConfig(
+            "type: client_credentials\ntoken_url: https://a.example.com/t\nclient_id: c\nclient_secret: \(secret)")
         let result = await decodeConfig(yaml)
         let settings = try #require(result.settings)
         let rendered = [
-            "\(settings)", String(reflecting: settings), "\(settings.environments)", "\(settings.environments[0].profiles)",
-            "\(settings.environments[0].profiles[0].kind)", String(reflecting: settings.environments[0].profiles[0].kind),
+            "\(settings)", String(reflecting: settings), "\(settings.environments)",
+            "\(settings.environments[0].profiles)",
+            "\(settings.environments[0].profiles[0].kind)",
+            String(reflecting: settings.environments[0].profiles[0].kind),
             result.diagnostics.map(\.rendered).joined(),
         ]
         for text in rendered { #expect(!text.contains(secret), "\(text)") }

@@ -54,7 +54,9 @@ let repositoryRoot: String = {
     }
 
     @Test func jsonOutputListsEveryDiagnostic() async throws {
-        let files = InMemoryFileSystem(["/c.yaml": Self.invalid + "    headers: { X-A: \"quote\\\"d\" }\n    proxy: ftp://x\n"])
+        let files = InMemoryFileSystem([
+            "/c.yaml": Self.invalid + "    headers: { X-A: \"quote\\\"d\" }\n    proxy: ftp://x\n"
+        ])
         let (status, output) = await runCheckConfig(["--json", "--config", "/c.yaml"], files: files)
         #expect(status == 1)
         #expect(output.standardError.isEmpty)
@@ -79,7 +81,8 @@ let repositoryRoot: String = {
         let (status, output) = await runCheckConfig(["--config", "/nope.yaml"])
         #expect(status == 1)
         #expect(output.standardError.contains("/nope.yaml: error: config file not found"))
-        let (fromVariable, _) = await runCheckConfig([], environment: ["TOKENRELAY_CONFIG": "/nope.yaml", "HOME": "/h"])
+        let (fromVariable, _) = await runCheckConfig(
+            [], environment: ["TOKENRELAY_CONFIG": "/nope.yaml", "HOME": "/h"])
         #expect(fromVariable == 1)
     }
 
@@ -87,19 +90,23 @@ let repositoryRoot: String = {
         let (status, output) = await runCheckConfig([], environment: ["XDG_CONFIG_HOME": "/xdg", "HOME": "/h"])
         #expect(status == 0)
         #expect(output.standardError.contains("/xdg/tokenrelay/config.yaml: warning: no config file here"))
-        let result = await ConfigLoader(fileSystem: InMemoryFileSystem()).load(path: nil, environment: ["HOME": "/h"], mode: .serve)
+        let result = await ConfigLoader(fileSystem: InMemoryFileSystem()).load(
+            path: nil, environment: ["HOME": "/h"], mode: .serve)
         #expect(result.settings?.environments.isEmpty == true)
         #expect(result.warnings.first?.file == "/h/.config/tokenrelay/config.yaml")
     }
 
     @Test func locationPrefersFlagThenVariableThenXDGThenHome() {
         let all = ["TOKENRELAY_CONFIG": "/v.yaml", "XDG_CONFIG_HOME": "/xdg", "HOME": "/h"]
-        #expect(ConfigLoader.locate(path: "/f.yaml", environment: all) == ConfigLocation(path: "/f.yaml", isExplicit: true))
+        #expect(
+            ConfigLoader.locate(path: "/f.yaml", environment: all) == ConfigLocation(path: "/f.yaml", isExplicit: true))
         #expect(ConfigLoader.locate(path: nil, environment: all) == ConfigLocation(path: "/v.yaml", isExplicit: true))
         #expect(
             ConfigLoader.locate(path: nil, environment: ["XDG_CONFIG_HOME": "/xdg", "HOME": "/h"])
                 == ConfigLocation(path: "/xdg/tokenrelay/config.yaml", isExplicit: false))
-        #expect(ConfigLoader.locate(path: nil, environment: ["HOME": "/h"]) == ConfigLocation(path: "/h/.config/tokenrelay/config.yaml", isExplicit: false))
+        #expect(
+            ConfigLoader.locate(path: nil, environment: ["HOME": "/h"])
+                == ConfigLocation(path: "/h/.config/tokenrelay/config.yaml", isExplicit: false))
     }
 
     @Test func resolveSecretsTurnsMissingSecretsIntoErrors() async {
@@ -118,7 +125,8 @@ let repositoryRoot: String = {
         let path = repositoryRoot + "/config.example.yaml"
         let output = CapturedOutput()
         let status = await CheckConfigCommand.run(
-            arguments: ["--config", path], environment: ["HOME": "/nonexistent-home"], standardOutput: { output.standardOutput += $0 },
+            arguments: ["--config", path], environment: ["HOME": "/nonexistent-home"],
+            standardOutput: { output.standardOutput += $0 },
             standardError: { output.standardError += $0 })
         #expect(status == 0, "\(output.standardError)")
         #expect(!output.standardError.contains("error:"))

@@ -3,20 +3,21 @@ import Testing
 @testable import Config
 
 @Suite struct InterpolationTests {
-    @Test(arguments: [
-        ("plain", [:], "plain"),
-        ("${A}", ["A": "1"], "1"),
-        ("x${A}y${B}z", ["A": "1", "B": "2"], "x1y2z"),
-        ("${A:-fallback}", [:], "fallback"),
-        ("${A:-fallback}", ["A": ""], "fallback"),
-        ("${A:-fallback}", ["A": "set"], "set"),
-        ("${A:-}", [:], ""),
-        ("$$", [:], "$"),
-        ("$${A}", ["A": "1"], "${A}"),
-        ("cost: $5", [:], "cost: $5"),
-        ("trailing $", [:], "trailing $"),
-        ("${A:-a:-b}", [:], "a:-b"),
-    ] as [(String, [String: String], String)])
+    @Test(
+        arguments: [
+            ("plain", [:], "plain"),
+            ("${A}", ["A": "1"], "1"),
+            ("x${A}y${B}z", ["A": "1", "B": "2"], "x1y2z"),
+            ("${A:-fallback}", [:], "fallback"),
+            ("${A:-fallback}", ["A": ""], "fallback"),
+            ("${A:-fallback}", ["A": "set"], "set"),
+            ("${A:-}", [:], ""),
+            ("$$", [:], "$"),
+            ("$${A}", ["A": "1"], "${A}"),
+            ("cost: $5", [:], "cost: $5"),
+            ("trailing $", [:], "trailing $"),
+            ("${A:-a:-b}", [:], "a:-b"),
+        ] as [(String, [String: String], String)])
     func referencesAreReplaced(text: String, environment: [String: String], expected: String) throws {
         let outcome = try Interpolation.apply(text, environment: environment)
         #expect(outcome.text == expected)
@@ -44,7 +45,8 @@ import Testing
 
     @Test func unsetVariableIsAWarningWhenCheckingWithoutSecrets() async throws {
         let result = await decodeConfig(
-            "version: 1\nenvironments:\n  e:\n    base_url: ${BASE_URL}\n    timeout: ${T}\n", mode: .check(resolveSecrets: false))
+            "version: 1\nenvironments:\n  e:\n    base_url: ${BASE_URL}\n    timeout: ${T}\n",
+            mode: .check(resolveSecrets: false))
         #expect(!result.hasErrors, "\(result.diagnostics)")
         #expect(result.warnings.map(\.line) == [4, 5])
         #expect(result.warnings.first?.message.contains("BASE_URL") == true)
@@ -87,7 +89,8 @@ import Testing
     }
 
     @Test func homeIsExpandedInPaths() async {
-        let result = await decodeConfig("version: 1\nstore: { type: sqlite, path: ~/t.db }\n", mode: .check(resolveSecrets: false))
+        let result = await decodeConfig(
+            "version: 1\nstore: { type: sqlite, path: ~/t.db }\n", mode: .check(resolveSecrets: false))
         #expect(result.settings?.store.path == "/home/u/t.db")
     }
 }

@@ -48,14 +48,16 @@ import Testing
         var seen: Set<String> = []
         for variant in variants {
             let definition = try #require(resolve(variant))
-            let type = try #require(((definition["properties"] as? [String: Any])?["type"] as? [String: Any])?["const"] as? String)
+            let type = try #require(
+                ((definition["properties"] as? [String: Any])?["type"] as? [String: Any])?["const"] as? String)
             seen.insert(type)
             let expected = ConfigLoader.knownKeyTables["profile.\(type)"]
             #expect(keys(definition) == expected, "schema vs decoder differ for profile type \(type)")
             #expect(definition["additionalProperties"] as? Bool == false)
         }
         #expect(seen == Set(SettingsDecoder.profileTypes))
-        let tables = Set(ConfigLoader.knownKeyTables.keys.filter { $0.hasPrefix("profile.") }.map { String($0.dropFirst(8)) })
+        let tables = Set(
+            ConfigLoader.knownKeyTables.keys.filter { $0.hasPrefix("profile.") }.map { String($0.dropFirst(8)) })
         #expect(seen == tables)
     }
 }

@@ -1,11 +1,12 @@
-#if canImport(Glibc)
-    import Glibc
-#endif
 import Foundation
 import Logging
 import Testing
 
 @testable import Config
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// The environment secret commands run with: python3 is found on this PATH.
 let commandEnvironment = ["PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/home/u"]
@@ -64,7 +65,8 @@ func resolutionError(_ source: SecretSource) async -> String? {
 
     @Test func missingFileFailsAtResolutionAndWarnsAtLoad() async throws {
         let result = await decodeConfig(bearerConfig("{ file: ~/nope }"))
-        #expect(result.warnings.contains { $0.message.contains("/home/u/nope") && $0.message.contains("does not exist") })
+        #expect(
+            result.warnings.contains { $0.message.contains("/home/u/nope") && $0.message.contains("does not exist") })
         let error = await resolutionError(try bearerSource(result))
         #expect(error?.contains("/home/u/nope: no such file") == true)
         let checked = await decodeConfig(bearerConfig("{ file: ~/nope }"), mode: .check(resolveSecrets: true))
@@ -81,7 +83,8 @@ func resolutionError(_ source: SecretSource) async -> String? {
     }
 
     @Test func realWorldReadableFileIsWarnedAbout() async throws {
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("config-test-\(UUID().uuidString)").path
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("config-test-\(UUID().uuidString)")
+            .path
         try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: folder) }
         let secretPath = folder + "/token"
@@ -104,8 +107,23 @@ func resolutionError(_ source: SecretSource) async -> String? {
     @Test func commandStartsWithAnEmptySignalMask() async throws {
         // Test threads block SIGTERM and friends; the child must not inherit that.
         let script = "import signal; print(len(signal.pthread_sigmask(signal.SIG_BLOCK, [])))"
-        let output = try await ProcessCommandRunner().run(argv: ["python3", "-c", script], environment: commandEnvironment, timeout: .seconds(20))
+        let output = try await ProcessCommandRunner().run(
+            argv: ["python3", "-c", script], environment: commandEnvironment, timeout: .seconds(20))
         #expect(String(decoding: output, as: UTF8.self) == "0\n")
+    }
+
+    @Test func commandInheritsNoDescriptorBeyondStandardStreams() async throws {
+        let leaky = open("/dev/null", O_RDONLY)  // deliberately without O_CLOEXEC
+        #expect(leaky > 2)
+        defer { close(leaky) }
+        let script = "import os; print(' '.join(sorted(os.listdir('/proc/self/fd'), key=int)))"
+        let output = try await ProcessCommandRunner().run(
+            argv: ["python3", "-c", script], environment: commandEnvironment, timeout: .seconds(20))
+        let descriptors = String(decoding: output, as: UTF8.self).split(separator: " ").compactMap {
+            Int32($0.trimmingCharacters(in: .whitespacesAndNewlines))
+        }
+        #expect(!descriptors.contains(leaky), "child saw \(descriptors), leaky fd \(leaky)")
+        #expect(descriptors.filter { $0 > 3 }.isEmpty, "child saw \(descriptors)")
     }
 
     @Test func failingCommandNamesItsProgramAndStatusButNotItsOutput() async throws {
@@ -123,7 +141,8 @@ func resolutionError(_ source: SecretSource) async -> String? {
         Redactor.shared.register(known)
         let script = "import sys; sys.stderr.write('\(known) ' + 'x' * 5000); sys.exit(1)"
         do {
-            _ = try await ProcessCommandRunner().run(argv: ["python3", "-c", script], environment: commandEnvironment, timeout: .seconds(20))
+            _ = try await ProcessCommandRunner().run(
+                argv: ["python3", "-c", script], environment: commandEnvironment, timeout: .seconds(20))
             Issue.record("expected a failure")
         } catch {
             #expect(!error.description.contains(known))
@@ -140,10 +159,21 @@ func resolutionError(_ source: SecretSource) async -> String? {
         #expect(error?.contains("killed") == true)
     }
 
+    @Test func commandWhoseHelperKeepsItsPipeOpenStillResolves() async throws {
+        // Like `pass` starting gpg-agent: the command exits 0 while a process it started still
+        // holds stdout open. The secret is returned without waiting for the helper.
+        let script =
+            "import subprocess, sys; subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(15)']); print('grand-secret')"
+        let output = try await ProcessCommandRunner().run(
+            argv: ["python3", "-c", script], environment: commandEnvironment, timeout: .seconds(10))
+        #expect(String(decoding: output, as: UTF8.self) == "grand-secret\n")
+    }
+
     @Test func cancellingTheCallerKillsTheCommand() async {
         let task = Task {
             try await ProcessCommandRunner().run(
-                argv: ["python3", "-c", "import time; time.sleep(120)"], environment: commandEnvironment, timeout: .seconds(120))
+                argv: ["python3", "-c", "import time; time.sleep(120)"], environment: commandEnvironment,
+                timeout: .seconds(120))
         }
         task.cancel()
         let result = await task.result
@@ -155,7 +185,8 @@ func resolutionError(_ source: SecretSource) async -> String? {
     }
 
     @Test func unknownCommandIsReported() async throws {
-        let source = try bearerSource(await decodeConfig(bearerConfig("{ command: [no-such-program-xyz] }"), environment: commandEnvironment))
+        let source = try bearerSource(
+            await decodeConfig(bearerConfig("{ command: [no-such-program-xyz] }"), environment: commandEnvironment))
         #expect(await resolutionError(source)?.contains("no-such-program-xyz was not found on PATH") == true)
     }
 

@@ -1,3 +1,4 @@
+import Foundation
 import Testing
 
 @testable import Config
@@ -77,7 +78,9 @@ import Testing
         #expect(!result.hasErrors, "\(result.diagnostics)")
         let settings = try #require(result.settings)
         #expect(settings.defaultEnvironment == "staging")
-        #expect(settings.server == ServerSettings(maxConcurrentRequests: 128, maxQueuedRequests: 500, maxMessageBytes: 8 * 1024 * 1024))
+        #expect(
+            settings.server
+                == ServerSettings(maxConcurrentRequests: 128, maxQueuedRequests: 500, maxMessageBytes: 8 * 1024 * 1024))
         #expect(settings.environments.map(\.name) == ["staging", "local"])
         let staging = try #require(settings.environment(named: "staging"))
         #expect(staging.baseURL == "https://api.staging.example.com/v1")
@@ -106,25 +109,37 @@ import Testing
         #expect(client.resource == ["https://api.example.com"])
         #expect(client.expirySkew == .seconds(60))
 
-        guard case .refreshToken(let seeded, let seed) = staging.profile(named: "seeded")?.kind else { Issue.record("seeded"); return }
+        guard case .refreshToken(let seeded, let seed) = staging.profile(named: "seeded")?.kind else {
+            Issue.record("seeded"); return
+        }
         #expect(seed.origin == .file(path: "/cfg/seed.txt"))
         #expect(seeded.scopes == ["openid", "offline_access"])
         #expect(seeded.resource.count == 2)
         #expect(seeded.clientAuth == ClientAuthMethod.none)
         #expect(seeded.expirySkew == .seconds(30))
 
-        guard case .authorizationCode(_, let authorizationURL, let port) = staging.profile(named: "me")?.kind else { Issue.record("me"); return }
+        guard case .authorizationCode(_, let authorizationURL, let port) = staging.profile(named: "me")?.kind else {
+            Issue.record("me"); return
+        }
         #expect(authorizationURL == "https://auth.example.com/authorize")
         #expect(port == 8765)
-        guard case .deviceCode(_, let deviceURL) = staging.profile(named: "tv")?.kind else { Issue.record("tv"); return }
+        guard case .deviceCode(_, let deviceURL) = staging.profile(named: "tv")?.kind else {
+            Issue.record("tv"); return
+        }
         #expect(deviceURL == "https://auth.example.com/device")
-        guard case .apiKey(let placement, let value) = staging.profile(named: "key")?.kind else { Issue.record("key"); return }
+        guard case .apiKey(let placement, let value) = staging.profile(named: "key")?.kind else {
+            Issue.record("key"); return
+        }
         #expect(placement == .query("api_key"))
         #expect(value.origin == .command(argv: ["pass", "show", "key"], timeout: .seconds(2)))
-        guard case .basic(let username, let password) = staging.profile(named: "login")?.kind else { Issue.record("login"); return }
+        guard case .basic(let username, let password) = staging.profile(named: "login")?.kind else {
+            Issue.record("login"); return
+        }
         #expect(username == "alice")
         #expect(password.origin == .environment(name: "PASSWORD"))
-        guard case .bearer(let token, let cache) = staging.profile(named: "static")?.kind else { Issue.record("static"); return }
+        guard case .bearer(let token, let cache) = staging.profile(named: "static")?.kind else {
+            Issue.record("static"); return
+        }
         #expect(token.origin == .command(argv: ["token-helper"], timeout: .seconds(10)))
         #expect(cache == .seconds(300))
 
@@ -134,7 +149,10 @@ import Testing
         #expect(local.maxResponseBytes == 32 * 1024 * 1024)
         #expect(local.events == EventsSettings())
         // Interactive types are parsed now but announced as not implemented.
-        #expect(result.warnings.contains { $0.message.contains("authorization_code") && $0.message.contains("not implement") })
+        #expect(
+            result.warnings.contains {
+                $0.message.contains("authorization_code") && $0.message.contains("not implement")
+            })
         // A refresh_token profile on a memory store is warned about.
         #expect(result.warnings.contains { $0.message.contains("'seeded'") && $0.message.contains("memory") })
     }
@@ -157,8 +175,11 @@ import Testing
 
     @Test func clientAuthDefaultsFollowTheSecret() async throws {
         let withSecret = await decodeConfig(
-            profileConfig("type: client_credentials\ntoken_url: https://a.example.com/t\nclient_id: x\nclient_secret: { env: S }"))
-        guard case .clientCredentials(let client)? = withSecret.settings?.environments.first?.profiles.first?.kind else {
+            profileConfig(
+                "type: client_credentials\ntoken_url: https://a.example.com/t\nclient_id: x\nclient_secret: { env: S }")
+        )
+        guard case .clientCredentials(let client)? = withSecret.settings?.environments.first?.profiles.first?.kind
+        else {
             Issue.record("\(withSecret.diagnostics)")
             return
         }
@@ -171,7 +192,9 @@ import Testing
         #expect(result.diagnostics.isEmpty)
         #expect(settings.environments.isEmpty)
         #expect(settings.store == StoreSettings())
-        #expect(settings.server == ServerSettings(maxConcurrentRequests: 256, maxQueuedRequests: 10_000, maxMessageBytes: 64 << 20))
+        #expect(
+            settings.server
+                == ServerSettings(maxConcurrentRequests: 256, maxQueuedRequests: 10_000, maxMessageBytes: 64 << 20))
     }
 
     @Test func anchorsAndMergeKeysShareProfileSettings() async throws {
@@ -192,6 +215,24 @@ import Testing
         #expect(settings.environment(named: "b")?.baseURL == "https://b.example.com")
         #expect(settings.environment(named: "b")?.timeout == .seconds(5))
         #expect(settings.environment(named: "b")?.profile(named: "key")?.typeName == "api_key")
+    }
+
+    @Test func topLevelExtensionKeysHoldAnchorsAndAreIgnored() async throws {
+        let yaml = """
+            version: 1
+            x-timeouts: &timeouts { timeout: 7s, connect_timeout: 2s }
+            environments:
+              e:
+                <<: *timeouts
+                base_url: https://e.example.com
+                x-note: not allowed here
+            """
+        let result = await decodeConfig(yaml)
+        #expect(result.errors.map(\.line) == [7])
+        let checked = await decodeConfig(yaml.replacingOccurrences(of: "    x-note: not allowed here", with: ""))
+        let environment = try #require(checked.settings?.environments.first, "\(checked.diagnostics)")
+        #expect(environment.timeout == .seconds(7))
+        #expect(environment.connectTimeout == .seconds(2))
     }
 
     @Test func multipleErrorsAreReportedTogetherInFileOrder() async {

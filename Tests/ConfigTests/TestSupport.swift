@@ -17,7 +17,8 @@ func decodeConfig(
 /// A config with one environment `e` and one profile `p` whose body is `profile` (lines at
 /// 8-space indent are added here); the profile body's first line is line 7.
 func profileConfig(_ profile: String) -> String {
-    let body = profile.split(separator: "\n", omittingEmptySubsequences: false).map { "        " + $0 }.joined(separator: "\n")
+    let body = profile.split(separator: "\n", omittingEmptySubsequences: false).map { "        " + $0 }.joined(
+        separator: "\n")
     return """
         version: 1
         environments:
@@ -33,7 +34,8 @@ func profileConfig(_ profile: String) -> String {
 /// A config with one environment `e` whose extra keys are `environment` (4-space indent added);
 /// the first extra line is line 5.
 func environmentConfig(_ environment: String) -> String {
-    let body = environment.split(separator: "\n", omittingEmptySubsequences: false).map { "    " + $0 }.joined(separator: "\n")
+    let body = environment.split(separator: "\n", omittingEmptySubsequences: false).map { "    " + $0 }.joined(
+        separator: "\n")
     return """
         version: 1
         environments:
@@ -47,7 +49,9 @@ func environmentConfig(_ environment: String) -> String {
 /// A command runner that returns fixed output without running anything, and counts calls.
 struct FixedCommandRunner: SecretCommandRunner {
     var output: String
-    func run(argv: [String], environment: [String: String], timeout: Duration) async throws(SecretCommandError) -> [UInt8] {
+    func run(argv: [String], environment: [String: String], timeout: Duration) async throws(SecretCommandError)
+        -> [UInt8]
+    {
         Array(output.utf8)
     }
 }
@@ -61,7 +65,8 @@ final class CapturedOutput: @unchecked Sendable {
 
 /// Runs check-config with captured output.
 func runCheckConfig(
-    _ arguments: [String], environment: [String: String] = ["HOME": "/home/u"], files: InMemoryFileSystem = InMemoryFileSystem(),
+    _ arguments: [String], environment: [String: String] = ["HOME": "/home/u"],
+    files: InMemoryFileSystem = InMemoryFileSystem(),
     runner: any SecretCommandRunner = ProcessCommandRunner()
 ) async -> (status: Int32, output: CapturedOutput) {
     let output = CapturedOutput()

@@ -162,7 +162,7 @@ final class RelayProcess: Sendable {
     /// Waits for the exit code.
     func exitCode(timeout: Duration = .seconds(60)) async throws -> Int32 {
         try await withSafetyTimer(timeout) {
-            try await self.waitUntil("exit", timeout: timeout) { $0.exitCode != nil }
+            try await self.waitUntil("exit", timeout: timeout) { $0.exitCode != nil && $0.stdoutClosed }
         }
         return output.state.withLock { $0.exitCode } ?? -1
     }

@@ -1,0 +1,172 @@
+import Foundation
+import HTTP
+import JSONRPC
+import Logging
+import Synchronization
+
+/// `subscribe` / `unsubscribe`: each subscription is one task that pulls its ``EventSource`` and
+/// writes `event` and `subscription-state` notifications. The task pulls only as fast as the
+/// writer accepts notifications, so a slow peer pauses the transfer instead of growing memory.
+final class Subscriptions: Sendable {
+    private struct State {
+        var nextID = 1
+        var active: [String: Task<Void, Never>] = [:]
+        var closing = false
+    }
+
+    private let runtime: RelayRuntime
+    /// Guarded by the mutex: the running subscriptions.
+    private let state = Mutex(State())
+
+    init(runtime: RelayRuntime) {
+        self.runtime = runtime
+    }
+
+    /// How many subscriptions are open.
+    var count: Int { state.withLock { $0.active.count } }
+
+    func subscribe(_ params: JSONValue?, context: RequestContext) async throws -> JSONValue {
+        guard !context.inBatch else {
+            throw RPCError.invalidRequest("subscribe cannot be used inside a batch (its stream would hold the batch's answer)")
+        }
+        let params = try RequestParams.decodeSubscription(params)
+        let environment = try runtime.environment(params.environment)
+        let profile = params.auth ? try runtime.profile(params.profile, in: environment) : nil
+        var request = try RequestMethod.httpRequest(params, environment: environment)
+        if let profile {
+            if let header = profile.credentialHeader, request.headers.contains(header) {
+                throw RPCError.invalidParams([
+                    ParamDiagnostic(
+                        pointer: ParamDiagnostic.pointer(["headers", header]),
+                        reason: "profile '\(profile.name)' sets \(header) itself; send with auth: false to set it yourself")
+                ])
+            }
+            guard profile.credentials != nil else {
+                throw RPCError(code: .notSupported, message: profile.unavailableReason ?? "profile unavailable")
+            }
+        }
+        let allowed = environment.origins.allows(url: request.url)
+        if allowed {
+            for field in environment.headers where !request.headers.contains(field.name) {
+                request.headers.add(name: field.name, value: field.value)
+            }
+        } else if profile != nil {
+            log.debug("credentials withheld: origin not allowed", [("url", request.url)])
+        }
+        let credentials = allowed ? profile?.credentials.map { WireErrorCredentialSource(base: $0) } : nil
+        let configuration = EventSourceConfiguration(
+            request: request, lastEventID: params.lastEventID, credentials: credentials,
+            idleTimeout: environment.settings.events.idleTimeout, maxBackoff: environment.settings.events.maxBackoff,
+            connectTimeout: params.timeout ?? environment.settings.connectTimeout)
+        let source = EventSource(transport: environment.transport, configuration: configuration)
+
+        let id: String = try state.withLock { state in
+            guard !state.closing else { throw RPCError.shuttingDown }
+            defer { state.nextID += 1 }
+            return "sub-\(state.nextID)"
+        }
+        let notifier = Notifier(context: context)
+        let replyHandedOver = context.replyHandedOver
+        let task = Task.detached { [self] in
+            // The reply carrying the id goes out before any notification of the subscription.
+            await replyHandedOver.wait()
+            await Self.pump(source, id: id, notifier: notifier)
+            state.withLock { _ = $0.active.removeValue(forKey: id) }
+        }
+        state.withLock { $0.active[id] = task }
+        return ["subscription": .string(id)]
+    }
+
+    func unsubscribe(_ params: JSONValue?) async throws -> JSONValue {
+        var reader = try ParamReader(params, allowed: ["subscription"])
+        let id = reader.string("subscription", required: true)
+        try reader.finish()
+        guard let id, let task = state.withLock({ $0.active.removeValue(forKey: id) }) else {
+            throw RPCError.invalidParams([ParamDiagnostic(pointer: "/subscription", reason: "no open subscription with this id")])
+        }
+        task.cancel()
+        await task.value
+        return ["subscription": .string(id), "closed": true]
+    }
+
+    /// Closes every subscription (each sends its final `closed` state) and refuses new ones.
+    func closeAll() async {
+        let tasks = state.withLock { state in
+            state.closing = true
+            defer { state.active = [:] }
+            return Array(state.active.values)
+        }
+        for task in tasks { task.cancel() }
+        for task in tasks { await task.value }
+    }
+
+    /// Writes the source's updates as notifications until it closes or the task is cancelled;
+    /// always ends with a `closed` state.
+    private static func pump(_ source: EventSource, id: String, notifier: Notifier) async {
+        var closed = false
+        for await update in source {
+            switch update {
+            case .event(let event):
+                var params: JSONObject = ["subscription": .string(id)]
+                if let lastEventID = event.lastEventID { params["id"] = .string(lastEventID) }
+                params["event"] = .string(event.type)
+                params["data"] = .string(event.data)
+                if let retry = event.retry { params["retry"] = .int(retry) }
+                await notifier.notify("event", .object(params))
+            case .state(let change):
+                await notifier.notify("subscription-state", stateParams(change, id: id))
+                if change.state == .closed { closed = true }
+            }
+            if Task.isCancelled { break }
+        }
+        if !closed {
+            await notifier.notify("subscription-state", ["subscription": .string(id), "state": "closed"])
+        }
+    }
+
+    static func stateParams(_ change: SubscriptionStateChange, id: String) -> JSONValue {
+        var params: JSONObject = ["subscription": .string(id), "state": .string(change.state.rawValue)]
+        if let attempt = change.attempt { params["attempt"] = .int(attempt) }
+        if let retry = change.retryInMs { params["retryInMs"] = .int(retry) }
+        if let status = change.status { params["status"] = .int(status) }
+        if let error = change.error {
+            params["error"] = ["kind": .string(error.kind), "message": .string(Redactor.shared.redact(error.message))]
+        }
+        return .object(params)
+    }
+}
+
+/// Passes credential errors on with their wire kind (through the one error mapping), so a
+/// subscription closed by a refused token says `auth`, `interaction_required`, `config`...
+struct WireErrorCredentialSource: CredentialSource {
+    struct Failure: EventSourceErrorKind, CustomStringConvertible {
+        let wireKind: String
+        let description: String
+    }
+
+    let base: any CredentialSource
+
+    func apply(to request: inout HTTPRequest) async throws -> CredentialStamp {
+        do {
+            return try await base.apply(to: &request)
+        } catch is CancellationError {
+            throw CancellationError()
+        } catch {
+            let mapped = ErrorMapping.rpcError(error)
+            throw Failure(wireKind: mapped.kind, description: mapped.message)
+        }
+    }
+
+    var isRenewable: Bool { base.isRenewable }
+
+    func invalidate(stamp: CredentialStamp) async throws {
+        try await base.invalidate(stamp: stamp)
+    }
+}
+
+extension Notifier {
+    /// A notifier writing through the same sink as `context`.
+    init(context: RequestContext) {
+        self.init(sink: context.sink)
+    }
+}
