@@ -40,7 +40,7 @@ let package = Package(
         .testTarget(name: "HTTPTests", dependencies: ["HTTP"], exclude: ["Fixtures"]),
         .testTarget(name: "AuthTests", dependencies: ["Auth", "HTTP"]),
         .testTarget(name: "RelayTests", dependencies: ["Relay", "JSONRPC", "Config", "HTTP", "Auth"]),
-        .testTarget(name: "EndToEndTests", dependencies: ["JSONRPC"]),
+        .testTarget(name: "EndToEndTests", dependencies: ["JSONRPC"], exclude: ["Fixtures"]),
     ],
     swiftLanguageModes: [.v6]
 )

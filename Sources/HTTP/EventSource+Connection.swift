@@ -54,7 +54,8 @@ extension EventSource.AsyncIterator {
             guard challenged, let credentials = configuration.credentials, credentials.isRenewable, let stamp,
                 budget.consume()
             else {
-                return close(status: status, kind: EventSourceFailure.auth, message: "the server refused the credentials")
+                return close(
+                    status: status, kind: EventSourceFailure.auth, message: "the server refused the credentials")
             }
             do {
                 try await credentials.invalidate(stamp: stamp)

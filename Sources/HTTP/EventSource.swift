@@ -90,6 +90,7 @@ public struct EventSource: AsyncSequence, Sendable {
         /// The next update; `nil` after `closed` or once the consuming task was cancelled.
         public mutating func next() async -> EventSourceUpdate? {
             while true {
+                if Task.isCancelled { return end() }
                 if let state = pendingState {
                     pendingState = nil
                     return .state(state)
@@ -135,7 +136,8 @@ public struct EventSource: AsyncSequence, Sendable {
         mutating func close(status: Int? = nil, kind: String? = nil, message: String = "") -> EventSourceUpdate {
             phase = .finished
             let failure = kind.map { EventSourceFailure(kind: $0, message: message) }
-            Logger.shared.debug("event stream closed", [("status", status.map(String.init) ?? "-"), ("kind", kind ?? "-")])
+            Logger.shared.debug(
+                "event stream closed", [("status", status.map(String.init) ?? "-"), ("kind", kind ?? "-")])
             return .state(SubscriptionStateChange(state: .closed, status: status, error: failure))
         }
 
@@ -154,7 +156,8 @@ public struct EventSource: AsyncSequence, Sendable {
             }
             var random = SystemRandomNumberGenerator()
             let step = policy.nextAttempt(using: &random)
-            let delay = Swift.max(minimumDelay, policy.delayMilliseconds(forAttempt: step.attempt, jitter: configuration.jitter()))
+            let delay = Swift.max(
+                minimumDelay, policy.delayMilliseconds(forAttempt: step.attempt, jitter: configuration.jitter()))
             reconnects += 1
             phase = .waiting(attempt: reconnects, delayMilliseconds: delay)
             let failure = kind.map { EventSourceFailure(kind: $0, message: message) }

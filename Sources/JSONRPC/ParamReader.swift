@@ -81,6 +81,11 @@ public struct ParamReader {
         return object
     }
 
+    /// Checks that a method taking no params got none (an empty object is fine).
+    public static func expectNone(_ params: JSONValue?) throws(RPCError) {
+        try ParamReader(params, allowed: []).finish()
+    }
+
     /// Throws -32602 with every diagnostic collected, if any.
     public func finish() throws(RPCError) {
         if !diagnostics.isEmpty { throw RPCError.invalidParams(diagnostics) }

@@ -7,16 +7,16 @@ extension RelayServer {
         var table: [String: MethodHandler] = [
             "initialize": { [self] params, _ in try initialize(params) },
             "shutdown": { [self] params, _ in
-                _ = try ParamReader(params, allowed: [])
+                try ParamReader.expectNone(params)
                 markShutdownRequested()
                 return .null
             },
             "ping": { params, _ in
-                _ = try ParamReader(params, allowed: [])
+                try ParamReader.expectNone(params)
                 return .object([:])
             },
             "rpc.discover": { params, _ in
-                _ = try ParamReader(params, allowed: [])
+                try ParamReader.expectNone(params)
                 return try OpenRPCDocument.value()
             },
         ]

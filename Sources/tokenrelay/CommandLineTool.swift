@@ -52,6 +52,8 @@ enum CommandLineTool {
             return await serve(arguments: arguments, environment: environment)
         case "call":
             return await CallCommand.run(arguments: arguments, environment: environment)
+        case "subscribe":
+            return await SubscribeCommand.run(arguments: arguments, environment: environment)
         case "check-config":
             return await CheckConfigCommand.run(
                 arguments: arguments, environment: environment,

@@ -20,6 +20,7 @@ final class RelayProcess: Sendable {
         var stdout: [UInt8] = []
         var stderr: [UInt8] = []
         var stdoutClosed = false
+        var stderrClosed = false
         var stdoutLines = 0
         var exitCode: Int32?
         var waiters: [CheckedContinuation<Void, Never>] = []
@@ -98,6 +99,8 @@ final class RelayProcess: Sendable {
                         }
                     } else if isStdout {
                         state.stdoutClosed = true
+                    } else {
+                        state.stderrClosed = true
                     }
                     defer { state.waiters = [] }
                     return state.waiters
@@ -159,10 +162,11 @@ final class RelayProcess: Sendable {
         return try lines.map { try JSONParser.parse(String($0)) }
     }
 
-    /// Waits for the exit code.
+    /// Waits for the exit code and for both output pipes to be drained to their end, so that
+    /// `stdoutText` and `stderrText` are complete afterwards.
     func exitCode(timeout: Duration = .seconds(60)) async throws -> Int32 {
         try await withSafetyTimer(timeout) {
-            try await self.waitUntil("exit", timeout: timeout) { $0.exitCode != nil && $0.stdoutClosed }
+            try await self.waitUntil("exit", timeout: timeout) { $0.exitCode != nil && $0.stdoutClosed && $0.stderrClosed }
         }
         return output.state.withLock { $0.exitCode } ?? -1
     }

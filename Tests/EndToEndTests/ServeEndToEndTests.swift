@@ -193,3 +193,15 @@ import Testing
         #expect(try await relay.exitCode(timeout: .seconds(30)) == 0)
     }
 }
+
+/// Methods without params refuse unknown ones like every other method.
+@Suite struct NoParamMethodsTests {
+    @Test(arguments: ["ping", "status", "rpc.discover", "shutdown"])
+    func unknownParamsAreInvalid(method: String) async throws {
+        let relay = try RelayProcess()
+        try relay.send(#"{"jsonrpc":"2.0","id":1,"method":"\#(method)","params":{"bogus":1}}"#)
+        let lines = try await relay.lines(atLeast: 1)
+        #expect(lines[0]["error"]?["code"] == .int(-32602))
+        #expect(lines[0]["error"]?["data"]?["diagnostics"] == [["pointer": "/bogus", "reason": "unknown member"]])
+    }
+}

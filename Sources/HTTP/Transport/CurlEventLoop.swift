@@ -386,7 +386,13 @@ final class CurlEventLoop: @unchecked Sendable {  // Safe: inbox is a Mutex; the
         }
         switch code {
         case CURLE_OPERATION_TIMEDOUT: return .failure(HTTPError.timeout)
-        case CURLE_UNSUPPORTED_PROTOCOL, CURLE_URL_MALFORMAT: return .failure(HTTPError.invalidURL(errorText))
+        case CURLE_URL_MALFORMAT: return .failure(HTTPError.invalidURL(errorText))
+        case CURLE_UNSUPPORTED_PROTOCOL:
+            // Also reported for a garbled reply ("Received HTTP/0.9...") on an http(s) URL: that
+            // is the server's fault, not the URL's, and may be retried.
+            let scheme = transfer.request.url.prefix(8).lowercased()
+            let isHTTP = scheme.hasPrefix("http://") || scheme.hasPrefix("https://")
+            return .failure(isHTTP ? HTTPError.transport(errorText) : HTTPError.invalidURL(errorText))
         default: return .failure(HTTPError.transport(errorText))
         }
     }

@@ -19,8 +19,10 @@ struct RequestMethod: Sendable {
         var request = try Self.httpRequest(params, environment: environment)
         if let profile {
             if let header = profile.credentialHeader, request.headers.contains(header) {
+                // The pointer names the member as the caller spelled it, so that it resolves in their params.
+                let member = request.headers.fields.first { $0.name.lowercased() == header.lowercased() }?.name ?? header
                 throw RPCError.invalidParams(
-                    [ParamDiagnostic(pointer: ParamDiagnostic.pointer(["headers", header]),
+                    [ParamDiagnostic(pointer: ParamDiagnostic.pointer(["headers", member]),
                         reason: "profile '\(profile.name)' sets \(header) itself; send with auth: false to set it yourself")])
             }
             guard profile.credentials != nil else {

@@ -60,7 +60,7 @@ struct TokenMethods: Sendable {
     }
 
     func status(_ params: JSONValue?) async throws -> JSONValue {
-        _ = try ParamReader(params, allowed: [])
+        try ParamReader.expectNone(params)
         let sessions = await runtime.manager.status().sorted {
             ($0.environment, $0.profile) < ($1.environment, $1.profile)
         }

@@ -31,6 +31,8 @@ final class RelayRuntime: Sendable {
         var transports: [CurlTransport] = []
         func transport(for environment: EnvironmentSettings?) throws -> CurlTransport {
             var options = CurlTransport.Options()
+            // A paused subscription holds at most this much: 1,000 of them stay well under 100 MB.
+            options.streamBufferBytes = 32 << 10
             if let environment {
                 options.caFile = environment.caFile
                 options.proxy = environment.proxy

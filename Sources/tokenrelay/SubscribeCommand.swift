@@ -1,0 +1,76 @@
+import Config
+import Foundation
+import JSONRPC
+import Logging
+import Relay
+
+/// `tokenrelay subscribe PATH`: follows an event stream and prints one JSON line per event
+/// (`{"id"?, "event", "data", "retry"?}`) until SIGINT/SIGTERM or the stream closes.
+enum SubscribeCommand {
+    static func run(arguments: [String], environment: [String: String]) async -> Int32 {
+        var parser = ArgumentParser(arguments)
+        var positional: [String] = []
+        var configPath: String?
+        var environmentName: String?
+        var params = JSONObject()
+        var headers = JSONObject()
+        var logLevel = LogLevel.warn
+        do throws(ArgumentError) {
+            while let argument = parser.next() {
+                switch argument {
+                case "--config": configPath = try parser.value(for: argument)
+                case "--env": environmentName = try parser.value(for: argument)
+                case "--profile": params["profile"] = .string(try parser.value(for: argument))
+                case "--last-event-id": params["lastEventId"] = .string(try parser.value(for: argument))
+                case "-H", "--header":
+                    let header = try parser.value(for: argument)
+                    guard let colon = header.firstIndex(of: ":") else { throw ArgumentError("-H takes 'Name: value'") }
+                    headers[String(header[..<colon]).trimmingCharacters(in: .whitespaces)] = .string(
+                        String(header[header.index(after: colon)...]).trimmingCharacters(in: .whitespaces))
+                case "--no-auth": params["auth"] = false
+                case "-v", "--verbose": logLevel = .info
+                case "--log-level":
+                    let value = try parser.value(for: argument)
+                    guard let level = LogLevel(name: value) else { throw ArgumentError("unknown log level '\(value)'") }
+                    logLevel = level
+                default:
+                    if argument.hasPrefix("-") { throw ArgumentError("unknown option '\(argument)'") }
+                    positional.append(argument)
+                }
+            }
+            guard positional.count == 1 else { throw ArgumentError("subscribe takes one PATH (or an absolute URL)") }
+        } catch {
+            return CommandLineTool.usageError(error.message)
+        }
+        log.configure(level: logLevel, format: .text)
+        let target = positional[0]
+        let lower = target.lowercased()
+        params[lower.hasPrefix("http://") || lower.hasPrefix("https://") ? "url" : "path"] = .string(target)
+        if !headers.isEmpty { params["headers"] = .object(headers) }
+        guard let settings = await CommandLineTool.loadSettings(path: configPath, environment: environment) else {
+            return CallCommand.ExitCode.config
+        }
+        let handle = OneShot.SubscriptionHandle()
+        let signalSources = ProcessSetup.onSignals([SIGTERM, SIGINT]) { _ in handle.stop() }
+        defer { withExtendedLifetime(signalSources) {} }
+        let end = await OneShot.subscribe(
+            settings: settings, environment: environmentName, params: .object(params), handle: handle
+        ) { event in
+            CommandLineTool.writeStandardOutput(event.jsonText)
+        }
+        switch end {
+        case .stopped:
+            return CallCommand.ExitCode.success
+        case .closed(_, nil):
+            return CallCommand.ExitCode.success
+        case .closed(_, let error?), .failed(let error):
+            CommandLineTool.writeStandardError("tokenrelay: \(error.kind): \(error.message)")
+            switch error.kind {
+            case "config", "unknown_environment", "unknown_profile": return CallCommand.ExitCode.config
+            case "invalid_params": return CallCommand.ExitCode.usage
+            case "auth", "interaction_required": return CallCommand.ExitCode.authFailed
+            default: return CallCommand.ExitCode.requestFailed
+            }
+        }
+    }
+}

@@ -1,0 +1,143 @@
+import Foundation
+import Testing
+
+@testable import JSONRPC
+
+/// `tokenrelay call` against the recording server: body on stdout, status-class exit codes,
+/// `-v` on stderr, `--query`, `-H`, `--json`.
+@Suite struct CallCommandEndToEndTests {
+    static let apiKey = "canary-call-key-93be"
+
+    struct Setup {
+        let server: RecordingServer
+        let configPath: String
+
+        init() throws {
+            server = try RecordingServer()
+            configPath = try TemporaryDirectory.file(
+                """
+                version: 1
+                default_environment: local
+                environments:
+                  local:
+                    base_url: \(server.origin)
+                    default_profile: key
+                    profiles:
+                      key:
+                        type: api_key
+                        header: X-API-Key
+                        value: { env: E2E_CALL_KEY }
+                      basic:
+                        type: basic
+                        username: u
+                        password: { env: E2E_CALL_KEY }
+                  down:
+                    base_url: http://127.0.0.1:\(server.closedPort)
+                """)
+        }
+
+        /// Runs `tokenrelay call ARGS --config PATH` to completion.
+        func call(_ arguments: [String]) async throws -> (code: Int32, process: RelayProcess) {
+            let process = try RelayProcess(
+                ["call"] + arguments + ["--config", configPath], environment: ["E2E_CALL_KEY": CallCommandEndToEndTests.apiKey],
+                testMethods: false)
+            try process.closeStdin()
+            return (try await process.exitCode(), process)
+        }
+    }
+
+    @Test func printsTheBodyAndExitsZeroFor2xx() async throws {
+        let setup = try Setup()
+        let (code, process) = try await setup.call(["GET", "/status/200"])
+        #expect(code == 0)
+        #expect(process.stdoutText == "status 200")
+        #expect(process.stderrText.isEmpty)
+        #expect(try setup.server.last("/status/200")?.header("X-API-Key") == [Self.apiKey])
+    }
+
+    @Test(arguments: [(404, Int32(4)), (500, Int32(5)), (302, Int32(6))])
+    func exitCodeFollowsTheStatusClass(status: Int, expected: Int32) async throws {
+        let setup = try Setup()
+        let (code, process) = try await setup.call(["GET", "/status/\(status)"])
+        #expect(code == expected)
+        #expect(process.stdoutText == "status \(status)")
+    }
+
+    @Test func connectionRefusedExitsSevenUnknownEnvironmentThreeBadUsageTwo() async throws {
+        let setup = try Setup()
+        let refused = try await setup.call(["GET", "/x", "--env", "down"])
+        #expect(refused.code == 7)
+        #expect(refused.process.stdoutText.isEmpty)
+        #expect(refused.process.stderrText.contains("transport"))
+        let unknown = try await setup.call(["GET", "/x", "--env", "nope"])
+        #expect(unknown.code == 3)
+        #expect(unknown.process.stderrText.contains("unknown_environment"))
+        let usage = try await setup.call(["GET"])
+        #expect(usage.code == 2)
+        let both = try await setup.call(["POST", "/echo", "--json", "{}", "--data", "x"])
+        #expect(both.code == 2)
+        let badOption = try await setup.call(["GET", "/echo", "--frobnicate"])
+        #expect(badOption.code == 2)
+        #expect(try setup.server.records().isEmpty)
+        for result in [refused, unknown, usage, both, badOption] {
+            #expect(!result.process.stderrText.contains(Self.apiKey))
+        }
+    }
+
+    @Test func verbosePrintsTheStatusLineOnStderrOnly() async throws {
+        let setup = try Setup()
+        let (code, process) = try await setup.call(["get", "/status/201", "-v"])
+        #expect(code == 0)
+        #expect(process.stdoutText == "status 201")
+        #expect(process.stderrText.hasPrefix("HTTP 201"))
+        #expect(!process.stderrText.contains(Self.apiKey))
+        #expect(try setup.server.last("/status/201")?.method == "GET")
+    }
+
+    @Test func queryHeadersAndJSONBodyAreSent() async throws {
+        let setup = try Setup()
+        let (code, process) = try await setup.call([
+            "POST", "/echo", "--query", "tag=a", "--query", "tag=b", "--query", "n=5",
+            "-H", "X-Trace: abc 123", "--json", #"{"id":12345678901234567890,"ok":true}"#,
+        ])
+        #expect(code == 0)
+        let echoed = try JSONParser.parse(process.stdoutText)
+        #expect(echoed["method"] == "POST")
+        let record = try #require(try setup.server.last("/echo"))
+        #expect(record.queryPairs == ["tag=a", "tag=b", "n=5"])
+        #expect(record.header("X-Trace") == ["abc 123"])
+        #expect(record.header("X-API-Key") == [Self.apiKey])
+        #expect(try JSONParser.parse(String(decoding: record.body, as: UTF8.self)).jsonText == #"{"id":12345678901234567890,"ok":true}"#)
+    }
+
+    @Test func dataSendsTextAndNoAuthSendsNoCredentials() async throws {
+        let setup = try Setup()
+        let (code, process) = try await setup.call([
+            "PUT", "/reflect", "--data", "plain text ✓", "-H", "Content-Type: text/plain", "--no-auth",
+        ])
+        #expect(code == 0)
+        #expect(process.stdoutText == "plain text ✓")
+        let record = try #require(try setup.server.last("/reflect"))
+        #expect(record.body == Array("plain text ✓".utf8))
+        #expect(record.header("X-API-Key").isEmpty)
+    }
+
+    @Test func traceLoggingNeverPrintsTheKey() async throws {
+        let setup = try Setup()
+        let (code, process) = try await setup.call(["GET", "/status/200", "-v", "--log-level", "trace"])
+        #expect(code == 0)
+        #expect(process.stderrText.contains("/status/200"), "trace logging is on: \(process.stderrText)")
+        #expect(!process.stderrText.contains(Self.apiKey))
+        #expect(!process.stdoutText.contains(Self.apiKey))
+        #expect(try setup.server.last("/status/200")?.header("X-API-Key") == [Self.apiKey])
+    }
+
+    @Test func callerAuthorizationWithAnAuthorizationProfileIsAUsageError() async throws {
+        let setup = try Setup()
+        let (code, process) = try await setup.call(["GET", "/echo", "--profile", "basic", "-H", "authorization: Bearer mine"])
+        #expect(code == 2, "\(process.stderrText)")
+        #expect(try setup.server.records().isEmpty)
+        let unknown = try await setup.call(["GET", "/echo", "--profile", "nope"])
+        #expect(unknown.code == 3)
+    }
+}

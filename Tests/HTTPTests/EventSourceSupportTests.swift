@@ -1,0 +1,191 @@
+import Foundation
+import Synchronization
+import Testing
+
+@testable import HTTP
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// The Python SSE server of `Fixtures/sse_server.py`, one per test, stopped with SIGKILL.
+final class EventStreamServer: Sendable {
+    let process: Process
+    let port: Int
+
+    init() throws {
+        let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+            .appendingPathComponent("Fixtures/sse_server.py").path
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
+        process.arguments = ["-u", script]
+        let output = Pipe()
+        process.standardOutput = output
+        try process.run()
+        self.process = process
+        // Block until the first line: the server prints its port as soon as it listens.
+        var line: [UInt8] = []
+        let handle = output.fileHandleForReading
+        while !line.contains(0x0A) {
+            let data = handle.availableData
+            if data.isEmpty { break }
+            line.append(contentsOf: data)
+        }
+        guard let port = Int(String(decoding: line, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines))
+        else {
+            kill(process.processIdentifier, SIGKILL)
+            throw HTTPError.transport("SSE test server did not start")
+        }
+        self.port = port
+    }
+
+    deinit {
+        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+    }
+
+    /// An absolute URL on the server.
+    func url(_ pathAndQuery: String) -> String { "http://127.0.0.1:\(port)\(pathAndQuery)" }
+
+    /// What the server recorded for `key`.
+    struct Stats: Decodable {
+        let requests: Int
+        let last_event_ids: [String?]
+        let authorizations: [String?]
+        let accepts: [String?]
+        let cache_controls: [String?]
+        let written: Int
+        let events: [String]
+    }
+
+    func stats(_ key: String, using transport: CurlTransport) async throws -> Stats {
+        let response = try await transport.send(HTTPRequest(url: url("/stats?key=\(key)")))
+        return try JSONDecoder().decode(Stats.self, from: Data(response.body))
+    }
+
+    /// Blocks (server side, 10 s max) until the server recorded `event` for `key`; whether it did.
+    func awaitEvent(_ event: String, key: String, using transport: CurlTransport) async throws -> Bool {
+        let response = try await transport.send(HTTPRequest(url: url("/await?key=\(key)&event=\(event)")))
+        return response.status == 200
+    }
+}
+
+/// Records the backoff delays asked for and returns at once.
+final class RecordingSleep: Sendable {
+    private let delays = Mutex<[Int]>([])
+
+    var milliseconds: [Int] { delays.withLock { $0 } }
+
+    var sleep: @Sendable (Duration) async throws -> Void {
+        { [self] duration in
+            delays.withLock { $0.append(EventSourceConfiguration.milliseconds(duration)) }
+            try Task.checkCancellation()
+        }
+    }
+}
+
+/// Hands out `Bearer tok-N`, N being the current version; invalidation bumps it.
+final class VersionedTokens: CredentialSource {
+    let isRenewable: Bool
+    private let state = Mutex((version: UInt64(1), invalidated: [UInt64]()))
+
+    init(renewable: Bool = true) { isRenewable = renewable }
+
+    var invalidated: [UInt64] { state.withLock { $0.invalidated } }
+
+    func apply(to request: inout HTTPRequest) async throws -> CredentialStamp {
+        let version = state.withLock { $0.version }
+        request.headers.set(name: "Authorization", value: "Bearer tok-\(version)")
+        return CredentialStamp(version)
+    }
+
+    func invalidate(stamp: CredentialStamp) async throws {
+        state.withLock { s in
+            s.invalidated.append(stamp.value)
+            if s.version == stamp.value { s.version += 1 }
+        }
+    }
+}
+
+/// An error that names its wire kind, as the token manager's will.
+struct KindedError: Error, EventSourceErrorKind, CustomStringConvertible {
+    let wireKind: String
+    var description: String { "login needed" }
+}
+
+/// Fails every acquisition with `error`.
+struct FailingCredentials: CredentialSource {
+    let error: any Error & Sendable
+    var isRenewable: Bool { true }
+    func apply(to request: inout HTTPRequest) async throws -> CredentialStamp { throw error }
+    func invalidate(stamp: CredentialStamp) async throws {}
+}
+
+/// An acquisition that waits (cancellably) for an hour, signalling when it starts.
+struct PendingCredentials: CredentialSource {
+    let started: AsyncStream<Void>.Continuation
+    var isRenewable: Bool { true }
+    func apply(to request: inout HTTPRequest) async throws -> CredentialStamp {
+        started.yield()
+        try await Task.sleep(for: .seconds(3600))
+        return CredentialStamp(1)
+    }
+    func invalidate(stamp: CredentialStamp) async throws {}
+}
+
+/// Runs `body`, cancelling it after `seconds` as a safety net (never expected to fire); `nil` when it did.
+func withSafetyNet<T: Sendable>(
+    seconds: Int = 30, _ body: @escaping @Sendable () async -> T
+) async -> T? {
+    await withTaskGroup(of: T?.self) { group in
+        group.addTask { await body() }
+        group.addTask {
+            try? await Task.sleep(for: .seconds(seconds))
+            return nil
+        }
+        let first = await group.next() ?? nil
+        group.cancelAll()
+        if first == nil { Issue.record("the safety net of \(seconds) s ran out") }
+        return first
+    }
+}
+
+/// Collects the updates of `source` up to and including the first for which `stop` holds (or its end).
+func collect(
+    _ source: EventSource, until stop: @escaping @Sendable (EventSourceUpdate) -> Bool = { _ in false }
+) async -> [EventSourceUpdate] {
+    await withSafetyNet {
+        var updates: [EventSourceUpdate] = []
+        for await update in source {
+            updates.append(update)
+            if stop(update) { break }
+        }
+        return updates
+    } ?? []
+}
+
+extension EventSourceUpdate {
+    /// The event, if this is one.
+    var event: ServerSentEvent? {
+        if case .event(let event) = self { return event }
+        return nil
+    }
+
+    /// The state change, if this is one.
+    var stateChange: SubscriptionStateChange? {
+        if case .state(let state) = self { return state }
+        return nil
+    }
+
+    /// Whether this is the event with ID `id`.
+    func isEvent(id: Int) -> Bool { event?.lastEventID == String(id) }
+}
+
+extension Array where Element == EventSourceUpdate {
+    /// The IDs of the events, as integers.
+    var eventIDs: [Int] { compactMap { $0.event?.lastEventID.flatMap { Int($0) } } }
+
+    /// The state changes in `state`.
+    func states(_ state: SubscriptionStateChange.State) -> [SubscriptionStateChange] {
+        compactMap(\.stateChange).filter { $0.state == state }
+    }
+}

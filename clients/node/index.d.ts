@@ -1,0 +1,142 @@
+// Types for the tokenrelay Node client.
+
+export interface RelayOptions {
+  /** Config file (`--config`). */
+  config?: string;
+  /** Default environment (`--env`). */
+  env?: string;
+  /** The executable; else `$TOKENRELAY_BIN`, else `tokenrelay` on PATH. */
+  binary?: string;
+  /** Extra command-line arguments. */
+  args?: string[];
+  /** `error` | `warn` | `info` | `debug` | `trace`. */
+  logLevel?: string;
+  /** The child's environment (default `process.env`). */
+  environ?: Record<string, string | undefined>;
+  /** Each stderr line of the server (default `console.error`). */
+  onLog?: (line: string, level: 'error' | 'warn' | 'info' | 'debug' | 'trace') => void;
+  /** Server notifications other than `event` / `subscription-state` (`auth-prompt`, `auth-failed`, `log`). */
+  onNotification?: (method: string, params: Record<string, any>) => void;
+}
+
+type QueryValue = string | number | boolean;
+
+interface TargetOptions {
+  path?: string;
+  url?: string | URL;
+  pathParams?: Record<string, unknown>;
+  query?: Record<string, QueryValue | QueryValue[]>;
+  headers?: Record<string, string>;
+  environment?: string;
+  profile?: string;
+  timeoutMs?: number;
+  auth?: boolean;
+  signal?: AbortSignal;
+}
+
+export interface RequestOptions extends TargetOptions {
+  method?: string;
+  json?: unknown;
+  text?: string;
+  /** Bytes, sent as `base64`. */
+  body?: Uint8Array | Buffer;
+}
+
+export interface SubscribeOptions extends TargetOptions {
+  lastEventId?: string;
+  onState?: (state: SubscriptionState) => void;
+}
+
+export interface RelayEvent {
+  id?: string;
+  event: string;
+  data: string;
+  retry?: number;
+}
+
+export interface SubscriptionState {
+  state: 'connecting' | 'open' | 'reconnecting' | 'closed' | string;
+  attempt?: number;
+  retryInMs?: number;
+  status?: number;
+  error?: { kind: string; message: string };
+}
+
+export class Response {
+  constructor(result: Record<string, any>);
+  readonly status: number;
+  readonly headers: Record<string, string | string[]>;
+  readonly elapsedMs: number;
+  readonly raw: Record<string, any>;
+  readonly ok: boolean;
+  readonly body: Buffer;
+  readonly text: string;
+  json<T = any>(): T;
+}
+
+export class Subscription implements AsyncIterableIterator<RelayEvent> {
+  readonly id: string | undefined;
+  readonly state: SubscriptionState | undefined;
+  readonly ready: Promise<string>;
+  next(): Promise<IteratorResult<RelayEvent>>;
+  return(): Promise<IteratorResult<RelayEvent>>;
+  close(): Promise<void>;
+  [Symbol.asyncIterator](): AsyncIterableIterator<RelayEvent>;
+}
+
+export class Relay {
+  constructor(options?: RelayOptions);
+  readonly pid: number | undefined;
+  readonly argv: string[];
+  call(method: string, params?: object, options?: { signal?: AbortSignal; timeoutMs?: number }): Promise<any>;
+  notify(method: string, params?: object): void;
+  initialize(params?: object): Promise<{
+    serverInfo: { name: string; version: string };
+    protocolVersion: string;
+    environments: { name: string; default: boolean; profiles: { name: string; type: string }[] }[];
+    capabilities: Record<string, unknown>;
+  }>;
+  ping(options?: { signal?: AbortSignal; timeoutMs?: number }): Promise<void>;
+  request(options: RequestOptions): Promise<Response>;
+  invalidate(options?: { environment?: string; profile?: string; all?: boolean }): Promise<number>;
+  status(): Promise<{ sessions: Record<string, any>[]; subscriptions: Record<string, any>[] }>;
+  subscribe(options: SubscribeOptions): Subscription;
+  close(options?: { timeoutMs?: number }): Promise<number | null>;
+}
+
+export const TIMEOUT_SLACK_MS: number;
+export function findBinary(binary?: string, environ?: Record<string, string | undefined>): string;
+export function errorFromJSON(error: unknown): RelayError;
+
+export class RelayError extends Error {
+  constructor(message: string, options?: { code?: number | null; kind?: string | null; data?: Record<string, any>; cause?: unknown });
+  readonly code: number | null;
+  readonly kind: string | null;
+  readonly data: Record<string, any>;
+}
+export class ConfigError extends RelayError {}
+export class UnknownEnvironment extends RelayError {}
+export class UnknownProfile extends RelayError {}
+export class AuthError extends RelayError {
+  readonly oauthError: string | undefined;
+  readonly oauthErrorDescription: string | undefined;
+}
+export class InteractionRequired extends RelayError {}
+export class TransportError extends RelayError {}
+export class RelayTimeout extends RelayError {}
+export class Cancelled extends RelayError {}
+export class AbortError extends Cancelled {}
+export class LimitExceeded extends RelayError {}
+export class ShuttingDown extends RelayError {}
+export class NotSupported extends RelayError {}
+export class InvalidParams extends RelayError {
+  readonly diagnostics: { pointer: string; reason: string }[];
+}
+export class ProtocolError extends RelayError {}
+export class MethodNotFound extends ProtocolError {}
+export class RelayClosed extends RelayError {
+  constructor(message?: string, options?: { exitCode?: number | null; signal?: string | null });
+  readonly exitCode: number | null;
+  readonly signal: string | null;
+}
+export const ERRORS_BY_KIND: Record<string, typeof RelayError>;

@@ -1,0 +1,321 @@
+// The client: one tokenrelay process, responses demultiplexed by id, notifications routed to
+// subscriptions; many concurrent calls share the process.
+
+import { spawn } from 'node:child_process';
+import * as core from './core.js';
+import { AbortError, ProtocolError, RelayClosed, RelayError, RelayTimeout } from './errors.js';
+
+/** Extra milliseconds the client waits past a request's own `timeoutMs` before giving up. */
+export const TIMEOUT_SLACK_MS = 5000;
+
+const END = Symbol('end');
+
+/**
+ * An SSE subscription: `for await (const event of subscription)`; breaking out of the loop
+ * (or `close()`) unsubscribes. `state` holds the latest subscription-state.
+ * @implements {AsyncIterableIterator<import('../index.js').RelayEvent>}
+ */
+export class Subscription {
+  /**
+   * @param {Relay} relay
+   * @param {Record<string, any>} params
+   * @param {{onState?: (state: import('../index.js').SubscriptionState) => void, signal?: AbortSignal}} options
+   */
+  constructor(relay, params, { onState, signal } = {}) {
+    this.relay = relay;
+    /** @type {string|undefined} */
+    this.id = undefined;
+    /** @type {import('../index.js').SubscriptionState|undefined} */
+    this.state = undefined;
+    this.onState = onState;
+    /** @type {any[]} */
+    this.queue = [];
+    /** @type {((value: void) => void)|null} */
+    this.wake = null;
+    this.closed = false;
+    /** Resolves with the subscription id once the server registered it (rejects on error). */
+    this.ready = relay
+      .call('subscribe', params, {
+        signal,
+        onResult: (result) => {
+          const id = result && typeof result === 'object' ? /** @type {any} */ (result).subscription : undefined;
+          if (typeof id !== 'string' && typeof id !== 'number') throw new ProtocolError(`unexpected subscribe result: ${JSON.stringify(result)}`);
+          this.id = String(id);
+          relay.subscriptions.set(this.id, this);
+        },
+      })
+      .then(() => /** @type {string} */ (this.id));
+    this.ready.catch(() => {}); // surfaced by next()
+    if (signal) signal.addEventListener('abort', () => { this.close().catch(() => {}); }, { once: true });
+  }
+
+  /** @param {any} item */
+  deliver(item) {
+    if (item && item.kind === 'state') this.state = item.value;
+    this.queue.push(item);
+    if (this.wake) { const wake = this.wake; this.wake = null; wake(); }
+  }
+
+  /** @returns {Promise<IteratorResult<import('../index.js').RelayEvent>>} */
+  async next() {
+    if (!this.closed) await this.ready;
+    for (;;) {
+      if (this.closed) return { done: true, value: undefined };
+      const item = this.queue.shift();
+      if (item === undefined) {
+        await new Promise((resolve) => { this.wake = resolve; });
+        continue;
+      }
+      if (item === END) return { done: true, value: undefined };
+      if (item instanceof RelayError) { this.closed = true; throw item; }
+      if (item.kind === 'event') return { done: false, value: item.value };
+      if (item.kind === 'state') {
+        if (this.onState) this.onState(item.value);
+        if (item.value.state === 'closed') {
+          this.closed = true;
+          if (this.id !== undefined) this.relay.subscriptions.delete(this.id);
+          return { done: true, value: undefined };
+        }
+      }
+    }
+  }
+
+  /** Unsubscribes (idempotent; quiet if the process is gone). */
+  async close() {
+    if (this.closed) return;
+    this.closed = true;
+    this.deliver(END);
+    let id;
+    try { id = await this.ready; } catch { return; }
+    try {
+      await this.relay.call('unsubscribe', { subscription: id }, { timeoutMs: 10000 });
+    } catch { /* already closed */ }
+    this.relay.subscriptions.delete(id);
+  }
+
+  /** Called by `break` in `for await`. */
+  async return() {
+    await this.close();
+    return { done: /** @type {const} */ (true), value: undefined };
+  }
+
+  [Symbol.asyncIterator]() { return this; }
+}
+
+/** A tokenrelay process and a client for it. */
+export class Relay {
+  /** @param {import('../index.js').RelayOptions} [options] */
+  constructor({ config, env, binary, args = [], logLevel, environ, onLog, onNotification } = {}) {
+    const executable = core.findBinary(binary, environ ?? process.env);
+    this.argv = [executable, ...core.buildArgs({ config, env, logLevel, args })];
+    this.onLog = onLog ?? ((/** @type {string} */ line) => console.error(line));
+    this.onNotification = onNotification;
+    this.nextId = 1;
+    /** @type {Map<unknown, {resolve: (v: unknown) => void, reject: (e: Error) => void, onResult?: (v: unknown) => void}>} */
+    this.pending = new Map();
+    /** @type {Map<string, Subscription>} */
+    this.subscriptions = new Map();
+    /** @type {RelayClosed|null} */
+    this.closedError = null;
+    this.child = spawn(executable, this.argv.slice(1), { stdio: ['pipe', 'pipe', 'pipe'], env: environ ?? process.env });
+    this.exited = new Promise((resolve) => {
+      this.child.on('close', (code, signal) => {
+        this.failAll(new RelayClosed(`tokenrelay process exited (${signal ?? `status ${code}`})`, { exitCode: code, signal }));
+        resolve(code);
+      });
+    });
+    this.child.on('error', (error) => {
+      this.failAll(new RelayClosed(`tokenrelay process could not run: ${error.message}`));
+    });
+    this.child.stdin.on('error', () => {}); // EPIPE: reported through 'close'
+    const out = new core.LineSplitter();
+    this.child.stdout.on('data', (chunk) => { for (const line of out.push(chunk)) this.onLine(line); });
+    const err = new core.LineSplitter();
+    this.child.stderr.on('data', (chunk) => {
+      for (const line of err.push(chunk)) if (line.trim() !== '') this.onLog(line.replace(/\r$/, ''), core.logLevelOf(line));
+    });
+  }
+
+  /** The process id. */
+  get pid() { return this.child.pid; }
+
+  /** @param {string} line */
+  onLine(line) {
+    let messages;
+    try { messages = core.parseLine(line); } catch (e) { this.onLog(String(/** @type {Error} */ (e).message), 'warn'); return; }
+    for (const message of messages) {
+      let shape;
+      try { shape = core.classify(message); } catch (e) { this.onLog(String(/** @type {Error} */ (e).message), 'warn'); continue; }
+      if (shape.type === 'response') {
+        const entry = this.pending.get(shape.id);
+        if (!entry) continue;
+        this.pending.delete(shape.id);
+        if (shape.error) { entry.reject(shape.error); continue; }
+        try {
+          if (entry.onResult) entry.onResult(shape.result);
+          entry.resolve(shape.result);
+        } catch (e) {
+          entry.reject(/** @type {Error} */ (e));
+        }
+      } else if (shape.type === 'notification') {
+        if (shape.method === 'event' || shape.method === 'subscription-state') {
+          const subscription = this.subscriptions.get(String(shape.params.subscription));
+          if (!subscription) continue;
+          subscription.deliver(shape.method === 'event'
+            ? { kind: 'event', value: core.eventFromParams(shape.params) }
+            : { kind: 'state', value: core.stateFromParams(shape.params) });
+        } else if (this.onNotification) {
+          this.onNotification(shape.method, shape.params);
+        }
+      }
+    }
+  }
+
+  /** @param {RelayClosed} error */
+  failAll(error) {
+    if (!this.closedError) this.closedError = error;
+    const closed = this.closedError;
+    for (const entry of this.pending.values()) entry.reject(closed);
+    this.pending.clear();
+    for (const subscription of this.subscriptions.values()) subscription.deliver(closed);
+    this.subscriptions.clear();
+  }
+
+  /** @param {unknown} message */
+  send(message) {
+    if (this.closedError) throw this.closedError;
+    if (!this.child.stdin.writable) throw new RelayClosed('tokenrelay process is not accepting input');
+    this.child.stdin.write(core.encodeMessage(message));
+  }
+
+  /**
+   * Sends a notification.
+   * @param {string} method @param {object} [params]
+   */
+  notify(method, params) { this.send(core.notificationMessage(method, params)); }
+
+  /**
+   * Sends any request and resolves with its result. `signal` aborting, or no answer within
+   * `timeoutMs` (RelayTimeout), sends `$/cancelRequest`.
+   * @param {string} method
+   * @param {object} [params]
+   * @param {{signal?: AbortSignal, timeoutMs?: number, onResult?: (result: unknown) => void}} [options]
+   * @returns {Promise<any>}
+   */
+  call(method, params, { signal, timeoutMs, onResult } = {}) {
+    return new Promise((resolve, reject) => {
+      if (this.closedError) { reject(this.closedError); return; }
+      if (signal?.aborted) { reject(new AbortError(undefined, { cause: signal.reason })); return; }
+      const id = this.nextId++;
+      /** @type {NodeJS.Timeout|undefined} */
+      let timer;
+      const onAbort = () => {
+        this.abandon(id);
+        cleanup();
+        reject(new AbortError(undefined, { cause: signal?.reason }));
+      };
+      const cleanup = () => {
+        if (timer) clearTimeout(timer);
+        signal?.removeEventListener('abort', onAbort);
+      };
+      this.pending.set(id, {
+        resolve: (v) => { cleanup(); resolve(v); },
+        reject: (e) => { cleanup(); reject(e); },
+        onResult,
+      });
+      signal?.addEventListener('abort', onAbort, { once: true });
+      if (timeoutMs !== undefined) {
+        timer = setTimeout(() => {
+          this.abandon(id);
+          cleanup();
+          reject(new RelayTimeout(`no answer to ${method} within ${timeoutMs} ms; cancelled`, { kind: 'timeout' }));
+        }, timeoutMs);
+      }
+      try {
+        this.send(core.requestMessage(id, method, params));
+      } catch (e) {
+        this.pending.delete(id);
+        cleanup();
+        reject(e);
+      }
+    });
+  }
+
+  /** @param {number} id */
+  abandon(id) {
+    if (this.pending.delete(id)) {
+      try { this.send(core.cancelMessage(id)); } catch { /* closed */ }
+    }
+  }
+
+  /** `initialize`: server info, protocol version, environments, capabilities. */
+  initialize(params = { processId: process.pid }) { return this.call('initialize', params); }
+
+  /** `ping`. @param {{signal?: AbortSignal, timeoutMs?: number}} [options] */
+  async ping(options) { await this.call('ping', undefined, options); }
+
+  /**
+   * An authenticated HTTP request; any HTTP status resolves to a Response.
+   * @param {import('../index.js').RequestOptions} options
+   * @returns {Promise<Response>}
+   */
+  async request(options) {
+    const params = core.requestParams(options);
+    const timeoutMs = options.timeoutMs === undefined ? undefined : options.timeoutMs + TIMEOUT_SLACK_MS;
+    return new core.Response(await this.call('request', params, { signal: options.signal, timeoutMs }));
+  }
+
+  /**
+   * `token-invalidate`: how many sessions were invalidated.
+   * @param {{environment?: string, profile?: string, all?: boolean}} [options]
+   * @returns {Promise<number>}
+   */
+  async invalidate(options) {
+    const result = await this.call('token-invalidate', core.invalidateParams(options));
+    if (!result || !Number.isInteger(result.invalidated)) throw new ProtocolError(`unexpected token-invalidate result: ${JSON.stringify(result)}`);
+    return result.invalidated;
+  }
+
+  /** `status`: sessions and subscriptions (never a token value). */
+  status() { return this.call('status', {}); }
+
+  /**
+   * Follows an SSE stream. Iterate the result with `for await`.
+   * @param {import('../index.js').SubscribeOptions} options
+   * @returns {Subscription}
+   */
+  subscribe(options) {
+    return new Subscription(this, core.subscribeParams(options), options);
+  }
+
+  /**
+   * `shutdown` + `exit`, then SIGTERM, then SIGKILL, each bounded; resolves with the exit code.
+   * @param {{timeoutMs?: number}} [options]
+   * @returns {Promise<number|null>}
+   */
+  async close({ timeoutMs = 5000 } = {}) {
+    const running = this.child.exitCode === null && this.child.signalCode === null && !this.closedError;
+    if (running) {
+      for (const id of [...this.pending.keys()]) { try { this.send(core.cancelMessage(id)); } catch { break; } }
+      try { await this.call('shutdown', undefined, { timeoutMs: timeoutMs / 2 }); } catch { /* ShuttingDown or gone */ }
+      try { this.notify('exit'); } catch { /* gone */ }
+    }
+    this.child.stdin.end();
+    const waitExit = (/** @type {number} */ ms) => Promise.race([
+      this.exited.then(() => true),
+      new Promise((resolve) => { const t = setTimeout(() => resolve(false), ms); t.unref(); }),
+    ]);
+    if (!(await waitExit(timeoutMs / 2))) {
+      this.child.kill('SIGTERM');
+      if (!(await waitExit(timeoutMs / 2))) {
+        this.child.kill('SIGKILL');
+        await this.exited;
+      }
+    }
+    this.failAll(new RelayClosed('tokenrelay client is closed', { exitCode: this.child.exitCode, signal: this.child.signalCode }));
+    return this.child.exitCode;
+  }
+
+  /** `await using relay = new Relay(...)` (where supported). */
+  async [Symbol.asyncDispose ?? Symbol.for('Symbol.asyncDispose')]() { await this.close(); }
+}

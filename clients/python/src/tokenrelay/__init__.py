@@ -1,0 +1,38 @@
+"""tokenrelay: authenticated HTTP calls and SSE subscriptions through a tokenrelay process.
+
+    from tokenrelay import Relay
+    with Relay(config="config.yaml", env="staging") as relay:
+        print(relay.request("GET", "/items").json())
+"""
+
+from ._async import AsyncRelay, AsyncSubscription
+from ._core import Event, Response, SubscriptionState, find_binary
+from ._sync import Call, Relay, Subscription
+from .errors import (
+    AuthError,
+    Cancelled,
+    ConfigError,
+    InteractionRequired,
+    InvalidParams,
+    LimitExceeded,
+    MethodNotFound,
+    NotSupported,
+    ProtocolError,
+    RelayClosed,
+    RelayError,
+    RelayTimeout,
+    ShuttingDown,
+    TransportError,
+    UnknownEnvironment,
+    UnknownProfile,
+    error_from_json,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Relay", "AsyncRelay", "Call", "Subscription", "AsyncSubscription", "Response", "Event", "SubscriptionState",
+    "find_binary", "error_from_json", "RelayError", "ConfigError", "UnknownEnvironment", "UnknownProfile",
+    "AuthError", "InteractionRequired", "TransportError", "RelayTimeout", "Cancelled", "LimitExceeded",
+    "ShuttingDown", "NotSupported", "InvalidParams", "ProtocolError", "MethodNotFound", "RelayClosed",
+]

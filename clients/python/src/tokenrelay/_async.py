@@ -1,0 +1,402 @@
+"""The asyncio client: the same protocol core as :class:`Relay`, on
+``asyncio.create_subprocess_exec``; concurrent tasks share one process."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import os
+from typing import Any, AsyncIterator, Callable, Dict, List, Mapping, Optional, Sequence, Union
+
+from . import _core
+from ._core import Event, Response, SubscriptionState
+from ._sync import TIMEOUT_SLACK
+from .errors import ProtocolError, RelayClosed, RelayError, RelayTimeout
+
+_log = logging.getLogger("tokenrelay")
+_END = object()
+_LINE_LIMIT = 128 * 1024 * 1024
+
+
+class AsyncSubscription:
+    """An event stream: ``async for event in subscription``; ``state`` holds the latest
+    :class:`SubscriptionState`; ``await close()`` (or leaving ``async with``) unsubscribes."""
+
+    def __init__(self, relay: "AsyncRelay", on_state: Optional[Callable[[SubscriptionState], None]]) -> None:
+        self._relay = relay
+        self._queue: "asyncio.Queue[Any]" = asyncio.Queue()
+        self._on_state = on_state
+        self._closed = False
+        self.id: Optional[str] = None
+        self.state: Optional[SubscriptionState] = None
+
+    def _deliver(self, item: Any) -> None:
+        if isinstance(item, SubscriptionState):
+            self.state = item
+        self._queue.put_nowait(item)
+
+    async def get(self, timeout: Optional[float] = None) -> Event:
+        """The next event; raises :class:`StopAsyncIteration` at the end and
+        :class:`RelayTimeout` if none arrives within ``timeout`` seconds."""
+        while True:
+            if self._closed:
+                raise StopAsyncIteration
+            try:
+                item = await asyncio.wait_for(self._queue.get(), timeout)
+            except asyncio.TimeoutError:
+                raise RelayTimeout(f"no event within {timeout} s", kind="timeout") from None
+            if isinstance(item, Event):
+                return item
+            if isinstance(item, SubscriptionState):
+                if self._on_state is not None:
+                    self._on_state(item)
+                if item.closed:
+                    self._finish()
+                    raise StopAsyncIteration
+                continue
+            if isinstance(item, RelayError):
+                self._closed = True
+                raise item
+            if item is _END:
+                raise StopAsyncIteration
+
+    def __aiter__(self) -> AsyncIterator[Event]:
+        return self
+
+    async def __anext__(self) -> Event:
+        return await self.get()
+
+    def _finish(self) -> None:
+        self._closed = True
+        if self.id is not None:
+            self._relay._subscriptions.pop(self.id, None)
+
+    async def close(self) -> None:
+        """Unsubscribes (idempotent; quiet if the process is already gone)."""
+        if self._closed:
+            return
+        self._closed = True
+        self._queue.put_nowait(_END)
+        if self.id is not None:
+            try:
+                await self._relay.call("unsubscribe", {"subscription": self.id}, timeout=10)
+            except RelayError:
+                pass
+            self._relay._subscriptions.pop(self.id, None)
+
+    async def __aenter__(self) -> "AsyncSubscription":
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.close()
+
+
+class AsyncRelay:
+    """The asyncio client. ``async with AsyncRelay(...) as relay:`` starts the process and
+    shuts it down; or ``await relay.start()`` / ``await relay.close()``."""
+
+    def __init__(
+        self,
+        config: Optional[Union[str, "os.PathLike[str]"]] = None,
+        env: Optional[str] = None,
+        binary: Optional[str] = None,
+        args: Sequence[str] = (),
+        log_level: Optional[str] = None,
+        environ: Optional[Mapping[str, str]] = None,
+        on_notification: Optional[Callable[[str, Dict[str, Any]], None]] = None,
+    ) -> None:
+        executable = _core.find_binary(binary, environ)
+        self.argv: List[str] = _core.build_argv(executable, config=config, env=env, log_level=log_level, args=args)
+        self._environ = dict(environ) if environ is not None else None
+        self._on_notification = on_notification
+        self._ids = itertools.count(1)
+        self._pending: Dict[Any, "asyncio.Future[Any]"] = {}
+        self._hooks: Dict[Any, Callable[[Any], None]] = {}
+        self._subscriptions: Dict[str, AsyncSubscription] = {}
+        self._closed_error: Optional[RelayClosed] = None
+        self.process: Optional[asyncio.subprocess.Process] = None
+        self._tasks: List["asyncio.Task[None]"] = []
+        self._start_lock: Optional[asyncio.Lock] = None
+
+    @property
+    def pid(self) -> Optional[int]:
+        return self.process.pid if self.process is not None else None
+
+    async def start(self) -> "AsyncRelay":
+        """Starts the process (once)."""
+        if self._start_lock is None:
+            self._start_lock = asyncio.Lock()
+        async with self._start_lock:
+            if self.process is None:
+                self.process = await asyncio.create_subprocess_exec(
+                    *self.argv,
+                    stdin=asyncio.subprocess.PIPE,
+                    stdout=asyncio.subprocess.PIPE,
+                    stderr=asyncio.subprocess.PIPE,
+                    env=self._environ,
+                    limit=_LINE_LIMIT,
+                )
+                self._tasks = [
+                    asyncio.ensure_future(self._read_loop()),
+                    asyncio.ensure_future(self._stderr_loop()),
+                ]
+        return self
+
+    async def _stderr_loop(self) -> None:
+        assert self.process is not None and self.process.stderr is not None
+        while True:
+            line = await self.process.stderr.readline()
+            if not line:
+                return
+            _core.forward_log_line(line)
+
+    async def _read_loop(self) -> None:
+        assert self.process is not None and self.process.stdout is not None
+        stream = self.process.stdout
+        try:
+            while True:
+                try:
+                    line = await stream.readline()
+                except ValueError:  # longer than the limit
+                    _log.warning("server sent an oversized line; dropped")
+                    continue
+                if not line:
+                    break
+                try:
+                    for message in _core.parse_line(line):
+                        self._dispatch(message)
+                except ProtocolError as exc:
+                    _log.warning("%s", exc)
+        finally:
+            returncode: Optional[int] = None
+            try:
+                returncode = await asyncio.wait_for(self.process.wait(), 2)
+            except (asyncio.TimeoutError, asyncio.CancelledError):
+                pass
+            self._fail_all(RelayClosed(f"tokenrelay process exited (status {returncode})", returncode=returncode))
+
+    def _dispatch(self, message: Any) -> None:
+        shape, key, value = _core.classify(message)
+        if shape == _core.RESPONSE:
+            future = self._pending.pop(key, None)
+            hook = self._hooks.pop(key, None)
+            if future is None or future.done():
+                return
+            if isinstance(value, RelayError):
+                future.set_exception(value)
+                return
+            if hook is not None:
+                try:
+                    hook(value.value)
+                except RelayError as exc:
+                    future.set_exception(exc)
+                    return
+            future.set_result(value.value)
+        elif shape == _core.NOTIFICATION:
+            if key in ("event", "subscription-state"):
+                subscription = self._subscriptions.get(str(value.get("subscription")))
+                if subscription is None:
+                    return
+                subscription._deliver(Event.from_params(value) if key == "event" else SubscriptionState.from_params(value))
+            elif self._on_notification is not None:
+                try:
+                    self._on_notification(key, value)
+                except Exception:
+                    _log.exception("on_notification callback failed")
+
+    def _fail_all(self, error: RelayClosed) -> None:
+        if self._closed_error is None:
+            self._closed_error = error
+        pending = list(self._pending.values())
+        self._pending.clear()
+        self._hooks.clear()
+        for future in pending:
+            if not future.done():
+                future.set_exception(self._closed_error)
+        subscriptions = list(self._subscriptions.values())
+        self._subscriptions.clear()
+        for subscription in subscriptions:
+            subscription._deliver(self._closed_error)
+
+    async def _send(self, message: Mapping[str, Any]) -> None:
+        if self.process is None:
+            await self.start()
+        if self._closed_error is not None:
+            raise self._closed_error
+        assert self.process is not None and self.process.stdin is not None
+        try:
+            self.process.stdin.write(_core.encode_message(message))
+            await self.process.stdin.drain()
+        except (BrokenPipeError, ConnectionResetError, RuntimeError, OSError):
+            raise self._closed_error or RelayClosed("tokenrelay process is not accepting input") from None
+
+    async def notify(self, method: str, params: Optional[Mapping[str, Any]] = None) -> None:
+        """Sends a notification."""
+        await self._send(_core.notification_message(method, params))
+
+    async def call(
+        self,
+        method: str,
+        params: Optional[Mapping[str, Any]] = None,
+        *,
+        timeout: Optional[float] = None,
+        _on_result: Optional[Callable[[Any], None]] = None,
+    ) -> Any:
+        """Sends any request and returns its result. Cancelling the awaiting task, or no
+        answer within ``timeout`` seconds (:class:`RelayTimeout`), sends ``$/cancelRequest``."""
+        if self.process is None:
+            await self.start()
+        if self._closed_error is not None:
+            raise self._closed_error
+        request_id = next(self._ids)
+        future: "asyncio.Future[Any]" = asyncio.get_running_loop().create_future()
+        self._pending[request_id] = future
+        if _on_result is not None:
+            self._hooks[request_id] = _on_result
+        try:
+            await self._send(_core.request_message(request_id, method, params))
+            return await asyncio.wait_for(asyncio.shield(future), timeout)
+        except asyncio.TimeoutError:
+            await self._abandon(request_id)
+            raise RelayTimeout(f"no answer to {method} within {timeout} s; cancelled", kind="timeout") from None
+        except asyncio.CancelledError:
+            await asyncio.shield(self._abandon(request_id))
+            raise
+        finally:
+            self._pending.pop(request_id, None)
+            self._hooks.pop(request_id, None)
+
+    async def _abandon(self, request_id: int) -> None:
+        future = self._pending.pop(request_id, None)
+        self._hooks.pop(request_id, None)
+        if future is not None and not future.done():
+            future.cancel()
+            try:
+                await self._send(_core.cancel_message(request_id))
+            except RelayError:
+                pass
+
+    # The API -----------------------------------------------------------------------
+
+    async def initialize(self, **params: Any) -> Dict[str, Any]:
+        """``initialize``."""
+        result = await self.call("initialize", params or {"processId": os.getpid()})
+        return result if isinstance(result, dict) else {}
+
+    async def ping(self, timeout: Optional[float] = None) -> None:
+        """``ping``."""
+        await self.call("ping", timeout=timeout)
+
+    async def request(
+        self,
+        method: str = "GET",
+        path: Optional[str] = None,
+        *,
+        url: Optional[str] = None,
+        path_params: Optional[Mapping[str, Any]] = None,
+        query: Optional[Mapping[str, Any]] = None,
+        headers: Optional[Mapping[str, str]] = None,
+        json: Any = None,
+        text: Optional[str] = None,
+        content: Optional[bytes] = None,
+        environment: Optional[str] = None,
+        profile: Optional[str] = None,
+        timeout: Optional[float] = None,
+        auth: bool = True,
+    ) -> Response:
+        """An authenticated HTTP request (see :meth:`Relay.request`)."""
+        params = _core.request_params(
+            method, path, url=url, path_params=path_params, query=query, headers=headers, json=json,
+            text=text, content=content, environment=environment, profile=profile, timeout=timeout, auth=auth)
+        wait = None if timeout is None else timeout + TIMEOUT_SLACK
+        result = await self.call("request", params, timeout=wait)
+        if not isinstance(result, dict):
+            raise ProtocolError(f"unexpected request result: {result!r}")
+        return Response(result)
+
+    async def invalidate(self, environment: Optional[str] = None, profile: Optional[str] = None, all: bool = False) -> int:
+        """``token-invalidate``: how many sessions were invalidated."""
+        return _core.invalidated_count(await self.call("token-invalidate", _core.invalidate_params(environment, profile, all)))
+
+    async def status(self) -> Dict[str, Any]:
+        """``status``."""
+        result = await self.call("status", {})
+        return result if isinstance(result, dict) else {}
+
+    async def subscribe(
+        self,
+        path: Optional[str] = None,
+        *,
+        url: Optional[str] = None,
+        path_params: Optional[Mapping[str, Any]] = None,
+        query: Optional[Mapping[str, Any]] = None,
+        headers: Optional[Mapping[str, str]] = None,
+        environment: Optional[str] = None,
+        profile: Optional[str] = None,
+        timeout: Optional[float] = None,
+        auth: bool = True,
+        last_event_id: Optional[str] = None,
+        on_state: Optional[Callable[[SubscriptionState], None]] = None,
+    ) -> AsyncSubscription:
+        """Follows an SSE stream; returns once the server registered it."""
+        params = _core.subscribe_params(
+            path, url=url, path_params=path_params, query=query, headers=headers, environment=environment,
+            profile=profile, timeout=timeout, auth=auth, last_event_id=last_event_id)
+        subscription = AsyncSubscription(self, on_state)
+
+        def register(result: Any) -> None:  # in the reader, before the next message
+            subscription.id = _core.subscription_id(result)
+            self._subscriptions[subscription.id] = subscription
+
+        await self.call("subscribe", params, _on_result=register)
+        return subscription
+
+    async def close(self, timeout: float = 5.0) -> Optional[int]:
+        """``shutdown`` + ``exit``, then SIGTERM, then SIGKILL, each bounded."""
+        process = self.process
+        if process is None:
+            return None
+        if process.returncode is None and self._closed_error is None:
+            for request_id in list(self._pending):  # nobody will read those answers
+                try:
+                    await self._send(_core.cancel_message(request_id))
+                except RelayError:
+                    break
+            try:
+                await self.call("shutdown", timeout=timeout / 2)
+            except (RelayError, OSError):
+                pass  # ShuttingDown included: exit is still accepted
+            try:
+                await self.notify("exit")
+            except (RelayError, OSError):
+                pass
+        if process.stdin is not None:
+            try:
+                process.stdin.close()
+            except (OSError, RuntimeError):
+                pass
+        try:
+            await asyncio.wait_for(process.wait(), timeout / 2)
+        except asyncio.TimeoutError:
+            try:
+                process.terminate()
+                await asyncio.wait_for(process.wait(), timeout / 2)
+            except ProcessLookupError:
+                pass
+            except asyncio.TimeoutError:
+                process.kill()
+                await process.wait()
+        self._fail_all(RelayClosed("tokenrelay client is closed", returncode=process.returncode))
+        for task in self._tasks:
+            try:
+                await asyncio.wait_for(task, timeout)
+            except (asyncio.TimeoutError, asyncio.CancelledError):
+                pass
+        return process.returncode
+
+    async def __aenter__(self) -> "AsyncRelay":
+        return await self.start()
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.close()

@@ -1,0 +1,490 @@
+"""The synchronous client: one process, one reader thread demultiplexing responses by id
+and routing notifications; safe to call from many threads at once."""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import os
+import queue
+import subprocess
+import threading
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Union
+
+from . import _core
+from ._core import Event, Response, SubscriptionState
+from .errors import ProtocolError, RelayClosed, RelayError, RelayTimeout, ShuttingDown
+
+_log = logging.getLogger("tokenrelay")
+
+#: Extra seconds the client waits past a request's own ``timeout`` before giving up itself.
+TIMEOUT_SLACK = 5.0
+
+
+class _Pending:
+    __slots__ = ("done", "outcome", "on_result")
+
+    def __init__(self, on_result: Optional[Callable[[Any], None]] = None) -> None:
+        self.done = threading.Event()
+        self.outcome: Union[_core.Ok, RelayError, None] = None
+        self.on_result = on_result
+
+
+_END = object()
+
+
+class Subscription:
+    """An event stream: iterate it for :class:`Event` objects; ``state`` holds the latest
+    :class:`SubscriptionState`; ``close()`` (or leaving ``with``) unsubscribes.
+
+    Iteration ends after the server reports ``closed``; it raises :class:`RelayClosed`
+    if the process goes away."""
+
+    def __init__(self, relay: "Relay", on_state: Optional[Callable[[SubscriptionState], None]]) -> None:
+        self._relay = relay
+        self._queue: "queue.Queue[Any]" = queue.Queue()
+        self._on_state = on_state
+        self._closed = False
+        self.id: Optional[str] = None
+        self.state: Optional[SubscriptionState] = None
+
+    # Called on the reader thread.
+    def _deliver(self, item: Any) -> None:
+        if isinstance(item, SubscriptionState):
+            self.state = item
+        self._queue.put(item)
+
+    def get(self, timeout: Optional[float] = None) -> Event:
+        """The next event; raises :class:`StopIteration` at the end and
+        :class:`RelayTimeout` if none arrives within ``timeout`` seconds."""
+        while True:
+            if self._closed:
+                raise StopIteration
+            try:
+                item = self._queue.get(timeout=timeout)
+            except queue.Empty:
+                raise RelayTimeout(f"no event within {timeout} s", kind="timeout") from None
+            if isinstance(item, Event):
+                return item
+            if isinstance(item, SubscriptionState):
+                if self._on_state is not None:
+                    self._on_state(item)
+                if item.closed:
+                    self._finish()
+                    raise StopIteration
+                continue
+            if isinstance(item, RelayError):
+                self._closed = True
+                raise item
+            if item is _END:
+                raise StopIteration
+
+    def __iter__(self) -> Iterator[Event]:
+        return self
+
+    def __next__(self) -> Event:
+        return self.get()
+
+    def _finish(self) -> None:
+        self._closed = True
+        if self.id is not None:
+            self._relay._forget_subscription(self.id)
+
+    def close(self) -> None:
+        """Unsubscribes (idempotent; quiet if the process is already gone)."""
+        if self._closed:
+            return
+        self._closed = True
+        self._queue.put(_END)
+        if self.id is not None:
+            try:
+                self._relay.call("unsubscribe", {"subscription": self.id}, timeout=10)
+            except RelayError:
+                pass
+            self._relay._forget_subscription(self.id)
+
+    def __enter__(self) -> "Subscription":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+class Call:
+    """A request in flight (from :meth:`Relay.start_call`)."""
+
+    def __init__(self, relay: "Relay", id: int, method: str, pending: _Pending) -> None:
+        self._relay = relay
+        self.id = id
+        self.method = method
+        self._pending = pending
+
+    def done(self) -> bool:
+        return self._pending.done.is_set()
+
+    def result(self, timeout: Optional[float] = None) -> Any:
+        """Waits for the answer. On ``timeout`` (seconds) or an interrupt the request is
+        abandoned: ``$/cancelRequest`` is sent and :class:`RelayTimeout` raised (or the
+        interrupt re-raised)."""
+        try:
+            if not self._pending.done.wait(timeout):
+                self._relay._abandon(self.id)
+                raise RelayTimeout(f"no answer to {self.method} within {timeout} s; cancelled", kind="timeout")
+        except BaseException:
+            self._relay._abandon(self.id)
+            raise
+        assert self._pending.outcome is not None
+        return _core.unwrap(self._pending.outcome)
+
+    def cancel(self) -> None:
+        """Sends ``$/cancelRequest``; the server then answers with -32800, which
+        :meth:`result` raises as :class:`Cancelled`."""
+        if not self.done():
+            try:
+                self._relay.notify("$/cancelRequest", {"id": self.id})
+            except RelayError:
+                pass
+
+
+class Relay:
+    """A tokenrelay process and a client for it.
+
+    ``Relay(config=None, env=None, binary=None, args=(), log_level=None, environ=None)``
+    starts the binary (found from ``binary``, ``$TOKENRELAY_BIN`` or ``PATH``) at once.
+    Use it as a context manager, or call :meth:`close`."""
+
+    def __init__(
+        self,
+        config: Optional[Union[str, "os.PathLike[str]"]] = None,
+        env: Optional[str] = None,
+        binary: Optional[str] = None,
+        args: Sequence[str] = (),
+        log_level: Optional[str] = None,
+        environ: Optional[Mapping[str, str]] = None,
+        on_notification: Optional[Callable[[str, Dict[str, Any]], None]] = None,
+    ) -> None:
+        executable = _core.find_binary(binary, environ)
+        self.argv: List[str] = _core.build_argv(executable, config=config, env=env, log_level=log_level, args=args)
+        self._on_notification = on_notification
+        self._ids = itertools.count(1)
+        self._lock = threading.Lock()
+        self._write_lock = threading.Lock()
+        self._pending: Dict[Any, _Pending] = {}
+        self._subscriptions: Dict[str, Subscription] = {}
+        self._closed_error: Optional[RelayClosed] = None
+        self.process = subprocess.Popen(
+            self.argv,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=dict(environ) if environ is not None else None,
+            bufsize=0,
+        )
+        self._reader = threading.Thread(target=self._read_loop, name="tokenrelay-reader", daemon=True)
+        self._stderr = threading.Thread(target=self._stderr_loop, name="tokenrelay-stderr", daemon=True)
+        self._reader.start()
+        self._stderr.start()
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    @property
+    def closed(self) -> bool:
+        return self._closed_error is not None
+
+    # Reading -----------------------------------------------------------------------
+
+    def _stderr_loop(self) -> None:
+        stream = self.process.stderr
+        assert stream is not None
+        for line in iter(stream.readline, b""):
+            _core.forward_log_line(line)
+
+    def _read_loop(self) -> None:
+        stream = self.process.stdout
+        assert stream is not None
+        try:
+            for line in iter(stream.readline, b""):
+                try:
+                    messages = _core.parse_line(line)
+                except ProtocolError as exc:
+                    _log.warning("%s", exc)
+                    continue
+                for message in messages:
+                    try:
+                        self._dispatch(message)
+                    except ProtocolError as exc:
+                        _log.warning("%s", exc)
+        finally:
+            returncode = None
+            try:
+                returncode = self.process.wait(timeout=2)
+            except subprocess.TimeoutExpired:
+                pass
+            self._fail_all(RelayClosed(f"tokenrelay process exited (status {returncode})", returncode=returncode))
+
+    def _dispatch(self, message: Any) -> None:
+        shape, key, value = _core.classify(message)
+        if shape == _core.RESPONSE:
+            with self._lock:
+                pending = self._pending.pop(key, None)
+            if pending is None:
+                if key is not None:
+                    _log.debug("response for unknown id %r", key)
+                else:
+                    _log.warning("server reported an error without id: %r", value)
+                return
+            if pending.on_result is not None and isinstance(value, _core.Ok):
+                try:
+                    pending.on_result(value.value)
+                except RelayError as exc:
+                    value = exc
+            pending.outcome = value
+            pending.done.set()
+        elif shape == _core.NOTIFICATION:
+            self._notification(key, value)
+        else:
+            _log.debug("ignoring server request %r", value)
+
+    def _notification(self, method: str, params: Dict[str, Any]) -> None:
+        if method in ("event", "subscription-state"):
+            sub_id = params.get("subscription")
+            with self._lock:
+                subscription = self._subscriptions.get(str(sub_id))
+            if subscription is None:
+                _log.debug("%s for unknown subscription %r", method, sub_id)
+                return
+            if method == "event":
+                subscription._deliver(Event.from_params(params))
+            else:
+                subscription._deliver(SubscriptionState.from_params(params))
+        elif self._on_notification is not None:
+            try:
+                self._on_notification(method, params)
+            except Exception:  # a callback bug must not kill the reader
+                _log.exception("on_notification callback failed")
+
+    def _fail_all(self, error: RelayClosed) -> None:
+        with self._lock:
+            if self._closed_error is None:
+                self._closed_error = error
+            pending = list(self._pending.values())
+            self._pending.clear()
+            subscriptions = list(self._subscriptions.values())
+            self._subscriptions.clear()
+        for entry in pending:
+            entry.outcome = self._closed_error
+            entry.done.set()
+        for subscription in subscriptions:
+            subscription._deliver(self._closed_error)
+
+    def _forget_subscription(self, sub_id: str) -> None:
+        with self._lock:
+            self._subscriptions.pop(sub_id, None)
+
+    # Writing -----------------------------------------------------------------------
+
+    def _send(self, message: Mapping[str, Any]) -> None:
+        data = _core.encode_message(message)
+        stream = self.process.stdin
+        assert stream is not None
+        with self._write_lock:
+            if self._closed_error is not None:
+                raise self._closed_error
+            try:
+                stream.write(data)
+                stream.flush()
+            except (BrokenPipeError, ValueError, OSError):
+                raise self._closed_error or RelayClosed("tokenrelay process is not accepting input") from None
+
+    def notify(self, method: str, params: Optional[Mapping[str, Any]] = None) -> None:
+        """Sends a notification."""
+        self._send(_core.notification_message(method, params))
+
+    def start_call(
+        self,
+        method: str,
+        params: Optional[Mapping[str, Any]] = None,
+        *,
+        _on_result: Optional[Callable[[Any], None]] = None,
+    ) -> "Call":
+        """Sends a request without waiting: the returned :class:`Call` has ``id``,
+        ``result(timeout)`` and ``cancel()`` (usable from any thread)."""
+        request_id = next(self._ids)
+        pending = _Pending(_on_result)
+        with self._lock:
+            if self._closed_error is not None:
+                raise self._closed_error
+            self._pending[request_id] = pending
+        try:
+            self._send(_core.request_message(request_id, method, params))
+        except BaseException:
+            with self._lock:
+                self._pending.pop(request_id, None)
+            raise
+        return Call(self, request_id, method, pending)
+
+    def call(
+        self,
+        method: str,
+        params: Optional[Mapping[str, Any]] = None,
+        *,
+        timeout: Optional[float] = None,
+        _on_result: Optional[Callable[[Any], None]] = None,
+    ) -> Any:
+        """Sends any request and returns its result. If no answer arrives within
+        ``timeout`` seconds, or the wait is interrupted (KeyboardInterrupt), it sends
+        ``$/cancelRequest`` and raises :class:`RelayTimeout` (or re-raises)."""
+        return self.start_call(method, params, _on_result=_on_result).result(timeout)
+
+    def _abandon(self, request_id: int) -> None:
+        with self._lock:
+            still_pending = self._pending.pop(request_id, None) is not None
+        if still_pending:
+            try:
+                self._send(_core.cancel_message(request_id))
+            except RelayError:
+                pass
+
+    # The API -----------------------------------------------------------------------
+
+    def initialize(self, **params: Any) -> Dict[str, Any]:
+        """``initialize``: server info, protocol version, environments, capabilities."""
+        result = self.call("initialize", params or {"processId": os.getpid()})
+        return result if isinstance(result, dict) else {}
+
+    def ping(self, timeout: Optional[float] = None) -> None:
+        """``ping``."""
+        self.call("ping", timeout=timeout)
+
+    def request(
+        self,
+        method: str = "GET",
+        path: Optional[str] = None,
+        *,
+        url: Optional[str] = None,
+        path_params: Optional[Mapping[str, Any]] = None,
+        query: Optional[Mapping[str, Any]] = None,
+        headers: Optional[Mapping[str, str]] = None,
+        json: Any = None,
+        text: Optional[str] = None,
+        content: Optional[bytes] = None,
+        environment: Optional[str] = None,
+        profile: Optional[str] = None,
+        timeout: Optional[float] = None,
+        auth: bool = True,
+    ) -> Response:
+        """An authenticated HTTP request. Any HTTP status is a :class:`Response`; failures
+        to get one raise a :class:`RelayError` subclass."""
+        params = _core.request_params(
+            method, path, url=url, path_params=path_params, query=query, headers=headers, json=json,
+            text=text, content=content, environment=environment, profile=profile, timeout=timeout, auth=auth)
+        wait = None if timeout is None else timeout + TIMEOUT_SLACK
+        result = self.call("request", params, timeout=wait)
+        if not isinstance(result, dict):
+            raise ProtocolError(f"unexpected request result: {result!r}")
+        return Response(result)
+
+    def invalidate(self, environment: Optional[str] = None, profile: Optional[str] = None, all: bool = False) -> int:
+        """``token-invalidate``: how many sessions were invalidated."""
+        return _core.invalidated_count(self.call("token-invalidate", _core.invalidate_params(environment, profile, all)))
+
+    def status(self) -> Dict[str, Any]:
+        """``status``: sessions and subscriptions (never a token value)."""
+        result = self.call("status", {})
+        return result if isinstance(result, dict) else {}
+
+    def subscribe(
+        self,
+        path: Optional[str] = None,
+        *,
+        url: Optional[str] = None,
+        path_params: Optional[Mapping[str, Any]] = None,
+        query: Optional[Mapping[str, Any]] = None,
+        headers: Optional[Mapping[str, str]] = None,
+        environment: Optional[str] = None,
+        profile: Optional[str] = None,
+        timeout: Optional[float] = None,
+        auth: bool = True,
+        last_event_id: Optional[str] = None,
+        on_state: Optional[Callable[[SubscriptionState], None]] = None,
+    ) -> Subscription:
+        """Follows an SSE stream; returns once the server registered it."""
+        params = _core.subscribe_params(
+            path, url=url, path_params=path_params, query=query, headers=headers, environment=environment,
+            profile=profile, timeout=timeout, auth=auth, last_event_id=last_event_id)
+        subscription = Subscription(self, on_state)
+
+        def register(result: Any) -> None:  # on the reader thread, before any notification
+            subscription.id = _core.subscription_id(result)
+            with self._lock:
+                self._subscriptions[subscription.id] = subscription
+
+        self.call("subscribe", params, _on_result=register)
+        return subscription
+
+    # Shutdown ----------------------------------------------------------------------
+
+    def close(self, timeout: float = 5.0) -> Optional[int]:
+        """``shutdown`` + ``exit``, then SIGTERM, then SIGKILL, each bounded; returns the
+        exit status. Idempotent."""
+        process = self.process
+        if process.poll() is None and self._closed_error is None:
+            with self._lock:
+                in_flight = list(self._pending)
+            for request_id in in_flight:  # nobody will read those answers
+                try:
+                    self._send(_core.cancel_message(request_id))
+                except RelayError:
+                    break
+            try:
+                self.call("shutdown", timeout=timeout / 2)
+            except ShuttingDown:
+                pass  # shut down already: exit is still accepted
+            except (RelayError, OSError):
+                pass
+            try:
+                self.notify("exit")
+            except (RelayError, OSError):
+                pass
+        for stream in (process.stdin,):
+            try:
+                if stream is not None:
+                    stream.close()
+            except OSError:
+                pass
+        try:
+            process.wait(timeout=timeout / 2)
+        except subprocess.TimeoutExpired:
+            process.terminate()
+            try:
+                process.wait(timeout=timeout / 2)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+        self._fail_all(RelayClosed("tokenrelay client is closed", returncode=process.returncode))
+        for thread in (self._reader, self._stderr):
+            if thread is not threading.current_thread():
+                thread.join(timeout=timeout)
+        for stream in (process.stdout, process.stderr):
+            try:
+                if stream is not None:
+                    stream.close()
+            except OSError:
+                pass
+        return process.returncode
+
+    def __enter__(self) -> "Relay":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        process = getattr(self, "process", None)
+        if process is not None and process.poll() is None:
+            try:
+                process.kill()
+            except OSError:
+                pass
