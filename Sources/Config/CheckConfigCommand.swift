@@ -1,3 +1,4 @@
+import Logging
 /// `tokenrelay check-config [--config PATH] [--json] [--resolve-secrets] [--help]`: validates the
 /// config and reports every problem. Exit 0 when valid (warnings allowed), 1 when invalid, 2 for
 /// a usage error. Never prints a secret.
@@ -103,21 +104,5 @@ public enum CheckConfigCommand {
     }
 
     /// A JSON string literal.
-    static func quoted(_ text: String) -> String {
-        var out = "\""
-        for scalar in text.unicodeScalars {
-            switch scalar {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            case "\r": out += "\\r"
-            case "\t": out += "\\t"
-            case _ where scalar.value < 0x20:
-                let hex = String(scalar.value, radix: 16)
-                out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
-            default: out.unicodeScalars.append(scalar)
-            }
-        }
-        return out + "\""
-    }
+    static func quoted(_ text: String) -> String { OutputFile.jsonQuoted(text) }
 }

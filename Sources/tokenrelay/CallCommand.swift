@@ -38,12 +38,8 @@ enum CallCommand {
                 case "--env": environmentName = try parser.value(for: argument)
                 case "--profile": params["profile"] = .string(try parser.value(for: argument))
                 case "-H", "--header":
-                    let header = try parser.value(for: argument)
-                    guard let colon = header.firstIndex(of: ":") else {
-                        throw ArgumentError("-H takes 'Name: value', got '\(header)'")
-                    }
-                    let name = String(header[..<colon]).trimmingCharacters(in: .whitespaces)
-                    headers[name] = .string(String(header[header.index(after: colon)...]).trimmingCharacters(in: .whitespaces))
+                    let (name, value) = try ArgumentParser.header(try parser.value(for: argument))
+                    headers[name] = .string(value)
                 case "--query":
                     let pair = try parser.value(for: argument)
                     let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)

@@ -80,18 +80,7 @@ enum CommandLineTool {
 
     /// Writes bytes as they are.
     static func writeRaw(_ fd: Int32, _ bytes: [UInt8]) {
-        bytes.withUnsafeBytes { buffer in
-            guard let base = buffer.baseAddress else { return }
-            var offset = 0
-            while offset < buffer.count {
-                let written = write(fd, base + offset, buffer.count - offset)
-                if written < 0 {
-                    if errno == EINTR { continue }
-                    return
-                }
-                offset += written
-            }
-        }
+        OutputFile.writeAll(fd, bytes)
     }
 
     /// Loads the configuration for serving; prints its diagnostics on stderr. `nil` when it
@@ -211,4 +200,13 @@ struct ArgumentParser {
 
     /// Positional arguments left.
     var rest: [String] { remaining }
+
+    /// Splits a `-H 'Name: value'` argument.
+    static func header(_ text: String) throws(ArgumentError) -> (name: String, value: String) {
+        guard let colon = text.firstIndex(of: ":") else { throw ArgumentError("-H takes 'Name: value', got '\(text)'") }
+        return (
+            String(text[..<colon]).trimmingCharacters(in: .whitespaces),
+            String(text[text.index(after: colon)...]).trimmingCharacters(in: .whitespaces)
+        )
+    }
 }

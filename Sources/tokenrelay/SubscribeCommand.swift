@@ -23,10 +23,8 @@ enum SubscribeCommand {
                 case "--profile": params["profile"] = .string(try parser.value(for: argument))
                 case "--last-event-id": params["lastEventId"] = .string(try parser.value(for: argument))
                 case "-H", "--header":
-                    let header = try parser.value(for: argument)
-                    guard let colon = header.firstIndex(of: ":") else { throw ArgumentError("-H takes 'Name: value'") }
-                    headers[String(header[..<colon]).trimmingCharacters(in: .whitespaces)] = .string(
-                        String(header[header.index(after: colon)...]).trimmingCharacters(in: .whitespaces))
+                    let (name, value) = try ArgumentParser.header(try parser.value(for: argument))
+                    headers[name] = .string(value)
                 case "--no-auth": params["auth"] = false
                 case "-v", "--verbose": logLevel = .info
                 case "--log-level":

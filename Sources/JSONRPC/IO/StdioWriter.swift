@@ -168,22 +168,9 @@ public final class StdioWriter: MessageSink {
         }
     }
 
-    /// Writes all of `bytes`, retrying on EINTR and short writes. Returns false on EPIPE or any
-    /// other write error.
+    /// Writes all of `bytes`; false on EPIPE or any other write error.
     private func writeAll(_ bytes: [UInt8]) -> Bool {
         if isBroken { return false }
-        return bytes.withUnsafeBytes { buffer in
-            guard let base = buffer.baseAddress else { return true }
-            var offset = 0
-            while offset < buffer.count {
-                let result = write(fileDescriptor, base + offset, buffer.count - offset)
-                if result < 0 {
-                    if errno == EINTR { continue }
-                    return false
-                }
-                offset += result
-            }
-            return true
-        }
+        return OutputFile.writeAll(fileDescriptor, bytes)
     }
 }

@@ -51,7 +51,9 @@ final class Subscriptions: Sendable {
                 request.headers.add(name: field.name, value: field.value)
             }
         } else if profile != nil {
-            log.debug("credentials withheld: origin not allowed", [("url", request.url)])
+            log.debug(
+                "credentials withheld: origin not allowed",
+                [("origin", Origin(url: request.url)?.description ?? "-")])
         }
         let credentials = allowed ? profile?.credentials.map { WireErrorCredentialSource(base: $0) } : nil
         let configuration = EventSourceConfiguration(
