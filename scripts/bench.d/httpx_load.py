@@ -11,6 +11,7 @@ in-process (what a Python user would write instead of tokenrelay's Python client
 import argparse
 import asyncio
 import json
+import os
 import sys
 import time
 
@@ -89,6 +90,15 @@ async def run_async(args):
     return summarize(latencies, errors, wall, args.inflight)
 
 
+def cpu_seconds(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            fields = handle.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--url", required=True)
@@ -99,8 +109,16 @@ def main():
     parser.add_argument("--oauth")
     parser.add_argument("--client-id")
     parser.add_argument("--client-secret")
+    parser.add_argument("--watch", default="", help="name=pid,... whose CPU share is reported")
     args = parser.parse_args()
+    watched = [(item.split("=")[0], int(item.split("=")[1])) for item in args.watch.split(",") if "=" in item]
+    watched.append(("python", os.getpid()))
+    before = [cpu_seconds(pid) for _, pid in watched]
+    start = time.monotonic()
     result = run_sync(args) if args.sync else asyncio.run(run_async(args))
+    wall = time.monotonic() - start
+    result["cpu_pct"] = {name: round(100 * (cpu_seconds(pid) - used) / wall, 1)
+                         for (name, pid), used in zip(watched, before)}
     result["client"] = "httpx+authlib" if args.oauth else ("httpx.Client" if args.sync else "httpx.AsyncClient")
     print(json.dumps(result, sort_keys=True))
     return 0

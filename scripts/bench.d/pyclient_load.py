@@ -14,6 +14,15 @@ import sys
 import time
 
 
+def cpu_seconds(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            fields = handle.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError, TypeError):
+        return 0.0
+
+
 def status_of(response):
     if isinstance(response, dict):
         return response.get("status")
@@ -43,9 +52,13 @@ async def run(args, AsyncRelay):
                     errors += 1
                 latencies.append(time.perf_counter_ns() - t0)
 
+        watched = [(item.split("=")[0], int(item.split("=")[1])) for item in args.watch.split(",") if "=" in item]
+        watched += [("python", os.getpid()), ("tokenrelay", getattr(relay, "pid", None))]
+        before = [cpu_seconds(pid) for _, pid in watched]
         start = time.perf_counter()
         await asyncio.gather(*(worker() for _ in range(args.inflight)))
         wall = time.perf_counter() - start
+        cpu = {name: round(100 * (cpu_seconds(pid) - used) / wall, 1) for (name, pid), used in zip(watched, before)}
     finally:
         if entered:
             await relay.__aexit__(None, None, None)
@@ -61,7 +74,7 @@ async def run(args, AsyncRelay):
         "wall_s": round(wall, 4), "throughput": round(len(latencies) / wall, 1),
         "p50_us": round(latencies[len(latencies) // 2] / 1000, 1),
         "p99_us": round(latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))] / 1000, 1),
-        "client": "tokenrelay AsyncRelay",
+        "client": "tokenrelay AsyncRelay", "cpu_pct": cpu,
     }
 
 
@@ -73,6 +86,7 @@ def main():
     parser.add_argument("--path", required=True)
     parser.add_argument("--inflight", type=int, default=64)
     parser.add_argument("--total", type=int, default=5000)
+    parser.add_argument("--watch", default="")
     args = parser.parse_args()
     sys.path.insert(0, os.path.join(args.repo, "clients", "python"))
     sys.path.insert(0, os.path.join(args.repo, "clients", "python", "src"))
