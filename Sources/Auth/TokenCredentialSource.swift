@@ -19,7 +19,7 @@ public struct TokenCredentialSource: CredentialSource {
     /// Gets a token (bounded by `request.timeout`, honouring the task's cancellation), sets the
     /// `Authorization` header and returns the token's version as the stamp.
     public func apply(to request: inout HTTPRequest) async throws -> CredentialStamp {
-        let deadline = request.timeout.map { clock.now.addingTimeInterval($0.timeInterval) }
+        let deadline = request.effectiveTimeout(now: .now).map { clock.now.addingTimeInterval($0.timeInterval) }
         let token = try await manager.token(for: key, deadline: deadline)
         request.headers.set(name: "Authorization", value: "Bearer \(token.accessToken)")
         return CredentialStamp(token.version)

@@ -84,8 +84,17 @@ public struct TokenEndpointClient: Sendable {
     func makeRequest(
         endpoint: String, grant: GrantRequest, configuration: OAuthClientConfiguration, secret: String?
     ) throws(AuthError) -> HTTPRequest {
-        try EndpointPolicy.check(endpoint, what: "token endpoint")
-        var form = grant.form
+        try Self.authenticatedPost(
+            endpoint: endpoint, what: "token endpoint", form: grant.form, configuration: configuration, secret: secret)
+    }
+
+    /// A form POST to `endpoint` (checked against ``EndpointPolicy``) carrying the configured
+    /// client authentication (basic, post or none), as for the token endpoint.
+    static func authenticatedPost(
+        endpoint: String, what: String, form: FormBody, configuration: OAuthClientConfiguration, secret: String?
+    ) throws(AuthError) -> HTTPRequest {
+        try EndpointPolicy.check(endpoint, what: what)
+        var form = form
         var headers = HTTPHeaders()
         headers.add(name: "Accept", value: "application/json")
         headers.add(name: "Content-Type", value: "application/x-www-form-urlencoded")

@@ -47,11 +47,18 @@ extension TokenManager {
     }
 
     /// Drops every token of the matching sessions, refresh state included, and removes them from
-    /// the store; clears `interaction_required`. Returns how many sessions were logged out.
+    /// the store; clears `interaction_required`. Then, where the issuer's metadata names an RFC 7009
+    /// revocation endpoint, revokes the dropped refresh and access tokens there (bounded in time; a
+    /// failure to revoke is logged, and the local logout stands). Returns how many sessions were
+    /// logged out.
     @discardableResult
     public func logout(environment: String? = nil, profile: String? = nil) async throws(AuthError) -> Int {
-        var count = 0
+        var loggedOut: [(session: Session, revocation: TokenRevocation, wasLoaded: Bool)] = []
         for session in sessions.values where matches(session.key, environment: environment, profile: profile) {
+            let revocation = TokenRevocation(
+                key: session.key, configuration: session.configuration, refreshToken: session.refreshToken,
+                accessToken: session.token?.accessToken)
+            loggedOut.append((session, revocation, session.loaded))
             session.generation += 1
             session.token = nil
             session.refreshToken = nil
@@ -59,14 +66,25 @@ extension TokenManager {
             session.interactionRequired = false
             session.lastError = nil
             session.loaded = true
+        }
+        var failure: AuthError?
+        var revocations: [TokenRevocation] = []
+        for (session, revocation, wasLoaded) in loggedOut {
+            var revocation = revocation
+            if !wasLoaded, let stored = try? await store.load(session.key) {
+                revocation.refreshToken = revocation.refreshToken ?? stored.refreshToken
+                revocation.accessToken = revocation.accessToken ?? stored.accessToken
+            }
             do {
                 try await store.remove(session.key)
             } catch {
-                throw .storage("the session could not be removed from the store")
+                failure = .storage("the session could not be removed from the store")
             }
-            count += 1
+            revocations.append(revocation)
         }
-        return count
+        await revokeAtServers(revocations)
+        if let failure { throw failure }
+        return loggedOut.count
     }
 
     /// A snapshot of every session, sorted by environment and profile. Never contains a token.

@@ -1,3 +1,4 @@
+import CCrypto
 import Foundation
 import HTTP
 import Logging
@@ -12,9 +13,11 @@ extension TokenManager {
     }
 
     /// Starts an acquisition for `session` in an unstructured task (so callers' cancellation does
-    /// not reach it once it has sent its request).
-    func startFlight(_ session: Session, deadline: Date?) -> Flight {
-        let bound = deadline ?? clock.now.addingTimeInterval(session.configuration.acquisitionTimeout.timeInterval)
+    /// not reach it once it has sent its request). The flight is bounded by the configuration's
+    /// acquisition timeout only: callers leave at their own deadlines, and a request already sent
+    /// runs to completion so that a rotated refresh token is committed (SPEC §5.2).
+    func startFlight(_ session: Session) -> Flight {
+        let bound = clock.now.addingTimeInterval(session.configuration.acquisitionTimeout.timeInterval)
         let flight = Flight(id: nextID(), deadline: bound)
         flight.generation = session.generation
         session.flight = flight
@@ -26,11 +29,14 @@ extension TokenManager {
 
     /// Called by the endpoint client just before the first token request goes out: marks the
     /// flight as sent, or refuses (CancellationError) when it was abandoned.
-    func markSent(_ key: SessionKey, flightID: UInt64) throws {
+    /// `seed`, when given, is the configured refresh-token seed being sent: it is recorded as
+    /// consumed from then on.
+    func markSent(_ key: SessionKey, flightID: UInt64, seed: String? = nil) throws {
         guard !closed, let flight = sessions[key]?.flight, flight.id == flightID, !flight.waiters.isEmpty,
             !Task.isCancelled
         else { throw CancellationError() }
         flight.sent = true
+        if let seed { consumedSeeds.insert(Self.digest(seed)) }
     }
 
     private func runFlight(_ key: SessionKey, flightID: UInt64) async {
@@ -101,15 +107,26 @@ extension TokenManager {
         let endpoint = try await tokenEndpoint(for: configuration, deadline: flight.deadline)
         let secret = try await clientSecret(for: configuration)
         var refreshToken = session.refreshToken
+        var seedValue: String?
         if refreshToken == nil, case .refreshToken(let seed) = configuration.grant {
+            let resolved: String
             do {
-                refreshToken = try await seed.resolve()
+                resolved = try await seed.resolve()
             } catch {
                 throw AuthError.configuration("the refresh_token seed could not be resolved")
             }
+            // A seed this process already sent is spent (rotated or refused): sending it again would
+            // be a replay, and a server with reuse protection would revoke the whole token family.
+            guard !consumedSeeds.contains(Self.digest(resolved)) else {
+                throw AuthError.interactionRequired("the configured refresh token was already used; provision a new one")
+            }
+            refreshToken = resolved
+            seedValue = resolved
         }
         let flightID = flight.id
-        let beforeSend: @Sendable () async throws -> Void = { try await self.markSent(key, flightID: flightID) }
+        let beforeSend: @Sendable () async throws -> Void = { [seedValue] in
+            try await self.markSent(key, flightID: flightID, seed: seedValue)
+        }
         let response: TokenResponse
         var usedRefreshToken: String?
         if let refreshToken {
@@ -225,5 +242,15 @@ extension TokenManager {
         } catch {
             throw AuthError.configuration("the client secret could not be resolved")
         }
+    }
+
+    /// The SHA-256 digest of `value` (consumed seeds are remembered by digest, not by value).
+    static func digest(_ value: String) -> [UInt8] {
+        let bytes = Array(value.utf8)
+        var output = [UInt8](repeating: 0, count: Int(SHA256_DIGEST_LENGTH))
+        _ = bytes.withUnsafeBufferPointer { input in
+            output.withUnsafeMutableBufferPointer { out in SHA256(input.baseAddress, input.count, out.baseAddress) }
+        }
+        return output
     }
 }

@@ -18,7 +18,8 @@ public actor TokenManager {
     /// One acquisition or renewal in progress, shared by its waiters.
     final class Flight {
         let id: UInt64
-        /// The flight's own bound (the first caller's deadline, or the acquisition timeout).
+        /// The flight's own bound: the configuration's acquisition timeout from its start, never a
+        /// caller's deadline (a request already sent must not be aborted because its caller left).
         let deadline: Date
         var waiters: [UInt64: Waiter] = [:]
         /// Set just before the token request goes out; from then on the flight is never cancelled.
@@ -78,6 +79,9 @@ public actor TokenManager {
     let clock: any AuthClock
     /// Every registered session.
     var sessions: [SessionKey: Session] = [:]
+    /// SHA-256 digests of the configured `refresh_token` seeds already sent to a token endpoint;
+    /// such a seed is spent (or rotated) and is never sent again.
+    var consumedSeeds: Set<[UInt8]> = []
     private var lastID: UInt64 = 0
     /// Set by `close()`; no new acquisitions after it.
     var closed = false
@@ -98,7 +102,8 @@ public actor TokenManager {
         self.store = store
         self.clock = clock
         endpointClient = TokenEndpointClient(transport: transport, clock: clock, random: random, retryPolicy: retryPolicy)
-        discovery = DiscoveryClient(transport: transport, clock: clock, timeToLive: discoveryTimeToLive)
+        discovery = DiscoveryClient(
+            transport: transport, clock: clock, timeToLive: discoveryTimeToLive, random: random, retryPolicy: retryPolicy)
         (events, eventContinuation) = AsyncStream.makeStream(of: AuthEvent.self, bufferingPolicy: .bufferingNewest(256))
     }
 
@@ -167,7 +172,7 @@ public actor TokenManager {
             continuation.resume(throwing: CancellationError())
             return
         }
-        let flight = session.flight ?? startFlight(session, deadline: deadline)
+        let flight = session.flight ?? startFlight(session)
         var waiter = Waiter(continuation: continuation, timer: nil)
         if let deadline {
             let key = session.key

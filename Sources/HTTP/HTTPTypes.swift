@@ -67,6 +67,17 @@ public struct HTTPRequest: Sendable {
     public var timeout: Duration?
     /// Bounds connection setup (DNS, TCP, TLS). `nil`: the transport's default.
     public var connectTimeout: Duration?
+    /// An absolute bound for everything done for this request (credentials, replays and the
+    /// transfer): each step gets only the time left. `nil`: only `timeout` applies.
+    public var deadline: ContinuousClock.Instant?
+
+    /// The bound for a transfer starting `now`: the smaller of `timeout` and the time left until
+    /// `deadline` (at least one millisecond, so an expired deadline times out at once).
+    public func effectiveTimeout(now: ContinuousClock.Instant) -> Duration? {
+        guard let deadline else { return timeout }
+        let left = max(deadline - now, .milliseconds(1))
+        return timeout.map { min($0, left) } ?? left
+    }
 
     public init(
         method: String = "GET", url: String, headers: HTTPHeaders = HTTPHeaders(), body: [UInt8]? = nil,

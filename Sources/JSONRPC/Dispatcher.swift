@@ -246,11 +246,18 @@ public final class Dispatcher: Sendable {
         return errorMapper(error)
     }
 
-    /// Records the end of a request, writes its answer, and starts the next queued request.
+    /// Records the end of a request, hands its answer to the sink, then frees its slot (starting
+    /// the next queued request). The slot is held until the answer is handed over, so "idle"
+    /// means every answer is with the writer, and a slow peer slows the execution of new work.
     private func finish(id: RequestID, response: JSONValue, batch: BatchCollector?) async {
-        let (cancelled, next, idleWaiters): (Bool, Pending?, [CheckedContinuation<Void, Never>]) = state.withLock {
-            state in
-            let entry = state.inFlight.removeValue(forKey: id)
+        let cancelled = state.withLock { $0.inFlight.removeValue(forKey: id)?.cancelRequested ?? false }
+        let answer = cancelled ? MessageCodec.response(id: id, error: .cancelled) : response
+        if let batch {
+            await batch.add(answer)
+        } else {
+            await sink.send(answer.serialized())
+        }
+        let (next, idleWaiters): (Pending?, [CheckedContinuation<Void, Never>]) = state.withLock { state in
             var next: Pending?
             while state.queueHead < state.queue.count {
                 let candidateID = state.queue[state.queueHead]
@@ -270,15 +277,9 @@ public final class Dispatcher: Sendable {
                 waiters = state.idleWaiters
                 state.idleWaiters = []
             }
-            return (entry?.cancelRequested ?? false, next, waiters)
+            return (next, waiters)
         }
         if let next { start(next) }
-        let answer = cancelled ? MessageCodec.response(id: id, error: .cancelled) : response
-        if let batch {
-            await batch.add(answer)
-        } else {
-            await sink.send(answer.serialized())
-        }
         for waiter in idleWaiters { waiter.resume() }
     }
 

@@ -10,14 +10,21 @@ public enum OneShot {
     public static func call(settings: Settings, environment: String?, params: JSONValue) async -> Result<
         (response: HTTPResponse, elapsed: Duration), RPCError
     > {
+        let runtime: RelayRuntime
         do {
-            let runtime = try await RelayRuntime.make(settings: settings, environmentOverride: environment)
-            defer { Task { await runtime.close() } }
-            let decoded = try RequestParams.decode(params)
-            let (response, elapsed) = try await RequestMethod(runtime: runtime).perform(decoded)
-            return .success((response, elapsed))
+            runtime = try await RelayRuntime.make(settings: settings, environmentOverride: environment)
         } catch {
             return .failure(ErrorMapping.rpcError(error))
         }
+        let result: Result<(response: HTTPResponse, elapsed: Duration), RPCError>
+        do {
+            let decoded = try RequestParams.decode(params)
+            let (response, elapsed) = try await RequestMethod(runtime: runtime).perform(decoded)
+            result = .success((response, elapsed))
+        } catch {
+            result = .failure(ErrorMapping.rpcError(error))
+        }
+        await runtime.close()
+        return result
     }
 }

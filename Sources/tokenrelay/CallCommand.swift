@@ -100,7 +100,7 @@ enum CallCommand {
             }
         case .success(let (response, elapsed)):
             if verbose {
-                var lines = ["HTTP \(response.status) (\(Deadline.format(elapsed)))"]
+                var lines = ["HTTP \(response.status) (\(DurationText.format(elapsed)))"]
                 for field in response.headers { lines.append("\(field.name): \(field.value)") }
                 CommandLineTool.writeStandardError(lines.joined(separator: "\n"))
             }

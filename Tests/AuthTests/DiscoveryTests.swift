@@ -105,14 +105,39 @@ struct DiscoveryTests {
         #expect(h.transport.tokenRequests.count == 2)
     }
 
-    @Test func unreachableIssuerIsATransportError() async throws {
+    @Test func unreachableIssuerIsRetriedThenATransportError() async throws {
         let transport = FakeTransport { _ in .failure(.transport("connection refused")) }
-        let h = try await Harness(configuration: configuration(), transport: transport)
+        let h = try await Harness(configuration: configuration(), transport: transport, clock: FakeClock(autoAdvance: true))
         do {
             _ = try await h.token()
             Issue.record("should fail")
         } catch let error as AuthError {
             #expect(error.kind == "transport")
         }
+        // Five passes over both discovery URLs, with backoff between them; no token request.
+        #expect(transport.requests.count == 2 * RetryPolicy().maximumAttempts)
+        #expect(h.clock.sleeps.count == RetryPolicy().maximumAttempts - 1)
+        #expect(transport.tokenRequests.isEmpty)
+    }
+
+    @Test(arguments: [
+        Result<HTTPResponse, HTTPError>.failure(.transport("connection refused")), .success(HTTPResponse(status: 503)),
+        .success(HTTPResponse(status: 429)), .success(HTTPResponse(status: 500)),
+    ])
+    func transientDiscoveryFailuresAreRetried(_ failure: Result<HTTPResponse, HTTPError>) async throws {
+        let transport = Self.server(Self.metadata())
+        transport.enqueue(failure, failure)
+        let h = try await Harness(configuration: configuration(), transport: transport, clock: FakeClock(autoAdvance: true))
+        #expect(try await h.token().accessToken == "at-1")
+        #expect(transport.requests.filter { $0.method == "GET" }.count == 3)
+        #expect(h.clock.sleeps.count == 1)
+    }
+
+    @Test func missingMetadataIsNotRetried() async throws {
+        let transport = FakeTransport { _ in .success(HTTPResponse(status: 404)) }
+        let h = try await Harness(configuration: configuration(), transport: transport, clock: FakeClock(autoAdvance: true))
+        await #expect(throws: AuthError.self) { try await h.token() }
+        #expect(transport.requests.count == 2)
+        #expect(h.clock.sleeps.isEmpty)
     }
 }

@@ -140,6 +140,49 @@ struct TokenManagerConcurrencyTests {
         #expect(try await patient.value.accessToken == "at-1")
     }
 
+    @Test func aSentRefreshOutlivesItsTimedOutCallerAndIsCommitted() async throws {
+        let configuration = refreshConfiguration()
+        let h = try await Harness(configuration: configuration)
+        h.transport.enqueue(
+            .success(tokenResponse("at-1", expiresIn: 60, refreshToken: "rt-rotated-2")),
+            .success(tokenResponse("at-2", expiresIn: 60, refreshToken: "rt-rotated-3")),
+            .success(tokenResponse("at-3", expiresIn: 60, refreshToken: "rt-rotated-4")))
+        _ = try await h.token()
+        h.clock.advance(by: 61)
+        h.transport.hold()
+        let deadline = h.clock.now.addingTimeInterval(0.05)
+        let hasty = Task { try await h.token(deadline: deadline) }
+        await h.transport.arrivals.wait(for: 2)
+        await h.clock.sleepersRegistered.wait(for: 1)
+        // The transfer is bounded by the acquisition timeout, not by the caller's 50 ms.
+        let sent = try #require(h.transport.tokenRequests.last)
+        #expect((sent.timeout ?? .zero) >= configuration.acquisitionTimeout - .seconds(1))
+        h.clock.advance(by: 1)
+        await #expect(throws: AuthError.timeout) { try await hasty.value }
+        // Every caller left, but the request was sent: it completes and its rotation is committed.
+        h.transport.release()
+        await h.store.saves.wait(for: 2)
+        #expect(h.store.entry(h.key)?.refreshToken == "rt-rotated-3")
+        #expect(try await h.token().accessToken == "at-2")
+        h.clock.advance(by: 61)
+        #expect(try await h.token().accessToken == "at-3")
+        #expect(Harness.form(h.transport.tokenRequests[2])["refresh_token"] == "rt-rotated-3")
+    }
+
+    @Test func lastCallerTimingOutBeforeSendingCancelsTheAcquisition() async throws {
+        let h = try await Harness()
+        h.store.holdLoads()
+        let deadline = h.clock.now.addingTimeInterval(1)
+        let hasty = Task { try await h.token(deadline: deadline) }
+        await h.store.loads.wait(for: 1)
+        await h.clock.sleepersRegistered.wait(for: 1)
+        h.clock.advance(by: 2)
+        await #expect(throws: AuthError.timeout) { try await hasty.value }
+        h.store.release()
+        await h.manager.settleDetached()
+        #expect(h.transport.requests.isEmpty)
+    }
+
     @Test func rotatedRefreshTokenIsCommittedBeforeAnyCallerGetsTheAccessToken() async throws {
         let h = try await Harness(configuration: refreshConfiguration())
         h.transport.enqueue(.success(tokenResponse("at-1", refreshToken: "rt-rotated-2")))

@@ -108,10 +108,52 @@ struct TokenManagerFailureTests {
         #expect(status.state == .interactionRequired)
         #expect(status.refreshable == false)
         #expect(status.lastError?.kind == "interaction_required")
-        // logout clears it; the seed is used again.
+        // logout clears it, but the configured seed was already sent once: it is never sent again.
         #expect(try await h.manager.logout(environment: "staging") == 1)
-        _ = try await h.token()
-        #expect(Harness.form(h.transport.tokenRequests[2])["refresh_token"] == "rt-seed-0001")
+        await #expect(throws: AuthError.interactionRequired("the configured refresh token was already used; provision a new one")) {
+            try await h.token()
+        }
+        #expect(h.transport.tokenRequests.count == 2)
+    }
+
+    @Test func afterLogoutTheSpentSeedIsNeverReplayedButANewSeedIsUsed() async throws {
+        let h = try await Harness(configuration: refreshConfiguration(seed: "rt-seed-0001"))
+        h.transport.enqueue(
+            .success(tokenResponse("at-1", expiresIn: 60, refreshToken: "rt-rotated-2")),
+            .success(tokenResponse("at-2", expiresIn: 60, refreshToken: "rt-rotated-3")))
+        #expect(try await h.token().accessToken == "at-1")
+        #expect(try await h.manager.logout() == 1)
+        do {
+            _ = try await h.token()
+            Issue.record("a spent seed must not be sent")
+        } catch let error as AuthError {
+            #expect(error.kind == "interaction_required")
+            #expect(error.description.contains("already used"))
+            #expect(!error.description.contains("rt-seed-0001"))
+        }
+        #expect(h.transport.tokenRequests.count == 1)
+        // The user provisions a new seed (same session key): it is used normally.
+        _ = try await h.manager.register(
+            environment: "staging", profile: "service", configuration: refreshConfiguration(seed: "rt-seed-0002"))
+        #expect(try await h.token().accessToken == "at-2")
+        #expect(h.transport.tokenRequests.count == 2)
+        #expect(Harness.form(h.transport.tokenRequests[1])["refresh_token"] == "rt-seed-0002")
+    }
+
+    @Test func aSeedAbandonedBeforeSendingIsNotConsumed() async throws {
+        let h = try await Harness(configuration: refreshConfiguration())
+        h.store.holdLoads()
+        let deadline = h.clock.now.addingTimeInterval(1)
+        let hasty = Task { try await h.token(deadline: deadline) }
+        await h.store.loads.wait(for: 1)
+        await h.clock.sleepersRegistered.wait(for: 1)
+        h.clock.advance(by: 2)
+        await #expect(throws: AuthError.timeout) { try await hasty.value }
+        h.store.release()
+        await h.manager.settleDetached()
+        #expect(h.transport.tokenRequests.isEmpty)
+        #expect(try await h.token().accessToken == "at-1")
+        #expect(Harness.form(h.transport.tokenRequests[0])["refresh_token"] == "rt-seed-0001")
     }
 
     @Test func invalidClientOnFirstAcquisitionIsAnAuthErrorWithoutAuthFailed() async throws {

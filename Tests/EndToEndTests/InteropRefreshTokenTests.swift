@@ -96,25 +96,19 @@ import Testing
             #expect(try await relay.call("request", ["path": "/whoami"])["result"]?["status"]?.intValue == 200)
             // Time bounds that end before, during and after the refresh exchange: whichever phase
             // the caller leaves in, a refresh that was sent is committed, so the next one works.
-            // Known Auth bug: the flight's deadline is its first caller's, and the sent refresh
-            // request is aborted when that caller's deadline passes; the AS has rotated, the answer
-            // is lost, the next refresh replays the spent token (invalid_grant, family revoked).
-            // Intermittent because it depends on when the short bound ends. Remove the wrapper
-            // once the Auth fix lands.
-            await withKnownIssue("a sent refresh is aborted at its first caller's deadline", isIntermittent: true) {
-                for bound in [1, 15, 40, 80, 150, 300] {
-                    let invalidated = try await relay.call("token-invalidate", ["profile": "seeded"])
-                    #expect(invalidated["result"]?["invalidated"]?.intValue == 1)
-                    let hurried = try await relay.call("request", ["path": "/whoami", "timeoutMs": .int(bound)])
-                    let kind = hurried["error"]?["data"]?["kind"]?.stringValue
-                    #expect(hurried["result"] != nil || kind == "timeout", "\(bound) ms: \(hurried.jsonText)")
-                    let next = try await relay.call("request", ["path": "/whoami"])
-                    #expect(next["result"]?["status"]?.intValue == 200, "after a \(bound) ms caller: \(next.jsonText)")
-                    if next["result"] == nil { break }
-                }
-                let session = try await relay.call("status")["result"]?["sessions"]?.arrayValue?.first
-                #expect(session?["state"]?.stringValue == "valid", "\(session?.jsonText ?? "")")
+            // A refresh that was sent is committed even when its caller timed out (SPEC §5.2).
+            for bound in [1, 15, 40, 80, 150, 300] {
+                let invalidated = try await relay.call("token-invalidate", ["profile": "seeded"])
+                #expect(invalidated["result"]?["invalidated"]?.intValue == 1)
+                let hurried = try await relay.call("request", ["path": "/whoami", "timeoutMs": .int(bound)])
+                let kind = hurried["error"]?["data"]?["kind"]?.stringValue
+                #expect(hurried["result"] != nil || kind == "timeout", "\(bound) ms: \(hurried.jsonText)")
+                let next = try await relay.call("request", ["path": "/whoami"])
+                #expect(next["result"]?["status"]?.intValue == 200, "after a \(bound) ms caller: \(next.jsonText)")
+                if next["result"] == nil { break }
             }
+            let session = try await relay.call("status")["result"]?["sessions"]?.arrayValue?.first
+            #expect(session?["state"]?.stringValue == "valid", "\(session?.jsonText ?? "")")
         }
     }
 
@@ -129,16 +123,12 @@ import Testing
 
             let loggedOut = try await relay.call("logout", ["profile": "seeded"])
             #expect(loggedOut["result"]?["loggedOut"]?.intValue == 1, "\(loggedOut.jsonText)")
-            // Known Auth gap: `logout` drops the session locally but does not call the AS's RFC 7009
-            // revocation endpoint (SPEC §4.3). When it does, these known issues disappear and
-            // withKnownIssue fails: remove the wrapper then.
+            // `logout` revokes the session's tokens at the AS's RFC 7009 endpoint (SPEC §4.3).
             let direct = try await stack.curl(["-sS", "-H", "Authorization: Bearer \(access)", "\(stack.rsURL)/whoami"])
             let replay = try await stack.postForm(
                 stack.tokenURL, user: "pwd", password: "pwd-secret", fields: ["grant_type=refresh_token", "refresh_token=\(refresh)"])
-            withKnownIssue("logout does not revoke at the authorization server yet") {
-                #expect(direct.status == 401, "the access token still works after logout")
-                #expect(replay.status == 400, "the refresh token still works after logout")
-            }
+            #expect(direct.status == 401, "the access token still works after logout")
+            #expect(replay.status == 400, "the refresh token still works after logout")
             let after = try await relay.call("request", ["path": "/whoami"])
             #expect(after["error"]?["data"]?["kind"]?.stringValue == "interaction_required", "\(after.jsonText)")
         }

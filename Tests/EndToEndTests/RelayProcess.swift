@@ -156,7 +156,9 @@ final class RelayProcess: Sendable {
                 state.stdoutLines >= count || state.stdoutClosed
             }
         }
-        let text = stdoutText
+        // Only complete lines: the last one may still be arriving.
+        var text = stdoutText
+        if let lastNewline = text.lastIndex(of: "\n") { text = String(text[...lastNewline]) } else { text = "" }
         let lines = text.split(separator: "\n", omittingEmptySubsequences: true)
         guard lines.count >= count else { throw TimedOut(what: "\(count) lines (stdout closed after \(lines.count))") }
         return try lines.map { try JSONParser.parse(String($0)) }

@@ -197,7 +197,7 @@ final class CurlEventLoop: @unchecked Sendable {  // Safe: inbox is a Mutex; the
         _ = tr_easy_setopt_long(h, CURLOPT_CONNECTTIMEOUT_MS, Self.milliseconds(connectTimeout))
         switch transfer.sink {
         case .buffered(let limit):
-            if let timeout = request.timeout {
+            if let timeout = request.effectiveTimeout(now: .now) {
                 _ = tr_easy_setopt_long(h, CURLOPT_TIMEOUT_MS, Self.milliseconds(timeout))
             }
             _ = tr_easy_setopt_off(h, CURLOPT_MAXFILESIZE_LARGE, curl_off_t(limit))

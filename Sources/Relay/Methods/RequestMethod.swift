@@ -31,10 +31,12 @@ struct RequestMethod: Sendable {
         }
         let client = profile.flatMap { environment.clients[$0.name] } ?? environment.plainClient
         let timeout = params.timeout ?? environment.settings.timeout
-        request.timeout = timeout
         let start = ContinuousClock.now
-        let outgoing = request
-        let response = try await Deadline.run(within: timeout) { try await client.send(outgoing) }
+        // One deadline bounds the whole request: token acquisition, the transfer and a replay
+        // each get only the time left (libcurl enforces it on the transfer; no timer task).
+        request.timeout = timeout
+        request.deadline = start + timeout
+        let response = try await client.send(request)
         return (response, ContinuousClock.now - start)
     }
 
@@ -76,26 +78,8 @@ struct RequestMethod: Sendable {
     }
 }
 
-/// Bounds an operation in time: past the limit it is cancelled and `timeout` is thrown.
-public enum Deadline {
-    static func run<T: Sendable>(within limit: Duration, _ operation: @escaping @Sendable () async throws -> T) async throws
-        -> T
-    {
-        try await withThrowingTaskGroup(of: T?.self) { group in
-            group.addTask { try await operation() }
-            group.addTask {
-                try await Task.sleep(for: limit)
-                return nil
-            }
-            defer { group.cancelAll() }
-            guard let first = try await group.next() else { throw RPCError(code: .timeout, message: "timed out") }
-            guard let value = first else {
-                throw RPCError(code: .timeout, message: "the request did not complete within \(Self.format(limit))")
-            }
-            return value
-        }
-    }
-
+/// Human-readable durations for messages.
+public enum DurationText {
     public static func format(_ duration: Duration) -> String {
         let milliseconds = duration.components.seconds * 1000 + duration.components.attoseconds / 1_000_000_000_000_000
         return milliseconds % 1000 == 0 ? "\(milliseconds / 1000) s" : "\(milliseconds) ms"
