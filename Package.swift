@@ -29,6 +29,12 @@ let package = Package(
         .executableTarget(name: "FuzzConfig", dependencies: ["Config"]),
         .executableTarget(name: "FuzzSSE", dependencies: ["HTTP"]),
 
+        // Benchmarks (scripts/bench): the load driver with its libcurl and URLSession references
+        // (the only target allowed to import FoundationNetworking), and the bare Foundation
+        // binary the cold start is compared with.
+        .executableTarget(name: "TokenRelayBench", dependencies: ["CCurl"]),
+        .executableTarget(name: "BareFoundationEcho"),
+
         .testTarget(name: "JSONRPCTests", dependencies: ["JSONRPC"]),
         .testTarget(name: "ConfigTests", dependencies: ["Config"]),
         .testTarget(name: "HTTPTests", dependencies: ["HTTP"], exclude: ["Fixtures"]),

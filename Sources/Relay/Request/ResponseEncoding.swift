@@ -51,8 +51,16 @@ enum ResponseEncoding {
 
     /// The lower-cased media type without parameters.
     static func mediaType(_ contentType: String) -> String {
-        let base = contentType.split(separator: ";", maxSplits: 1).first.map(String.init) ?? ""
-        return base.trimmingCharacters(in: .whitespaces).lowercased()
+        // Plain Swift on the UTF-8 view: Foundation's trimmingCharacters bridges through NSString
+        // and cost ~3.5 % of tokenrelay's CPU per `request` in scripts/bench's profile. Header
+        // whitespace (RFC 9110 OWS) is space and tab.
+        let utf8 = contentType.utf8
+        var lower = utf8.startIndex
+        var upper = utf8.firstIndex(of: UInt8(ascii: ";")) ?? utf8.endIndex
+        func isSpace(_ byte: UInt8) -> Bool { byte == 0x20 || byte == 0x09 }
+        while lower < upper, isSpace(utf8[lower]) { lower = utf8.index(after: lower) }
+        while upper > lower, isSpace(utf8[utf8.index(before: upper)]) { upper = utf8.index(before: upper) }
+        return String(contentType[lower..<upper]).lowercased()
     }
 
     static func isTextual(_ mediaType: String) -> Bool {

@@ -1,0 +1,9 @@
+import Foundation
+
+// The cold-start reference for scripts/bench: a binary that imports Foundation (nothing else),
+// built and linked exactly like tokenrelay, that reads one line and echoes it. tokenrelay's
+// "spawn to first ping answer" is compared with this binary's "spawn to first echoed line".
+
+if let line = readLine(strippingNewline: false) {
+    try? FileHandle.standardOutput.write(contentsOf: Data(line.utf8))
+}

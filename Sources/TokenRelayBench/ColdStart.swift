@@ -1,0 +1,37 @@
+import Foundation
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Cold start: the time from `posix_spawn` to the first complete line on the child's stdout.
+enum ColdStart {
+    /// Spawns `argv`, writes `line`, and returns nanoseconds until a newline comes back; then
+    /// closes stdin and reaps the child (not timed).
+    static func firstAnswer(_ argv: [String], line: String) -> UInt64 {
+        let start = monotonicNanos()
+        let child = ChildProcess.spawn(argv, stderrPath: "/dev/null")
+        Array((line + "\n").utf8).withUnsafeBytes { writeAll(child.input, $0) }
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        var elapsed: UInt64 = 0
+        reading: while true {
+            let count = buffer.withUnsafeMutableBytes { read(child.output, $0.baseAddress, $0.count) }
+            if count < 0, errno == EINTR { continue }
+            guard count > 0 else { die("\(argv[0]) closed stdout before answering") }
+            for index in 0..<count where buffer[index] == 0x0A {
+                elapsed = monotonicNanos() - start
+                break reading
+            }
+        }
+        child.stop()
+        return elapsed
+    }
+
+    /// The median of `values`, in the same unit.
+    static func median(_ values: [UInt64]) -> Double {
+        let sorted = values.sorted()
+        guard !sorted.isEmpty else { return 0 }
+        let middle = sorted.count / 2
+        return sorted.count % 2 == 1 ? Double(sorted[middle]) : Double(sorted[middle - 1] + sorted[middle]) / 2
+    }
+}

@@ -1,0 +1,133 @@
+#!/usr/bin/env python3
+"""Turns scripts/bench's raw results (JSON lines {"name", "run", "data"}) into the table and a
+JSON file of medians.
+
+  report.py RESULTS.jsonl OUT.json [--meta JSON]
+"""
+import json
+import statistics
+import sys
+
+
+def medians(entries):
+    """Median of every numeric field (and of every cpu_pct member) across runs."""
+    merged = {}
+    for data in entries:
+        for key, value in data.items():
+            if isinstance(value, bool) or key == "first_error":
+                merged.setdefault(key, value)
+            elif isinstance(value, (int, float)):
+                merged.setdefault(key, []).append(value)
+            elif isinstance(value, dict):
+                for sub, number in value.items():
+                    if isinstance(number, (int, float)):
+                        merged.setdefault(key, {}).setdefault(sub, []).append(number)
+            elif value is not None:
+                merged.setdefault(key, value)
+    result = {}
+    for key, value in merged.items():
+        if isinstance(value, list):
+            result[key] = round(statistics.median(value), 2)
+        elif isinstance(value, dict):
+            result[key] = {sub: round(statistics.median(v), 1) for sub, v in value.items()}
+        else:
+            result[key] = value
+    result["runs"] = len(entries)
+    return result
+
+
+def main():
+    raw, out = sys.argv[1], sys.argv[2]
+    meta = json.loads(sys.argv[4]) if len(sys.argv) > 4 and sys.argv[3] == "--meta" else {}
+    runs = {}
+    with open(raw) as handle:
+        for line in handle:
+            if line.strip():
+                entry = json.loads(line)
+                runs.setdefault(entry["name"], []).append(entry["data"])
+    m = {name: medians(entries) for name, entries in runs.items()}
+
+    def get(name, key):
+        value = m.get(name, {}).get(key)
+        return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+    # httpx at its best concurrency (throughput), and at one in flight (latency: the faster client).
+    httpx_names = [n for n in m if n.startswith("httpx_")]
+    best_httpx = max(httpx_names, key=lambda n: get(n, "throughput") or 0, default=None)
+    httpx_one = min((n for n in httpx_names if get(n, "inflight") == 1),
+                    key=lambda n: get(n, "p50_us") or 1e18, default=None)
+    authlib_names = [n for n in m if n.startswith("authlib_")]
+    best_authlib = max(authlib_names, key=lambda n: get(n, "throughput") or 0, default=None)
+
+    rows = [
+        ("wrk (ceiling: C, no TLS, no JSON)", "wrk_64"), ("wrk", "wrk_1"),
+        ("libcurl multi, direct (Swift, one thread)", "curl_64"), ("libcurl multi, direct", "curl_1"),
+        ("URLSession (FoundationNetworking)", "urlsession_64"), ("URLSession", "urlsession_1"),
+        (f"Python httpx, best concurrency ({best_httpx})", best_httpx),
+        (f"Python httpx ({httpx_one})", httpx_one if httpx_one != best_httpx else None),
+        (f"Python httpx + Authlib, best ({best_authlib})", best_authlib),
+        ("tokenrelay Python client (AsyncRelay)", "pyclient"),
+        ("tokenrelay `request` (bearer, NDJSON)", "relay_64"), ("tokenrelay `request`", "relay_1"),
+        ("tokenrelay `ping` (protocol only)", "ping_64"), ("tokenrelay `ping`", "ping_1"),
+        ("driver ceiling: /bin/cat echo", "echo_64"), ("driver ceiling: /bin/cat echo", "echo_1"),
+    ]
+    lines = ["| client | in flight | req/s | p50 µs | p99 µs | CPU % of one core |", "|---|---:|---:|---:|---:|---|"]
+    for label, name in rows:
+        if not name or name not in m:
+            continue
+        cpu = m[name].get("cpu_pct") or {}
+        cpu_text = ", ".join(f"{k} {v:g}" for k, v in sorted(cpu.items(), key=lambda kv: -kv[1]))
+        inflight = get(name, "inflight")
+        lines.append(
+            f"| {label} | {int(inflight) if inflight else '?'} | {get(name, 'throughput') or 0:,.0f} | "
+            f"{get(name, 'p50_us') or 0:,.0f} | {get(name, 'p99_us') or 0:,.0f} | {cpu_text} |")
+
+    def ratio(a, b):
+        return round(a / b, 3) if a is not None and b else None
+
+    targets = []
+
+    def target(label, value, goal, ok, detail=""):
+        targets.append({"target": label, "value": value, "goal": goal,
+                        "met": None if value is None else bool(ok(value)), "detail": detail})
+
+    target("request@64 / wrk@64", ratio(get("relay_64", "throughput"), get("wrk_64", "throughput")), ">= 0.2",
+           lambda v: v >= 0.2)
+    target("request@64 / libcurl@64", ratio(get("relay_64", "throughput"), get("curl_64", "throughput")), ">= 0.3",
+           lambda v: v >= 0.3)
+    target("request p50@1 / libcurl p50@1", ratio(get("relay_1", "p50_us"), get("curl_1", "p50_us")), "<= 3",
+           lambda v: v <= 3)
+    py = m.get("pyclient", {})
+    target("Python client / httpx+authlib best",
+           ratio(get("pyclient", "throughput"), get(best_authlib, "throughput") if best_authlib else None), ">= 5",
+           lambda v: v >= 5, "" if py.get("available", True) else py.get("reason", "not available"))
+    target("cold start tokenrelay / bare Foundation", get("coldstart", "ratio"), "<= 1.3", lambda v: v <= 1.3,
+           f"{get('coldstart', 'tokenrelay_ms')} ms vs {get('coldstart', 'bare_ms')} ms (medians)")
+    calls, ok = get("storm", "token_calls"), get("storm", "succeeded")
+    target("storm: token calls", calls, "== 1", lambda v: v == 1,
+           f"{ok} of {get('storm', 'requests')} succeeded in {get('storm', 'wall_s')} s")
+    target("storm: successes", ok, "== 1000", lambda v: v == 1000)
+    subs = m.get("subscribe", {})
+    hwm = get("subscribe", "subs_hwm_kb")
+    target("1,000 subscriptions: peak RSS MB", round(hwm / 1024, 1) if hwm else None, "<= 100", lambda v: v <= 100,
+           (f"{get('subscribe', 'events_per_s')} events/s delivered, {get('subscribe', 'errors')} errors"
+            if subs.get("available", False) else subs.get("reason", "not run")))
+    warm, after = get("rss", "warm_rss_kb"), get("rss", "after_rss_kb")
+    target("RSS growth over the long run", ratio(after - warm, warm) if warm and after else None, "<= 0.10",
+           lambda v: v <= 0.10,
+           f"idle {get('rss', 'idle_rss_kb')} kB, after warm-up {warm} kB, after {get('rss', 'requests')} requests "
+           f"{after} kB (peak {get('rss', 'after_hwm_kb')} kB)")
+
+    lines += ["", "| target | value | goal | met | detail |", "|---|---:|---|---|---|"]
+    for t in targets:
+        met = "n/a" if t["met"] is None else ("yes" if t["met"] else "NO")
+        lines.append(f"| {t['target']} | {t['value']} | {t['goal']} | {met} | {t['detail']} |")
+    print("\n".join(lines))
+    with open(out, "w") as handle:
+        json.dump({"meta": meta, "medians": m, "targets": targets}, handle, indent=2, sort_keys=True)
+        handle.write("\n")
+    print(f"\nmedians written to {out}")
+
+
+if __name__ == "__main__":
+    main()
