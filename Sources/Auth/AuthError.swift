@@ -84,9 +84,11 @@ public enum AuthError: Error, Sendable, Equatable, CustomStringConvertible {
 
     /// Keeps server-provided text short, printable and redacted.
     static func clean(_ text: String) -> String {
-        let printable = String(String.UnicodeScalarView(text.unicodeScalars.prefix(200).map {
-            $0.value < 0x20 || $0.value == 0x7f ? " " : $0
-        }))
+        let printable = String(
+            String.UnicodeScalarView(
+                text.unicodeScalars.prefix(200).map {
+                    $0.value < 0x20 || $0.value == 0x7f ? " " : $0
+                }))
         return Redactor.shared.redact(printable)
     }
 }

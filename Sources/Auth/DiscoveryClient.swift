@@ -23,7 +23,8 @@ public actor DiscoveryClient {
     /// failures, 408, 429, 5xx) are retried with `retryPolicy`'s bounded backoff (SPEC §7).
     public init(
         transport: any HTTPTransport, clock: any AuthClock = SystemAuthClock(), timeToLive: Duration = .seconds(3600),
-        random: @escaping @Sendable () -> Double = { Double.random(in: 0..<1) }, retryPolicy: RetryPolicy = RetryPolicy()
+        random: @escaping @Sendable () -> Double = { Double.random(in: 0..<1) },
+        retryPolicy: RetryPolicy = RetryPolicy()
     ) {
         self.transport = transport
         self.clock = clock
@@ -68,7 +69,8 @@ public actor DiscoveryClient {
         var attempt = 0
         while true {
             attempt += 1
-            let pass = try await fetchOnce(urls: urls, issuer: issuer, transport: transport, clock: clock, deadline: deadline)
+            let pass = try await fetchOnce(
+                urls: urls, issuer: issuer, transport: transport, clock: clock, deadline: deadline)
             let error: AuthError
             let retryAfter: Duration?
             switch pass {

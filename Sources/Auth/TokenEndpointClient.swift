@@ -12,7 +12,9 @@ public struct RetryPolicy: Sendable {
     public var maximumDelay: Duration
 
     /// Creates a policy (defaults: 5 attempts, 250 ms doubling up to 4 s).
-    public init(maximumAttempts: Int = 5, initialDelay: Duration = .milliseconds(250), maximumDelay: Duration = .seconds(4)) {
+    public init(
+        maximumAttempts: Int = 5, initialDelay: Duration = .milliseconds(250), maximumDelay: Duration = .seconds(4)
+    ) {
         self.maximumAttempts = maximumAttempts
         self.initialDelay = initialDelay
         self.maximumDelay = maximumDelay
@@ -72,7 +74,8 @@ public struct TokenEndpointClient: Sendable {
     /// Creates a client over `transport`.
     public init(
         transport: any HTTPTransport, clock: any AuthClock = SystemAuthClock(),
-        random: @escaping @Sendable () -> Double = { Double.random(in: 0..<1) }, retryPolicy: RetryPolicy = RetryPolicy()
+        random: @escaping @Sendable () -> Double = { Double.random(in: 0..<1) },
+        retryPolicy: RetryPolicy = RetryPolicy()
     ) {
         self.transport = transport
         self.clock = clock
@@ -156,7 +159,8 @@ public struct TokenEndpointClient: Sendable {
             let delay = retryAfter?.timeInterval ?? retryPolicy.delay(retry: attempt, random: random())
             let wake = clock.now.addingTimeInterval(delay)
             guard wake < deadline else { throw lastError }
-            log.debug("token endpoint attempt \(attempt) failed (\(lastError.kind)); retrying in \(Int(delay * 1000)) ms")
+            log.debug(
+                "token endpoint attempt \(attempt) failed (\(lastError.kind)); retrying in \(Int(delay * 1000)) ms")
             try await clock.sleep(until: wake)
         }
     }

@@ -91,7 +91,9 @@ extension TokenManager {
     public func status() -> [SessionStatus] {
         let now = clock.now
         return sessions.values.sorted {
-            ($0.key.environment, $0.key.profile, $0.key.clientID) < ($1.key.environment, $1.key.profile, $1.key.clientID)
+            ($0.key.environment, $0.key.profile, $0.key.clientID) < (
+                $1.key.environment, $1.key.profile, $1.key.clientID
+            )
         }.map { session in
             let state: SessionStatus.State
             if session.interactionRequired {
@@ -99,7 +101,8 @@ extension TokenManager {
             } else if session.flight != nil {
                 state = .renewing
             } else if let token = session.token {
-                let usable = !session.invalidated && !token.needsRenewal(at: now, skew: session.configuration.expirySkew)
+                let usable =
+                    !session.invalidated && !token.needsRenewal(at: now, skew: session.configuration.expirySkew)
                 state = usable ? .valid : .expired
             } else {
                 state = session.lastError == nil ? .none : .failed

@@ -118,7 +118,8 @@ extension TokenManager {
             // A seed this process already sent is spent (rotated or refused): sending it again would
             // be a replay, and a server with reuse protection would revoke the whole token family.
             guard !consumedSeeds.contains(Self.digest(resolved)) else {
-                throw AuthError.interactionRequired("the configured refresh token was already used; provision a new one")
+                throw AuthError.interactionRequired(
+                    "the configured refresh token was already used; provision a new one")
             }
             refreshToken = resolved
             seedValue = resolved
@@ -134,7 +135,8 @@ extension TokenManager {
                 endpoint: endpoint, grant: .refresh(refreshToken, configuration), configuration: configuration,
                 secret: secret)
             do {
-                response = try await endpointClient.send(request, deadline: flight.deadline, beforeFirstSend: beforeSend)
+                response = try await endpointClient.send(
+                    request, deadline: flight.deadline, beforeFirstSend: beforeSend)
                 usedRefreshToken = refreshToken
             } catch let error as AuthError where error.oauthError == "invalid_grant" {
                 try await dropRefreshState(session, refused: refreshToken)
@@ -165,7 +167,9 @@ extension TokenManager {
     /// Builds the token, commits it (with the rotated or kept refresh token) to the store, and only
     /// then makes it the session's refresh state. A store failure fails the renewal but keeps the
     /// rotated refresh token in memory (the old one is already spent at the server).
-    private func commit(_ response: TokenResponse, previousRefreshToken: String?, session: Session) async throws -> Token {
+    private func commit(_ response: TokenResponse, previousRefreshToken: String?, session: Session) async throws
+        -> Token
+    {
         let now = clock.now
         let refreshToken = response.refreshToken ?? previousRefreshToken
         let token = Token(
@@ -227,7 +231,9 @@ extension TokenManager {
             return tokenURL
         }
         let metadata = try await discovery.metadata(for: issuer, deadline: deadline)
-        if let methods = metadata.tokenEndpointAuthMethodsSupported, !methods.contains(configuration.clientAuth.rawValue) {
+        if let methods = metadata.tokenEndpointAuthMethodsSupported,
+            !methods.contains(configuration.clientAuth.rawValue)
+        {
             throw AuthError.configuration(
                 "client_auth \(configuration.clientAuth.rawValue) is not supported by the issuer (it supports: "
                     + methods.map { AuthError.clean($0) }.joined(separator: ", ") + ")")

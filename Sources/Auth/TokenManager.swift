@@ -95,22 +95,27 @@ public actor TokenManager {
     /// Creates a manager sending token and discovery requests through `transport` (which must
     /// follow no redirects).
     public init(
-        transport: any HTTPTransport, store: any TokenStore = InMemoryTokenStore(), clock: any AuthClock = SystemAuthClock(),
-        random: @escaping @Sendable () -> Double = { Double.random(in: 0..<1) }, retryPolicy: RetryPolicy = RetryPolicy(),
+        transport: any HTTPTransport, store: any TokenStore = InMemoryTokenStore(),
+        clock: any AuthClock = SystemAuthClock(),
+        random: @escaping @Sendable () -> Double = { Double.random(in: 0..<1) },
+        retryPolicy: RetryPolicy = RetryPolicy(),
         discoveryTimeToLive: Duration = .seconds(3600)
     ) {
         self.store = store
         self.clock = clock
-        endpointClient = TokenEndpointClient(transport: transport, clock: clock, random: random, retryPolicy: retryPolicy)
+        endpointClient = TokenEndpointClient(
+            transport: transport, clock: clock, random: random, retryPolicy: retryPolicy)
         discovery = DiscoveryClient(
-            transport: transport, clock: clock, timeToLive: discoveryTimeToLive, random: random, retryPolicy: retryPolicy)
+            transport: transport, clock: clock, timeToLive: discoveryTimeToLive, random: random,
+            retryPolicy: retryPolicy)
         (events, eventContinuation) = AsyncStream.makeStream(of: AuthEvent.self, bufferingPolicy: .bufferingNewest(256))
     }
 
     /// Declares a session (validating its configuration) and returns its key. Registering the
     /// same key again replaces the configuration and keeps the session's tokens.
     @discardableResult
-    public func register(environment: String, profile: String, configuration: OAuthClientConfiguration) throws(AuthError)
+    public func register(environment: String, profile: String, configuration: OAuthClientConfiguration)
+        throws(AuthError)
         -> SessionKey
     {
         try configuration.validate()

@@ -49,7 +49,8 @@ enum TokenResponseParser {
         let oauth = parseError(response.body, status: status)
         if (300...399).contains(status) {
             return .failure(
-                .invalidTokenResponse("the token endpoint answered with a redirect (HTTP \(status)); redirects are not followed"),
+                .invalidTokenResponse(
+                    "the token endpoint answered with a redirect (HTTP \(status)); redirects are not followed"),
                 transient: false, retryAfter: nil)
         }
         let transientStatus = status == 408 || status == 429 || (500...599).contains(status)

@@ -94,7 +94,9 @@ extension TokenManager {
         let endpoint: String
         let secret: String?
         do {
-            guard let found = try await discovery.metadata(for: issuer, deadline: deadline).revocationEndpoint else { return }
+            guard let found = try await discovery.metadata(for: issuer, deadline: deadline).revocationEndpoint else {
+                return
+            }
             endpoint = found
             secret = try await revocationSecret(configuration)
         } catch {

@@ -1,4 +1,5 @@
 import Logging
+
 /// `tokenrelay check-config [--config PATH] [--json] [--resolve-secrets] [--help]`: validates the
 /// config and reports every problem. Exit 0 when valid (warnings allowed), 1 when invalid, 2 for
 /// a usage error. Never prints a secret.

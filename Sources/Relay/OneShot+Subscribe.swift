@@ -80,7 +80,9 @@ extension OneShot {
                 onEvent(.object(params))
             case "subscription-state":
                 let state = params["state"]?.stringValue ?? "?"
-                log.info("subscription \(state)", params.members.filter { $0.key != "state" }.map { ($0.key, $0.value.jsonText) })
+                log.info(
+                    "subscription \(state)",
+                    params.members.filter { $0.key != "state" }.map { ($0.key, $0.value.jsonText) })
                 if state == "closed" {
                     let error = params["error"].map { error in
                         RPCError(

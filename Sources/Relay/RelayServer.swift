@@ -1,9 +1,9 @@
+import Config
 import Dispatch
 import Foundation
 import JSONRPC
 import Logging
 import Synchronization
-import Config
 
 /// The tokenrelay JSON-RPC server: reads frames from stdin, dispatches them to the methods,
 /// writes answers and notifications through one serial writer, and stops cleanly on stdin EOF,

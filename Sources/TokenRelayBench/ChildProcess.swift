@@ -1,7 +1,7 @@
 import Foundation
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// A child process with its stdin and stdout on pipes (stderr to a file or inherited), spawned

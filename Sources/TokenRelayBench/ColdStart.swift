@@ -1,7 +1,7 @@
 import Foundation
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Cold start: the time from `posix_spawn` to the first complete line on the child's stdout.

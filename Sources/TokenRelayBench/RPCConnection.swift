@@ -2,7 +2,7 @@ import Dispatch
 import Foundation
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// JSON-RPC over NDJSON with a child process, driven for load: a writer (the calling thread)
@@ -197,7 +197,8 @@ final class RPCConnection: @unchecked Sendable {
         guard let first = needle.first, line.count >= needle.count, let base = line.baseAddress else { return false }
         var start = 0
         while start + needle.count <= line.count,
-              let found = memchr(base + start, Int32(first), line.count - needle.count + 1 - start) {
+            let found = memchr(base + start, Int32(first), line.count - needle.count + 1 - start)
+        {
             let offset = UnsafeRawPointer(found) - base
             if memcmp(found, needle, needle.count) == 0 { return true }
             start = offset + 1
@@ -220,8 +221,12 @@ func appendDecimal(_ value: Int, to output: inout [UInt8]) {
         output.append(UInt8(0x30 + value))
         return
     }
-    var digits: (UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8) =
-        (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+    var digits:
+        (
+            UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8,
+            UInt8, UInt8, UInt8, UInt8, UInt8
+        ) =
+            (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
     var count = 0
     var rest = value
     withUnsafeMutableBytes(of: &digits) { buffer in

@@ -1,7 +1,7 @@
 import Foundation
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Nanoseconds on the monotonic clock.
@@ -121,7 +121,7 @@ enum ProcStats {
     /// User plus system CPU seconds of `pid` (0 when it cannot be read).
     static func cpuSeconds(_ pid: Int32) -> Double {
         guard let text = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
-              let close = text.lastIndex(of: ")")
+            let close = text.lastIndex(of: ")")
         else { return 0 }
         let fields = text[text.index(after: close)...].split(separator: " ")
         // After the command name: state is field 3; utime is field 14, stime field 15.

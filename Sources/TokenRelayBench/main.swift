@@ -1,7 +1,7 @@
 import Foundation
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 // TokenRelayBench: the load driver of scripts/bench and its references. Every mode prints one
@@ -17,7 +17,9 @@ import Glibc
 
 signal(SIGPIPE, SIG_IGN)
 let arguments = Array(CommandLine.arguments.dropFirst())
-guard let mode = arguments.first else { die("usage: TokenRelayBench rpc|curl|urlsession|coldstart|storm|subscribe --help") }
+guard let mode = arguments.first else {
+    die("usage: TokenRelayBench rpc|curl|urlsession|coldstart|storm|subscribe --help")
+}
 let options = Options(Array(arguments.dropFirst()))
 
 /// The argv of `--command` (words separated by spaces).

@@ -48,7 +48,9 @@ enum CallCommand {
                     query[name, default: []].append(.string(parts.count > 1 ? String(parts[1]) : ""))
                 case "--json":
                     let text = try parser.value(for: argument)
-                    guard let value = try? JSONParser.parse(text) else { throw ArgumentError("--json is not valid JSON") }
+                    guard let value = try? JSONParser.parse(text) else {
+                        throw ArgumentError("--json is not valid JSON")
+                    }
                     params["json"] = value
                 case "--data": params["text"] = .string(try parser.value(for: argument))
                 case "--timeout":
@@ -64,7 +66,9 @@ enum CallCommand {
                     guard let level = LogLevel(name: value) else { throw ArgumentError("unknown log level '\(value)'") }
                     logLevel = level
                 default:
-                    if argument.hasPrefix("-") && argument != "-" { throw ArgumentError("unknown option '\(argument)'") }
+                    if argument.hasPrefix("-") && argument != "-" {
+                        throw ArgumentError("unknown option '\(argument)'")
+                    }
                     positional.append(argument)
                 }
             }
@@ -81,10 +85,11 @@ enum CallCommand {
         if !headers.isEmpty { params["headers"] = .object(headers) }
         if !queryOrder.isEmpty {
             params["query"] = .object(
-                JSONObject(queryOrder.map { name in
-                    let values = query[name] ?? []
-                    return (key: name, value: values.count == 1 ? values[0] : .array(values))
-                }))
+                JSONObject(
+                    queryOrder.map { name in
+                        let values = query[name] ?? []
+                        return (key: name, value: values.count == 1 ? values[0] : .array(values))
+                    }))
         }
         guard let settings = await CommandLineTool.loadSettings(path: configPath, environment: environment) else {
             return ExitCode.config

@@ -1,8 +1,8 @@
+import Config
 import Foundation
 import JSONRPC
 import Logging
 import Relay
-import Config
 
 /// Parses the command line and runs the chosen command; returns the exit code.
 enum CommandLineTool {
@@ -145,7 +145,9 @@ enum CommandLineTool {
         options.testMethods = environment["TOKENRELAY_ENABLE_TEST_METHODS"] == "1"
 
         let protocolOutput = ProcessSetup.protectStandardOutput()
-        guard let settings = await loadSettings(path: configPath, environment: environment) else { return ExitCode.config }
+        guard let settings = await loadSettings(path: configPath, environment: environment) else {
+            return ExitCode.config
+        }
         options.dispatcherLimits = DispatcherLimits(
             maximumConcurrent: settings.server.maxConcurrentRequests, maximumQueued: settings.server.maxQueuedRequests)
         options.framingLimits.maximumMessageBytes = settings.server.maxMessageBytes

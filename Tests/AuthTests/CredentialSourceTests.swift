@@ -66,10 +66,12 @@ struct CredentialSourceTests {
 
     @Test func staticBearerIsResolvedOnce() async throws {
         let calls = Atomic<Int>(0)
-        let source = StaticCredentialSource(.bearer(SecretProvider {
-            calls.add(1, ordering: .relaxed)
-            return "static-bearer-1"
-        }))
+        let source = StaticCredentialSource(
+            .bearer(
+                SecretProvider {
+                    calls.add(1, ordering: .relaxed)
+                    return "static-bearer-1"
+                }))
         for _ in 0..<3 {
             var request = HTTPRequest(url: "https://api.example/x")
             _ = try await source.apply(to: &request)
@@ -82,7 +84,8 @@ struct CredentialSourceTests {
         let calls = Atomic<Int>(0)
         let clock = FakeClock()
         let source = FetchedBearerCredentialSource(
-            fetcher: SecretProvider { "fetched-\(calls.add(1, ordering: .relaxed).newValue)" }, cacheDuration: .seconds(300),
+            fetcher: SecretProvider { "fetched-\(calls.add(1, ordering: .relaxed).newValue)" },
+            cacheDuration: .seconds(300),
             clock: clock)
         func apply() async throws -> (String?, CredentialStamp) {
             var request = HTTPRequest(url: "https://api.example/x")
@@ -107,7 +110,10 @@ struct CredentialSourceTests {
         let h = try await Harness()
         h.transport.enqueue(
             .success(tokenResponse(canaryToken, expiresIn: 60, refreshToken: canaryRefresh)),
-            .success(oauthError("invalid_client", status: 401, description: "secret \(clientSecretCanary) and \(canaryRefresh) are wrong")))
+            .success(
+                oauthError(
+                    "invalid_client", status: 401,
+                    description: "secret \(clientSecretCanary) and \(canaryRefresh) are wrong")))
         let token = try await h.token()
         h.clock.advance(by: 61)
         var texts: [String] = [token.description, "\(token)", String(describing: h.store.entry(h.key))]
@@ -119,7 +125,8 @@ struct CredentialSourceTests {
         let status = try #require(await h.manager.status().first)
         texts.append(status.lastError?.message ?? "")
         let errors: [AuthError] = [
-            .oauth(error: canaryToken, description: clientSecretCanary, status: 400), .invalidTokenResponse(canaryToken),
+            .oauth(error: canaryToken, description: clientSecretCanary, status: 400),
+            .invalidTokenResponse(canaryToken),
             .transport(canaryRefresh), .configuration(clientSecretCanary), .discovery(canaryToken),
         ]
         texts += errors.map(\.description)

@@ -8,7 +8,9 @@ import Testing
 struct DiscoveryTests {
     static let issuer = "http://127.0.0.1:9000/o"
 
-    static func metadata(issuer: String = issuer, token: String = "http://127.0.0.1:9000/o/token/", extra: String = "") -> HTTPResponse {
+    static func metadata(issuer: String = issuer, token: String = "http://127.0.0.1:9000/o/token/", extra: String = "")
+        -> HTTPResponse
+    {
         json(#"{"issuer":"\#(issuer)","token_endpoint":"\#(token)"\#(extra)}"#)
     }
 
@@ -26,31 +28,38 @@ struct DiscoveryTests {
         }
     }
 
-    func configuration(tokenURL: String? = nil, clientAuth: ClientAuthMethod = .clientSecretBasic) -> OAuthClientConfiguration {
+    func configuration(tokenURL: String? = nil, clientAuth: ClientAuthMethod = .clientSecretBasic)
+        -> OAuthClientConfiguration
+    {
         OAuthClientConfiguration(
             issuer: Self.issuer, tokenURL: tokenURL, clientID: "svc", clientSecret: .value("svc-secret-disc"),
             clientAuth: clientAuth)
     }
 
     @Test func discoveryURLsFollowRFC8414ThenOIDC() throws {
-        #expect(try AuthorizationServerMetadata.discoveryURLs(for: "http://h/o") == [
-            "http://h/.well-known/oauth-authorization-server/o", "http://h/o/.well-known/openid-configuration",
-        ])
-        #expect(try AuthorizationServerMetadata.discoveryURLs(for: "https://h:8443/") == [
-            "https://h:8443/.well-known/oauth-authorization-server", "https://h:8443/.well-known/openid-configuration",
-        ])
+        #expect(
+            try AuthorizationServerMetadata.discoveryURLs(for: "http://h/o") == [
+                "http://h/.well-known/oauth-authorization-server/o", "http://h/o/.well-known/openid-configuration",
+            ])
+        #expect(
+            try AuthorizationServerMetadata.discoveryURLs(for: "https://h:8443/") == [
+                "https://h:8443/.well-known/oauth-authorization-server",
+                "https://h:8443/.well-known/openid-configuration",
+            ])
     }
 
     @Test func discoveredTokenEndpointIsUsed() async throws {
         let h = try await Harness(configuration: configuration(), transport: Self.server(Self.metadata()))
         _ = try await h.token()
-        #expect(h.transport.requests.map(\.url) == [
-            "http://127.0.0.1:9000/.well-known/oauth-authorization-server/o", "http://127.0.0.1:9000/o/token/",
-        ])
+        #expect(
+            h.transport.requests.map(\.url) == [
+                "http://127.0.0.1:9000/.well-known/oauth-authorization-server/o", "http://127.0.0.1:9000/o/token/",
+            ])
     }
 
     @Test func openIDConfigurationIsTheFallback() async throws {
-        let h = try await Harness(configuration: configuration(), transport: Self.server(Self.metadata(), rfc8414: false))
+        let h = try await Harness(
+            configuration: configuration(), transport: Self.server(Self.metadata(), rfc8414: false))
         _ = try await h.token()
         #expect(h.transport.tokenRequests.map(\.url) == ["http://127.0.0.1:9000/o/token/"])
     }
@@ -78,14 +87,16 @@ struct DiscoveryTests {
         #expect(h.transport.tokenRequests.isEmpty)
 
         let good = try await Harness(
-            configuration: configuration(tokenURL: "http://127.0.0.1:9000/custom/token"), transport: Self.server(Self.metadata()))
+            configuration: configuration(tokenURL: "http://127.0.0.1:9000/custom/token"),
+            transport: Self.server(Self.metadata()))
         _ = try await good.token()
         #expect(good.transport.tokenRequests.map(\.url) == ["http://127.0.0.1:9000/custom/token"])
     }
 
     @Test func unsupportedClientAuthenticationIsAConfigurationError() async throws {
         let metadata = Self.metadata(extra: #","token_endpoint_auth_methods_supported":["client_secret_post"]"#)
-        let h = try await Harness(configuration: configuration(clientAuth: .clientSecretBasic), transport: Self.server(metadata))
+        let h = try await Harness(
+            configuration: configuration(clientAuth: .clientSecretBasic), transport: Self.server(metadata))
         do {
             _ = try await h.token()
             Issue.record("should fail")
@@ -107,7 +118,8 @@ struct DiscoveryTests {
 
     @Test func unreachableIssuerIsRetriedThenATransportError() async throws {
         let transport = FakeTransport { _ in .failure(.transport("connection refused")) }
-        let h = try await Harness(configuration: configuration(), transport: transport, clock: FakeClock(autoAdvance: true))
+        let h = try await Harness(
+            configuration: configuration(), transport: transport, clock: FakeClock(autoAdvance: true))
         do {
             _ = try await h.token()
             Issue.record("should fail")
@@ -127,7 +139,8 @@ struct DiscoveryTests {
     func transientDiscoveryFailuresAreRetried(_ failure: Result<HTTPResponse, HTTPError>) async throws {
         let transport = Self.server(Self.metadata())
         transport.enqueue(failure, failure)
-        let h = try await Harness(configuration: configuration(), transport: transport, clock: FakeClock(autoAdvance: true))
+        let h = try await Harness(
+            configuration: configuration(), transport: transport, clock: FakeClock(autoAdvance: true))
         #expect(try await h.token().accessToken == "at-1")
         #expect(transport.requests.filter { $0.method == "GET" }.count == 3)
         #expect(h.clock.sleeps.count == 1)
@@ -135,7 +148,8 @@ struct DiscoveryTests {
 
     @Test func missingMetadataIsNotRetried() async throws {
         let transport = FakeTransport { _ in .success(HTTPResponse(status: 404)) }
-        let h = try await Harness(configuration: configuration(), transport: transport, clock: FakeClock(autoAdvance: true))
+        let h = try await Harness(
+            configuration: configuration(), transport: transport, clock: FakeClock(autoAdvance: true))
         await #expect(throws: AuthError.self) { try await h.token() }
         #expect(transport.requests.count == 2)
         #expect(h.clock.sleeps.isEmpty)

@@ -85,7 +85,9 @@ final class FakeTransport: HTTPTransport {
     let arrivals = CountWatcher()
 
     init(
-        fallback: @escaping @Sendable (HTTPRequest) -> Result<HTTPResponse, HTTPError> = { _ in .success(tokenResponse()) }
+        fallback: @escaping @Sendable (HTTPRequest) -> Result<HTTPResponse, HTTPError> = { _ in
+            .success(tokenResponse())
+        }
     ) {
         self.fallback = fallback
     }
@@ -301,7 +303,8 @@ struct Harness {
         self.transport = transport
         self.clock = clock
         self.store = store
-        manager = TokenManager(transport: transport, store: store, clock: clock, random: { 0.5 }, retryPolicy: retryPolicy)
+        manager = TokenManager(
+            transport: transport, store: store, clock: clock, random: { 0.5 }, retryPolicy: retryPolicy)
         key = try await manager.register(environment: "staging", profile: "service", configuration: configuration)
     }
 
@@ -364,7 +367,8 @@ extension FakeTransport {
         let counter = Atomic<Int>(0)
         return FakeTransport { _ in
             let n = counter.add(1, ordering: .relaxed).newValue
-            return .success(tokenResponse("at-\(n)", expiresIn: expiresIn, refreshToken: refreshToken ? "rt-\(n)" : nil))
+            return .success(
+                tokenResponse("at-\(n)", expiresIn: expiresIn, refreshToken: refreshToken ? "rt-\(n)" : nil))
         }
     }
 }

@@ -14,22 +14,29 @@ struct RevocationTests {
     /// with rotating refresh tokens, and revocation answers from `revocationAnswer`.
     static func server(
         revocation: Bool = true,
-        revocationAnswer: @escaping @Sendable () -> Result<HTTPResponse, HTTPError> = { .success(HTTPResponse(status: 200)) }
+        revocationAnswer: @escaping @Sendable () -> Result<HTTPResponse, HTTPError> = {
+            .success(HTTPResponse(status: 200))
+        }
     ) -> FakeTransport {
         let extra = revocation ? #","revocation_endpoint":"\#(revocationURL)""# : ""
         let metadata = json(#"{"issuer":"\#(issuer)","token_endpoint":"http://127.0.0.1:9000/o/token/"\#(extra)}"#)
         return FakeTransport { request in
             if request.url == revocationURL { return revocationAnswer() }
             if request.method == "POST" { return .success(tokenResponse("at-live", refreshToken: "rt-live")) }
-            if request.url == "http://127.0.0.1:9000/.well-known/oauth-authorization-server/o" { return .success(metadata) }
+            if request.url == "http://127.0.0.1:9000/.well-known/oauth-authorization-server/o" {
+                return .success(metadata)
+            }
             return .success(HTTPResponse(status: 404))
         }
     }
 
-    static func configuration(issuer: String? = issuer, clientAuth: ClientAuthMethod = .clientSecretBasic) -> OAuthClientConfiguration {
+    static func configuration(issuer: String? = issuer, clientAuth: ClientAuthMethod = .clientSecretBasic)
+        -> OAuthClientConfiguration
+    {
         OAuthClientConfiguration(
             issuer: issuer, tokenURL: issuer == nil ? "http://127.0.0.1:9000/o/token/" : nil, clientID: "app",
-            clientSecret: .value("app-secret-rev"), clientAuth: clientAuth, grant: .refreshToken(seed: .value("rt-seed-rev")))
+            clientSecret: .value("app-secret-rev"), clientAuth: clientAuth,
+            grant: .refreshToken(seed: .value("rt-seed-rev")))
     }
 
     @Test(arguments: [ClientAuthMethod.clientSecretBasic, .clientSecretPost, .none])
@@ -49,7 +56,9 @@ struct RevocationTests {
             let form = Harness.form(request)
             switch clientAuth {
             case .clientSecretBasic:
-                #expect(request.headers["Authorization"] == FormBody.basicAuthorization(clientID: "app", secret: "app-secret-rev"))
+                #expect(
+                    request.headers["Authorization"]
+                        == FormBody.basicAuthorization(clientID: "app", secret: "app-secret-rev"))
                 #expect(form["client_secret"] == nil)
             case .clientSecretPost:
                 #expect(form["client_id"] == "app")
@@ -103,7 +112,9 @@ struct RevocationTests {
     }
 
     @Test func authErrorExposesItsKindToEventSources() {
-        let errors: [AuthError] = [.timeout, .interactionRequired("x"), .transport("x"), .excessiveRenewals, .configuration("x")]
+        let errors: [AuthError] = [
+            .timeout, .interactionRequired("x"), .transport("x"), .excessiveRenewals, .configuration("x"),
+        ]
         for error in errors {
             let kinded: any EventSourceErrorKind = error
             #expect(kinded.wireKind == error.kind)

@@ -63,30 +63,40 @@ struct TokenEndpointTests {
         _ = try await h.token()
         let pairs = Harness.formPairs(try #require(h.transport.tokenRequests.first))
         #expect(pairs.map(\.0) == ["grant_type", "scope", "audience", "resource", "resource"])
-        #expect(pairs.map(\.1) == [
-            "client_credentials", "read write", "https://api.example/a b", "https://r1.example", "https://r2.example",
-        ])
+        #expect(
+            pairs.map(\.1) == [
+                "client_credentials", "read write", "https://api.example/a b", "https://r1.example",
+                "https://r2.example",
+            ])
         let body = String(decoding: h.transport.tokenRequests[0].body ?? [], as: UTF8.self)
         #expect(body.contains("scope=read+write"))
     }
 
-    @Test(arguments: ["http://as.example/token", "http://10.0.0.1/token", "ftp://127.0.0.1/token", "https://user:pw@as.example/t", "token"])
+    @Test(arguments: [
+        "http://as.example/token", "http://10.0.0.1/token", "ftp://127.0.0.1/token", "https://user:pw@as.example/t",
+        "token",
+    ])
     func insecureOrMalformedTokenURLsAreRejectedBeforeSending(url: String) async throws {
         let manager = TokenManager(transport: FakeTransport())
         do {
             try await manager.register(
                 environment: "e", profile: "p",
-                configuration: OAuthClientConfiguration(tokenURL: url, clientID: "svc", clientSecret: .value("abcd-secret")))
+                configuration: OAuthClientConfiguration(
+                    tokenURL: url, clientID: "svc", clientSecret: .value("abcd-secret")))
             Issue.record("accepted \(url)")
         } catch {
             #expect(error.kind == "config")
         }
     }
 
-    @Test(arguments: ["http://127.0.0.1:9000/o/token/", "http://127.1.2.3/t", "http://localhost:8080/t", "http://[::1]:80/t", "https://as.example/t"])
+    @Test(arguments: [
+        "http://127.0.0.1:9000/o/token/", "http://127.1.2.3/t", "http://localhost:8080/t", "http://[::1]:80/t",
+        "https://as.example/t",
+    ])
     func loopbackHTTPAndHTTPSTokenURLsAreAccepted(url: String) async throws {
         let h = try await Harness(
-            configuration: OAuthClientConfiguration(tokenURL: url, clientID: "svc", clientSecret: .value("abcd-secret")))
+            configuration: OAuthClientConfiguration(tokenURL: url, clientID: "svc", clientSecret: .value("abcd-secret"))
+        )
         _ = try await h.token()
         #expect(h.transport.tokenRequests.first?.url == url)
     }
@@ -103,10 +113,16 @@ struct TokenEndpointTests {
     @Test func sessionKeysSeparateEverythingThatChangesTheToken() {
         let base = OAuthClientConfiguration(tokenURL: "https://as/t", clientID: "c", scopes: ["b", "a"])
         let same = OAuthClientConfiguration(tokenURL: "https://as/t", clientID: "c", scopes: ["a", "b"])
-        #expect(SessionKey(environment: "e", profile: "p", configuration: base) == SessionKey(environment: "e", profile: "p", configuration: same))
+        #expect(
+            SessionKey(environment: "e", profile: "p", configuration: base)
+                == SessionKey(environment: "e", profile: "p", configuration: same))
         var other = base
         other.audience = "x"
-        #expect(SessionKey(environment: "e", profile: "p", configuration: base) != SessionKey(environment: "e", profile: "p", configuration: other))
-        #expect(SessionKey(environment: "e", profile: "p", configuration: base) != SessionKey(environment: "e2", profile: "p", configuration: base))
+        #expect(
+            SessionKey(environment: "e", profile: "p", configuration: base)
+                != SessionKey(environment: "e", profile: "p", configuration: other))
+        #expect(
+            SessionKey(environment: "e", profile: "p", configuration: base)
+                != SessionKey(environment: "e2", profile: "p", configuration: base))
     }
 }

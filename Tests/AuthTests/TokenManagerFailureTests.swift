@@ -20,16 +20,30 @@ struct MalformedCase: Sendable, CustomTestStringConvertible {
         .init(name: "access_token with a newline", response: json(#"{"access_token":"a\nb","token_type":"Bearer"}"#)),
         .init(name: "missing token_type", response: json(#"{"access_token":"tok-abc"}"#)),
         .init(name: "token_type mac", response: json(#"{"access_token":"tok-abc","token_type":"mac"}"#)),
-        .init(name: "expires_in -1", response: json(#"{"access_token":"tok-abc","token_type":"Bearer","expires_in":-1}"#)),
-        .init(name: "expires_in 0", response: json(#"{"access_token":"tok-abc","token_type":"Bearer","expires_in":0}"#)),
-        .init(name: "expires_in abc", response: json(#"{"access_token":"tok-abc","token_type":"Bearer","expires_in":"abc"}"#)),
-        .init(name: "expires_in 1.5", response: json(#"{"access_token":"tok-abc","token_type":"Bearer","expires_in":1.5}"#)),
-        .init(name: "expires_in true", response: json(#"{"access_token":"tok-abc","token_type":"Bearer","expires_in":true}"#)),
-        .init(name: "refresh_token number", response: json(#"{"access_token":"tok-abc","token_type":"Bearer","refresh_token":5}"#)),
+        .init(
+            name: "expires_in -1", response: json(#"{"access_token":"tok-abc","token_type":"Bearer","expires_in":-1}"#)),
+        .init(
+            name: "expires_in 0", response: json(#"{"access_token":"tok-abc","token_type":"Bearer","expires_in":0}"#)),
+        .init(
+            name: "expires_in abc",
+            response: json(#"{"access_token":"tok-abc","token_type":"Bearer","expires_in":"abc"}"#)),
+        .init(
+            name: "expires_in 1.5",
+            response: json(#"{"access_token":"tok-abc","token_type":"Bearer","expires_in":1.5}"#)),
+        .init(
+            name: "expires_in true",
+            response: json(#"{"access_token":"tok-abc","token_type":"Bearer","expires_in":true}"#)),
+        .init(
+            name: "refresh_token number",
+            response: json(#"{"access_token":"tok-abc","token_type":"Bearer","refresh_token":5}"#)),
         .init(name: "scope list", response: json(#"{"access_token":"tok-abc","token_type":"Bearer","scope":["a"]}"#)),
         .init(name: "200 with error body", response: json(#"{"error":"invalid_request"}"#)),
-        .init(name: "302 redirect", response: HTTPResponse(status: 302, headers: HTTPHeaders([("Location", "https://evil.example/token")]))),
-        .init(name: "401 Basic challenge without body", response: HTTPResponse(status: 401, headers: HTTPHeaders([("WWW-Authenticate", "Basic realm=\"as\"")]))),
+        .init(
+            name: "302 redirect",
+            response: HTTPResponse(status: 302, headers: HTTPHeaders([("Location", "https://evil.example/token")]))),
+        .init(
+            name: "401 Basic challenge without body",
+            response: HTTPResponse(status: 401, headers: HTTPHeaders([("WWW-Authenticate", "Basic realm=\"as\"")]))),
         .init(name: "404 html", response: HTTPResponse(status: 404, body: Array("<html>nope</html>".utf8))),
     ]
 }
@@ -56,7 +70,8 @@ struct TokenManagerFailureTests {
     ])
     func acceptedExpiresInForms(member: String, seconds: Double) async throws {
         let h = try await Harness()
-        h.transport.enqueue(.success(json(#"{"access_token":"tok-ok","token_type":"bEaReR",\#(member),"extra":{"x":1}}"#)))
+        h.transport.enqueue(
+            .success(json(#"{"access_token":"tok-ok","token_type":"bEaReR",\#(member),"extra":{"x":1}}"#)))
         let token = try await h.token()
         #expect(token.expiresAt == h.clock.now.addingTimeInterval(seconds))
         #expect(token.tokenType == "bEaReR")
@@ -110,7 +125,9 @@ struct TokenManagerFailureTests {
         #expect(status.lastError?.kind == "interaction_required")
         // logout clears it, but the configured seed was already sent once: it is never sent again.
         #expect(try await h.manager.logout(environment: "staging") == 1)
-        await #expect(throws: AuthError.interactionRequired("the configured refresh token was already used; provision a new one")) {
+        await #expect(
+            throws: AuthError.interactionRequired("the configured refresh token was already used; provision a new one")
+        ) {
             try await h.token()
         }
         #expect(h.transport.tokenRequests.count == 2)
@@ -159,7 +176,8 @@ struct TokenManagerFailureTests {
     @Test func invalidClientOnFirstAcquisitionIsAnAuthErrorWithoutAuthFailed() async throws {
         let h = try await Harness()
         let events = EventRecorder(h.manager)
-        h.transport.enqueue(.success(oauthError("invalid_client", status: 401, description: "bad client \(clientSecretCanary)")))
+        h.transport.enqueue(
+            .success(oauthError("invalid_client", status: 401, description: "bad client \(clientSecretCanary)")))
         do {
             _ = try await h.token()
             Issue.record("should fail")
@@ -182,10 +200,13 @@ struct TokenManagerFailureTests {
     @Test func refusedRenewalEmitsAuthFailedWithOAuthError() async throws {
         let h = try await Harness()
         let events = EventRecorder(h.manager)
-        h.transport.enqueue(.success(tokenResponse("at-1", expiresIn: 60)), .success(oauthError("invalid_client", status: 401)))
+        h.transport.enqueue(
+            .success(tokenResponse("at-1", expiresIn: 60)), .success(oauthError("invalid_client", status: 401)))
         _ = try await h.token()
         h.clock.advance(by: 61)
-        await #expect(throws: AuthError.oauth(error: "invalid_client", description: nil, status: 401)) { try await h.token() }
+        await #expect(throws: AuthError.oauth(error: "invalid_client", description: nil, status: 401)) {
+            try await h.token()
+        }
         await events.count.wait(for: 1)
         guard case .authFailed(let failure) = events.all.first else {
             Issue.record("no auth-failed")
@@ -274,9 +295,12 @@ struct TokenManagerFailureTests {
         let key = SessionKey(environment: "staging", profile: "service", configuration: configuration)
         let clock = FakeClock()
         store.put(
-            StoredTokens(accessToken: "at-stored", receivedAt: clock.now, expiresAt: clock.now.addingTimeInterval(600), refreshToken: "rt-stored"),
+            StoredTokens(
+                accessToken: "at-stored", receivedAt: clock.now, expiresAt: clock.now.addingTimeInterval(600),
+                refreshToken: "rt-stored"),
             for: key)
-        let h = try await Harness(configuration: configuration, transport: .counting(refreshToken: true), clock: clock, store: store)
+        let h = try await Harness(
+            configuration: configuration, transport: .counting(refreshToken: true), clock: clock, store: store)
         #expect(try await h.token().accessToken == "at-stored")
         #expect(h.transport.requests.isEmpty)
         h.clock.advance(by: 600)

@@ -39,7 +39,8 @@ import Testing
         /// Runs `tokenrelay call ARGS --config PATH` to completion.
         func call(_ arguments: [String]) async throws -> (code: Int32, process: RelayProcess) {
             let process = try RelayProcess(
-                ["call"] + arguments + ["--config", configPath], environment: ["E2E_CALL_KEY": CallCommandEndToEndTests.apiKey],
+                ["call"] + arguments + ["--config", configPath],
+                environment: ["E2E_CALL_KEY": CallCommandEndToEndTests.apiKey],
                 testMethods: false)
             try process.closeStdin()
             return (try await process.exitCode(), process)
@@ -107,7 +108,9 @@ import Testing
         #expect(record.queryPairs == ["tag=a", "tag=b", "n=5"])
         #expect(record.header("X-Trace") == ["abc 123"])
         #expect(record.header("X-API-Key") == [Self.apiKey])
-        #expect(try JSONParser.parse(String(decoding: record.body, as: UTF8.self)).jsonText == #"{"id":12345678901234567890,"ok":true}"#)
+        #expect(
+            try JSONParser.parse(String(decoding: record.body, as: UTF8.self)).jsonText
+                == #"{"id":12345678901234567890,"ok":true}"#)
     }
 
     @Test func dataSendsTextAndNoAuthSendsNoCredentials() async throws {
@@ -134,7 +137,9 @@ import Testing
 
     @Test func callerAuthorizationWithAnAuthorizationProfileIsAUsageError() async throws {
         let setup = try Setup()
-        let (code, process) = try await setup.call(["GET", "/echo", "--profile", "basic", "-H", "authorization: Bearer mine"])
+        let (code, process) = try await setup.call([
+            "GET", "/echo", "--profile", "basic", "-H", "authorization: Bearer mine",
+        ])
         #expect(code == 2, "\(process.stderrText)")
         #expect(try setup.server.records().isEmpty)
         let unknown = try await setup.call(["GET", "/echo", "--profile", "nope"])

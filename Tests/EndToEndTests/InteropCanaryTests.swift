@@ -12,7 +12,11 @@ import Testing
             let relay = try stack.startRelay(
                 profiles: [
                     ("basic", stack.clientCredentials(client: "svc", secretVariable: "SVC_SECRET")),
-                    ("post", stack.clientCredentials(client: "svcpost", secretVariable: "POST_SECRET", auth: "client_secret_post")),
+                    (
+                        "post",
+                        stack.clientCredentials(
+                            client: "svcpost", secretVariable: "POST_SECRET", auth: "client_secret_post")
+                    ),
                     (
                         "seeded",
                         [
@@ -21,7 +25,10 @@ import Testing
                         ]
                     ),
                 ],
-                environment: ["SVC_SECRET": "svc-secret", "POST_SECRET": "svcpost-secret", "PWD_SECRET": "pwd-secret", "SEED": seed],
+                environment: [
+                    "SVC_SECRET": "svc-secret", "POST_SECRET": "svcpost-secret", "PWD_SECRET": "pwd-secret",
+                    "SEED": seed,
+                ],
                 logLevel: "trace")
             for profile in ["basic", "post", "seeded"] {
                 for round in 0..<2 {
@@ -29,7 +36,8 @@ import Testing
                     #expect(answer["result"]?["status"]?.intValue == 200, "\(profile) \(round): \(answer.jsonText)")
                     _ = try await relay.call("token-invalidate", ["profile": .string(profile)])
                 }
-                let echo = try await relay.call("request", ["method": "POST", "path": "/echo", "profile": .string(profile), "text": "x"])
+                let echo = try await relay.call(
+                    "request", ["method": "POST", "path": "/echo", "profile": .string(profile), "text": "x"])
                 #expect(echo["result"]?["status"]?.intValue == 200)
             }
             _ = try await relay.call("status")

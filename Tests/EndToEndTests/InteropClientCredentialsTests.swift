@@ -27,7 +27,13 @@ import Testing
     func clientAuthenticationMethodGetsATokenAndTheResourceAnswers(_ clientCase: ClientCase) async throws {
         try await InteropStack.with { stack in
             let relay = try stack.startRelay(
-                profiles: [("service", stack.clientCredentials(client: clientCase.client, secretVariable: "SECRET", auth: clientCase.auth))],
+                profiles: [
+                    (
+                        "service",
+                        stack.clientCredentials(
+                            client: clientCase.client, secretVariable: "SECRET", auth: clientCase.auth)
+                    )
+                ],
                 environment: ["SECRET": clientCase.secret])
             let answer = try await relay.call("request", ["path": "/whoami"])
             #expect(answer["result"]?["status"]?.intValue == 200, "\(answer.jsonText)")
@@ -97,7 +103,9 @@ import Testing
             #expect(try await relay.call("request", ["path": "/whoami"])["result"]?["status"]?.intValue == 200)
             let first = try await stack.issuedValues(client: "svc", kind: "access")
             #expect(first.count == 1)
-            for token in first { try await stack.revoke(token, hint: "access_token", client: "svc", secret: "svc-secret") }
+            for token in first {
+                try await stack.revoke(token, hint: "access_token", client: "svc", secret: "svc-secret")
+            }
 
             // GET: the 401 invalid_token is recovered transparently with one new token.
             let recovered = try await relay.call("request", ["path": "/whoami"])
@@ -109,7 +117,9 @@ import Testing
             // POST with a body: never replayed; the 401 is the caller's, and the RS saw it once.
             let current = try await stack.issuedValues(client: "svc", kind: "access")
             #expect(current.count == 2)
-            if let token = current.last { try await stack.revoke(token, hint: "access_token", client: "svc", secret: "svc-secret") }
+            if let token = current.last {
+                try await stack.revoke(token, hint: "access_token", client: "svc", secret: "svc-secret")
+            }
             let tag = "post-\(UUID().uuidString.prefix(8))"
             let post = try await relay.call(
                 "request",
@@ -139,7 +149,9 @@ import Testing
             for line in lines {
                 #expect(line["result"]?["status"]?.intValue == 200, "\(line.jsonText)")
             }
-            #expect(try await stack.issuedCount(client: "svc") == 2, "one renewal for every GET rejected with the same token")
+            #expect(
+                try await stack.issuedCount(client: "svc") == 2,
+                "one renewal for every GET rejected with the same token")
         }
     }
 
@@ -179,17 +191,28 @@ import Testing
         try await InteropStack.with { stack in
             let relay = try stack.startRelay(
                 profiles: [
-                    ("exposed", stack.clientCredentials(client: "svc", secretVariable: "SECRET") + ["expose_token: true"]),
-                    ("hidden", stack.clientCredentials(client: "svcpost", secretVariable: "POST_SECRET", auth: "client_secret_post")),
+                    (
+                        "exposed",
+                        stack.clientCredentials(client: "svc", secretVariable: "SECRET") + ["expose_token: true"]
+                    ),
+                    (
+                        "hidden",
+                        stack.clientCredentials(
+                            client: "svcpost", secretVariable: "POST_SECRET", auth: "client_secret_post")
+                    ),
                 ],
                 environment: ["SECRET": "svc-secret", "POST_SECRET": "svcpost-secret"])
             let got = try await relay.call("token-get", ["profile": "exposed"])
             let token = got["result"]?["accessToken"]?.stringValue
             #expect(token != nil, "\(got["error"]?.jsonText ?? "")")
             #expect(try await stack.issuedValues(client: "svc", kind: "access") == [token ?? "-"])
-            let direct = try await stack.curl(["-sS", "-H", "Authorization: Bearer \(token ?? "-")", "\(stack.rsURL)/whoami"])
+            let direct = try await stack.curl([
+                "-sS", "-H", "Authorization: Bearer \(token ?? "-")", "\(stack.rsURL)/whoami",
+            ])
             #expect(direct.status == 200)
-            #expect(try await relay.call("request", ["path": "/whoami", "profile": "exposed"])["result"]?["status"]?.intValue == 200)
+            #expect(
+                try await relay.call("request", ["path": "/whoami", "profile": "exposed"])["result"]?["status"]?
+                    .intValue == 200)
             #expect(try await stack.issuedCount(client: "svc") == 1, "request and token-get share the session")
 
             let refused = try await relay.call("token-get", ["profile": "hidden"])

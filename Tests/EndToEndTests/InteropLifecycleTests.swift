@@ -54,13 +54,17 @@ import Testing
 
             let timeoutMs = 4000
             let start = ContinuousClock.now
-            let failed = try await relay.call("request", ["path": "/whoami", "timeoutMs": .int(timeoutMs)], timeout: .seconds(60))
+            let failed = try await relay.call(
+                "request", ["path": "/whoami", "timeoutMs": .int(timeoutMs)], timeout: .seconds(60))
             let elapsed = ContinuousClock.now - start
             let kind = failed["error"]?["data"]?["kind"]?.stringValue
             #expect(kind == "transport" || kind == "timeout", "\(failed.jsonText)")
-            #expect(elapsed < .milliseconds(timeoutMs) + .seconds(20), "answered \(elapsed) after a \(timeoutMs) ms bound")
+            #expect(
+                elapsed < .milliseconds(timeoutMs) + .seconds(20), "answered \(elapsed) after a \(timeoutMs) ms bound")
             #expect(try await stack.issuedCount() == issuedBefore)
-            print("outage (\(outage)): AS down, answered with kind \(kind ?? "-") after \(elapsed) (bound \(timeoutMs) ms)")
+            print(
+                "outage (\(outage)): AS down, answered with kind \(kind ?? "-") after \(elapsed) (bound \(timeoutMs) ms)"
+            )
 
             try await stack.startAuthorizationServer()
             let recovered = try await relay.call("request", ["path": "/whoami"])

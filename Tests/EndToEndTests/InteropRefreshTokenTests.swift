@@ -10,12 +10,16 @@ import Testing
     struct SeedCase: Sendable, CustomTestStringConvertible {
         let client: String
         let secret: String?
-        var testDescription: String { secret == nil ? "public client, token_url, none" : "confidential client, issuer, basic" }
+        var testDescription: String {
+            secret == nil ? "public client, token_url, none" : "confidential client, issuer, basic"
+        }
 
         func profile(_ stack: InteropStack) -> [String] {
             var lines = ["type: refresh_token", "client_id: \(client)"]
             if secret != nil {
-                lines += ["issuer: \(stack.issuer)", "client_secret: { env: SECRET }", "client_auth: client_secret_basic"]
+                lines += [
+                    "issuer: \(stack.issuer)", "client_secret: { env: SECRET }", "client_auth: client_secret_basic",
+                ]
             } else {
                 // The AS's metadata lists only client_secret_basic/post in
                 // token_endpoint_auth_methods_supported (although it accepts public clients), and
@@ -38,7 +42,8 @@ import Testing
     func rotationAcrossRepeatedInvalidationsNeverReplaysARotatedToken(_ seedCase: SeedCase) async throws {
         try await InteropStack.with(.init(reuseProtection: true)) { stack in
             let seed = try await stack.mintRefreshToken(client: seedCase.client, secret: seedCase.secret)
-            let relay = try stack.startRelay(profiles: [("seeded", seedCase.profile(stack))], environment: seedCase.environment(seed: seed))
+            let relay = try stack.startRelay(
+                profiles: [("seeded", seedCase.profile(stack))], environment: seedCase.environment(seed: seed))
             let cycles = 5
             for cycle in 0..<cycles {
                 if cycle > 0 {
@@ -67,7 +72,8 @@ import Testing
         try await InteropStack.with(.init(reuseProtection: true, rsCache: 60)) { stack in
             let seedCase = Self.seedCases[0]
             let seed = try await stack.mintRefreshToken(client: seedCase.client, secret: seedCase.secret)
-            let relay = try stack.startRelay(profiles: [("seeded", seedCase.profile(stack))], environment: seedCase.environment(seed: seed))
+            let relay = try stack.startRelay(
+                profiles: [("seeded", seedCase.profile(stack))], environment: seedCase.environment(seed: seed))
             let callers = 200
             var batch = ""
             for id in 0..<callers {
@@ -84,7 +90,9 @@ import Testing
             let access = try await stack.issuedCount(client: "pwd", kind: "access")
             #expect(access == 2)
             #expect(try await stack.issuedCount(client: "pwd", kind: "refresh") == 2)
-            print("storm (refresh_token): \(callers) concurrent callers at cold start, \(access - 1) refresh call(s), wall time \(wall)")
+            print(
+                "storm (refresh_token): \(callers) concurrent callers at cold start, \(access - 1) refresh call(s), wall time \(wall)"
+            )
         }
     }
 
@@ -92,7 +100,8 @@ import Testing
         try await InteropStack.with(.init(reuseProtection: true)) { stack in
             let seedCase = Self.seedCases[0]
             let seed = try await stack.mintRefreshToken(client: seedCase.client, secret: seedCase.secret)
-            let relay = try stack.startRelay(profiles: [("seeded", seedCase.profile(stack))], environment: seedCase.environment(seed: seed))
+            let relay = try stack.startRelay(
+                profiles: [("seeded", seedCase.profile(stack))], environment: seedCase.environment(seed: seed))
             #expect(try await relay.call("request", ["path": "/whoami"])["result"]?["status"]?.intValue == 200)
             // Time bounds that end before, during and after the refresh exchange: whichever phase
             // the caller leaves in, a refresh that was sent is committed, so the next one works.
@@ -116,7 +125,8 @@ import Testing
         try await InteropStack.with { stack in
             let seedCase = Self.seedCases[0]
             let seed = try await stack.mintRefreshToken(client: seedCase.client, secret: seedCase.secret)
-            let relay = try stack.startRelay(profiles: [("seeded", seedCase.profile(stack))], environment: seedCase.environment(seed: seed))
+            let relay = try stack.startRelay(
+                profiles: [("seeded", seedCase.profile(stack))], environment: seedCase.environment(seed: seed))
             #expect(try await relay.call("request", ["path": "/whoami"])["result"]?["status"]?.intValue == 200)
             let refresh = try await stack.issuedValues(client: "pwd", kind: "refresh").last ?? ""
             let access = try await stack.issuedValues(client: "pwd", kind: "access").last ?? ""
@@ -126,7 +136,8 @@ import Testing
             // `logout` revokes the session's tokens at the AS's RFC 7009 endpoint (SPEC §4.3).
             let direct = try await stack.curl(["-sS", "-H", "Authorization: Bearer \(access)", "\(stack.rsURL)/whoami"])
             let replay = try await stack.postForm(
-                stack.tokenURL, user: "pwd", password: "pwd-secret", fields: ["grant_type=refresh_token", "refresh_token=\(refresh)"])
+                stack.tokenURL, user: "pwd", password: "pwd-secret",
+                fields: ["grant_type=refresh_token", "refresh_token=\(refresh)"])
             #expect(direct.status == 401, "the access token still works after logout")
             #expect(replay.status == 400, "the refresh token still works after logout")
             let after = try await relay.call("request", ["path": "/whoami"])
@@ -138,14 +149,17 @@ import Testing
         try await InteropStack.with { stack in
             let seedCase = Self.seedCases[0]
             let seed = try await stack.mintRefreshToken(client: seedCase.client, secret: seedCase.secret)
-            let relay = try stack.startRelay(profiles: [("seeded", seedCase.profile(stack))], environment: seedCase.environment(seed: seed))
+            let relay = try stack.startRelay(
+                profiles: [("seeded", seedCase.profile(stack))], environment: seedCase.environment(seed: seed))
             #expect(try await relay.call("request", ["path": "/whoami"])["result"]?["status"]?.intValue == 200)
             let refreshTokens = try await stack.issuedValues(client: "pwd", kind: "refresh")
             #expect(refreshTokens.count == 2)
             if let current = refreshTokens.last {
                 try await stack.revoke(current, hint: "refresh_token", client: "pwd", secret: "pwd-secret")
             }
-            #expect(try await relay.call("token-invalidate", ["profile": "seeded"])["result"]?["invalidated"]?.intValue == 1)
+            #expect(
+                try await relay.call("token-invalidate", ["profile": "seeded"])["result"]?["invalidated"]?.intValue == 1
+            )
 
             let failed = try await relay.call("request", ["path": "/whoami"])
             #expect(failed["error"]?["code"]?.intValue == -32011, "\(failed.jsonText)")

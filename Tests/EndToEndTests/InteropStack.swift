@@ -66,7 +66,8 @@ struct InteropStack: Sendable {
             "tokenrelay-interop-\(UUID().uuidString.prefix(8))")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         var arguments = [
-            "up", "--state", directory.path, "--watch-pid", String(getpid()), "--max-lifetime", "1800", "--timeout", "120",
+            "up", "--state", directory.path, "--watch-pid", String(getpid()), "--max-lifetime", "1800", "--timeout",
+            "120",
         ]
         if let ttl = options.accessTTL { arguments += ["--access-ttl", String(ttl)] }
         if let reuse = options.reuseProtection { arguments += ["--reuse-protection", reuse ? "1" : "0"] }
@@ -121,7 +122,8 @@ struct InteropStack: Sendable {
 
     private func countTokens(_ arguments: [String]) async throws -> String {
         let script = Self.repositoryRoot.appendingPathComponent("scripts/interop/count_tokens.py").path
-        let result = try await Self.run("/usr/bin/python3", [script] + arguments, in: stateDirectory, timeout: .seconds(60))
+        let result = try await Self.run(
+            "/usr/bin/python3", [script] + arguments, in: stateDirectory, timeout: .seconds(60))
         guard result.status == 0 else { throw Failure(description: "count_tokens.py failed: \(result.stderr)") }
         return result.stdout
     }
@@ -133,7 +135,11 @@ struct InteropStack: Sendable {
         status: Int, body: JSONValue?
     ) {
         var arguments = ["-sS", "-X", "POST"]
-        if let password { arguments += ["-u", "\(user):\(password)"] } else { arguments += ["-d", "client_id=\(user)"] }
+        if let password {
+            arguments += ["-u", "\(user):\(password)"]
+        } else {
+            arguments += ["-d", "client_id=\(user)"]
+        }
         for field in fields { arguments += ["--data-urlencode", field] }
         return try await curl(arguments + [url])
     }
@@ -216,7 +222,8 @@ struct InteropStack: Sendable {
         timeout: String = "30s"
     ) throws -> RelayProcess {
         let config = try writeConfig(profiles: profiles, timeout: timeout)
-        return try RelayProcess(["--config", config, "--log-level", logLevel], environment: environment, testMethods: false)
+        return try RelayProcess(
+            ["--config", config, "--log-level", logLevel], environment: environment, testMethods: false)
     }
 
     // MARK: - Child processes

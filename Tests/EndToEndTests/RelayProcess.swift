@@ -33,15 +33,18 @@ final class RelayProcess: Sendable {
         if FileManager.default.isExecutableFile(atPath: besideTests) { return besideTests }
         let candidates = [
             Bundle.main.bundleURL.appendingPathComponent("tokenrelay").path,
-            URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("tokenrelay")
-                .path,
+            URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent(
+                "tokenrelay"
+            )
+            .path,
             repositoryRoot.appendingPathComponent(".build/debug/tokenrelay").path,
         ]
         return candidates.first { FileManager.default.isExecutableFile(atPath: $0) } ?? candidates[candidates.count - 1]
     }
 
     static var repositoryRoot: URL {
-        URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent()
     }
 
     let process: Process
@@ -55,7 +58,8 @@ final class RelayProcess: Sendable {
         process.arguments = arguments
         var env = ProcessInfo.processInfo.environment
         env["TOKENRELAY_CONFIG"] = nil
-        env["XDG_CONFIG_HOME"] = FileManager.default.temporaryDirectory.appendingPathComponent("tokenrelay-no-config").path
+        env["XDG_CONFIG_HOME"] =
+            FileManager.default.temporaryDirectory.appendingPathComponent("tokenrelay-no-config").path
         if testMethods { env["TOKENRELAY_ENABLE_TEST_METHODS"] = "1" }
         for (key, value) in environment { env[key] = value }
         process.environment = env
@@ -133,7 +137,9 @@ final class RelayProcess: Sendable {
     var stdoutBytes: [UInt8] { output.state.withLock { $0.stdout } }
 
     /// Waits until `condition` holds on the output state (re-checked on every change).
-    private func waitUntil(_ what: String, timeout: Duration, _ condition: @escaping @Sendable (Output) -> Bool) async throws {
+    private func waitUntil(_ what: String, timeout: Duration, _ condition: @escaping @Sendable (Output) -> Bool)
+        async throws
+    {
         let deadline = ContinuousClock.now + timeout
         while true {
             if output.state.withLock({ condition($0) }) { return }
@@ -168,13 +174,16 @@ final class RelayProcess: Sendable {
     /// `stdoutText` and `stderrText` are complete afterwards.
     func exitCode(timeout: Duration = .seconds(60)) async throws -> Int32 {
         try await withSafetyTimer(timeout) {
-            try await self.waitUntil("exit", timeout: timeout) { $0.exitCode != nil && $0.stdoutClosed && $0.stderrClosed }
+            try await self.waitUntil("exit", timeout: timeout) {
+                $0.exitCode != nil && $0.stdoutClosed && $0.stderrClosed
+            }
         }
         return output.state.withLock { $0.exitCode } ?? -1
     }
 
     /// Wakes the waiters periodically so that deadlines are noticed even with no output.
-    private func withSafetyTimer(_ timeout: Duration, _ body: @escaping @Sendable () async throws -> Void) async throws {
+    private func withSafetyTimer(_ timeout: Duration, _ body: @escaping @Sendable () async throws -> Void) async throws
+    {
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { try await body() }
             group.addTask { [output] in

@@ -88,7 +88,9 @@ import Testing
     }
 
     /// Asserts no form of `secret` is on stdout or stderr.
-    static func expectNeverPrinted(_ secrets: [String], _ relay: RelayProcess, sourceLocation: SourceLocation = #_sourceLocation) {
+    static func expectNeverPrinted(
+        _ secrets: [String], _ relay: RelayProcess, sourceLocation: SourceLocation = #_sourceLocation
+    ) {
         for secret in secrets {
             #expect(!relay.stdoutText.contains(secret), "\(secret) on stdout", sourceLocation: sourceLocation)
             #expect(!relay.stderrText.contains(secret), "\(secret) on stderr", sourceLocation: sourceLocation)
@@ -142,8 +144,10 @@ import Testing
         #expect(try setup.server.last("/api/status/200")?.header("Authorization") == ["Bearer \(Self.commandToken)"])
         let invalidated = try await client.call("token-invalidate", #"{"profile":"helper"}"#)
         #expect(invalidated["error"] == nil)
-        #expect(try await client.request(#"{"profile":"helper","path":"/status/200"}"#)["result"]?["status"] == .int(200))
-        #expect(try await client.request(#"{"profile":"helper","path":"/status/200"}"#)["result"]?["status"] == .int(200))
+        #expect(
+            try await client.request(#"{"profile":"helper","path":"/status/200"}"#)["result"]?["status"] == .int(200))
+        #expect(
+            try await client.request(#"{"profile":"helper","path":"/status/200"}"#)["result"]?["status"] == .int(200))
         #expect(setup.runs == 2)
         _ = try await client.finish()
         Self.expectNeverPrinted([Self.commandToken], client.relay)
@@ -159,7 +163,8 @@ import Testing
         #expect(foreign.header("X-Env").isEmpty)
         #expect(foreign.header("Authorization").isEmpty)
 
-        _ = try await client.request(#"{"profile":"static","url":"\#(server.otherOrigin)/foreign-bearer","headers":{"X-Mine":"kept"}}"#)
+        _ = try await client.request(
+            #"{"profile":"static","url":"\#(server.otherOrigin)/foreign-bearer","headers":{"X-Mine":"kept"}}"#)
         let bearer = try #require(try server.records().last { $0.path == "/foreign-bearer" })
         #expect(bearer.header("Authorization").isEmpty)
         #expect(bearer.header("X-Mine") == ["kept"])
@@ -192,14 +197,19 @@ import Testing
         let setup = try Setup()
         let client = try setup.client(trace: false)
         for (profile, name) in [("basic", "Authorization"), ("static", "AUTHORIZATION"), ("helper", "authorization")] {
-            let reply = try await client.request(#"{"profile":"\#(profile)","path":"/echo","headers":{"\#(name)":"Bearer mine"}}"#)
+            let reply = try await client.request(
+                #"{"profile":"\#(profile)","path":"/echo","headers":{"\#(name)":"Bearer mine"}}"#)
             #expect(reply["error"]?["code"] == .int(-32602), "\(profile)")
-            let pointers = reply["error"]?["data"]?["diagnostics"]?.arrayValue?.compactMap { $0["pointer"]?.stringValue } ?? []
-            #expect(pointers == ["/headers/\(name)"], "the pointer resolves in the params as sent (\(profile)): \(pointers)")
+            let pointers =
+                reply["error"]?["data"]?["diagnostics"]?.arrayValue?.compactMap { $0["pointer"]?.stringValue } ?? []
+            #expect(
+                pointers == ["/headers/\(name)"], "the pointer resolves in the params as sent (\(profile)): \(pointers)"
+            )
         }
         #expect(try setup.server.records().isEmpty)
 
-        _ = try await client.request(#"{"profile":"basic","auth":false,"path":"/no-auth","headers":{"Authorization":"Bearer mine"}}"#)
+        _ = try await client.request(
+            #"{"profile":"basic","auth":false,"path":"/no-auth","headers":{"Authorization":"Bearer mine"}}"#)
         let unauthenticated = try #require(try setup.server.last("/api/no-auth"))
         #expect(unauthenticated.header("Authorization") == ["Bearer mine"])
         #expect(unauthenticated.header("X-API-Key").isEmpty)
@@ -215,7 +225,8 @@ import Testing
         let client = try setup.client()
         let refused = try await client.request(#"{"environment":"down","path":"/x"}"#)
         #expect(refused["error"]?["data"]?["kind"] == "transport")
-        let timeout = try await client.request(#"{"profile":"querykey","path":"/slow","query":{"id":"k"},"timeoutMs":200}"#)
+        let timeout = try await client.request(
+            #"{"profile":"querykey","path":"/slow","query":{"id":"k"},"timeoutMs":200}"#)
         #expect(timeout["error"]?["data"]?["kind"] == "timeout")
         #expect(setup.server.logText.contains(Self.apiKey), "the server did receive the key")
         _ = try await client.finish()

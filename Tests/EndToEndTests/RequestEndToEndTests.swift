@@ -25,7 +25,8 @@ import Testing
         let server = try RecordingServer()
         let client = try RelayClient(config: Self.config(server))
         let reply = try await client.request(
-            #"{"path":"/echo","query":{"tag":["a","b",3],"n":5,"f":1.5,"big":12345678901234567890,"yes":true,"no":false}}"#)
+            #"{"path":"/echo","query":{"tag":["a","b",3],"n":5,"f":1.5,"big":12345678901234567890,"yes":true,"no":false}}"#
+        )
         #expect(reply["result"]?["status"] == .int(200))
         let record = try #require(try server.last("/echo"))
         #expect(record.queryPairs.filter { $0.hasPrefix("tag=") } == ["tag=a", "tag=b", "tag=3"])
@@ -50,7 +51,8 @@ import Testing
         let client = try RelayClient(config: Self.config(server))
         let text = "line one\r\nhéllo 日本\t\"quoted\" \\ end\n"
         let reply = try await client.request(
-            #"{"method":"PUT","path":"/reflect","headers":{"Content-Type":"text/plain; charset=utf-8"},"text":\#(JSONValue.string(text).jsonText)}"#)
+            #"{"method":"PUT","path":"/reflect","headers":{"Content-Type":"text/plain; charset=utf-8"},"text":\#(JSONValue.string(text).jsonText)}"#
+        )
         #expect(reply["result"]?["text"]?.stringValue == text)
         #expect(try server.last("/reflect")?.body == Array(text.utf8))
     }
@@ -61,7 +63,8 @@ import Testing
         let bytes: [UInt8] = (0..<512).map { UInt8(($0 * 7 + 3) % 256) }
         let encoded = Data(bytes).base64EncodedString()
         let reply = try await client.request(
-            #"{"method":"POST","path":"/reflect","headers":{"Content-Type":"application/octet-stream"},"base64":"\#(encoded)"}"#)
+            #"{"method":"POST","path":"/reflect","headers":{"Content-Type":"application/octet-stream"},"base64":"\#(encoded)"}"#
+        )
         #expect(decodedBase64(reply["result"]?["base64"]) == bytes)
         #expect(try server.last("/reflect")?.body == bytes)
         let download = try await client.request(#"{"path":"/binary"}"#)
@@ -128,7 +131,8 @@ import Testing
     @Test func cancellingAnInFlightRequestAnswersMinus32800AndClosesTheConnection() async throws {
         let server = try RecordingServer()
         let client = try RelayClient(config: Self.config(server))
-        try client.relay.send(#"{"jsonrpc":"2.0","id":"slow","method":"request","params":{"path":"/slow","query":{"id":"c"}}}"#)
+        try client.relay.send(
+            #"{"jsonrpc":"2.0","id":"slow","method":"request","params":{"path":"/slow","query":{"id":"c"}}}"#)
         let started = try await client.request(#"{"path":"/await","query":{"event":"started-c"}}"#)
         #expect(started["result"]?["status"] == .int(200))
         try client.notify("$/cancelRequest", #"{"id":"slow"}"#)
@@ -160,7 +164,8 @@ import Testing
         for (params, pointer) in cases {
             let reply = try await client.request(params)
             #expect(reply["error"]?["code"] == .int(-32602), "\(params)")
-            let pointers = reply["error"]?["data"]?["diagnostics"]?.arrayValue?.compactMap { $0["pointer"]?.stringValue } ?? []
+            let pointers =
+                reply["error"]?["data"]?["diagnostics"]?.arrayValue?.compactMap { $0["pointer"]?.stringValue } ?? []
             if pointer.isEmpty {
                 #expect(!pointers.isEmpty, "\(params)")
             } else {

@@ -91,7 +91,8 @@ struct RecordedRequest {
         path = value["path"]?.stringValue ?? ""
         query = value["query"]?.stringValue ?? ""
         headers = (value["headers"]?.arrayValue ?? []).compactMap { pair in
-            guard let list = pair.arrayValue, list.count == 2, let name = list[0].stringValue, let value = list[1].stringValue
+            guard let list = pair.arrayValue, list.count == 2, let name = list[0].stringValue,
+                let value = list[1].stringValue
             else { return nil }
             return (name, value)
         }

@@ -7,9 +7,14 @@ import Testing
 @Suite(.serialized) struct ServeEndToEndTests {
     @Test func ndjsonRoundTripKeepsNonASCIIAndTwentyDigitIntegers() async throws {
         let relay = try RelayProcess()
-        try relay.send(#"{"jsonrpc":"2.0","id":12345678901234567890,"method":"test/wait","params":{"ms":0,"echo":{"text":"héllo 日本 ✓","n":98765432109876543210,"f":1.25e-7}}}"#)
+        try relay.send(
+            #"{"jsonrpc":"2.0","id":12345678901234567890,"method":"test/wait","params":{"ms":0,"echo":{"text":"héllo 日本 ✓","n":98765432109876543210,"f":1.25e-7}}}"#
+        )
         let lines = try await relay.lines(atLeast: 1)
-        #expect(lines[0].jsonText == #"{"jsonrpc":"2.0","id":12345678901234567890,"result":{"echo":{"text":"héllo 日本 ✓","n":98765432109876543210,"f":1.25e-7}}}"#)
+        #expect(
+            lines[0].jsonText
+                == #"{"jsonrpc":"2.0","id":12345678901234567890,"result":{"echo":{"text":"héllo 日本 ✓","n":98765432109876543210,"f":1.25e-7}}}"#
+        )
         try relay.closeStdin()
         #expect(try await relay.exitCode() == 0)
     }
@@ -65,7 +70,8 @@ import Testing
         let relay = try RelayProcess()
         var text = ""
         for id in 0..<300 {
-            text += #"{"jsonrpc":"2.0","id":\#(id),"method":"test/wait","params":{"ms":\#(id % 7),"echo":\#(id)}}"# + "\n"
+            text +=
+                #"{"jsonrpc":"2.0","id":\#(id),"method":"test/wait","params":{"ms":\#(id % 7),"echo":\#(id)}}"# + "\n"
         }
         try relay.write(text)
         let lines = try await relay.lines(atLeast: 300)
@@ -93,7 +99,9 @@ import Testing
 
     @Test func endOfInputDrainsInFlightRequestsAndExitsZero() async throws {
         let relay = try RelayProcess()
-        try relay.write(#"{"jsonrpc":"2.0","id":1,"method":"test/wait","params":{"ms":300}}"# + "\n" + #"{"jsonrpc":"2.0","id":2,"method":"ping"}"#)
+        try relay.write(
+            #"{"jsonrpc":"2.0","id":1,"method":"test/wait","params":{"ms":300}}"# + "\n"
+                + #"{"jsonrpc":"2.0","id":2,"method":"ping"}"#)
         try relay.closeStdin()
         #expect(try await relay.exitCode() == 0)
         let lines = try await relay.lines(atLeast: 2)
@@ -184,7 +192,8 @@ import Testing
         parent.arguments = ["600"]
         try parent.run()
         let relay = try RelayProcess()
-        try relay.send(#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"processId":\#(parent.processIdentifier)}}"#)
+        try relay.send(
+            #"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"processId":\#(parent.processIdentifier)}}"#)
         let lines = try await relay.lines(atLeast: 1)
         #expect(lines[0]["result"]?["serverInfo"]?["name"] == "tokenrelay")
         kill(parent.processIdentifier, SIGKILL)

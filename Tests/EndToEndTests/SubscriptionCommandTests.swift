@@ -9,7 +9,8 @@ import Testing
         try await InteropStack.with { stack in
             let config = try stack.writeConfig(profiles: SubscriptionInteropTests.serviceProfile(stack))
             let relay = try RelayProcess(
-                ["subscribe", "/events?count=-1&interval=0.05", "--config", config], environment: ["SECRET": "svc-secret"],
+                ["subscribe", "/events?count=-1&interval=0.05", "--config", config],
+                environment: ["SECRET": "svc-secret"],
                 testMethods: false)
             let lines = try await relay.lines(atLeast: 10)
             for (index, line) in lines.prefix(10).enumerated() {
@@ -37,7 +38,8 @@ import Testing
             #expect(try await relay.exitCode() == 0, "\(relay.stderrText)")
 
             let ended = try RelayProcess(
-                ["subscribe", "/events/nocontent", "--config", config], environment: ["SECRET": "svc-secret"], testMethods: false)
+                ["subscribe", "/events/nocontent", "--config", config], environment: ["SECRET": "svc-secret"],
+                testMethods: false)
             #expect(try await ended.exitCode() == 0, "a 204 ends the stream cleanly: \(ended.stderrText)")
             #expect(ended.stdoutText.isEmpty)
         }

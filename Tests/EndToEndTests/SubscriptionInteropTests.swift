@@ -67,7 +67,9 @@ import Testing
             // ticks after the second cover at least two token lifetimes.
             let lines = try await relay.waitForLines(timeout: .seconds(180), what: "two token lifetimes") { lines in
                 let events = lines.notifications(of: sub).filter { $0["method"] == "event" }
-                guard let second = events.indices.filter({ events[$0]["params"]?["event"] == "token-expired" }).dropFirst().first
+                guard
+                    let second = events.indices.filter({ events[$0]["params"]?["event"] == "token-expired" })
+                        .dropFirst().first
                 else { return false }
                 return events[(second + 1)...].filter { $0["params"]?["event"] == "tick" }.count >= 10
             }
@@ -99,7 +101,8 @@ import Testing
             let own = lines.indices.filter { lines[$0]["params"]?["subscription"]?.stringValue == sub }
             let lastIndex = try #require(own.last)
             #expect(lastIndex < replyIndex, "nothing of the subscription after the reply")
-            #expect(lines[lastIndex]["method"] == "subscription-state" && lines[lastIndex]["params"]?["state"] == "closed")
+            #expect(
+                lines[lastIndex]["method"] == "subscription-state" && lines[lastIndex]["params"]?["state"] == "closed")
             #expect(own.filter { lines[$0]["params"]?["state"] == "closed" }.count == 1)
             let again = try await relay.call("unsubscribe", ["subscription": .string(sub)])
             #expect(again["error"]?["code"]?.intValue == -32602, "\(again.jsonText)")
@@ -112,7 +115,9 @@ import Testing
         try await InteropStack.with { stack in
             let relay = try Self.startRelay(stack)
             let tag = "nocontent-\(UUID().uuidString.prefix(8))"
-            let sub = try await relay.subscribe(["path": "/events/nocontent", "headers": ["X-Request-Tag": .string(tag)]])
+            let sub = try await relay.subscribe([
+                "path": "/events/nocontent", "headers": ["X-Request-Tag": .string(tag)],
+            ])
             let lines = try await relay.waitForLines(what: "closed") { $0.closedState(of: sub) != nil }
             let closed = try #require(lines.closedState(of: sub))
             #expect(closed["status"]?.intValue == 204, "\(closed.jsonText)")
@@ -129,7 +134,9 @@ import Testing
         try await InteropStack.with { stack in
             let relay = try Self.startRelay(stack)
             let tag = "forbidden-\(UUID().uuidString.prefix(8))"
-            let sub = try await relay.subscribe(["path": "/events/forbidden", "headers": ["X-Request-Tag": .string(tag)]])
+            let sub = try await relay.subscribe([
+                "path": "/events/forbidden", "headers": ["X-Request-Tag": .string(tag)],
+            ])
             let lines = try await relay.waitForLines(what: "closed") { $0.closedState(of: sub) != nil }
             let closed = try #require(lines.closedState(of: sub))
             #expect(closed["status"]?.intValue == 403, "\(closed.jsonText)")
@@ -173,7 +180,9 @@ import Testing
             for (index, line) in lines.enumerated() {
                 guard let sub = line["result"]?["subscription"]?.stringValue else { continue }
                 let first = lines.firstIndex { $0["params"]?["subscription"]?.stringValue == sub }
-                #expect(first.map { $0 > index } ?? false, "reply of \(sub) at \(index), first notification at \(String(describing: first))")
+                #expect(
+                    first.map { $0 > index } ?? false,
+                    "reply of \(sub) at \(index), first notification at \(String(describing: first))")
                 #expect(lines.ticks(of: sub).prefix(3) == [1, 2, 3])
             }
             try relay.closeStdin()

@@ -46,7 +46,8 @@ import Testing
                 let perSubscription = (loaded - idle) / count
                 print(
                     "subscriptions: \(count) concurrent, \(count * perStream) events in \(wall); RSS idle \(idle / 1024) KiB, "
-                        + "with \(count) open \(loaded / 1024) KiB, about \(perSubscription / 1024) KiB per subscription")
+                        + "with \(count) open \(loaded / 1024) KiB, about \(perSubscription / 1024) KiB per subscription"
+                )
                 #expect(loaded < 300 * 1024 * 1024, "RSS \(loaded) bytes with \(count) subscriptions")
             }
             try relay.closeStdin()
@@ -59,7 +60,8 @@ import Testing
     @Test func stalledReaderKeepsMemoryBoundedAndLosesNoEvent() async throws {
         try await InteropStack.with { stack in
             let config = try stack.writeConfig(profiles: SubscriptionInteropTests.serviceProfile(stack))
-            let relay = try StalledReaderRelay(["--config", config, "--log-level", "warn"], environment: ["SECRET": "svc-secret"])
+            let relay = try StalledReaderRelay(
+                ["--config", config, "--log-level", "warn"], environment: ["SECRET": "svc-secret"])
             defer { relay.kill() }
             let params = #"{"path":"/public/events?count=-1&interval=0&size=1024","auth":false}"#
             try relay.send(#"{"jsonrpc":"2.0","id":1,"method":"subscribe","params":\#(params)}"#)
@@ -81,12 +83,14 @@ import Testing
             let wanted = secondSent + 200
             let lines = try await relay.readLines(untilTicks: wanted, timeout: .seconds(180))
             let parsed = lines.compactMap { try? JSONParser.parse($0) }
-            #expect(parsed.first?["id"] == 1 && parsed.first?["result"]?["subscription"] != nil, "the reply comes first")
+            #expect(
+                parsed.first?["id"] == 1 && parsed.first?["result"]?["subscription"] != nil, "the reply comes first")
             let sub = parsed.first?["result"]?["subscription"]?.stringValue ?? "sub-1"
             let ticks = parsed.ticks(of: sub)
             #expect(ticks.count >= wanted)
             #expect(ticks == Array(1...max(ticks.count, 1)), "contiguous after the stall (\(ticks.count) ticks)")
-            #expect(!parsed.states(of: sub).contains { $0["state"] == "reconnecting" }, "a paused transfer is not a stall")
+            #expect(
+                !parsed.states(of: sub).contains { $0["state"] == "reconnecting" }, "a paused transfer is not a stall")
         }
     }
 

@@ -15,7 +15,9 @@ import Testing
     }
 
     /// Reads the whole body, checking the server's pattern (byte i = i % 251).
-    static func readPattern(_ body: HTTPByteStream, startingAt start: Int = 0) async throws -> (count: Int, inOrder: Bool) {
+    static func readPattern(_ body: HTTPByteStream, startingAt start: Int = 0) async throws -> (
+        count: Int, inOrder: Bool
+    ) {
         var offset = start
         var inOrder = true
         for try await chunk in body {
@@ -103,7 +105,8 @@ import Testing
     }
 
     @Test func cancellingTheConsumerRemovesTheTransfer() async throws {
-        let response = try await transport.stream(HTTPRequest(url: server.url("/stream?bytes=5&chunk=5&stall=1&id=cancel")))
+        let response = try await transport.stream(
+            HTTPRequest(url: server.url("/stream?bytes=5&chunk=5&stall=1&id=cancel")))
         let body = response.body
         let consumer = Task {
             var chunks = 0

@@ -49,13 +49,15 @@ func withSafetyNet<T: Sendable>(seconds: Int = 20, _ body: @escaping @Sendable (
 
     @Test func largeUploadIsSentWithoutExpectContinue() async throws {
         let body = [UInt8](repeating: 0x61, count: 3 << 20)
-        let echo = try Echo(try await transport.send(HTTPRequest(method: "POST", url: server.url("/headers"), body: body)))
+        let echo = try Echo(
+            try await transport.send(HTTPRequest(method: "POST", url: server.url("/headers"), body: body)))
         #expect(echo.values("Expect").isEmpty)
         #expect(echo.bodyBytes == Array(String(body.count).utf8))
     }
 
     @Test func postWithoutContentTypeSendsNone() async throws {
-        let response = try await transport.send(HTTPRequest(method: "POST", url: server.url("/echo"), body: Array("a=b".utf8)))
+        let response = try await transport.send(
+            HTTPRequest(method: "POST", url: server.url("/echo"), body: Array("a=b".utf8)))
         let echo = try Echo(response)
         #expect(echo.values("Content-Type").isEmpty)
         #expect(echo.values("Content-Length") == ["3"])
@@ -131,7 +133,8 @@ func withSafetyNet<T: Sendable>(seconds: Int = 20, _ body: @escaping @Sendable (
     @Test func transportErrorsNeverCarryHeaderValues() async throws {
         let canary = "canary-secret-4711"
         let request = HTTPRequest(
-            url: "http://127.0.0.1:\(server.closedPort)/?x=1", headers: HTTPHeaders([("Authorization", "Bearer \(canary)")]))
+            url: "http://127.0.0.1:\(server.closedPort)/?x=1",
+            headers: HTTPHeaders([("Authorization", "Bearer \(canary)")]))
         do {
             _ = try await transport.send(request)
             Issue.record("expected a transport error")

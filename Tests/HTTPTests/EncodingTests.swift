@@ -39,7 +39,9 @@ import Testing
     }
 
     @Test func formEncodingFollowsTheWHATWGSerializer() {
-        let encoded = FormEncoding.encode([("grant_type", "client_credentials"), ("scope", "read write"), ("x", "*-._~!'()/é&=+")])
+        let encoded = FormEncoding.encode([
+            ("grant_type", "client_credentials"), ("scope", "read write"), ("x", "*-._~!'()/é&=+"),
+        ])
         #expect(encoded == "grant_type=client_credentials&scope=read+write&x=*-._%7E%21%27%28%29%2F%C3%A9%26%3D%2B")
     }
 
@@ -65,7 +67,9 @@ import Testing
         #expect(Origin(url: url) == origin)
     }
 
-    @Test(arguments: ["ftp://h/", "/relative", "https://", "https://h:99999/", "https://h:8x/", "mailto:a@b", "https://[::1/"])
+    @Test(arguments: [
+        "ftp://h/", "/relative", "https://", "https://h:99999/", "https://h:8x/", "mailto:a@b", "https://[::1/",
+    ])
     func rejectsNonHTTPOrMalformedURLs(url: String) {
         #expect(Origin(url: url) == nil)
     }

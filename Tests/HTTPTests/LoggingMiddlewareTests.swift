@@ -27,12 +27,16 @@ import Testing
         let logger = Logger(redactor: Redactor(), fileDescriptor: pipe.fileHandleForWriting.fileDescriptor)
         logger.configure(level: .trace, format: .text)
         let canary = "canary-7f3a9"
-        let transport = FakeTransport([HTTPResponse(status: 200, headers: HTTPHeaders([("Set-Cookie", canary)]), body: Array("body-\(canary)".utf8))])
+        let transport = FakeTransport([
+            HTTPResponse(
+                status: 200, headers: HTTPHeaders([("Set-Cookie", canary)]), body: Array("body-\(canary)".utf8))
+        ])
         let client = HTTPClient(
             transport: transport, middlewares: [LoggingMiddleware(secretHeaders: ["X-Api-Key"], logger: logger)])
         let request = HTTPRequest(
             method: "POST", url: "https://h/p?api_key=\(canary)&page=1",
-            headers: HTTPHeaders([("X-Api-Key", canary), ("Authorization", "Bearer \(canary)")]), body: Array(canary.utf8))
+            headers: HTTPHeaders([("X-Api-Key", canary), ("Authorization", "Bearer \(canary)")]),
+            body: Array(canary.utf8))
         let response = try await client.send(request)
         #expect(response.status == 200)
         try pipe.fileHandleForWriting.close()

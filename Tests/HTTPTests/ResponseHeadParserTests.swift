@@ -25,13 +25,17 @@ import Testing
     }
 
     @Test func parsesHTTP2StatusTrimsValuesAndJoinsFoldedLines() {
-        let (parser, _) = feed(["HTTP/2 404\r\n", "x-a:   spaced value \t\r\n", "X-Folded: one\r\n", "  two\r\n", "\r\n"])
+        let (parser, _) = feed([
+            "HTTP/2 404\r\n", "x-a:   spaced value \t\r\n", "X-Folded: one\r\n", "  two\r\n", "\r\n",
+        ])
         #expect(parser.status == 404)
         #expect(parser.fields.map(\.value) == ["spaced value", "one two"])
     }
 
     @Test func ignoresTrailersAndMalformedLines() {
-        let (parser, completions) = feed(["HTTP/1.1 200 OK\n", "no colon here\n", ": empty name\n", "A: 1\n", "\n", "Trailer: x\n", "\n"])
+        let (parser, completions) = feed([
+            "HTTP/1.1 200 OK\n", "no colon here\n", ": empty name\n", "A: 1\n", "\n", "Trailer: x\n", "\n",
+        ])
         #expect(completions == 1)
         #expect(parser.fields.map(\.name) == ["A"])
     }

@@ -159,7 +159,8 @@ func parseEveryWay(
         let outcome = parseEveryWay(stream, threeWay: true)
         #expect(
             outcome.events == [
-                ServerSentEvent(type: "update", data: "caf\u{E9} \u{20AC}\u{1F600}\ntwo", lastEventID: "41", retry: 250),
+                ServerSentEvent(
+                    type: "update", data: "caf\u{E9} \u{20AC}\u{1F600}\ntwo", lastEventID: "41", retry: 250),
                 ServerSentEvent(data: "", lastEventID: "42"),
                 ServerSentEvent(data: " spaced", lastEventID: "42"),
             ])
@@ -177,7 +178,8 @@ func parseEveryWay(
             let stream = Array("data:".utf8) + value + [lineBreak, lineBreak] + Array("data: z\n\n".utf8)
             let outcome = parse([stream[...]]) { ServerSentEventParser() }
             let expected = String(decoding: value, as: UTF8.self)
-            #expect(outcome.events == [ServerSentEvent(data: expected), ServerSentEvent(data: "z")], "length \(length)")
+            #expect(
+                outcome.events == [ServerSentEvent(data: expected), ServerSentEvent(data: "z")], "length \(length)")
         }
     }
 

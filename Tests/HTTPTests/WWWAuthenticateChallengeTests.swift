@@ -7,14 +7,18 @@ import Testing
 
     @Test func parsesMultipleChallengesWithQuotedAndTokenValues() {
         let parsed = C.parse(#"Newauth realm="apps", type=1, title="Login to \"apps\"", Basic realm="simple""#)
-        #expect(parsed == [
-            C(scheme: "Newauth", parameters: [("realm", "apps"), ("type", "1"), ("title", #"Login to "apps""#)]),
-            C(scheme: "Basic", parameters: [("realm", "simple")]),
-        ])
+        #expect(
+            parsed == [
+                C(scheme: "Newauth", parameters: [("realm", "apps"), ("type", "1"), ("title", #"Login to "apps""#)]),
+                C(scheme: "Basic", parameters: [("realm", "simple")]),
+            ])
     }
 
     @Test func parsesToken68AndBareSchemes() {
-        #expect(C.parse("Negotiate abc+/def==, Basic") == [C(scheme: "Negotiate", token68: "abc+/def=="), C(scheme: "Basic")])
+        #expect(
+            C.parse("Negotiate abc+/def==, Basic") == [
+                C(scheme: "Negotiate", token68: "abc+/def=="), C(scheme: "Basic"),
+            ])
         #expect(C.parse("Bearer") == [C(scheme: "Bearer")])
         #expect(C.parse("Digest abc=") == [C(scheme: "Digest", token68: "abc=")])
     }
@@ -31,7 +35,8 @@ import Testing
     @Test func survivesGarbage() {
         #expect(C.parse("").isEmpty)
         #expect(C.parse(" , ,").isEmpty)
-        #expect(C.parse(#"Bearer realm="unterminated"#) == [C(scheme: "Bearer", parameters: [("realm", "unterminated")])])
+        #expect(
+            C.parse(#"Bearer realm="unterminated"#) == [C(scheme: "Bearer", parameters: [("realm", "unterminated")])])
         #expect(C.parse(#"="x", Basic realm=y"#) == [C(scheme: "Basic", parameters: [("realm", "y")])])
         #expect(C.parse("Bearer error=invalid_token junk, Basic").map(\.scheme) == ["Bearer", "Basic"])
     }
@@ -40,7 +45,8 @@ import Testing
     func neverCrashesOnArbitraryBytes(seed: Int) {
         var generator = SplitMix(seed: UInt64(seed))
         let alphabet = Array(#"aB=,"\ \#t/+.=:;x"#.utf8)
-        let bytes = (0..<Int(generator.next() % 40)).map { _ in alphabet[Int(generator.next() % UInt64(alphabet.count))] }
+        let bytes = (0..<Int(generator.next() % 40)).map { _ in alphabet[Int(generator.next() % UInt64(alphabet.count))]
+        }
         _ = C.parse(String(decoding: bytes, as: UTF8.self))
     }
 }

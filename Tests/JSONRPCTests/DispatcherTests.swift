@@ -33,9 +33,11 @@ import Testing
 
     @Test func requestsAreAnsweredWithTheirIDs() async {
         let fixture = Fixture()
-        fixture.send(#"{"jsonrpc":"2.0","id":12345678901234567890,"method":"echo","params":{"n":98765432109876543210}}"#)
+        fixture.send(
+            #"{"jsonrpc":"2.0","id":12345678901234567890,"method":"echo","params":{"n":98765432109876543210}}"#)
         let messages = await fixture.sink.waitFor(1)
-        #expect(messages[0].jsonText == #"{"jsonrpc":"2.0","id":12345678901234567890,"result":{"n":98765432109876543210}}"#)
+        #expect(
+            messages[0].jsonText == #"{"jsonrpc":"2.0","id":12345678901234567890,"result":{"n":98765432109876543210}}"#)
     }
 
     @Test func unknownMethodsAndInvalidRequestsGetErrors() async {

@@ -10,7 +10,9 @@ import Testing
     ]
 
     /// Feeds `input` in chunks of `size` bytes and collects every output.
-    static func frame(_ input: [UInt8], chunk size: Int, framing: Framing? = nil, limits: FramingLimits = FramingLimits())
+    static func frame(
+        _ input: [UInt8], chunk size: Int, framing: Framing? = nil, limits: FramingLimits = FramingLimits()
+    )
         -> (outputs: [FramerOutput], framing: Framing?)
     {
         var framer = MessageFramer(framing: framing, limits: limits)
@@ -27,7 +29,9 @@ import Testing
 
     static func lsp(_ bodies: [String], separator: String = "\r\n") -> [UInt8] {
         bodies.flatMap { body in
-            Array("Content-Length: \(body.utf8.count)\(separator)Content-Type: application/vscode-jsonrpc; charset=utf-8\(separator)\(separator)\(body)".utf8)
+            Array(
+                "Content-Length: \(body.utf8.count)\(separator)Content-Type: application/vscode-jsonrpc; charset=utf-8\(separator)\(separator)\(body)"
+                    .utf8)
         }
     }
 
@@ -71,7 +75,9 @@ import Testing
         let input = Array(("{\"x\":\"" + String(repeating: "a", count: 100) + "\"}\n{\"ok\":1}\n").utf8)
         for size in [1, 7, 50, input.count] {
             let result = Self.frame(input, chunk: size, limits: limits)
-            #expect(result.outputs == [.error(.messageTooLarge(limit: 16)), .message(Array("{\"ok\":1}".utf8))], "chunk \(size)")
+            #expect(
+                result.outputs == [.error(.messageTooLarge(limit: 16)), .message(Array("{\"ok\":1}".utf8))],
+                "chunk \(size)")
         }
     }
 
@@ -87,7 +93,8 @@ import Testing
 
     @Test func lspHeaderProblemsAreReportedAndFramingResumes() {
         let input = Array(
-            ("Content-Length: abc\r\n\r\nContent-Type: x\r\n\r\nlog line from somewhere\r\nContent-Length: 8\r\n\r\n{\"ok\":1}").utf8)
+            ("Content-Length: abc\r\n\r\nContent-Type: x\r\n\r\nlog line from somewhere\r\nContent-Length: 8\r\n\r\n{\"ok\":1}")
+                .utf8)
         let result = Self.frame(input, chunk: 2)
         #expect(
             result.outputs == [
@@ -105,7 +112,9 @@ import Testing
     @Test func anOversizedHeaderLineGivesTheSameOutputsAtEveryChunkSize() {
         // Found by FuzzFraming: a long header line and a blank line after it.
         let limits = FramingLimits(maximumMessageBytes: 4096, maximumHeaderBytes: 256)
-        let input = Array(("Content-Length: 40" + String(repeating: "x", count: 300) + "\r\n\r\nContent-Length: 8\r\n\r\n{\"ok\":1}").utf8)
+        let input = Array(
+            ("Content-Length: 40" + String(repeating: "x", count: 300) + "\r\n\r\nContent-Length: 8\r\n\r\n{\"ok\":1}")
+                .utf8)
         let whole = Self.frame(input, chunk: input.count, framing: .lsp, limits: limits).outputs
         #expect(whole.first == .error(.headerTooLarge(limit: 256)))
         #expect(whole.last == .message(Array("{\"ok\":1}".utf8)))

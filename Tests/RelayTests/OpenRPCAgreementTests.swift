@@ -27,7 +27,8 @@ import Testing
         let implemented = methods.filter {
             $0["x-status"] == "implemented" && $0["x-direction"] == "client-to-server"
         }
-        let documentedRequests = Set(implemented.filter { $0["x-notification"] != true }.compactMap { $0["name"]?.stringValue })
+        let documentedRequests = Set(
+            implemented.filter { $0["x-notification"] != true }.compactMap { $0["name"]?.stringValue })
         let documentedNotifications = Set(
             implemented.filter { $0["x-notification"] == true }.compactMap { $0["name"]?.stringValue })
         let server = try await RelayServer.make(options: ServerOptions(), settings: .empty)

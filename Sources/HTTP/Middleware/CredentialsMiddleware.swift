@@ -32,7 +32,8 @@ public struct CredentialsMiddleware: HTTPMiddleware {
         let stamp = try await source.apply(to: &signed)
         let response = try await next(signed)
         guard Self.isRecoverable(request: request, response: response), source.isRenewable else { return response }
-        Logger.shared.debug("401 invalid_token: renewing the credential and replaying once", [("method", request.method)])
+        Logger.shared.debug(
+            "401 invalid_token: renewing the credential and replaying once", [("method", request.method)])
         try await source.invalidate(stamp: stamp)
         var replay = request
         _ = try await source.apply(to: &replay)

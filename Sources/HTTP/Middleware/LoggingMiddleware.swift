@@ -23,7 +23,8 @@ public struct LoggingMiddleware: HTTPMiddleware {
     let logger: Logger
 
     public init(secretQueryParameters: [String] = [], secretHeaders: [String] = [], logger: Logger = .shared) {
-        self.secretQueryParameters = Set(secretQueryParameters.map { $0.lowercased() }).union(Self.commonSecretParameters)
+        self.secretQueryParameters = Set(secretQueryParameters.map { $0.lowercased() }).union(
+            Self.commonSecretParameters)
         self.secretHeaders = Set(secretHeaders.map { $0.lowercased() }).union(Self.credentialHeaders)
         self.logger = logger
     }
@@ -49,7 +50,10 @@ public struct LoggingMiddleware: HTTPMiddleware {
             let elapsed = Self.milliseconds(ContinuousClock.now - start)
             logger.debug(
                 "http failure",
-                [("method", request.method), ("url", url), ("error", String(describing: error)), ("elapsedMs", elapsed)])
+                [
+                    ("method", request.method), ("url", url), ("error", String(describing: error)),
+                    ("elapsedMs", elapsed),
+                ])
             throw error
         }
     }

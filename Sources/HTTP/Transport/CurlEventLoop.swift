@@ -216,7 +216,8 @@ final class CurlEventLoop: @unchecked Sendable {  // Safe: inbox is a Mutex; the
                 _ = tr_easy_setopt_string(h, CURLOPT_POSTFIELDS, "")
             } else {
                 _ = body.withUnsafeBytes { bytes in
-                    tr_easy_setopt_pointer(h, CURLOPT_COPYPOSTFIELDS, UnsafeMutableRawPointer(mutating: bytes.baseAddress))
+                    tr_easy_setopt_pointer(
+                        h, CURLOPT_COPYPOSTFIELDS, UnsafeMutableRawPointer(mutating: bytes.baseAddress))
                 }
             }
             if method != "POST" {
@@ -298,7 +299,9 @@ final class CurlEventLoop: @unchecked Sendable {  // Safe: inbox is a Mutex; the
             for transfer in stalled {
                 transfer.stalled = true
                 detach(transfer)
-                finish(transfer, .failure(HTTPStreamStalled(idleTimeout: .nanoseconds(Int64(transfer.idleTimeoutNanoseconds)))))
+                finish(
+                    transfer,
+                    .failure(HTTPStreamStalled(idleTimeout: .nanoseconds(Int64(transfer.idleTimeoutNanoseconds)))))
             }
             now = Self.now()
         }
@@ -342,7 +345,9 @@ final class CurlEventLoop: @unchecked Sendable {  // Safe: inbox is a Mutex; the
             switch outcome {
             case .success:
                 let head = transfer.head
-                completion.resume(returning: HTTPResponse(status: head.status, headers: HTTPHeaders(head.fields), body: transfer.body))
+                completion.resume(
+                    returning: HTTPResponse(status: head.status, headers: HTTPHeaders(head.fields), body: transfer.body)
+                )
                 transfer.body = []
             case .failure(let error):
                 completion.resume(throwing: error)
@@ -379,7 +384,8 @@ final class CurlEventLoop: @unchecked Sendable {  // Safe: inbox is a Mutex; the
 
     // MARK: Helpers
 
-    private static func outcome(_ code: CURLcode, errorText: String, transfer: CurlTransfer) -> Result<Void, any Error> {
+    private static func outcome(_ code: CURLcode, errorText: String, transfer: CurlTransfer) -> Result<Void, any Error>
+    {
         if code == CURLE_OK { return .success(()) }
         if transfer.bodyTooLarge || code == CURLE_FILESIZE_EXCEEDED, case .buffered(let limit) = transfer.sink {
             return .failure(HTTPError.bodyTooLarge(limit: limit))

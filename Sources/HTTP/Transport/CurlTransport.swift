@@ -76,7 +76,8 @@ public final class CurlTransport: HTTPStreamingTransport {
     public func send(_ request: HTTPRequest) async throws -> HTTPResponse {
         if Task.isCancelled { throw HTTPError.cancelled }
         let lines = try CurlTransfer.headerLines(for: request)
-        let transfer = CurlTransfer(request: request, headerLines: lines, sink: .buffered(limit: options.maxResponseBytes))
+        let transfer = CurlTransfer(
+            request: request, headerLines: lines, sink: .buffered(limit: options.maxResponseBytes))
         let loop = self.loop
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { continuation in
@@ -101,7 +102,8 @@ public final class CurlTransport: HTTPStreamingTransport {
             let (seconds, attoseconds) = bound.components
             idle = UInt64(max(0, seconds)) &* 1_000_000_000 &+ UInt64(max(0, attoseconds / 1_000_000_000))
         }
-        let transfer = CurlTransfer(request: request, headerLines: lines, sink: .stream(channel), idleTimeoutNanoseconds: idle)
+        let transfer = CurlTransfer(
+            request: request, headerLines: lines, sink: .stream(channel), idleTimeoutNanoseconds: idle)
         let loop = self.loop
         let head = try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { continuation in

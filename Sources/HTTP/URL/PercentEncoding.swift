@@ -49,7 +49,9 @@ enum PercentEncoding {
         var index = 0
         while index < bytes.count {
             let byte = bytes[index]
-            if byte == UInt8(ascii: "%"), index + 2 < bytes.count, isHexDigit(bytes[index + 1]), isHexDigit(bytes[index + 2]) {
+            if byte == UInt8(ascii: "%"), index + 2 < bytes.count, isHexDigit(bytes[index + 1]),
+                isHexDigit(bytes[index + 2])
+            {
                 output.append(hexValue(bytes[index + 1]) << 4 | hexValue(bytes[index + 2]))
                 index += 3
             } else {

@@ -38,7 +38,8 @@ extension URITemplate {
         return parts
     }
 
-    private static func parseExpression(_ bytes: [UInt8], from start: Int, to end: Int) throws(URITemplateError) -> Part {
+    private static func parseExpression(_ bytes: [UInt8], from start: Int, to end: Int) throws(URITemplateError) -> Part
+    {
         guard start < end else { throw .emptyExpression(offset: start - 1) }
         var cursor = start
         var op = Operator.from(nil)
@@ -67,7 +68,8 @@ extension URITemplate {
             nameEnd = colon
             let digits = piece[(colon + 1)...]
             guard (1...4).contains(digits.count), digits.first != UInt8(ascii: "0"),
-                digits.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }), let value = Int(String(decoding: digits, as: UTF8.self))
+                digits.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }),
+                let value = Int(String(decoding: digits, as: UTF8.self))
             else { throw .invalidPrefix(String(decoding: digits, as: UTF8.self), offset: colon + 1) }
             prefix = value
         }
@@ -129,7 +131,9 @@ extension URITemplate {
                     }
                     output.append(UInt8(ascii: "="))
                 }
-                if let prefix = spec.prefix { text = String(String.UnicodeScalarView(text.unicodeScalars.prefix(prefix))) }
+                if let prefix = spec.prefix {
+                    text = String(String.UnicodeScalarView(text.unicodeScalars.prefix(prefix)))
+                }
                 encode(text, allowReserved: op.allowReserved, into: &output)
             case .list(let items):
                 if spec.prefix != nil { throw .prefixOnCompositeValue(variable: spec.name) }

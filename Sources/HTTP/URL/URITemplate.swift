@@ -68,11 +68,15 @@ public struct URITemplate: Sendable, Equatable {
             case nil: Operator(first: "", separator: ",", named: false, ifEmpty: "", allowReserved: false)
             case UInt8(ascii: "+"): Operator(first: "", separator: ",", named: false, ifEmpty: "", allowReserved: true)
             case UInt8(ascii: "#"): Operator(first: "#", separator: ",", named: false, ifEmpty: "", allowReserved: true)
-            case UInt8(ascii: "."): Operator(first: ".", separator: ".", named: false, ifEmpty: "", allowReserved: false)
-            case UInt8(ascii: "/"): Operator(first: "/", separator: "/", named: false, ifEmpty: "", allowReserved: false)
+            case UInt8(ascii: "."):
+                Operator(first: ".", separator: ".", named: false, ifEmpty: "", allowReserved: false)
+            case UInt8(ascii: "/"):
+                Operator(first: "/", separator: "/", named: false, ifEmpty: "", allowReserved: false)
             case UInt8(ascii: ";"): Operator(first: ";", separator: ";", named: true, ifEmpty: "", allowReserved: false)
-            case UInt8(ascii: "?"): Operator(first: "?", separator: "&", named: true, ifEmpty: "=", allowReserved: false)
-            case UInt8(ascii: "&"): Operator(first: "&", separator: "&", named: true, ifEmpty: "=", allowReserved: false)
+            case UInt8(ascii: "?"):
+                Operator(first: "?", separator: "&", named: true, ifEmpty: "=", allowReserved: false)
+            case UInt8(ascii: "&"):
+                Operator(first: "&", separator: "&", named: true, ifEmpty: "=", allowReserved: false)
             default: nil
             }
         }
@@ -94,7 +98,9 @@ public struct URITemplate: Sendable, Equatable {
     }
 
     /// Parses and expands in one step.
-    public static func expand(_ template: String, variables: [String: URITemplateValue]) throws(URITemplateError) -> String {
+    public static func expand(_ template: String, variables: [String: URITemplateValue]) throws(URITemplateError)
+        -> String
+    {
         try URITemplate(template).expand(variables: variables)
     }
 

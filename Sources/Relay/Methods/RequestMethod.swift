@@ -20,10 +20,16 @@ struct RequestMethod: Sendable {
         if let profile {
             if let header = profile.credentialHeader, request.headers.contains(header) {
                 // The pointer names the member as the caller spelled it, so that it resolves in their params.
-                let member = request.headers.fields.first { $0.name.lowercased() == header.lowercased() }?.name ?? header
+                let member =
+                    request.headers.fields.first { $0.name.lowercased() == header.lowercased() }?.name ?? header
                 throw RPCError.invalidParams(
-                    [ParamDiagnostic(pointer: ParamDiagnostic.pointer(["headers", member]),
-                        reason: "profile '\(profile.name)' sets \(header) itself; send with auth: false to set it yourself")])
+                    [
+                        ParamDiagnostic(
+                            pointer: ParamDiagnostic.pointer(["headers", member]),
+                            reason:
+                                "profile '\(profile.name)' sets \(header) itself; send with auth: false to set it yourself"
+                        )
+                    ])
             }
             guard profile.credentials != nil else {
                 throw RPCError(code: .notSupported, message: profile.unavailableReason ?? "profile unavailable")
@@ -71,7 +77,8 @@ struct RequestMethod: Sendable {
     static func templateValue(_ value: JSONValue) -> URITemplateValue? {
         switch value {
         case .array(let items): .list(items.compactMap(RequestParams.scalarText))
-        case .object(let members): .associative(members.compactMap { m in RequestParams.scalarText(m.value).map { (m.key, $0) } })
+        case .object(let members):
+            .associative(members.compactMap { m in RequestParams.scalarText(m.value).map { (m.key, $0) } })
         case .null: nil
         default: .string(RequestParams.scalarText(value) ?? "")
         }

@@ -27,7 +27,8 @@ final class Subscriptions: Sendable {
 
     func subscribe(_ params: JSONValue?, context: RequestContext) async throws -> JSONValue {
         guard !context.inBatch else {
-            throw RPCError.invalidRequest("subscribe cannot be used inside a batch (its stream would hold the batch's answer)")
+            throw RPCError.invalidRequest(
+                "subscribe cannot be used inside a batch (its stream would hold the batch's answer)")
         }
         let params = try RequestParams.decodeSubscription(params)
         let environment = try runtime.environment(params.environment)
@@ -38,7 +39,8 @@ final class Subscriptions: Sendable {
                 throw RPCError.invalidParams([
                     ParamDiagnostic(
                         pointer: ParamDiagnostic.pointer(["headers", header]),
-                        reason: "profile '\(profile.name)' sets \(header) itself; send with auth: false to set it yourself")
+                        reason:
+                            "profile '\(profile.name)' sets \(header) itself; send with auth: false to set it yourself")
                 ])
             }
             guard profile.credentials != nil else {
@@ -84,7 +86,9 @@ final class Subscriptions: Sendable {
         let id = reader.string("subscription", required: true)
         try reader.finish()
         guard let id, let task = state.withLock({ $0.active.removeValue(forKey: id) }) else {
-            throw RPCError.invalidParams([ParamDiagnostic(pointer: "/subscription", reason: "no open subscription with this id")])
+            throw RPCError.invalidParams([
+                ParamDiagnostic(pointer: "/subscription", reason: "no open subscription with this id")
+            ])
         }
         task.cancel()
         await task.value

@@ -72,13 +72,16 @@ struct TokenMethods: Sendable {
                         "environment": .string(session.environment), "profile": .string(session.profile),
                         "type": .string(session.type), "state": .string(session.state.rawValue),
                     ]
-                    if let expiresAt = session.expiresAt { object["expiresAt"] = .string(formatter.string(from: expiresAt)) }
+                    if let expiresAt = session.expiresAt {
+                        object["expiresAt"] = .string(formatter.string(from: expiresAt))
+                    }
                     object["refreshable"] = .bool(session.refreshable)
                     if let error = session.lastError {
                         object["lastError"] = ["kind": .string(error.kind), "message": .string(error.message)]
                     }
                     object["counters"] = [
-                        "acquisitions": .int(session.counters.acquisitions), "renewals": .int(session.counters.renewals),
+                        "acquisitions": .int(session.counters.acquisitions),
+                        "renewals": .int(session.counters.renewals),
                         "recoveries": .int(session.counters.recoveries), "requests": .int(session.counters.requests),
                     ]
                     return .object(object)
@@ -100,15 +103,19 @@ struct TokenMethods: Sendable {
         guard profile.exposeToken else {
             throw RPCError(
                 code: .notSupported,
-                message: "profile '\(profile.name)' does not expose its token (set expose_token: true to allow token-get)")
+                message:
+                    "profile '\(profile.name)' does not expose its token (set expose_token: true to allow token-get)")
         }
         guard let key = profile.session else {
-            throw RPCError(code: .notSupported, message: "profile '\(profile.name)' (\(profile.typeName)) has no access token")
+            throw RPCError(
+                code: .notSupported, message: "profile '\(profile.name)' (\(profile.typeName)) has no access token")
         }
         let deadline = Date().addingTimeInterval(environment.settings.timeout.timeIntervalValue)
         let token = try await runtime.manager.token(for: key, deadline: deadline)
         var result: JSONObject = ["accessToken": .string(token.accessToken), "tokenType": "Bearer"]
-        if let expiresAt = token.expiresAt { result["expiresAt"] = .string(ISO8601DateFormatter().string(from: expiresAt)) }
+        if let expiresAt = token.expiresAt {
+            result["expiresAt"] = .string(ISO8601DateFormatter().string(from: expiresAt))
+        }
         return .object(result)
     }
 }

@@ -30,7 +30,8 @@ enum ResponseEncoding {
         var object = JSONObject()
         for name in order {
             let list = values[name] ?? []
-            object[name] = name == "set-cookie" ? .array(list.map { .string($0) }) : .string(list.joined(separator: ", "))
+            object[name] =
+                name == "set-cookie" ? .array(list.map { .string($0) }) : .string(list.joined(separator: ", "))
         }
         return object
     }

@@ -32,7 +32,8 @@ struct EnvironmentRuntime: Sendable {
         var secretQuery: [String] = []
         var secretHeaders: [String] = []
         for profileSettings in settings.profiles {
-            let profile = try await ProfileRuntime.make(environment: settings.name, settings: profileSettings, manager: manager)
+            let profile = try await ProfileRuntime.make(
+                environment: settings.name, settings: profileSettings, manager: manager)
             profiles[profile.name] = profile
             secretQuery += profile.secretQueryParameters
             secretHeaders += profile.secretHeaders
@@ -43,7 +44,9 @@ struct EnvironmentRuntime: Sendable {
             guard let credentials = profile.credentials else { continue }
             clients[name] = HTTPClient(
                 transport: transport,
-                middlewares: [environmentHeaders, CredentialsMiddleware(source: credentials, origins: origins), logging])
+                middlewares: [
+                    environmentHeaders, CredentialsMiddleware(source: credentials, origins: origins), logging,
+                ])
         }
         return EnvironmentRuntime(
             settings: settings, origins: origins, headers: headers, transport: transport, profiles: profiles,

@@ -24,7 +24,9 @@ struct ProfileRuntime: Sendable {
 
 extension ProfileRuntime {
     /// Builds the runtime of `settings`, registering OAuth sessions with `manager`.
-    static func make(environment: String, settings: ProfileSettings, manager: TokenManager) async throws -> ProfileRuntime {
+    static func make(environment: String, settings: ProfileSettings, manager: TokenManager) async throws
+        -> ProfileRuntime
+    {
         func provider(_ source: SecretSource) -> SecretProvider {
             SecretProvider { try await source.resolve() }
         }
@@ -34,7 +36,8 @@ extension ProfileRuntime {
                 clientSecret: client.clientSecret.map(provider), clientAuth: clientAuth(client.clientAuth),
                 scopes: client.scopes, audience: client.audience, resources: client.resource,
                 expirySkew: client.expirySkew, grant: grant)
-            let key = try await manager.register(environment: environment, profile: settings.name, configuration: configuration)
+            let key = try await manager.register(
+                environment: environment, profile: settings.name, configuration: configuration)
             return ProfileRuntime(
                 name: settings.name, typeName: settings.typeName, exposeToken: settings.exposeToken,
                 credentials: TokenCredentialSource(manager: manager, key: key), session: key,
@@ -63,11 +66,13 @@ extension ProfileRuntime {
             return plain(StaticCredentialSource(.apiKey(.query(name), provider(value))), header: nil, query: [name])
         case .basic(let username, let password):
             return plain(
-                StaticCredentialSource(.basic(username: username, password: provider(password))), header: "authorization")
+                StaticCredentialSource(.basic(username: username, password: provider(password))),
+                header: "authorization")
         case .bearer(let token, let cache):
             if token.isCommand {
                 return plain(
-                    FetchedBearerCredentialSource(fetcher: provider(token), cacheDuration: cache), header: "authorization")
+                    FetchedBearerCredentialSource(fetcher: provider(token), cacheDuration: cache),
+                    header: "authorization")
             }
             return plain(StaticCredentialSource(.bearer(provider(token))), header: "authorization")
         }

@@ -80,7 +80,8 @@ final class RelayRuntime: Sendable {
             throw RPCError(
                 code: .unknownEnvironment,
                 message: settings.environments.isEmpty
-                    ? "no environments are configured" : "no environment given and no default_environment is configured",
+                    ? "no environments are configured"
+                    : "no environment given and no default_environment is configured",
                 data: ["known": .array(settings.environments.map { .string($0.name) })])
         }
         guard let environment = environments[name] else {
