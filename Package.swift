@@ -12,7 +12,8 @@ let package = Package(
     targets: [
         // C libraries from Debian, reached through pkg-config.
         .systemLibrary(name: "CYAML", path: "Sources/CYAML", pkgConfig: "yaml-0.1", providers: [.apt(["libyaml-dev"])]),
-        .systemLibrary(name: "CCurl", path: "Sources/CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
+        // CCurl loads libcurl with dlopen on first use (Sources/CCurl/shim.h): no pkg-config link flags.
+        .systemLibrary(name: "CCurl", path: "Sources/CCurl", providers: [.apt(["libcurl4-openssl-dev"])]),
         .systemLibrary(name: "CCrypto", path: "Sources/CCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
         .systemLibrary(name: "CSQLite", path: "Sources/CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
 
@@ -32,7 +33,7 @@ let package = Package(
         // Benchmarks (scripts/bench): the load driver with its libcurl and URLSession references
         // (the only target allowed to import FoundationNetworking), and the bare Foundation
         // binary the cold start is compared with.
-        .executableTarget(name: "TokenRelayBench", dependencies: ["CCurl"]),
+        .executableTarget(name: "TokenRelayBench", dependencies: ["CCurl"], linkerSettings: [.linkedLibrary("curl")]),
         .executableTarget(name: "BareFoundationEcho"),
 
         .testTarget(name: "JSONRPCTests", dependencies: ["JSONRPC"]),

@@ -1,4 +1,102 @@
 #include <curl/curl.h>
+#include <dlfcn.h>
+#include <pthread.h>
+
+/*
+ * libcurl is loaded with dlopen on first use instead of being linked: its dependency tree
+ * (Kerberos, LDAP, SSH, RTMP, nghttp2, brotli...) costs several milliseconds at exec, which
+ * every tokenrelay start would pay even when it never sends a request (initialize, ping,
+ * check-config). Call tr_curl_load() once before any other tr_ function; it returns 0 when
+ * libcurl.so.4 or one of its symbols is missing (then no other tr_ function may be called).
+ * Thread-safe (pthread_once). Each Swift module that imports this header gets its own table.
+ */
+struct tr_curl_api {
+    CURLcode (*global_init)(long);
+    CURLM *(*multi_init)(void);
+    CURLMcode (*multi_cleanup)(CURLM *);
+    CURLMcode (*multi_wakeup)(CURLM *);
+    CURLMcode (*multi_perform)(CURLM *, int *);
+    CURLMcode (*multi_poll)(CURLM *, struct curl_waitfd *, unsigned int, int, int *);
+    CURLMcode (*multi_add_handle)(CURLM *, CURL *);
+    CURLMcode (*multi_remove_handle)(CURLM *, CURL *);
+    CURLMsg *(*multi_info_read)(CURLM *, int *);
+    CURLMcode (*multi_setopt)(CURLM *, CURLMoption, ...);
+    CURL *(*easy_init)(void);
+    void (*easy_reset)(CURL *);
+    void (*easy_cleanup)(CURL *);
+    CURLcode (*easy_pause)(CURL *, int);
+    const char *(*easy_strerror)(CURLcode);
+    CURLcode (*easy_setopt)(CURL *, CURLoption, ...);
+    CURLcode (*easy_getinfo)(CURL *, CURLINFO, ...);
+    struct curl_slist *(*slist_append)(struct curl_slist *, const char *);
+    void (*slist_free_all)(struct curl_slist *);
+    int loaded;
+};
+
+static inline struct tr_curl_api *tr_curl_api(void);
+
+static inline void tr_curl_load_once(void) {
+    struct tr_curl_api *api = tr_curl_api();
+    void *library = dlopen("libcurl.so.4", RTLD_NOW | RTLD_LOCAL);
+    if (!library) return;
+#define TR_CURL_SYMBOL(field, name) \
+    *(void **)(&api->field) = dlsym(library, name); \
+    if (!api->field) return;
+    TR_CURL_SYMBOL(global_init, "curl_global_init")
+    TR_CURL_SYMBOL(multi_init, "curl_multi_init")
+    TR_CURL_SYMBOL(multi_cleanup, "curl_multi_cleanup")
+    TR_CURL_SYMBOL(multi_wakeup, "curl_multi_wakeup")
+    TR_CURL_SYMBOL(multi_perform, "curl_multi_perform")
+    TR_CURL_SYMBOL(multi_poll, "curl_multi_poll")
+    TR_CURL_SYMBOL(multi_add_handle, "curl_multi_add_handle")
+    TR_CURL_SYMBOL(multi_remove_handle, "curl_multi_remove_handle")
+    TR_CURL_SYMBOL(multi_info_read, "curl_multi_info_read")
+    TR_CURL_SYMBOL(multi_setopt, "curl_multi_setopt")
+    TR_CURL_SYMBOL(easy_init, "curl_easy_init")
+    TR_CURL_SYMBOL(easy_reset, "curl_easy_reset")
+    TR_CURL_SYMBOL(easy_cleanup, "curl_easy_cleanup")
+    TR_CURL_SYMBOL(easy_pause, "curl_easy_pause")
+    TR_CURL_SYMBOL(easy_strerror, "curl_easy_strerror")
+    TR_CURL_SYMBOL(easy_setopt, "curl_easy_setopt")
+    TR_CURL_SYMBOL(easy_getinfo, "curl_easy_getinfo")
+    TR_CURL_SYMBOL(slist_append, "curl_slist_append")
+    TR_CURL_SYMBOL(slist_free_all, "curl_slist_free_all")
+#undef TR_CURL_SYMBOL
+    api->loaded = 1;
+}
+
+static inline struct tr_curl_api *tr_curl_api(void) {
+    static struct tr_curl_api api;
+    return &api;
+}
+
+/** Loads libcurl (once); 1 when every entry point was found. */
+static inline int tr_curl_load(void) {
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, tr_curl_load_once);
+    return tr_curl_api()->loaded;
+}
+
+static inline CURLcode tr_global_init(long flags) { return tr_curl_api()->global_init(flags); }
+static inline CURLM *tr_multi_init(void) { return tr_curl_api()->multi_init(); }
+static inline CURLMcode tr_multi_cleanup(CURLM *multi) { return tr_curl_api()->multi_cleanup(multi); }
+static inline CURLMcode tr_multi_wakeup(CURLM *multi) { return tr_curl_api()->multi_wakeup(multi); }
+static inline CURLMcode tr_multi_perform(CURLM *multi, int *running) { return tr_curl_api()->multi_perform(multi, running); }
+static inline CURLMcode tr_multi_poll(CURLM *multi, struct curl_waitfd *fds, unsigned int count, int timeout, int *ready) {
+    return tr_curl_api()->multi_poll(multi, fds, count, timeout, ready);
+}
+static inline CURLMcode tr_multi_add_handle(CURLM *multi, CURL *easy) { return tr_curl_api()->multi_add_handle(multi, easy); }
+static inline CURLMcode tr_multi_remove_handle(CURLM *multi, CURL *easy) { return tr_curl_api()->multi_remove_handle(multi, easy); }
+static inline CURLMsg *tr_multi_info_read(CURLM *multi, int *remaining) { return tr_curl_api()->multi_info_read(multi, remaining); }
+static inline CURL *tr_easy_init(void) { return tr_curl_api()->easy_init(); }
+static inline void tr_easy_reset(CURL *easy) { tr_curl_api()->easy_reset(easy); }
+static inline void tr_easy_cleanup(CURL *easy) { tr_curl_api()->easy_cleanup(easy); }
+static inline CURLcode tr_easy_pause(CURL *easy, int mask) { return tr_curl_api()->easy_pause(easy, mask); }
+static inline const char *tr_easy_strerror(CURLcode code) { return tr_curl_api()->easy_strerror(code); }
+static inline struct curl_slist *tr_slist_append(struct curl_slist *list, const char *text) {
+    return tr_curl_api()->slist_append(list, text);
+}
+static inline void tr_slist_free_all(struct curl_slist *list) { tr_curl_api()->slist_free_all(list); }
 
 /*
  * Typed wrappers around libcurl's variadic entry points, which Swift cannot call directly.
@@ -9,43 +107,43 @@
 typedef size_t (*tr_curl_data_callback)(char *data, size_t size, size_t nmemb, void *userdata);
 
 static inline CURLcode tr_easy_setopt_long(CURL *handle, CURLoption option, long value) {
-    return curl_easy_setopt(handle, option, value);
+    return tr_curl_api()->easy_setopt(handle, option, value);
 }
 
 static inline CURLcode tr_easy_setopt_off(CURL *handle, CURLoption option, curl_off_t value) {
-    return curl_easy_setopt(handle, option, value);
+    return tr_curl_api()->easy_setopt(handle, option, value);
 }
 
 static inline CURLcode tr_easy_setopt_string(CURL *handle, CURLoption option, const char *value) {
-    return curl_easy_setopt(handle, option, value);
+    return tr_curl_api()->easy_setopt(handle, option, value);
 }
 
 static inline CURLcode tr_easy_setopt_pointer(CURL *handle, CURLoption option, void *value) {
-    return curl_easy_setopt(handle, option, value);
+    return tr_curl_api()->easy_setopt(handle, option, value);
 }
 
 static inline CURLcode tr_easy_setopt_slist(CURL *handle, CURLoption option, struct curl_slist *value) {
-    return curl_easy_setopt(handle, option, value);
+    return tr_curl_api()->easy_setopt(handle, option, value);
 }
 
 static inline CURLcode tr_easy_setopt_data_callback(CURL *handle, CURLoption option, tr_curl_data_callback value) {
-    return curl_easy_setopt(handle, option, value);
+    return tr_curl_api()->easy_setopt(handle, option, value);
 }
 
 static inline CURLcode tr_easy_getinfo_long(CURL *handle, CURLINFO info, long *value) {
-    return curl_easy_getinfo(handle, info, value);
+    return tr_curl_api()->easy_getinfo(handle, info, value);
 }
 
 static inline CURLcode tr_easy_getinfo_off(CURL *handle, CURLINFO info, curl_off_t *value) {
-    return curl_easy_getinfo(handle, info, value);
+    return tr_curl_api()->easy_getinfo(handle, info, value);
 }
 
 static inline CURLcode tr_easy_getinfo_pointer(CURL *handle, CURLINFO info, void **value) {
-    return curl_easy_getinfo(handle, info, value);
+    return tr_curl_api()->easy_getinfo(handle, info, value);
 }
 
 static inline CURLMcode tr_multi_setopt_long(CURLM *multi, CURLMoption option, long value) {
-    return curl_multi_setopt(multi, option, value);
+    return tr_curl_api()->multi_setopt(multi, option, value);
 }
 
 /** The result code of a CURLMSG_DONE message. */

@@ -55,10 +55,10 @@ final class CurlEventLoop: @unchecked Sendable {  // Safe: inbox is a Mutex; the
     private var pool: [CurlEasyHandle] = []
     private var nextIdleCheck: UInt64 = .max
 
-    private static let globalInit: Bool = curl_global_init(Int(CURL_GLOBAL_DEFAULT)) == CURLE_OK
+    private static let globalInit: Bool = tr_curl_load() == 1 && tr_global_init(Int(CURL_GLOBAL_DEFAULT)) == CURLE_OK
 
     init(options: CurlTransport.Options) throws(HTTPError) {
-        guard Self.globalInit, let multi = curl_multi_init() else {
+        guard Self.globalInit, let multi = tr_multi_init() else {
             throw .transport("libcurl could not be initialised")
         }
         self.multi = multi
@@ -73,7 +73,7 @@ final class CurlEventLoop: @unchecked Sendable {  // Safe: inbox is a Mutex; the
     }
 
     deinit {
-        curl_multi_cleanup(multi)
+        tr_multi_cleanup(multi)
     }
 
     // MARK: Any thread
@@ -89,7 +89,7 @@ final class CurlEventLoop: @unchecked Sendable {  // Safe: inbox is a Mutex; the
             inbox.sleeping = false
             return (true, wake)
         }
-        if wake { _ = curl_multi_wakeup(multi) }
+        if wake { _ = tr_multi_wakeup(multi) }
         return accepted
     }
 
@@ -118,7 +118,7 @@ final class CurlEventLoop: @unchecked Sendable {  // Safe: inbox is a Mutex; the
                 return
             }
             var running: Int32 = 0
-            _ = curl_multi_perform(multi, &running)
+            _ = tr_multi_perform(multi, &running)
             drainMessages()
             let timeout = checkIdle()
             let mayPoll = inbox.withLock { inbox -> Bool in
@@ -126,7 +126,7 @@ final class CurlEventLoop: @unchecked Sendable {  // Safe: inbox is a Mutex; the
                 inbox.sleeping = true
                 return true
             }
-            if mayPoll { _ = curl_multi_poll(multi, nil, 0, timeout, nil) }
+            if mayPoll { _ = tr_multi_poll(multi, nil, 0, timeout, nil) }
         }
     }
 
@@ -137,9 +137,9 @@ final class CurlEventLoop: @unchecked Sendable {  // Safe: inbox is a Mutex; the
         }
         let easy: CurlEasyHandle
         if let pooled = pool.popLast() {
-            curl_easy_reset(pooled.handle)
+            tr_easy_reset(pooled.handle)
             easy = pooled
-        } else if let handle = curl_easy_init() {
+        } else if let handle = tr_easy_init() {
             easy = CurlEasyHandle(handle: handle, errorBuffer: .allocate(capacity: Int(tr_error_size())))
         } else {
             finish(transfer, .failure(HTTPError.transport("libcurl could not create a transfer")))
@@ -152,7 +152,7 @@ final class CurlEventLoop: @unchecked Sendable {  // Safe: inbox is a Mutex; the
             return
         }
         transfer.lastActivityNanoseconds = Self.now()
-        guard curl_multi_add_handle(multi, easy.handle) == CURLM_OK else {
+        guard tr_multi_add_handle(multi, easy.handle) == CURLM_OK else {
             release(transfer)
             finish(transfer, .failure(HTTPError.transport("libcurl refused the transfer")))
             return
@@ -233,8 +233,8 @@ final class CurlEventLoop: @unchecked Sendable {  // Safe: inbox is a Mutex; the
 
         var list: UnsafeMutablePointer<curl_slist>? = nil
         for line in transfer.headerLines {
-            guard let appended = line.withCString({ curl_slist_append(list, $0) }) else {
-                curl_slist_free_all(list)
+            guard let appended = line.withCString({ tr_slist_append(list, $0) }) else {
+                tr_slist_free_all(list)
                 return .transport("out of memory building request headers")
             }
             list = appended
@@ -262,12 +262,12 @@ final class CurlEventLoop: @unchecked Sendable {  // Safe: inbox is a Mutex; the
             nextIdleCheck = min(nextIdleCheck, now &+ transfer.idleTimeoutNanoseconds)
         }
         // May call the write callback (and pause again) synchronously.
-        _ = curl_easy_pause(easy.handle, tr_pause_cont())
+        _ = tr_easy_pause(easy.handle, tr_pause_cont())
     }
 
     private func drainMessages() {
         var remaining: Int32 = 0
-        while let message = curl_multi_info_read(multi, &remaining) {
+        while let message = tr_multi_info_read(multi, &remaining) {
             guard tr_msg_is_done(message) != 0, let handle = message.pointee.easy_handle else { continue }
             let code = tr_msg_result(message)
             var context: UnsafeMutableRawPointer? = nil
@@ -313,7 +313,7 @@ final class CurlEventLoop: @unchecked Sendable {  // Safe: inbox is a Mutex; the
     /// Detaches an active transfer from the multi handle and returns its easy handle to the pool.
     private func detach(_ transfer: CurlTransfer) {
         guard transfer.isActive, let easy = transfer.easy else { return }
-        _ = curl_multi_remove_handle(multi, easy.handle)
+        _ = tr_multi_remove_handle(multi, easy.handle)
         transfer.isActive = false
         let id = ObjectIdentifier(transfer)
         active[id] = nil
@@ -323,14 +323,14 @@ final class CurlEventLoop: @unchecked Sendable {  // Safe: inbox is a Mutex; the
 
     /// Frees the header list and pools the easy handle of a transfer that is not attached.
     private func release(_ transfer: CurlTransfer) {
-        curl_slist_free_all(transfer.headerList)
+        tr_slist_free_all(transfer.headerList)
         transfer.headerList = nil
         if let easy = transfer.easy {
             transfer.easy = nil
             if pool.count < 256 {
                 pool.append(easy)
             } else {
-                curl_easy_cleanup(easy.handle)
+                tr_easy_cleanup(easy.handle)
                 easy.errorBuffer.deallocate()
             }
         }
@@ -370,7 +370,7 @@ final class CurlEventLoop: @unchecked Sendable {  // Safe: inbox is a Mutex; the
             finish(transfer, .failure(HTTPError.cancelled))
         }
         for easy in pool {
-            curl_easy_cleanup(easy.handle)
+            tr_easy_cleanup(easy.handle)
             easy.errorBuffer.deallocate()
         }
         pool.removeAll()
@@ -408,7 +408,7 @@ final class CurlEventLoop: @unchecked Sendable {  // Safe: inbox is a Mutex; the
         var text = ""
         if let easy, easy.errorBuffer[0] != 0 {
             text = String(cString: easy.errorBuffer)
-        } else if let generic = curl_easy_strerror(code) {
+        } else if let generic = tr_easy_strerror(code) {
             text = String(cString: generic)
         }
         return Redactor.shared.redact(text)
