@@ -9,7 +9,8 @@ enum CurlMultiLoad {
     /// `total` GETs of `url` with `inflight` outstanding; an answer other than 200 is an error.
     static func run(url: String, inflight: Int, total: Int, header: String?) -> LoadResult {
         // The CCurl shim's typed setopt wrappers go through its dlopen table: load it first.
-        guard tr_curl_load() == 1, curl_global_init(Int(CURL_GLOBAL_DEFAULT)) == CURLE_OK, let multi = curl_multi_init() else {
+        guard tr_curl_load() == 1, curl_global_init(Int(CURL_GLOBAL_DEFAULT)) == CURLE_OK, let multi = curl_multi_init()
+        else {
             die("libcurl init failed")
         }
         defer { curl_multi_cleanup(multi) }
