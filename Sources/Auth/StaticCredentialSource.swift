@@ -71,15 +71,7 @@ public final class StaticCredentialSource: CredentialSource {
 
     /// `url` with `name=value` (both percent-encoded) added to its query, before any fragment.
     static func appendingQuery(name: String, value: String, to url: String) -> String {
-        let pair = "\(FormBody.encode(name, spaceAsPlus: false))=\(FormBody.encode(value, spaceAsPlus: false))"
-        Redactor.shared.register(FormBody.encode(value, spaceAsPlus: false))
-        var base = url
-        var fragment = ""
-        if let hash = url.firstIndex(of: "#") {
-            base = String(url[..<hash])
-            fragment = String(url[hash...])
-        }
-        let separator = base.contains("?") ? (base.hasSuffix("?") || base.hasSuffix("&") ? "" : "&") : "?"
-        return base + separator + pair + fragment
+        Redactor.shared.register(RequestURL.queryComponent(value))
+        return RequestURL.appendingQuery([(name, value)], to: url)
     }
 }

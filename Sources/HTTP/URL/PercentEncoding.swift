@@ -86,6 +86,13 @@ public enum FormEncoding {
         return String(decoding: output, as: UTF8.self)
     }
 
+    /// Form-encodes one name or value (space as `+`).
+    public static func encodeComponent(_ text: String) -> String {
+        var output: [UInt8] = []
+        append(text, to: &output)
+        return String(decoding: output, as: UTF8.self)
+    }
+
     /// Parses a form body into pairs (`+` is a space; malformed escapes are kept literally).
     public static func decode(_ body: String) -> [(String, String)] {
         body.split(separator: "&", omittingEmptySubsequences: true).map { part in

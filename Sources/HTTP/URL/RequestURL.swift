@@ -27,6 +27,11 @@ public enum RequestURL {
         return output
     }
 
+    /// Percent-encodes one query name or value as ``query(_:)`` does (space as `%20`).
+    public static func queryComponent(_ text: String) -> String {
+        PercentEncoding.encodeUnreserved(text)
+    }
+
     /// Appends `pairs` to `url`'s query (keeping any existing one, before a fragment).
     public static func appendingQuery(_ pairs: [(String, String)], to url: String) -> String {
         guard !pairs.isEmpty else { return url }

@@ -17,24 +17,7 @@ struct RequestMethod: Sendable {
         let environment = try runtime.environment(params.environment)
         let profile = params.auth ? try runtime.profile(params.profile, in: environment) : nil
         var request = try Self.httpRequest(params, environment: environment)
-        if let profile {
-            if let header = profile.credentialHeader, request.headers.contains(header) {
-                // The pointer names the member as the caller spelled it, so that it resolves in their params.
-                let member =
-                    request.headers.fields.first { $0.name.lowercased() == header.lowercased() }?.name ?? header
-                throw RPCError.invalidParams(
-                    [
-                        ParamDiagnostic(
-                            pointer: ParamDiagnostic.pointer(["headers", member]),
-                            reason:
-                                "profile '\(profile.name)' sets \(header) itself; send with auth: false to set it yourself"
-                        )
-                    ])
-            }
-            guard profile.credentials != nil else {
-                throw RPCError(code: .notSupported, message: profile.unavailableReason ?? "profile unavailable")
-            }
-        }
+        try profile?.checkCanSign(request.headers)
         let client = profile.flatMap { environment.clients[$0.name] } ?? environment.plainClient
         let timeout = params.timeout ?? environment.settings.timeout
         let start = ContinuousClock.now

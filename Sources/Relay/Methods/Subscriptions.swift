@@ -34,19 +34,7 @@ final class Subscriptions: Sendable {
         let environment = try runtime.environment(params.environment)
         let profile = params.auth ? try runtime.profile(params.profile, in: environment) : nil
         var request = try RequestMethod.httpRequest(params, environment: environment)
-        if let profile {
-            if let header = profile.credentialHeader, request.headers.contains(header) {
-                throw RPCError.invalidParams([
-                    ParamDiagnostic(
-                        pointer: ParamDiagnostic.pointer(["headers", header]),
-                        reason:
-                            "profile '\(profile.name)' sets \(header) itself; send with auth: false to set it yourself")
-                ])
-            }
-            guard profile.credentials != nil else {
-                throw RPCError(code: .notSupported, message: profile.unavailableReason ?? "profile unavailable")
-            }
-        }
+        try profile?.checkCanSign(request.headers)
         let allowed = environment.origins.allows(url: request.url)
         if allowed {
             for field in environment.headers where !request.headers.contains(field.name) {

@@ -1,6 +1,7 @@
 import Auth
 import Config
 import HTTP
+import JSONRPC
 
 /// One configured profile, ready to sign requests.
 struct ProfileRuntime: Sendable {
@@ -23,6 +24,23 @@ struct ProfileRuntime: Sendable {
 }
 
 extension ProfileRuntime {
+    /// Refuses a request this profile cannot sign: the caller set the header the profile places
+    /// its credential in (ambiguous), or the profile's type is not available in this build.
+    func checkCanSign(_ headers: HTTPHeaders) throws(RPCError) {
+        if let header = credentialHeader, headers.contains(header) {
+            // The pointer names the member as the caller spelled it, so that it resolves in their params.
+            let member = headers.fields.first { $0.name.caseInsensitiveEquals(header) }?.name ?? header
+            throw RPCError.invalidParams([
+                ParamDiagnostic(
+                    pointer: ParamDiagnostic.pointer(["headers", member]),
+                    reason: "profile '\(name)' sets \(header) itself; send with auth: false to set it yourself")
+            ])
+        }
+        guard credentials != nil else {
+            throw RPCError(code: .notSupported, message: unavailableReason ?? "profile unavailable")
+        }
+    }
+
     /// Builds the runtime of `settings`, registering OAuth sessions with `manager`.
     static func make(environment: String, settings: ProfileSettings, manager: TokenManager) async throws
         -> ProfileRuntime
