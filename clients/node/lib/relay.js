@@ -427,6 +427,7 @@ export class Relay {
    */
   async close({ timeoutMs = 5000 } = {}) {
     const running = this.child.exitCode === null && this.child.signalCode === null && !this.closedError;
+    for (const subscription of this.subscriptions.values()) subscription.markClosed(); // none may hold reading now
     if (running) {
       for (const id of [...this.pending.keys()]) this.send(core.cancelMessage(/** @type {number} */ (id))).catch(() => { /* gone */ });
       try { await this.call('shutdown', undefined, { timeoutMs: timeoutMs / 2 }); } catch { /* ShuttingDown or gone */ }

@@ -93,3 +93,15 @@ test('maxBuffered must be a positive integer', { skip: noBinary }, async () => {
     assert.throws(() => relay.subscribe({ path: '/x', maxBuffered: 0 }), RangeError);
   } finally { await relay.close(); }
 });
+
+test('close() releases a full subscription nobody reads', { skip: skipStack }, async () => {
+  const relay = new Relay({ config: publicConfig(), binary: /** @type {string} */ (binary), onLog: logSink().onLog });
+  const subscription = relay.subscribe({ path: '/public/events', query: { count: 2000, interval: 0, ping: 0 }, auth: false, maxBuffered: 4 });
+  await new Promise((resolve) => { // the signal: the relay stops reading for this subscription
+    const hold = relay.holdReading.bind(relay);
+    relay.holdReading = (sub) => { hold(sub); resolve(undefined); };
+  });
+  assert.equal(subscription.queue.length, 4);
+  assert.equal(await relay.close(), 0, 'shutdown was answered and exit decided the code');
+  assert.equal(relay.holding.size, 0);
+});

@@ -80,3 +80,41 @@ def test_max_buffered_must_be_positive(stack, real_bin, tmp_path):
     with tokenrelay.Relay(config=write_config(stack, tmp_path), binary=real_bin) as relay:
         with pytest.raises(ValueError):
             relay.subscribe("/public/events", auth=False, max_buffered=0)
+
+
+def _wait_full(sub, count):
+    """Waits (on the subscription's own condition, not a clock) until `count` items wait."""
+    with sub._changed:
+        assert sub._changed.wait_for(lambda: len(sub._items) >= count, timeout=60)
+
+
+def test_close_releases_a_full_unread_subscription(stack, real_bin, tmp_path):
+    relay = tokenrelay.Relay(config=write_config(stack, tmp_path), binary=real_bin)
+    sub = relay.subscribe("/public/events", query={"count": 2000, "interval": 0, "ping": 0}, auth=False, max_buffered=4)
+    _wait_full(sub, 4)  # the reader now waits for room: tokenrelay's output backs up
+    assert relay.close() == 0, "shutdown was answered and exit decided the code"
+    assert not relay._reader.is_alive(), "the reader was released, not left waiting"
+
+
+def test_closing_a_full_unread_subscription_lets_other_calls_through(stack, real_bin, tmp_path):
+    with tokenrelay.Relay(config=write_config(stack, tmp_path), binary=real_bin) as relay:
+        sub = relay.subscribe("/public/events", query={"count": 2000, "interval": 0, "ping": 0}, auth=False, max_buffered=4)
+        _wait_full(sub, 4)
+        sub.close()
+        relay.ping(timeout=60)
+
+
+def test_async_close_releases_a_full_unread_subscription(stack, real_bin, tmp_path):
+    async def main():
+        relay = await tokenrelay.AsyncRelay(config=write_config(stack, tmp_path), binary=real_bin).start()
+        sub = await relay.subscribe("/public/events", query={"count": 2000, "interval": 0, "ping": 0},
+                                    auth=False, max_buffered=4)
+        while sub.high_water < 4:  # the reader fills it; each wait is on the reader's progress
+            await asyncio.wait_for(sub._readable.wait(), 60)
+            await asyncio.sleep(0)
+        code = await relay.close()
+        reader = relay._tasks[0]
+        assert reader.done() and not reader.cancelled(), "the reader ended on its own"
+        return code
+
+    assert asyncio.run(asyncio.wait_for(main(), 120)) == 0

@@ -457,6 +457,8 @@ class AsyncRelay:
         process = self.process
         if process is None:
             return None
+        for subscription in list(self._subscriptions.values()):  # they end here; none may hold the reader
+            subscription._mark_closed()
         if process.returncode is None and self._closed_error is None:
             for request_id in list(self._pending):  # nobody will read those answers
                 try:

@@ -488,6 +488,10 @@ class Relay:
         """``shutdown`` + ``exit``, then SIGTERM, then SIGKILL, each bounded; returns the
         exit status. Idempotent."""
         process = self.process
+        with self._lock:
+            subscriptions = list(self._subscriptions.values())
+        for subscription in subscriptions:  # they end here; none may hold the reader any more
+            subscription._mark_closed()
         if process.poll() is None and self._closed_error is None:
             with self._lock:
                 in_flight = list(self._pending)
