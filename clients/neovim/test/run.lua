@@ -1,0 +1,469 @@
+-- End-to-end tests of tokenrelay.nvim inside a real headless Neovim, driving the real binary
+-- against the interop stack (a real Django OAuth Toolkit AS and the SSE resource server):
+--
+--   TOKENRELAY_STACK_ENV=.../stack.env [TOKENRELAY_BIN=...] \
+--     nvim --headless -u NONE -c 'luafile clients/neovim/test/run.lua'
+--
+-- Prints "ok - NAME" / "not ok - NAME: why" per test, a round-trip figure, and a closing
+-- "N passed, N failed"; exits 1 when a test failed. TOKENRELAY_TRANSCRIPT=FILE also writes the
+-- session (commands and what they showed) to FILE, for the README.
+
+local here = vim.fn.fnamemodify(debug.getinfo(1, 'S').source:sub(2), ':p:h')
+local plugin_root = vim.fn.fnamemodify(here, ':h')
+local repo = vim.fn.fnamemodify(plugin_root, ':h:h')
+vim.opt.runtimepath:prepend(plugin_root)
+vim.cmd('runtime plugin/tokenrelay.lua')
+
+local uv = vim.uv or vim.loop
+local out = io.stdout
+local function say(line)
+  out:write(line .. '\n')
+  out:flush()
+end
+
+local results = { passed = 0, failed = 0 }
+local function finish()
+  say(string.format('%d passed, %d failed', results.passed, results.failed))
+  vim.cmd(results.failed == 0 and 'qall!' or 'cquit! 1')
+end
+
+local ok_env, stack = pcall(function()
+  local path = assert(vim.env.TOKENRELAY_STACK_ENV, 'TOKENRELAY_STACK_ENV is not set (no interop stack)')
+  local json = vim.fn.system({
+    'bash',
+    '-c',
+    'set -a; . "$1"; exec python3 -c "import json, os; print(json.dumps(dict(os.environ)))"',
+    'bash',
+    path,
+  })
+  assert(vim.v.shell_error == 0, 'cannot read ' .. path)
+  return vim.json.decode(json)
+end)
+local binary = vim.env.TOKENRELAY_BIN or (repo .. '/.build/debug/tokenrelay')
+if not ok_env or vim.fn.executable(binary) ~= 1 then
+  say('not ok - setup: ' .. (ok_env and ('no tokenrelay binary at ' .. binary) or tostring(stack)))
+  results.failed = 1
+  return finish()
+end
+
+-- The config: environment `stack` on the resource server, profile `service` (client
+-- credentials at the real AS) whose secret comes from the process environment.
+local secret = stack.CLIENT_SECRET or 'svc-secret'
+local client_id = stack.CLIENT_ID or 'svc'
+local dir = vim.fn.tempname()
+vim.fn.mkdir(dir, 'p')
+local config_path = dir .. '/config.yaml'
+vim.fn.writefile({
+  vim.json.encode({
+    version = 1,
+    default_environment = 'stack',
+    environments = {
+      stack = {
+        base_url = stack.RS_URL,
+        default_profile = 'service',
+        profiles = {
+          service = {
+            type = 'client_credentials',
+            issuer = stack.ISSUER,
+            token_url = stack.TOKEN_URL,
+            client_id = client_id,
+            client_secret = { env = 'TOKENRELAY_NVIM_TEST_SECRET' },
+          },
+        },
+      },
+    },
+  }),
+}, config_path)
+
+-- Everything shown to the user is recorded too, for the canary.
+local notified = {}
+vim.notify = function(msg, level)
+  table.insert(notified, { msg = msg, level = level })
+end
+
+local tokenrelay = require('tokenrelay')
+tokenrelay.setup({
+  cmd = binary,
+  config = config_path,
+  log_level = 'debug', -- the canary below reads every log line at debug level
+  environ = { TOKENRELAY_NVIM_TEST_SECRET = secret },
+})
+
+local transcript = {}
+local function record(lines)
+  vim.list_extend(transcript, type(lines) == 'table' and lines or { lines })
+end
+
+local function wait(ms, condition, what)
+  if not vim.wait(ms, condition, 5) then
+    error('timed out waiting for ' .. what, 2)
+  end
+end
+
+local function eq(actual, expected, what)
+  if actual ~= expected then
+    error(string.format('%s: expected %s, got %s', what, vim.inspect(expected), vim.inspect(actual)), 2)
+  end
+end
+
+local function truthy(value, what)
+  if not value then
+    error(what, 2)
+  end
+  return value
+end
+
+local function test(name, f)
+  local ok, err = xpcall(f, debug.traceback)
+  if ok then
+    results.passed = results.passed + 1
+    say('ok - ' .. name)
+  else
+    results.failed = results.failed + 1
+    say('not ok - ' .. name .. ': ' .. tostring(err):gsub('\n', '\n#   '))
+  end
+end
+
+local function buffer_text(name)
+  local buf = vim.fn.bufnr(name)
+  if buf == -1 then
+    return nil
+  end
+  return table.concat(vim.api.nvim_buf_get_lines(buf, 0, -1, false), '\n')
+end
+
+-- Runs `:TokenRelay request ...` and waits for the User TokenRelayResponse autocmd; returns
+-- the recorded response and the milliseconds from the command to the rendered buffer.
+local response_seen = 0
+vim.api.nvim_create_autocmd('User', {
+  pattern = 'TokenRelayResponse',
+  callback = function()
+    response_seen = response_seen + 1
+  end,
+})
+local function command_request(args)
+  local before = response_seen
+  local t0 = uv.hrtime()
+  vim.cmd('TokenRelay request ' .. args)
+  wait(30000, function()
+    return response_seen > before
+  end, ':TokenRelay request ' .. args)
+  return tokenrelay.last_response(), (uv.hrtime() - t0) / 1e6
+end
+
+local function session(status, profile)
+  for _, s in ipairs(status.sessions) do
+    if s.environment == 'stack' and s.profile == profile then
+      return s
+    end
+  end
+end
+
+test('initialize reports the server, its environments and methods', function()
+  local info = truthy(tokenrelay.info(20000), 'no initialize result')
+  eq(info.serverInfo.name, 'tokenrelay', 'serverInfo.name')
+  eq(info.environments[1].name, 'stack', 'environment')
+  eq(info.environments[1].default, true, 'default environment')
+  truthy(vim.tbl_contains(info.capabilities.methods, 'request'), 'capabilities.methods lacks request')
+  truthy(tokenrelay.pid(), 'no pid')
+end)
+
+test('an authenticated GET returns the resource server view of the client', function()
+  local response, err = tokenrelay.request_sync({ path = '/whoami' }, 30000)
+  eq(err, nil, 'error')
+  eq(response.status, 200, 'status')
+  eq(response.json.client_id, client_id, 'client_id')
+  eq(response.headers['content-type'], 'application/json', 'content-type')
+end)
+
+test('an authenticated POST with a JSON body reaches the resource server once', function()
+  local tag = 'nvim-post-' .. uv.hrtime()
+  local response, err = tokenrelay.request_sync({
+    method = 'POST',
+    path = '/echo',
+    headers = { ['X-Request-Tag'] = tag },
+    query = {},
+    json = { name = 'neovim', n = 3, empty = vim.empty_dict(), list = { 1, 2 } },
+  }, 30000)
+  eq(err, nil, 'error')
+  eq(response.status, 200, 'status')
+  eq(response.json.method, 'POST', 'method')
+  eq(response.json.client_id, client_id, 'client_id')
+  local body = vim.json.decode(response.json.body)
+  eq(body.name, 'neovim', 'body.name')
+  eq(vim.json.encode(body.empty), '{}', 'empty object stays an object')
+  local counters = tokenrelay.request_sync({ path = '/counters', query = { tag = tag }, auth = false }, 30000)
+  eq(counters.json.received, 1, 'received')
+end)
+
+test('a 404 is a response, not an error', function()
+  local response, err = tokenrelay.request_sync({ path = '/status/404' }, 30000)
+  eq(err, nil, 'error')
+  eq(response.status, 404, 'status')
+end)
+
+test(':TokenRelay request GET /whoami shows the response in a buffer', function()
+  record({ ':TokenRelay request GET /whoami' })
+  local last = command_request('GET /whoami')
+  eq(last.err, nil, 'error')
+  eq(last.response.status, 200, 'status')
+  local text = truthy(buffer_text('tokenrelay://response'), 'no response buffer')
+  truthy(text:find('GET /whoami %-> 200'), 'no status line in: ' .. text)
+  truthy(text:find('"client_id": "' .. client_id .. '"', 1, true), 'no client_id in: ' .. text)
+  record(vim.split(text, '\n', { plain = true }))
+end)
+
+test(':TokenRelay request POST with a JSON body, and a 404 as data', function()
+  record({ '', ':TokenRelay request POST /echo {"hello": "from neovim"}' })
+  local last = command_request('POST /echo {"hello": "from neovim"}')
+  eq(last.response.status, 200, 'status')
+  eq(last.response.json.body, '{"hello":"from neovim"}', 'body sent')
+  local text = buffer_text('tokenrelay://response')
+  record(vim.split(text, '\n', { plain = true }))
+  record({ '', ':TokenRelay request GET /nope' })
+  last = command_request('GET /nope')
+  eq(last.err, nil, 'error')
+  eq(last.response.status, 404, 'status')
+  text = buffer_text('tokenrelay://response')
+  truthy(text:find('GET /nope %-> 404'), 'no 404 line in: ' .. text)
+  record(vim.split(text, '\n', { plain = true }))
+end)
+
+test('subscribe delivers 5 events in order, then unsubscribe closes it', function()
+  local events, states = {}, {}
+  local sub = tokenrelay.subscribe({ path = '/events', query = { count = -1, interval = 0.05 } }, {
+    on_event = function(ev)
+      table.insert(events, ev)
+    end,
+    on_state = function(s)
+      table.insert(states, s.state)
+    end,
+  })
+  wait(30000, function()
+    return #events >= 5
+  end, '5 events')
+  local unsubscribed, unsubscribe_err = false, nil
+  sub:unsubscribe(function(err)
+    unsubscribed, unsubscribe_err = true, err
+  end)
+  wait(30000, function()
+    return unsubscribed and sub.closed and states[#states] == 'closed'
+  end, 'unsubscribe and the closed state')
+  eq(unsubscribe_err, nil, 'unsubscribe error')
+  eq(#events, 5, 'events after unsubscribe') -- none reaches on_event after unsubscribe()
+  for i, ev in ipairs(events) do
+    eq(ev.id, tostring(i), 'event id')
+    eq(ev.event, 'tick', 'event name')
+    eq(vim.json.decode(ev.data).seq, i, 'event seq')
+  end
+  truthy(vim.tbl_contains(states, 'open'), 'no open state: ' .. vim.inspect(states))
+  local status = tokenrelay.status_sync(30000)
+  eq(status.subscriptions, 0, 'subscriptions open on the server')
+  eq(vim.tbl_count(tokenrelay.subscriptions()), 0, 'subscriptions open in the client')
+end)
+
+test(':TokenRelay subscribe fills a buffer; wiping it unsubscribes', function()
+  record({ '', ':TokenRelay subscribe /events' })
+  vim.cmd('TokenRelay subscribe /events')
+  local name
+  wait(30000, function()
+    for _, buf in ipairs(vim.api.nvim_list_bufs()) do
+      if vim.api.nvim_buf_get_name(buf):find('tokenrelay://events/', 1, true) then
+        local lines = vim.api.nvim_buf_get_lines(buf, 0, -1, false)
+        local n = 0
+        for _, l in ipairs(lines) do
+          if l:find('] tick: ', 1, true) then
+            n = n + 1
+          end
+        end
+        if n >= 5 then
+          name = buf
+          return true
+        end
+      end
+    end
+    return false
+  end, '5 event lines')
+  record(vim.api.nvim_buf_get_lines(name, 0, -1, false))
+  vim.cmd('bwipeout! ' .. name)
+  wait(30000, function()
+    return vim.tbl_count(tokenrelay.subscriptions()) == 0
+  end, 'the subscription to close')
+  eq(tokenrelay.status_sync(30000).subscriptions, 0, 'subscriptions open on the server')
+end)
+
+test('cancelling a slow request answers it with kind cancelled, and the process keeps serving', function()
+  local err, response, done = nil, nil, false
+  local handle = tokenrelay.request({ path = '/slow', query = { delay = 60 }, auth = false }, function(e, r)
+    err, response, done = e, r, true
+  end)
+  -- The request is in flight on the server (the resource server holds it for 60 s).
+  eq(tokenrelay.statusline():find('1 req', 1, true) ~= nil, true, 'statusline shows the request in flight')
+  handle.cancel()
+  wait(20000, function()
+    return done
+  end, 'the cancelled answer')
+  eq(response, nil, 'response')
+  eq(err.kind, 'cancelled', 'kind')
+  eq(err.code, -32800, 'code')
+  -- A client-side bound cancels too.
+  local r2, e2 = tokenrelay.request_sync({ path = '/slow', query = { delay = 60 }, auth = false }, 300)
+  eq(r2, nil, 'response after timeout')
+  eq(e2.kind, 'timeout', 'kind after timeout')
+  local again = tokenrelay.request_sync({ path = '/whoami' }, 30000)
+  eq(again.status, 200, 'status after cancellations')
+end)
+
+test('errors carry their kind: unknown environment', function()
+  local response, err = tokenrelay.request_sync({ path = '/whoami', environment = 'nope' }, 30000)
+  eq(response, nil, 'response')
+  eq(err.kind, 'unknown_environment', 'kind')
+  tokenrelay.clear_error()
+end)
+
+test('status shows the session and its counters; invalidate renews once', function()
+  local status = tokenrelay.status_sync(30000)
+  local s = truthy(session(status, 'service'), 'no stack/service session')
+  eq(s.state, 'valid', 'state')
+  eq(s.type, 'client_credentials', 'type')
+  truthy(s.counters.requests >= 4, 'requests counter ' .. tostring(s.counters.requests))
+  local before = (s.counters.acquisitions or 0) + (s.counters.renewals or 0)
+  local count
+  tokenrelay.invalidate({ environment = 'stack', profile = 'service' }, function(_, n)
+    count = n
+  end)
+  wait(30000, function()
+    return count ~= nil
+  end, 'invalidate')
+  eq(count, 1, 'invalidated')
+  eq(tokenrelay.request_sync({ path = '/whoami' }, 30000).status, 200, 'status after invalidate')
+  s = session(tokenrelay.status_sync(30000), 'service')
+  eq((s.counters.acquisitions or 0) + (s.counters.renewals or 0), before + 1, 'acquisitions + renewals')
+  record({ '', ':TokenRelay status' })
+  vim.cmd('TokenRelay status')
+  wait(30000, function()
+    local text = buffer_text('tokenrelay://status')
+    return text and text:find('service', 1, true)
+  end, 'the status buffer')
+  record(vim.split(buffer_text('tokenrelay://status'), '\n', { plain = true }))
+end)
+
+test(':checkhealth tokenrelay reports binary, config and sessions', function()
+  vim.cmd('checkhealth tokenrelay')
+  local text = table.concat(vim.api.nvim_buf_get_lines(0, 0, -1, false), '\n')
+  truthy(text:find('OK:? binary: ' .. vim.pesc(binary)), 'no binary line in: ' .. text)
+  truthy(text:find('OK:? config valid'), 'no config line in: ' .. text)
+  truthy(text:find('session stack/service %(client_credentials%): valid'), 'no session line in: ' .. text)
+  truthy(not text:find('ERROR'), 'an error in: ' .. text)
+  record({ '', ':checkhealth tokenrelay' })
+  record(vim.api.nvim_buf_get_lines(0, 0, -1, false))
+  vim.cmd('tabclose')
+end)
+
+test('the statusline names the environment', function()
+  local line = tokenrelay.statusline()
+  truthy(line:find('^tokenrelay:stack'), 'statusline: ' .. line)
+end)
+
+-- The round trip of :TokenRelay request: from the command to the rendered buffer (a figure,
+-- not an assertion).
+local function median_round_trip(args, n)
+  local times = {}
+  for _ = 1, n do
+    local last, ms = command_request(args)
+    assert(last.response and last.response.status == 200, 'round trip failed: ' .. tostring(last.err))
+    table.insert(times, ms)
+  end
+  table.sort(times)
+  return times[math.floor((n + 1) / 2)], times[1], times[math.ceil(n * 0.9)]
+end
+
+test('round trip of :TokenRelay request (50 each)', function()
+  for _, args in ipairs({ 'GET /whoami', 'GET /public/echo' }) do
+    local median, min, p90 = median_round_trip(args, 50)
+    say(string.format('# round trip :TokenRelay request %s -> buffer: median %.1f ms, min %.1f, p90 %.1f (n=50)', args, median, min, p90))
+  end
+  -- The same path without HTTP: the editor, the pipe and the JSON-RPC layer only.
+  local times = {}
+  for _ = 1, 50 do
+    local done = false
+    local t0 = uv.hrtime()
+    tokenrelay.call('ping', nil, function()
+      done = true
+    end)
+    wait(10000, function()
+      return done
+    end, 'ping')
+    table.insert(times, (uv.hrtime() - t0) / 1e6)
+  end
+  table.sort(times)
+  say(string.format('# round trip ping (no HTTP): median %.2f ms, min %.2f, p90 %.2f (n=50)', times[25], times[1], times[45]))
+end)
+
+test('login is offered when the server has it', function()
+  local info = tokenrelay.info()
+  if not vim.tbl_contains(info.capabilities.methods, 'login') then
+    say('# skip: this tokenrelay has no login method (login is untested)')
+    return
+  end
+  -- The stack config has no interactive profile: login of a client-credentials profile is
+  -- refused with a clear error.
+  local done, err
+  tokenrelay.login({ environment = 'stack', profile = 'service' }, function(e)
+    done, err = true, e
+  end)
+  wait(30000, function()
+    return done
+  end, 'login answer')
+  truthy(err, 'login of a client_credentials profile succeeded')
+  tokenrelay.clear_error()
+end)
+
+test('shutdown exits with code 0', function()
+  local pid = tokenrelay.pid()
+  eq(tokenrelay.stop(5000), 0, 'exit code')
+  eq(tokenrelay.pid(), nil, 'pid after stop')
+  eq(vim.fn.isdirectory('/proc/' .. pid), 0, 'process gone')
+end)
+
+test('VimLeavePre stops a running process with code 0', function()
+  local response = tokenrelay.request_sync({ path = '/whoami' }, 30000) -- starts a new process
+  eq(response.status, 200, 'status')
+  local pid = tokenrelay.pid()
+  vim.cmd('doautocmd VimLeavePre')
+  eq(tokenrelay.pid(), nil, 'pid after VimLeavePre')
+  eq(tokenrelay.stop(), 0, 'exit code')
+  eq(vim.fn.isdirectory('/proc/' .. pid), 0, 'process gone')
+end)
+
+test('no secret or token in any buffer, message, notification or the stderr capture', function()
+  local haystacks = {}
+  for _, buf in ipairs(vim.api.nvim_list_bufs()) do
+    table.insert(haystacks, { 'buffer ' .. vim.api.nvim_buf_get_name(buf), table.concat(vim.api.nvim_buf_get_lines(buf, 0, -1, false), '\n') })
+  end
+  table.insert(haystacks, { 'messages', vim.fn.execute('messages') })
+  for _, n in ipairs(notified) do
+    table.insert(haystacks, { 'notification', n.msg })
+  end
+  local stderr = tokenrelay.stderr()
+  truthy(#stderr > 0, 'no stderr captured: the canary would prove nothing')
+  table.insert(haystacks, { 'stderr', table.concat(stderr, '\n') })
+  local needles = { secret }
+  local tokens = vim.fn.systemlist({ 'python3', repo .. '/scripts/interop/count_tokens.py', '--state', stack.STATE_DIR, '--kind', 'all', '--values' })
+  eq(vim.v.shell_error, 0, 'count_tokens.py exit')
+  truthy(#tokens > 0, 'no issued tokens listed')
+  vim.list_extend(needles, tokens)
+  for _, h in ipairs(haystacks) do
+    for _, needle in ipairs(needles) do
+      if needle ~= '' and h[2]:find(needle, 1, true) then
+        error('a secret or token appears in ' .. h[1])
+      end
+    end
+  end
+end)
+
+if vim.env.TOKENRELAY_TRANSCRIPT and vim.env.TOKENRELAY_TRANSCRIPT ~= '' then
+  vim.fn.writefile(transcript, vim.env.TOKENRELAY_TRANSCRIPT)
+end
+vim.fn.delete(dir, 'rf')
+finish()
