@@ -220,9 +220,7 @@ function M.status_lines(status, info)
   lines[#lines] = lines[#lines]:gsub('%s+$', '')
   for _, s in ipairs(status.sessions or {}) do
     local counters = s.counters or {}
-    table.insert(
-      lines,
-      string.format(
+    local line = string.format(
         '%-12s %-12s %-20s %-10s %-24s %-5s %-9s %s',
         s.environment,
         s.profile,
@@ -232,8 +230,8 @@ function M.status_lines(status, info)
         s.refreshable and 'yes' or 'no',
         tostring(counters.requests or 0),
         (type(s.lastError) == 'table') and (s.lastError.kind .. ': ' .. s.lastError.message) or ''
-      ):gsub('%s+$', '')
-    )
+      )
+    table.insert(lines, (line:gsub('%s+$', '')))
   end
   table.insert(lines, string.format('subscriptions: %d', status.subscriptions or 0))
   return lines
