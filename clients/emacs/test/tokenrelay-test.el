@@ -122,6 +122,25 @@
                                (equal (plist-get s :profile) profile)))
               (plist-get status :sessions)))
 
+(ert-deftest tokenrelay-test-00-byte-compiles-cleanly ()
+  "tokenrelay.el byte-compiles with warnings as errors."
+  (let* ((dir (make-temp-file "tokenrelay-bc-" t))
+         (copy (expand-file-name "tokenrelay.el" dir)))
+    (unwind-protect
+        (progn
+          (copy-file (expand-file-name "../tokenrelay.el" tokenrelay-test--here)
+                     copy)
+          (with-temp-buffer
+            (let ((status (call-process
+                           (expand-file-name invocation-name
+                                             invocation-directory)
+                           nil t nil "--batch" "-Q"
+                           "--eval" "(setq byte-compile-error-on-warn t)"
+                           "-f" "batch-byte-compile" copy)))
+              (should (equal (list status (string-trim (buffer-string)))
+                             '(0 ""))))))
+      (delete-directory dir t))))
+
 (ert-deftest tokenrelay-test-01-initialize ()
   "initialize reports the server, its environments and methods."
   (tokenrelay-test--needs-stack)

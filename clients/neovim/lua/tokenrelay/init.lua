@@ -138,6 +138,11 @@ function M.info(wait_ms)
   return state.info
 end
 
+--- How many requests wait for their answer.
+function M.in_flight()
+  return state.conn and state.conn.in_flight or 0
+end
+
 --- The running process's pid, or nil.
 function M.pid()
   return state.conn and state.conn:running() and state.conn.pid or nil
