@@ -6,6 +6,7 @@ set -uo pipefail
 out=$1 status=$2
 secret=svc-secret
 if [ -n "${TOKENRELAY_STACK_ENV:-}" ] && [ -r "$TOKENRELAY_STACK_ENV" ]; then
+  # shellcheck source=/dev/null
   secret=$(set +u; . "$TOKENRELAY_STACK_ENV"; printf '%s' "${CLIENT_SECRET:-svc-secret}")
 fi
 if grep -qF -- "$secret" "$out"; then
