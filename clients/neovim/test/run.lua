@@ -465,6 +465,15 @@ test('no secret or token in any buffer, message, notification or the stderr capt
   end
 end)
 
+local v = vim.version()
+test(string.format('nothing was deprecated on this Neovim (%d.%d.%d)', v.major, v.minor, v.patch), function()
+  for _, n in ipairs(notified) do
+    truthy(not tostring(n.msg):lower():find('deprecat'), 'a deprecation notice: ' .. tostring(n.msg))
+  end
+  local messages = vim.fn.execute('messages')
+  truthy(not messages:lower():find('deprecat'), 'a deprecation message: ' .. messages)
+end)
+
 if vim.env.TOKENRELAY_TRANSCRIPT and vim.env.TOKENRELAY_TRANSCRIPT ~= '' then
   vim.fn.writefile(transcript, vim.env.TOKENRELAY_TRANSCRIPT)
 end

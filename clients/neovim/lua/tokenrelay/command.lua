@@ -4,6 +4,9 @@ local tokenrelay = require('tokenrelay')
 
 local M = {}
 
+-- vim.islist is 0.10+; vim.tbl_islist (deprecated there) is what 0.7 has.
+local islist = vim.islist or vim.tbl_islist
+
 local function notify(msg, level)
   vim.notify('tokenrelay: ' .. msg, level or vim.log.levels.INFO)
 end
@@ -16,7 +19,7 @@ local function pretty(value, indent)
     return 'null'
   elseif t == 'table' then
     local inner = indent .. '  '
-    if getmetatable(value) ~= getmetatable(vim.empty_dict()) and vim.tbl_islist(value) then
+    if getmetatable(value) ~= getmetatable(vim.empty_dict()) and islist(value) then
       if #value == 0 then
         return '[]'
       end
@@ -51,9 +54,9 @@ local function scratch(name, show)
   if not (buf and vim.api.nvim_buf_is_valid(buf)) then
     buf = vim.api.nvim_create_buf(false, true)
     vim.api.nvim_buf_set_name(buf, name)
-    vim.api.nvim_buf_set_option(buf, 'buftype', 'nofile')
-    vim.api.nvim_buf_set_option(buf, 'bufhidden', 'hide')
-    vim.api.nvim_buf_set_option(buf, 'swapfile', false)
+    vim.bo[buf].buftype = 'nofile'
+    vim.bo[buf].bufhidden = 'hide'
+    vim.bo[buf].swapfile = false
     buffers[name] = buf
   end
   if show ~= false and vim.fn.bufwinid(buf) == -1 then
@@ -64,16 +67,16 @@ local function scratch(name, show)
 end
 
 local function set_lines(buf, lines)
-  vim.api.nvim_buf_set_option(buf, 'modifiable', true)
+  vim.bo[buf].modifiable = true
   vim.api.nvim_buf_set_lines(buf, 0, -1, false, lines)
-  vim.api.nvim_buf_set_option(buf, 'modifiable', false)
+  vim.bo[buf].modifiable = false
 end
 
 local function append_lines(buf, lines)
   if not vim.api.nvim_buf_is_valid(buf) then
     return
   end
-  vim.api.nvim_buf_set_option(buf, 'modifiable', true)
+  vim.bo[buf].modifiable = true
   local last = vim.api.nvim_buf_line_count(buf)
   local first = vim.api.nvim_buf_get_lines(buf, 0, 1, false)[1]
   if last == 1 and first == '' then
@@ -81,7 +84,7 @@ local function append_lines(buf, lines)
   else
     vim.api.nvim_buf_set_lines(buf, last, last, false, lines)
   end
-  vim.api.nvim_buf_set_option(buf, 'modifiable', false)
+  vim.bo[buf].modifiable = false
 end
 
 local function split_lines(text)

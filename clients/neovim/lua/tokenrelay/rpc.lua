@@ -10,6 +10,9 @@
 
 local M = {}
 
+-- vim.islist is 0.10+; vim.tbl_islist (deprecated there) is what 0.7 has.
+local islist = vim.islist or vim.tbl_islist
+
 --- Extra milliseconds the client waits past a request's own timeoutMs before giving up.
 M.TIMEOUT_SLACK_MS = 5000
 --- Lines of the child's stderr kept (oldest dropped first).
@@ -143,7 +146,7 @@ function Conn:_on_line(line)
     self:_on_stderr({ 'tokenrelay.nvim: unreadable frame from tokenrelay: ' .. line:sub(1, 200), '' })
     return
   end
-  if vim.tbl_islist(decoded) and decoded[1] ~= nil then
+  if islist(decoded) and decoded[1] ~= nil then
     for _, message in ipairs(decoded) do
       self:_on_message(message)
     end
