@@ -5,6 +5,11 @@
 # and the client secret appears nowhere in the output either.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
+if [ ! -r "${TOKENRELAY_STACK_ENV:-}" ]; then
+  echo "not ok - TOKENRELAY_STACK_ENV does not name a readable stack.env (scripts/interop/stack up)"
+  echo "0 passed, 1 failed"
+  exit 1
+fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 export XDG_STATE_HOME=$work/state HOME=${HOME:-$work}

@@ -283,6 +283,15 @@
     (should (equal (tokenrelay-error-kind err) "timeout")))
   (should (= (plist-get (tokenrelay-request '(:path "/whoami")) :status) 200)))
 
+(ert-deftest tokenrelay-test-08b-jsonrpc-native-encoding ()
+  "jsonrpc.el's own encoding of no params (\"params\": null) is accepted."
+  (tokenrelay-test--needs-stack)
+  (tokenrelay-info 20)
+  ;; What eglot does: jsonrpc-request with nil params, sent as null.
+  (should (null (jsonrpc-request tokenrelay--connection :ping nil)))
+  (let ((status (jsonrpc-request tokenrelay--connection :status nil)))
+    (should (plist-member status :sessions))))
+
 (ert-deftest tokenrelay-test-09-error-kind ()
   "Errors carry their kind: an unknown environment."
   (tokenrelay-test--needs-stack)

@@ -317,6 +317,14 @@ test('cancelling a slow request answers it with kind cancelled, and the process 
   eq(again.status, 200, 'status after cancellations')
 end)
 
+test("Neovim's own encoding of an empty table ([]) is accepted for an object member", function()
+  -- call() passes params as given: vim.json.encode turns query = {} into "query": [].
+  eq(vim.json.encode({ query = {} }), '{"query":[]}', 'the encoding this test relies on')
+  local result, err = tokenrelay.call_sync('request', { path = '/whoami', query = {}, headers = {} }, 30000)
+  eq(err, nil, 'error')
+  eq(result.status, 200, 'status')
+end)
+
 test('errors carry their kind: unknown environment', function()
   local response, err = tokenrelay.request_sync({ path = '/whoami', environment = 'nope' }, 30000)
   eq(response, nil, 'response')

@@ -6,6 +6,11 @@
 # Neovim than the one on PATH (scripts/test also runs the suite on a newer one).
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
+if [ ! -r "${TOKENRELAY_STACK_ENV:-}" ]; then
+  echo "not ok - TOKENRELAY_STACK_ENV does not name a readable stack.env (scripts/interop/stack up)"
+  echo "0 passed, 1 failed"
+  exit 1
+fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 export XDG_STATE_HOME=$work/state XDG_DATA_HOME=$work/data XDG_CACHE_HOME=$work/cache
