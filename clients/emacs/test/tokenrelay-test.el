@@ -323,6 +323,9 @@
     (goto-char (point-min))
     (should (search-forward "service" nil t))
     (should (equal (tabulated-list-get-id) '("stack" . "service")))
+    (revert-buffer) ; g: a fresh status
+    (goto-char (point-min))
+    (should (search-forward "service" nil t))
     (apply #'tokenrelay-test--record
            (cons (mapconcat (lambda (column)
                               (let ((name (nth 0 column)) (width (nth 1 column)))
