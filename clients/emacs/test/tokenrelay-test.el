@@ -354,6 +354,29 @@
       (message "# round trip tokenrelay-call GET %s -> buffer: median %.1f ms, min %.1f, p90 %.1f (n=50)"
                path (nth 24 times) (nth 0 times) (nth 44 times)))))
 
+(ert-deftest tokenrelay-test-12b-auth-prompt ()
+  "An auth-prompt notification reaches `tokenrelay-auth-prompt-function'.
+The frame goes through jsonrpc.el's real decoding and dispatch."
+  (tokenrelay-test--needs-stack)
+  (tokenrelay-info 20)
+  (let* ((seen nil)
+         (tokenrelay-auth-prompt-function (lambda (p) (setq seen p)))
+         (body (json-serialize
+                '(:jsonrpc "2.0" :method "auth-prompt"
+                  :params (:environment "stack" :profile "tv" :kind "device"
+                           :url "http://127.0.0.1:1/device"
+                           :userCode "WDJB-MJHT"
+                           :expiresAt "2026-12-01T12:00:00Z")))))
+    (funcall (process-filter tokenrelay--process) tokenrelay--process
+             (format "Content-Length: %d\r\n\r\n%s" (string-bytes body) body))
+    (should (equal (plist-get seen :userCode) "WDJB-MJHT"))
+    ;; The default function's text (batch Emacs: no y-or-n-p).
+    (let ((shown nil))
+      (cl-letf (((symbol-function 'message)
+                 (lambda (fmt &rest args) (setq shown (apply #'format fmt args)))))
+        (tokenrelay-show-auth-prompt seen))
+      (should (equal shown "tokenrelay: log in to stack/tv: open http://127.0.0.1:1/device and enter the code WDJB-MJHT (before 2026-12-01T12:00:00Z)")))))
+
 (ert-deftest tokenrelay-test-13-login ()
   "Login is offered when the server has it."
   (tokenrelay-test--needs-stack)

@@ -411,8 +411,54 @@ test('round trip of :TokenRelay request (50 each)', function()
   say(string.format('# round trip ping (no HTTP): median %.2f ms, min %.2f, p90 %.2f (n=50)', times[25], times[1], times[45]))
 end)
 
+test('an auth-prompt is shown and its URL opened when chosen (the login UI)', function()
+  -- The frame goes through the real decoding and dispatch; vim.ui.select answers as a user would.
+  local opened, asked = {}, nil
+  local select = vim.ui.select
+  vim.ui.select = function(items, opts, on_choice)
+    asked = { items = items, prompt = opts.prompt }
+    on_choice(items[1])
+  end
+  local options = tokenrelay.options()
+  tokenrelay.setup(vim.tbl_extend('force', options, {
+    open_url = function(url)
+      table.insert(opened, url)
+    end,
+  }))
+  local ok, err = pcall(function()
+    local conn = assert(tokenrelay.start())
+    local before = #notified
+    conn:_on_stdout({
+      vim.json.encode({
+        jsonrpc = '2.0',
+        method = 'auth-prompt',
+        params = {
+          environment = 'stack',
+          profile = 'tv',
+          kind = 'device',
+          url = 'http://127.0.0.1:1/device',
+          userCode = 'WDJB-MJHT',
+          verificationUriComplete = 'http://127.0.0.1:1/device?user_code=WDJB-MJHT',
+          expiresAt = '2026-12-01T12:00:00Z',
+        },
+      }),
+      '',
+    })
+    wait(5000, function()
+      return #opened == 1
+    end, 'the URL to open')
+    eq(opened[1], 'http://127.0.0.1:1/device?user_code=WDJB-MJHT', 'opened URL')
+    eq(asked.items[1], 'Open in browser', 'first choice')
+    local shown = notified[before + 1].msg
+    truthy(shown:find('open http://127.0.0.1:1/device and enter the code WDJB-MJHT', 1, true), 'message: ' .. shown)
+  end)
+  vim.ui.select = select
+  tokenrelay.setup(options)
+  assert(ok, err)
+end)
+
 test('login is offered when the server has it', function()
-  local info = tokenrelay.info()
+  local info = truthy(tokenrelay.info(20000), 'no initialize result')
   if not vim.tbl_contains(info.capabilities.methods, 'login') then
     say('# skip: this tokenrelay has no login method (login is untested)')
     return
@@ -431,6 +477,7 @@ test('login is offered when the server has it', function()
 end)
 
 test('shutdown exits with code 0', function()
+  truthy(tokenrelay.info(20000), 'no initialize result')
   local pid = tokenrelay.pid()
   eq(tokenrelay.stop(5000), 0, 'exit code')
   eq(tokenrelay.pid(), nil, 'pid after stop')
