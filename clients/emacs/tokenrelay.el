@@ -271,14 +271,18 @@ ON-SUCCESS gets the result, ON-ERROR a plist (:code :message :kind
                    (unless settled
                      (setq settled t)
                      (cl-decf tokenrelay--in-flight)
-                     (funcall on-success result)))
+                     ;; A failing callback must not stop jsonrpc.el's filter
+                     ;; from reading the messages after this one.
+                     (with-demoted-errors "tokenrelay: callback: %S"
+                       (funcall on-success result))))
      :error-fn (lambda (error)
                  (unless settled
                    (setq settled t)
                    (cl-decf tokenrelay--in-flight)
                    (let ((e (tokenrelay--wire-error error)))
                      (setq tokenrelay-last-error e)
-                     (funcall on-error e))))
+                     (with-demoted-errors "tokenrelay: error callback: %S"
+                       (funcall on-error e)))))
      ;; No client timer: jsonrpc.el would drop the continuation, and the
      ;; server's late answer would then hit a missing handler.
      :timeout nil)

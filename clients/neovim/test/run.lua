@@ -325,6 +325,30 @@ test("Neovim's own encoding of an empty table ([]) is accepted for an object mem
   eq(result.status, 200, 'status')
 end)
 
+test('an error in a callback is reported and the frames after it in the same chunk still arrive', function()
+  local conn = assert(tokenrelay.start())
+  local before = #notified
+  local second
+  local id1 = conn:request('no-such-method', nil, function()
+    error('boom from a callback')
+  end)
+  local id2 = conn:request('no-such-method', nil, function(e)
+    second = e
+  end)
+  -- Both answers in one chunk, ahead of the server's own (which then find no caller).
+  conn:_on_stdout({
+    vim.json.encode({ jsonrpc = '2.0', id = id1, result = vim.empty_dict() }),
+    vim.json.encode({ jsonrpc = '2.0', id = id2, error = { code = -32601, message = 'nope', data = { kind = 'method_not_found' } } }),
+    '',
+  })
+  eq(second and second.kind, 'method_not_found', 'the second answer')
+  wait(5000, function()
+    return #notified > before
+  end, 'the report of the failing callback')
+  truthy(notified[before + 1].msg:find('boom from a callback', 1, true), 'report: ' .. notified[before + 1].msg)
+  tokenrelay.clear_error()
+end)
+
 test('errors carry their kind: unknown environment', function()
   local response, err = tokenrelay.request_sync({ path = '/whoami', environment = 'nope' }, 30000)
   eq(response, nil, 'response')

@@ -59,6 +59,20 @@ function M.object(t)
   return t
 end
 
+-- Runs a caller's callback; an error in it is reported and never stops the reading of the
+-- frames that follow in the same chunk.
+local function protected(f, ...)
+  local args = { n = select('#', ...), ... }
+  local ok, err = xpcall(function()
+    return f((table.unpack or unpack)(args, 1, args.n))
+  end, debug.traceback)
+  if not ok then
+    vim.schedule(function()
+      vim.notify('tokenrelay: error in a callback: ' .. tostring(err), vim.log.levels.ERROR)
+    end)
+  end
+end
+
 local Conn = {}
 Conn.__index = Conn
 
@@ -163,7 +177,7 @@ function Conn:_on_message(message)
   if type(method) == 'string' then
     local params = not is_null(message.params) and message.params or {}
     if is_null(id) then
-      self.on_notification(method, params)
+      protected(self.on_notification, method, params)
     else
       -- tokenrelay sends no requests; answer as JSON-RPC requires.
       self:_send({ jsonrpc = '2.0', id = id, error = { code = -32601, message = 'method not found: ' .. method } })
@@ -176,10 +190,10 @@ function Conn:_on_message(message)
   end
   self:_settle(id)
   if not is_null(message.error) then
-    entry.callback(from_wire_error(message.error), nil)
+    protected(entry.callback, from_wire_error(message.error), nil)
   else
     local result = message.result
-    entry.callback(nil, not is_null(result) and result or nil)
+    protected(entry.callback, nil, not is_null(result) and result or nil)
   end
 end
 
@@ -203,7 +217,7 @@ function Conn:_on_exit(code)
   table.sort(ids)
   for _, id in ipairs(ids) do
     local entry = self:_settle(id)
-    entry.callback(closed, nil)
+    protected(entry.callback, closed, nil)
   end
   self.on_exit(code)
 end
