@@ -53,25 +53,32 @@ local client_id = stack.CLIENT_ID or 'svc'
 local dir = vim.fn.tempname()
 vim.fn.mkdir(dir, 'p')
 local config_path = dir .. '/config.yaml'
+-- Does this binary implement login? Then the config gets a device-code profile too (client
+-- `tv` at the AS, approved as alice by approve_device.py).
+local has_login = vim.fn.system({ binary, '--framing', 'ndjson' }, '{"jsonrpc":"2.0","id":1,"method":"initialize"}\n'):find('"login"', 1, true) ~= nil
+local profiles = {
+  service = {
+    type = 'client_credentials',
+    issuer = stack.ISSUER,
+    token_url = stack.TOKEN_URL,
+    client_id = client_id,
+    client_secret = { env = 'TOKENRELAY_NVIM_TEST_SECRET' },
+  },
+}
+if has_login then
+  profiles.tv = {
+    type = 'device_code',
+    issuer = stack.ISSUER,
+    token_url = stack.TOKEN_URL,
+    device_authorization_url = stack.AS_URL .. '/o/device-authorization/',
+    client_id = 'tv',
+  }
+end
 vim.fn.writefile({
   vim.json.encode({
     version = 1,
     default_environment = 'stack',
-    environments = {
-      stack = {
-        base_url = stack.RS_URL,
-        default_profile = 'service',
-        profiles = {
-          service = {
-            type = 'client_credentials',
-            issuer = stack.ISSUER,
-            token_url = stack.TOKEN_URL,
-            client_id = client_id,
-            client_secret = { env = 'TOKENRELAY_NVIM_TEST_SECRET' },
-          },
-        },
-      },
-    },
+    environments = { stack = { base_url = stack.RS_URL, default_profile = 'service', profiles = profiles } },
   }),
 }, config_path)
 
@@ -481,23 +488,47 @@ test('an auth-prompt is shown and its URL opened when chosen (the login UI)', fu
   assert(ok, err)
 end)
 
-test('login is offered when the server has it', function()
+test('login with a device code: auth-prompt, approval in the browser, then requests as the person', function()
   local info = truthy(tokenrelay.info(20000), 'no initialize result')
   if not vim.tbl_contains(info.capabilities.methods, 'login') then
     say('# skip: this tokenrelay has no login method (login is untested)')
     return
   end
-  -- The stack config has no interactive profile: login of a client-credentials profile is
-  -- refused with a clear error.
-  local done, err
-  tokenrelay.login({ environment = 'stack', profile = 'service' }, function(e)
-    done, err = true, e
+  local prompts, approver_exit = {}, nil
+  local options = tokenrelay.options()
+  tokenrelay.setup(vim.tbl_extend('force', options, {
+    on_auth_prompt = function(prompt)
+      table.insert(prompts, prompt)
+      -- What the person does: sign in at the AS, enter the code, accept.
+      vim.fn.jobstart({ 'python3', here .. '/approve_device.py', stack.AS_URL, prompt.userCode }, {
+        on_exit = function(_, code)
+          approver_exit = code
+        end,
+      })
+    end,
+  }))
+  local ok, err = pcall(function()
+    local done, login_err, result
+    tokenrelay.login({ environment = 'stack', profile = 'tv' }, function(e, r)
+      done, login_err, result = true, e, r
+    end)
+    wait(90000, function()
+      return done
+    end, 'the login to finish')
+    eq(login_err, nil, 'login error')
+    eq(#prompts, 1, 'auth-prompts')
+    eq(prompts[1].kind, 'device', 'prompt kind')
+    truthy(prompts[1].url:find(stack.AS_URL, 1, true), 'prompt url ' .. tostring(prompts[1].url))
+    eq(approver_exit, 0, 'approve_device.py exit')
+    eq(result.loggedIn, true, 'loggedIn')
+    local whoami = tokenrelay.request_sync({ path = '/whoami', profile = 'tv' }, 30000)
+    eq(whoami.status, 200, 'status as the person')
+    eq(whoami.json.username, 'alice', 'username')
+    eq(whoami.json.client_id, 'tv', 'client_id')
+    record({ '', ":lua require('tokenrelay').login({ profile = 'tv' })", 'auth-prompt: ' .. vim.json.encode(prompts[1]), 'result: ' .. vim.json.encode(result) })
   end)
-  wait(30000, function()
-    return done
-  end, 'login answer')
-  truthy(err, 'login of a client_credentials profile succeeded')
-  tokenrelay.clear_error()
+  tokenrelay.setup(options)
+  assert(ok, err)
 end)
 
 test('shutdown exits with code 0', function()
