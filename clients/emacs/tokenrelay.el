@@ -567,16 +567,23 @@ The next use renews it.  Return how many sessions were invalidated."
 (defun tokenrelay-login (&optional environment profile callback)
   "Log in to ENVIRONMENT/PROFILE (an interactive profile).
 While the login waits, each auth-prompt goes to
-`tokenrelay-auth-prompt-function'.  CALLBACK gets nil once the session
-is stored, or an error plist.  Return the request id."
+`tokenrelay-auth-prompt-function'.  CALLBACK is called with ERROR and
+RESULT: nil and the result (:environment :profile :loggedIn
+:expiresAt :subject...) once the session is stored, or an error plist
+and nil.  Return the request id."
   (interactive (tokenrelay--read-session))
   (let ((done (or callback
-                  (lambda (error)
+                  (lambda (error result)
                     (if error (tokenrelay--report-error error)
-                      (message "tokenrelay: logged in"))))))
+                      (message "tokenrelay: logged in to %s/%s%s"
+                               (plist-get result :environment)
+                               (plist-get result :profile)
+                               (if (plist-get result :subject)
+                                   (format " as %s" (plist-get result :subject))
+                                 "")))))))
     (tokenrelay--send 'login (tokenrelay--session-params environment profile)
-                      (lambda (_result) (funcall done nil))
-                      done)))
+                      (lambda (result) (funcall done nil result))
+                      (lambda (error) (funcall done error nil)))))
 
 ;;;; Commands
 

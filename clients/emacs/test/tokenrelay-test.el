@@ -58,9 +58,20 @@
         (append tokenrelay-test--transcript
                 (mapcar (lambda (l) (string-trim-right l)) lines))))
 
+(defvar tokenrelay-test--has-login
+  (and tokenrelay-test--stack (file-executable-p tokenrelay-test--binary)
+       (with-temp-buffer
+         (insert "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\"}\n")
+         (call-process-region (point-min) (point-max) tokenrelay-test--binary
+                              t t nil "--framing" "ndjson")
+         (goto-char (point-min))
+         (search-forward "\"login\"" nil t)))
+  "Non-nil when the binary implements login (the config then has `tv').")
+
 (when tokenrelay-test--stack
   ;; Environment `stack' on the resource server; profile `service' (client
-  ;; credentials at the real AS) reads its secret from the environment.
+  ;; credentials at the real AS) reads its secret from the environment;
+  ;; with login, profile `tv' is a device-code login of the client tv.
   (let ((config (expand-file-name "config.yaml" tokenrelay-test--dir)))
     (with-temp-file config
       (insert
@@ -77,7 +88,16 @@
               :issuer ,(tokenrelay-test--var "ISSUER")
               :token_url ,(tokenrelay-test--var "TOKEN_URL")
               :client_id ,tokenrelay-test--client-id
-              :client_secret (:env "TOKENRELAY_EMACS_TEST_SECRET")))))))))
+              :client_secret (:env "TOKENRELAY_EMACS_TEST_SECRET"))
+             ,@(when tokenrelay-test--has-login
+                 `(:tv
+                   (:type "device_code"
+                    :issuer ,(tokenrelay-test--var "ISSUER")
+                    :token_url ,(tokenrelay-test--var "TOKEN_URL")
+                    :device_authorization_url
+                    ,(concat (tokenrelay-test--var "AS_URL")
+                             "/o/device-authorization/")
+                    :client_id "tv"))))))))))
     (setq tokenrelay-program tokenrelay-test--binary
           tokenrelay-config config
           tokenrelay-log-level "debug" ; the canary reads every log line
@@ -378,19 +398,41 @@ The frame goes through jsonrpc.el's real decoding and dispatch."
       (should (equal shown "tokenrelay: log in to stack/tv: open http://127.0.0.1:1/device and enter the code WDJB-MJHT (before 2026-12-01T12:00:00Z)")))))
 
 (ert-deftest tokenrelay-test-13-login ()
-  "Login is offered when the server has it."
+  "Login with a device code: auth-prompt, approval, requests as the person."
   (tokenrelay-test--needs-stack)
-  (unless (seq-contains-p (plist-get (plist-get (tokenrelay-info) :capabilities)
+  (unless (seq-contains-p (plist-get (plist-get (tokenrelay-info 20)
+                                                :capabilities)
                                      :methods)
                           "login")
     (ert-skip "this tokenrelay has no login method (login is untested)"))
-  ;; The stack config has no interactive profile: logging in to a
-  ;; client-credentials profile is refused with a clear error.
-  (let ((result 'pending))
-    (tokenrelay-login "stack" "service" (lambda (e) (setq result e)))
-    (tokenrelay-test--wait 30 (lambda () (not (eq result 'pending))) "login")
-    (should result)
-    (setq tokenrelay-last-error nil)))
+  (let* ((prompts nil) (approver nil) (outcome 'pending)
+         (tokenrelay-auth-prompt-function
+          (lambda (prompt)
+            (push prompt prompts)
+            ;; What the person does: sign in at the AS, enter the code, accept.
+            (setq approver
+                  (start-process "approve" nil "python3"
+                                 (expand-file-name "../../neovim/test/approve_device.py"
+                                                   tokenrelay-test--here)
+                                 (tokenrelay-test--var "AS_URL")
+                                 (plist-get prompt :userCode))))))
+    (tokenrelay-login "stack" "tv" (lambda (e r) (setq outcome (list e r))))
+    (tokenrelay-test--wait 90 (lambda () (not (eq outcome 'pending)))
+                           "the login to finish")
+    (should-not (car outcome))
+    (should (eq (plist-get (cadr outcome) :loggedIn) t))
+    (should (= (length prompts) 1))
+    (should (equal (plist-get (car prompts) :kind) "device"))
+    (tokenrelay-test--wait 30 (lambda () (not (process-live-p approver)))
+                           "approve_device.py")
+    (should (= (process-exit-status approver) 0))
+    (let ((whoami (tokenrelay-request '(:path "/whoami" :profile "tv"))))
+      (should (= (plist-get whoami :status) 200))
+      (should (equal (plist-get (plist-get whoami :json) :username) "alice")))
+    (tokenrelay-test--record
+     "" "M-x tokenrelay-login RET stack RET tv RET"
+     (format "auth-prompt: %s" (json-serialize (car prompts)))
+     (format "result: %s" (json-serialize (cadr outcome))))))
 
 (ert-deftest tokenrelay-test-14-shutdown ()
   "Shutdown exits with code 0."

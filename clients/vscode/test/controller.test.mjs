@@ -39,16 +39,25 @@ function recordingUi() {
   return ui;
 }
 
+// Does this binary implement login? Then the config gets a device-code profile (client tv).
+const hasLogin = !skip && execFileSync(/** @type {string} */ (binary), ['--framing', 'ndjson'],
+  { input: '{"jsonrpc":"2.0","id":1,"method":"initialize"}\n', stdio: ['pipe', 'pipe', 'ignore'] }).toString().includes('"login"');
+
 let configDir = '';
 function start() {
   if (!configDir) {
     configDir = mkdtempSync(join(tmpdir(), 'tokenrelay-vscode-'));
+    /** @type {Record<string, any>} */
+    const profiles = { service: { type: 'client_credentials', issuer: stack?.ISSUER, token_url: stack?.TOKEN_URL, client_id: clientId,
+      client_secret: { env: 'TOKENRELAY_VSCODE_TEST_SECRET' } } };
+    if (hasLogin) {
+      profiles.tv = { type: 'device_code', issuer: stack?.ISSUER, token_url: stack?.TOKEN_URL, client_id: 'tv',
+        device_authorization_url: `${stack?.AS_URL}/o/device-authorization/` };
+    }
     writeFileSync(join(configDir, 'config.yaml'), JSON.stringify({
       version: 1,
       default_environment: 'stack',
-      environments: { stack: { base_url: stack?.RS_URL, default_profile: 'service', profiles: { service: {
-        type: 'client_credentials', issuer: stack?.ISSUER, token_url: stack?.TOKEN_URL, client_id: clientId,
-        client_secret: { env: 'TOKENRELAY_VSCODE_TEST_SECRET' } } } } },
+      environments: { stack: { base_url: stack?.RS_URL, default_profile: 'service', profiles } },
     }));
   }
   const ui = recordingUi();
@@ -190,19 +199,31 @@ test('a cancelled request rejects with AbortError and the process keeps serving'
   }
 });
 
-test('login reaches the server (untested end to end without a login method)', { skip }, async (t) => {
+test('login with a device code: the prompt offered, approved, then requests as the person', { skip }, async (t) => {
   const { controller, ui } = start();
   try {
-    const relay = await controller.relay();
+    await controller.relay();
     if (!controller.info.capabilities.methods.includes('login')) {
       await assert.rejects(controller.login({ environment: 'stack', profile: 'service' }), (/** @type {any} */ e) => e.kind === 'method_not_found');
       assert.match(ui.errors.at(-1) ?? '', /login failed/);
       t.diagnostic('this tokenrelay has no login method: login is untested');
       return;
     }
-    assert.ok(relay);
-    // A client-credentials profile has nothing to log in to: refused with a clear error.
-    await assert.rejects(controller.login({ environment: 'stack', profile: 'service' }));
+    // The person: the UI offers to open the URL (pick answers "Open in browser"); opening it
+    // here means signing in at the AS as alice, entering the code and accepting.
+    /** @type {string[]} */
+    const codes = [];
+    ui.openExternal = (/** @type {string} */ url) => {
+      const code = /user_code=([^&]+)/.exec(url)?.[1] ?? /enter the code (\S+)/.exec(ui.infos.at(-1) ?? '')?.[1];
+      codes.push(String(code));
+      execFileSync('python3', [join(here, '..', '..', 'neovim', 'test', 'approve_device.py'), /** @type {any} */ (stack).AS_URL, String(code)]);
+    };
+    const result = await controller.login({ environment: 'stack', profile: 'tv' });
+    assert.equal(result.loggedIn, true);
+    assert.equal(codes.length, 1);
+    assert.match(ui.infos.find((m) => /log in to stack\/tv/.test(m)) ?? '', /enter the code/);
+    const whoami = await controller.request('GET /whoami --profile=tv');
+    assert.equal(whoami.response.json().username, 'alice');
   } finally {
     await controller.dispose();
   }
