@@ -65,31 +65,85 @@ def lsp(message: dict[str, Any] | bytes) -> bytes:
     return b"Content-Length: %d\r\n\r\n" % len(body) + body
 
 
-def run(stdin: bytes) -> subprocess.CompletedProcess[bytes]:
-    """Writes `stdin` and keeps the pipe open, as an editor does, until the server exits on its
-    own (so the exit code is the one `exit` decides, not stdin EOF's)."""
-    process = subprocess.Popen(
-        [binary(), "serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=environment())
-    assert process.stdin is not None and process.stdout is not None and process.stderr is not None
-    output: dict[str, bytes] = {}
-    readers = [
-        threading.Thread(target=lambda name=name, pipe=pipe: output.__setitem__(name, pipe.read()))
-        for name, pipe in (("stdout", process.stdout), ("stderr", process.stderr))
-    ]
-    for reader in readers:
-        reader.start()
-    process.stdin.write(stdin)
-    process.stdin.flush()
-    try:
-        process.wait(timeout=60)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
-    finally:
-        process.stdin.close()
-        for reader in readers:
-            reader.join()
-    return subprocess.CompletedProcess(process.args, process.returncode, output["stdout"], output["stderr"])
+class Session:
+    """The binary under test, driven as an editor drives it: a request is followed by the next
+    message only once it is answered (editors wait for `initialize` before `initialized`, and for
+    `shutdown` before `exit`); notifications go out at once. stdin stays open until the server
+    exits on its own, so the exit code is the one `exit` decides, not stdin EOF's."""
+
+    def __init__(self, framing: str) -> None:
+        self.framing = framing
+        self.process = subprocess.Popen(
+            [binary(), "serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            env=environment())
+        self.answers: list[dict[str, Any]] = []
+        self.stdout = bytearray()
+        self.stderr = b""
+        self.changed = threading.Condition()
+        self.readers = [threading.Thread(target=self._read_stdout), threading.Thread(target=self._read_stderr)]
+        for reader in self.readers:
+            reader.start()
+
+    def _read_stdout(self) -> None:
+        assert self.process.stdout is not None
+        while chunk := self.process.stdout.read1(65536):
+            with self.changed:
+                self.stdout += chunk
+                self.answers = self._parse(bytes(self.stdout))
+                self.changed.notify_all()
+        with self.changed:
+            self.changed.notify_all()
+
+    def _read_stderr(self) -> None:
+        assert self.process.stderr is not None
+        self.stderr = self.process.stderr.read()
+
+    def _parse(self, data: bytes) -> list[dict[str, Any]]:
+        if self.framing == "ndjson":
+            return [json.loads(line) for line in data.split(b"\n")[:-1] if line.strip()]
+        complete = data
+        while True:  # drop a frame still arriving
+            try:
+                return [json.loads(body) for _, body in split_lsp(complete)]
+            except (AssertionError, ValueError, KeyError):
+                cut = complete.rfind(b"Content-Length:")
+                if cut <= 0:
+                    return []
+                complete = complete[:cut]
+
+    def send(self, body: bytes) -> None:
+        assert self.process.stdin is not None
+        frame = lsp(body) if self.framing == "lsp" else json.dumps(json.loads(body), separators=(",", ":")).encode() + b"\n"
+        self.process.stdin.write(frame)
+        self.process.stdin.flush()
+        message = json.loads(body)
+        if "id" in message:  # wait for its answer (a safety timeout only)
+            with self.changed:
+                answered = self.changed.wait_for(
+                    lambda: any(a.get("id") == message["id"] for a in self.answers) or self.process.poll() is not None,
+                    timeout=60)
+            assert answered, f"no answer to {message.get('method')}"
+
+    def finish(self) -> subprocess.CompletedProcess[bytes]:
+        assert self.process.stdin is not None
+        try:
+            self.process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        finally:
+            self.process.stdin.close()
+            for reader in self.readers:
+                reader.join()
+        return subprocess.CompletedProcess(self.process.args, self.process.returncode, bytes(self.stdout), self.stderr)
+
+
+def run(bodies: list[bytes], framing: str = "lsp") -> tuple[list[dict[str, Any]], subprocess.CompletedProcess[bytes]]:
+    session = Session(framing)
+    for body in bodies:
+        session.send(body)
+    completed = session.finish()
+    return session._parse(completed.stdout), completed
 
 
 def with_our_pid(body: bytes) -> bytes:
@@ -150,9 +204,12 @@ def check_session(bodies: list[bytes], answers: list[dict[str, Any]], completed:
     sent = [json.loads(body) for body in bodies]
     requests = [m for m in sent if "id" in m]
     assert [m["method"] for m in sent if "id" not in m][-1] == "exit"
-    # No reply to any notification: exactly one answer per request, in order, with its id.
-    assert [a.get("id") for a in answers] == [m["id"] for m in requests], completed.stdout[:2000]
-    by_method = {m["method"]: a for m, a in zip(requests, answers)}
+    # No reply to any notification: exactly one answer per request, with its id (requests run
+    # concurrently, so the answers come in the order they finish).
+    assert sorted(json.dumps(a.get("id")) for a in answers) == sorted(json.dumps(m["id"]) for m in requests), \
+        completed.stdout[:2000]
+    answer_by_id = {json.dumps(a.get("id")): a for a in answers}
+    by_method = {m["method"]: answer_by_id[json.dumps(m["id"])] for m in requests}
     init = by_method["initialize"]["result"]
     assert init["serverInfo"]["name"] == "tokenrelay"
     assert init["protocolVersion"] == "2026-12-01"
@@ -165,16 +222,15 @@ def check_session(bodies: list[bytes], answers: list[dict[str, Any]], completed:
 @pytest.mark.parametrize("client", sorted(CLIENTS))
 def test_lsp_framed_session_is_answered_and_exits_zero(client: str) -> None:
     bodies = [with_our_pid(b) for b in CLIENTS[client]()]
-    completed = run(b"".join(lsp(b) for b in bodies))
-    answers = [json.loads(body) for _, body in split_lsp(completed.stdout)]
+    answers, completed = run(bodies, "lsp")
+    assert completed.stdout.startswith(b"Content-Length: "), "answers use the peer's framing"
     check_session(bodies, answers, completed)
 
 
 @pytest.mark.parametrize("client", sorted(CLIENTS))
 def test_the_same_messages_as_ndjson_are_answered_and_exit_zero(client: str) -> None:
-    bodies = [json.dumps(json.loads(with_our_pid(b)), separators=(",", ":")).encode() for b in CLIENTS[client]()]
-    completed = run(b"".join(b + b"\n" for b in bodies))
-    answers = [json.loads(line) for line in completed.stdout.splitlines() if line.strip()]
+    bodies = [with_our_pid(b) for b in CLIENTS[client]()]
+    answers, completed = run(bodies, "ndjson")
     check_session(bodies, answers, completed)
 
 
@@ -193,9 +249,9 @@ def test_captures_are_what_the_editors_send() -> None:
 def test_exit_without_shutdown_is_exit_code_one() -> None:
     bodies = captured("neovim-0.7.2.lsp")
     without_shutdown = [with_our_pid(b) for b in bodies if json.loads(b).get("method") != "shutdown"]
-    completed = run(b"".join(lsp(b) for b in without_shutdown))
+    answers, completed = run(without_shutdown, "lsp")
     assert completed.returncode == 1
-    assert [json.loads(body).get("id") for _, body in split_lsp(completed.stdout)] == [1]
+    assert [a.get("id") for a in answers] == [1], "only initialize is answered"
 
 
 # --- pygls, live -----------------------------------------------------------------------------
