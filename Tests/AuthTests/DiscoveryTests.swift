@@ -38,9 +38,15 @@ struct DiscoveryTests {
 
     @Test func discoveryURLsFollowRFC8414ThenOIDC() throws {
         #expect(
-            try AuthorizationServerMetadata.discoveryURLs(for: "http://h/o") == [
-                "http://h/.well-known/oauth-authorization-server/o", "http://h/o/.well-known/openid-configuration",
+            try AuthorizationServerMetadata.discoveryURLs(for: "https://H/o") == [
+                "https://H/.well-known/oauth-authorization-server/o", "https://H/o/.well-known/openid-configuration",
             ])
+        #expect(
+            try AuthorizationServerMetadata.discoveryURLs(for: "http://127.1:8080/a/../o/") == [
+                "http://127.0.0.1:8080/.well-known/oauth-authorization-server/o",
+                "http://127.0.0.1:8080/o/.well-known/openid-configuration",
+            ])
+        #expect(throws: AuthError.self) { try AuthorizationServerMetadata.discoveryURLs(for: "http://h/o") }
         #expect(
             try AuthorizationServerMetadata.discoveryURLs(for: "https://h:8443/") == [
                 "https://h:8443/.well-known/oauth-authorization-server",
