@@ -122,20 +122,32 @@ struct DiscoveryTests {
         #expect(h.transport.tokenRequests.count == 2)
     }
 
-    @Test func unreachableIssuerIsRetriedThenATransportError() async throws {
-        let transport = FakeTransport { _ in .failure(.transport("connection refused")) }
+    /// A harness whose every request fails with `error`, after its acquisition failed with kind `transport`.
+    func failedAcquisition(_ error: HTTPError) async throws -> Harness {
         let h = try await Harness(
-            configuration: configuration(), transport: transport, clock: FakeClock(autoAdvance: true))
+            configuration: configuration(), transport: FakeTransport { _ in .failure(error) },
+            clock: FakeClock(autoAdvance: true))
         do {
             _ = try await h.token()
             Issue.record("should fail")
         } catch let error as AuthError {
             #expect(error.kind == "transport")
         }
+        #expect(h.transport.tokenRequests.isEmpty)
+        return h
+    }
+
+    @Test func unreachableIssuerIsRetriedThenATransportError() async throws {
+        let h = try await failedAcquisition(.transport("connection refused"))
         // Five passes over both discovery URLs, with backoff between them; no token request.
-        #expect(transport.requests.count == 2 * RetryPolicy().maximumAttempts)
+        #expect(h.transport.requests.count == 2 * RetryPolicy().maximumAttempts)
         #expect(h.clock.sleeps.count == RetryPolicy().maximumAttempts - 1)
-        #expect(transport.tokenRequests.isEmpty)
+    }
+
+    @Test func aTLSFailureAtTheIssuerIsFinalAndTriedOnce() async throws {
+        let h = try await failedAcquisition(.tls("SSL certificate problem: self-signed certificate"))
+        #expect(h.transport.requests.count == 1, "no retry, not even the second discovery URL")
+        #expect(h.clock.sleeps.isEmpty)
     }
 
     @Test(arguments: [
