@@ -143,6 +143,7 @@ enum CommandLineTool {
         }
         log.configure(level: logLevel, format: logFormat)
         options.testMethods = environment["TOKENRELAY_ENABLE_TEST_METHODS"] == "1"
+        options.testLeaseGate = environment["TOKENRELAY_TEST_LEASE_GATE"]
 
         let protocolOutput = ProcessSetup.protectStandardOutput()
         guard let settings = await loadSettings(path: configPath, environment: environment) else {

@@ -42,6 +42,13 @@ final class RelayProcess: Sendable {
         return candidates.first { FileManager.default.isExecutableFile(atPath: $0) } ?? candidates[candidates.count - 1]
     }
 
+    /// A new, empty `XDG_STATE_HOME` for one process: its session store is its own (tests that
+    /// share a store pass `XDG_STATE_HOME` or `store.path` themselves), and no test ever writes
+    /// into the real `~/.local/state`.
+    static func freshStateHome() -> String {
+        FileManager.default.temporaryDirectory.appendingPathComponent("tokenrelay-state-\(UUID().uuidString)").path
+    }
+
     static var repositoryRoot: URL {
         URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
             .deletingLastPathComponent()
@@ -61,6 +68,7 @@ final class RelayProcess: Sendable {
         env["XDG_CONFIG_HOME"] =
             FileManager.default.temporaryDirectory.appendingPathComponent("tokenrelay-no-config").path
         if testMethods { env["TOKENRELAY_ENABLE_TEST_METHODS"] = "1" }
+        env["XDG_STATE_HOME"] = Self.freshStateHome()
         for (key, value) in environment { env[key] = value }
         process.environment = env
         let stdinPipe = Pipe()

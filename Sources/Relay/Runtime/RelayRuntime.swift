@@ -1,5 +1,7 @@
 import Auth
 import Config
+import Foundation
+import Glibc
 import HTTP
 import JSONRPC
 import Logging
@@ -27,7 +29,11 @@ final class RelayRuntime: Sendable {
     }
 
     /// Builds the runtime. Fails (kind `config`) when a profile's settings cannot work.
-    static func make(settings: Settings, environmentOverride: String?) async throws -> RelayRuntime {
+    /// `testLeaseGate` (end-to-end tests only): a FIFO every renewal waits on, after taking its
+    /// lease, until something is written to it.
+    static func make(settings: Settings, environmentOverride: String?, testLeaseGate: String? = nil) async throws
+        -> RelayRuntime
+    {
         var transports: [LazyTransport] = []
         func transport(for environment: EnvironmentSettings?) -> LazyTransport {
             var options = CurlTransport.Options()
@@ -46,7 +52,8 @@ final class RelayRuntime: Sendable {
         }
         // Token and discovery requests go through a transport of their own (no middlewares).
         let tokenTransport = transport(for: nil)
-        let manager = TokenManager(transport: tokenTransport)
+        let manager = TokenManager(
+            transport: tokenTransport, store: makeStore(settings.store), afterLease: testLeaseGate.map(Self.fifoGate))
         var environments: [String: EnvironmentRuntime] = [:]
         for environment in settings.environments {
             environments[environment.name] = try await EnvironmentRuntime.make(
@@ -55,6 +62,37 @@ final class RelayRuntime: Sendable {
         return RelayRuntime(
             settings: settings, environmentOverride: environmentOverride, manager: manager, environments: environments,
             transports: transports)
+    }
+
+    /// The configured token store (opened on first use).
+    static func makeStore(_ settings: StoreSettings) -> any TokenStore {
+        switch settings.type {
+        case .memory:
+            return InMemoryTokenStore()
+        case .sqlite:
+            let path = settings.path ?? StoreSettings.defaultPath(environment: ProcessInfo.processInfo.environment)
+            let key = settings.encryptionKey.map { source in SecretProvider { try await source.resolve() } }
+            return SQLiteTokenStore(path: path, encryptionKey: key)
+        }
+    }
+
+    /// Waits until something is written to the FIFO at `path` (on a thread of its own: opening a
+    /// FIFO blocks), after saying so on stderr.
+    static func fifoGate(_ path: String) -> @Sendable () async -> Void {
+        {
+            log.warn("test lease gate: holding the lease until \(path) is written")
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                Thread.detachNewThread {
+                    let fd = open(path, O_RDONLY)
+                    if fd >= 0 {
+                        var byte: UInt8 = 0
+                        _ = read(fd, &byte, 1)
+                        Glibc.close(fd)
+                    }
+                    continuation.resume()
+                }
+            }
+        }
     }
 
     /// The catalog `initialize` reports.
