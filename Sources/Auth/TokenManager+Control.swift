@@ -129,6 +129,26 @@ extension TokenManager {
         return storeKey
     }
 
+    /// Opens the store and reads every session not read yet (for `status`: another process's
+    /// tokens show up). A failure is reported as the session's last error (or thrown, for the
+    /// store itself).
+    public func loadStored() async throws {
+        try await store.open()
+        for session in sessions.values where session.flight == nil && !session.loaded {
+            do {
+                let storeKey = try await self.storeKey(of: session)
+                let stored = try await store.load(storeKey)
+                guard session.flight == nil, !session.loaded else { continue }
+                session.loaded = true
+                adoptStored(stored, into: session)
+            } catch let error as AuthError {
+                session.lastError = error
+            } catch {
+                session.lastError = .storage("the token store could not be read")
+            }
+        }
+    }
+
     /// A snapshot of every session, sorted by environment and profile. Never contains a token.
     public func status() -> [SessionStatus] {
         let now = clock.now

@@ -221,7 +221,7 @@ extension TokenManager {
             throw AuthError.storage("the token store could not be read")
         }
         session.loaded = true
-        adopt(stored, into: session)
+        adoptStored(stored, into: session)
     }
 
     /// Builds the token, commits it (with the rotated or kept refresh token) to the store, and only
@@ -272,7 +272,7 @@ extension TokenManager {
     /// Takes what the store holds as the session's state: the same revision keeps the held token
     /// (and its stamp); another one replaces it; an entry gone (logged out, or refused, in another
     /// process) drops what this process held from the store.
-    private func adopt(_ stored: StoredTokens?, into session: Session) {
+    func adoptStored(_ stored: StoredTokens?, into session: Session) {
         guard let stored else {
             if session.revision != nil {
                 session.revision = nil

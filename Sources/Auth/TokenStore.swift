@@ -138,6 +138,9 @@ public struct StoreLease: Sendable, Hashable {
 public protocol TokenStore: Sendable {
     /// What `status` shows about the store.
     var info: TokenStoreInfo { get }
+    /// Opens the store now (resolving its key), so that a bad file or key is reported; the other
+    /// members open it on first use anyway.
+    func open() async throws
     /// The session's entry, if any.
     func load(_ key: StoreKey) async throws -> StoredTokens?
     /// Replaces the session's entry atomically (clearing a recorded invalidation); returns its
@@ -172,6 +175,9 @@ public protocol TokenStore: Sendable {
 }
 
 extension TokenStore {
+    /// Nothing to open.
+    public func open() async throws {}
+
     /// Runs `body` holding the session's lease (see ``acquireLease(_:purpose:deadline:expiresAt:)``):
     /// waits for it until `deadline`, holds it for at most `lifetime` (choose one longer than
     /// anything `body` waits for, e.g. its token request's bound), and releases it when `body`

@@ -186,9 +186,12 @@ struct InteropStack: Sendable {
 
     /// Writes a config with one environment `interop` (base URL: the RS) and the given profiles
     /// (each a list of `key: value` lines); returns its path.
-    func writeConfig(profiles: [(name: String, lines: [String])], timeout: String = "30s") throws -> String {
+    func writeConfig(profiles: [(name: String, lines: [String])], timeout: String = "30s", store: String? = nil)
+        throws -> String
+    {
         var text = """
             version: 1
+            \(store.map { "store: \($0)" } ?? "")
             default_environment: interop
             environments:
               interop:

@@ -178,6 +178,19 @@ final class RelayProcess: Sendable {
         return try lines.map { try JSONParser.parse(String($0)) }
     }
 
+    /// Waits until stderr contains `text`.
+    func waitForStderr(_ text: String, timeout: Duration = .seconds(60)) async throws {
+        let needle = Array(text.utf8)
+        try await withSafetyTimer(timeout) {
+            try await self.waitUntil("stderr '\(text)'", timeout: timeout) { state in
+                state.stderr.count >= needle.count
+                    && (0...(state.stderr.count - needle.count)).contains {
+                        state.stderr[$0..<($0 + needle.count)].elementsEqual(needle)
+                    }
+            }
+        }
+    }
+
     /// Waits for the exit code and for both output pipes to be drained to their end, so that
     /// `stdoutText` and `stderrText` are complete afterwards.
     func exitCode(timeout: Duration = .seconds(60)) async throws -> Int32 {
