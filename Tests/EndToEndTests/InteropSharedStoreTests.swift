@@ -143,6 +143,49 @@ import Testing
         }
     }
 
+    @Test func aHolderKilledWhileItsRefreshIsInFlightIsTakenOverAndTheFamilyLives() async throws {
+        try await InteropStack.with(.init(reuseProtection: true, refreshGrace: 30, tokenGate: true)) { stack in
+            let state = try Self.sharedStateHome(stack)
+            let seed = try await stack.mintRefreshToken()
+            let config = try stack.writeConfig(profiles: [("seeded", Self.seededProfile(stack))])
+            let environment = ["SECRET": "pwd-secret", "SEED": seed, "XDG_STATE_HOME": state]
+            let holder = try RelayProcess(
+                ["--config", config, "--log-level", "debug"], environment: environment, testMethods: false)
+            let other = try RelayProcess(
+                ["--config", config, "--log-level", "debug"], environment: environment, testMethods: false)
+            #expect(try await holder.call("request", ["path": "/whoami"])["result"]?["status"]?.intValue == 200)
+            let refreshesBefore = try await stack.issuedCount(client: "pwd", kind: "refresh")
+            try stack.armTokenGate()
+            _ = try await holder.call("token-invalidate", ["profile": "seeded"])
+            try holder.send(#"{"jsonrpc":"2.0","id":"held","method":"request","params":{"path":"/whoami"}}"#)
+            try await stack.waitFor("the holder's refresh at the token endpoint") { stack.arrivedAtTokenGate() == 1 }
+            holder.signal(SIGKILL)
+            try stack.releaseTokenGate()
+            // The AS completes the dead holder's refresh: the refresh token in the store is now
+            // superseded, and its successor was never stored.
+            try await stack.waitFor("the dead holder's rotation") {
+                try await stack.issuedCount(client: "pwd", kind: "refresh") == refreshesBefore + 1
+            }
+            // Another process takes the lease over and replays the stored token within the grace
+            // period: the AS answers with the successor, every caller gets a token.
+            for id in 0..<3 {
+                try other.send(#"{"jsonrpc":"2.0","id":"w\#(id)","method":"request","params":{"path":"/whoami"}}"#)
+            }
+            for id in 0..<3 {
+                let answer = try await other.answer(id: "w\(id)")
+                #expect(answer["result"]?["status"]?.intValue == 200, "\(answer.jsonText)")
+            }
+            #expect(other.stderrText.contains("taking over the lease"))
+            // The family is alive: the next rotation works.
+            _ = try await other.call("token-invalidate", ["profile": "seeded"])
+            let next = try await other.call("request", ["path": "/whoami"])
+            #expect(next["result"]?["status"]?.intValue == 200, "\(next.jsonText)")
+            try other.closeStdin()
+            #expect(try await other.exitCode() == 0)
+            #expect(!other.stderrText.contains("invalid_grant"))
+        }
+    }
+
     @Test func aRefreshTokenProfileRestartedTenTimesSendsItsSeedOnce() async throws {
         try await InteropStack.with(.init(reuseProtection: true)) { stack in
             let state = try Self.sharedStateHome(stack)
