@@ -100,10 +100,16 @@ public final class SQLiteTokenStore: TokenStore {
             }
             cipher = made
         }
-        try state.withLock { opened throws(AuthError) in
-            if opened != nil { return }
-            opened = try openConnection(cipher: cipher)
+        let result = state.withLock { opened -> Result<Void, AuthError> in
+            if opened != nil { return .success(()) }
+            do throws(AuthError) {
+                opened = try openConnection(cipher: cipher)
+                return .success(())
+            } catch {
+                return .failure(error)
+            }
         }
+        try result.get()
     }
 
     /// Decodes a 32-byte key given as hex (64 digits) or base64 (standard or URL-safe).
@@ -309,19 +315,22 @@ public final class SQLiteTokenStore: TokenStore {
             throw AuthError.store("the new key must be 32 bytes in base64 or hex (tokenrelay store new-key prints one)")
         }
         try await open()
-        try state.withLock { opened throws(AuthError) in
-            guard let current = opened else { return }
+        let result = state.withLock { opened -> Result<Void, AuthError> in
+            guard let current = opened else { return .success(()) }
             do {
                 try reseal(current.connection, from: current.cipher, to: cipher)
             } catch let error as AuthError {
-                throw error
+                return .failure(error)
             } catch {
-                throw AuthError.store("the store \(path) could not be re-sealed (\(error)); nothing was changed")
+                return .failure(
+                    AuthError.store("the store \(path) could not be re-sealed (\(error)); nothing was changed"))
             }
             opened = Opened(
                 connection: current.connection, cipher: cipher, schemaVersion: current.schemaVersion,
                 dataVersion: current.dataVersion)
+            return .success(())
         }
+        try result.get()
     }
 
     // MARK: - Records
@@ -351,17 +360,18 @@ public final class SQLiteTokenStore: TokenStore {
 
     /// Runs `body` on the connection if the store is open; `nil` when it is not.
     private func withOpened<T>(_ body: (inout Opened) throws -> T) throws -> T? {
-        try state.withLock { opened -> T? in
-            guard var current = opened else { return nil }
+        let result = state.withLock { opened -> Result<T?, any Error> in
+            guard var current = opened else { return .success(nil) }
             defer { opened = current }
             do {
-                return try body(&current)
-            } catch let error as AuthError {
-                throw error
+                return .success(try body(&current))
             } catch let error as SQLiteError {
-                throw AuthError.storage("the store \(path) failed (\(error.message))")
+                return .failure(AuthError.storage("the store \(path) failed (\(error.message))"))
+            } catch {
+                return .failure(error)
             }
         }
+        return try result.get()
     }
 
     public func load(_ key: StoreKey) async throws -> StoredTokens? {

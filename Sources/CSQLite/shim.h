@@ -5,10 +5,14 @@
 /*
  * libsqlite3 is loaded with dlopen on first use instead of being linked, like libcurl
  * (Sources/CCurl/shim.h): a tokenrelay start that needs no token (initialize, ping,
- * check-config, a memory store) does not map it. Call tr_sqlite_load() once before any other
+ * check-config, a memory store) does not map it. Call tr_sqlite_load() before any other
  * tr_sqlite_ function; it returns 0 when libsqlite3.so.0 or one of its symbols is missing (then
- * no other tr_sqlite_ function may be called). Thread-safe (pthread_once). Each Swift module
- * that imports this header gets its own table.
+ * no other tr_sqlite_ function may be called). Thread-safe (pthread_once).
+ *
+ * Every module that imports this header (and every module the optimizer inlines Swift code
+ * calling it into, with cross-module optimization in release builds) gets its own copy of these
+ * static inline functions and of the table, so every wrapper makes sure its copy is loaded
+ * (one pthread_once check) instead of trusting that tr_sqlite_load() ran in the same copy.
  */
 struct tr_sqlite_api {
     int (*open_v2)(const char *, sqlite3 **, int, const char *);
@@ -36,13 +40,13 @@ struct tr_sqlite_api {
     int loaded;
 };
 
-static inline struct tr_sqlite_api *tr_sqlite_api(void) {
+static inline struct tr_sqlite_api *tr_sqlite_table(void) {
     static struct tr_sqlite_api api;
     return &api;
 }
 
 static inline void tr_sqlite_load_once(void) {
-    struct tr_sqlite_api *api = tr_sqlite_api();
+    struct tr_sqlite_api *api = tr_sqlite_table();
     void *library = dlopen("libsqlite3.so.0", RTLD_NOW | RTLD_LOCAL);
     if (!library) return;
 #define TR_SQLITE_SYMBOL(field, name) \
@@ -74,12 +78,15 @@ static inline void tr_sqlite_load_once(void) {
     api->loaded = 1;
 }
 
-/** Loads libsqlite3 (once); 1 when every entry point was found. */
-static inline int tr_sqlite_load(void) {
+/** This copy's table, loaded (once) first. */
+static inline struct tr_sqlite_api *tr_sqlite_api(void) {
     static pthread_once_t once = PTHREAD_ONCE_INIT;
     pthread_once(&once, tr_sqlite_load_once);
-    return tr_sqlite_api()->loaded;
+    return tr_sqlite_table();
 }
+
+/** Loads libsqlite3 (once); 1 when every entry point was found. */
+static inline int tr_sqlite_load(void) { return tr_sqlite_api()->loaded; }
 
 static inline int tr_sqlite_open(const char *path, sqlite3 **db, int flags) {
     return tr_sqlite_api()->open_v2(path, db, flags, NULL);

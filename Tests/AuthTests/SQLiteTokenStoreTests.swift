@@ -103,6 +103,17 @@ func expectStoreError(_ text: String, _ body: () async throws -> Void) async {
         #expect(!FileManager.default.fileExists(atPath: directory.database))
     }
 
+    @Test(.enabled(if: geteuid() == 0, "only root can give a file to another user"))
+    func refusesAFileOwnedBySomeoneElse() async throws {
+        let directory = try StoreDirectory()
+        _ = FileManager.default.createFile(
+            atPath: directory.database, contents: nil, attributes: [.posixPermissions: 0o600])
+        #expect(chown(directory.database, 65534, 65534) == 0)
+        await expectStoreError("is owned by another user (uid 65534)") {
+            try await SQLiteTokenStore(path: directory.database).open()
+        }
+    }
+
     @Test func migratesAnOlderSchemaKeepingItsSessions() async throws {
         let directory = try StoreDirectory()
         // A version-1 file, as an earlier tokenrelay left it.
