@@ -436,16 +436,18 @@ public final class SQLiteTokenStore: TokenStore {
         }
     }
 
-    public func recordInvalidation(_ key: StoreKey, revision: Int64?) throws {
-        _ = try withOpened { opened in
+    @discardableResult
+    public func recordInvalidation(_ key: StoreKey, revision: Int64?) throws -> Bool {
+        try withOpened { opened in
             if let revision {
                 try opened.connection.query(
-                    "UPDATE sessions SET invalidated = 1 WHERE id = ?1 AND revision = ?2",
+                    "UPDATE sessions SET invalidated = 1 WHERE id = ?1 AND revision = ?2 AND invalidated = 0",
                     [.text(key.id), .integer(revision)])
             } else {
                 try opened.connection.query("UPDATE sessions SET invalidated = 1 WHERE id = ?1", [.text(key.id)])
             }
-        }
+            return opened.connection.changes > 0
+        } ?? false
     }
 
     public func changedElsewhere() -> Bool {

@@ -21,9 +21,16 @@ extension TokenManager {
             // Recorded so that every process sharing the store renews (only while the stored entry
             // is still this token), and counted across them.
             do {
-                if let revision = session.revision { try store.recordInvalidation(storeKey, revision: revision) }
-                earlier = max(
-                    earlier, try store.recordUnexplainedRenewal(storeKey, at: now, window: Self.renewalWindow))
+                // Counted across processes only when this 401 is the one that invalidated the
+                // stored token: other processes' 401s on the same token cause no renewal of their own.
+                var first = true
+                if let revision = session.revision {
+                    first = try store.recordInvalidation(storeKey, revision: revision)
+                }
+                if first {
+                    earlier = max(
+                        earlier, try store.recordUnexplainedRenewal(storeKey, at: now, window: Self.renewalWindow))
+                }
             } catch {
                 log.warn("the invalidation of \(key) could not be recorded in the store: \(error)")
             }

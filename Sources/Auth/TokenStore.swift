@@ -150,9 +150,11 @@ public protocol TokenStore: Sendable {
     /// Removes the session's entry (everywhere: every process sharing the store sees it gone).
     func remove(_ key: StoreKey) async throws
     /// Records that the session's access token must be renewed; with `revision`, only while the
-    /// stored entry is still that revision (a 401 on a token another process already replaced
-    /// changes nothing).
-    func recordInvalidation(_ key: StoreKey, revision: Int64?) throws
+    /// stored entry is still that revision and not invalidated yet (a 401 on a token another
+    /// process already replaced or invalidated changes nothing). Returns whether it changed the
+    /// entry.
+    @discardableResult
+    func recordInvalidation(_ key: StoreKey, revision: Int64?) throws -> Bool
     /// Whether another process changed the store since the last call (SQLite: one
     /// `PRAGMA data_version`). `false` for a store no other process shares.
     func changedElsewhere() -> Bool
@@ -227,11 +229,14 @@ public final class InMemoryTokenStore: TokenStore {
 
     public func remove(_ key: StoreKey) async throws { state.withLock { $0.entries[key] = nil } }
 
-    public func recordInvalidation(_ key: StoreKey, revision: Int64?) throws {
+    @discardableResult
+    public func recordInvalidation(_ key: StoreKey, revision: Int64?) throws -> Bool {
         state.withLock { state in
-            guard var entry = state.entries[key], revision == nil || revision == entry.revision else { return }
+            guard var entry = state.entries[key] else { return false }
+            if let revision, revision != entry.revision || entry.invalidated { return false }
             entry.invalidated = true
             state.entries[key] = entry
+            return true
         }
     }
 

@@ -296,13 +296,14 @@ final class FakeStore: TokenStore {
 
     func remove(_ key: StoreKey) async throws { state.withLock { $0.entries[key.session] = nil } }
 
-    func recordInvalidation(_ key: StoreKey, revision: Int64?) throws {
+    @discardableResult
+    func recordInvalidation(_ key: StoreKey, revision: Int64?) throws -> Bool {
         state.withLock { state in
-            guard var entry = state.entries[key.session], revision == nil || revision == entry.revision else {
-                return
-            }
+            guard var entry = state.entries[key.session] else { return false }
+            if let revision, revision != entry.revision || entry.invalidated { return false }
             entry.invalidated = true
             state.entries[key.session] = entry
+            return true
         }
     }
 

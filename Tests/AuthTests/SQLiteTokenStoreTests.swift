@@ -277,9 +277,10 @@ func expectStoreError(_ text: String, _ body: () async throws -> Void) async {
         let second = SQLiteTokenStore(path: directory.database)
         let revision = try await first.save(sampleTokens(), for: key)
         _ = try await second.load(key)
-        try second.recordInvalidation(key, revision: revision - 1)  // an older token: no effect
+        #expect(try !second.recordInvalidation(key, revision: revision - 1))  // an older token: no effect
         #expect(try await first.load(key)?.invalidated == false)
-        try second.recordInvalidation(key, revision: revision)
+        #expect(try second.recordInvalidation(key, revision: revision))
+        #expect(try !first.recordInvalidation(key, revision: revision), "already invalidated")
         #expect(try await first.load(key)?.invalidated == true)
         let next = try await first.save(sampleTokens("2"), for: key)
         #expect(next == revision + 1)
