@@ -137,9 +137,11 @@ extension TokenManager {
     }
 
     /// Opens the store and reads every session not read yet (for `status`: another process's
-    /// tokens show up). A failure is reported as the session's last error (or thrown, for the
+    /// tokens show up); with none, does nothing. A failure is reported as the session's last error (or thrown, for the
     /// store itself).
     public func loadStored() async throws {
+        // Nothing to read: the store is not opened (and libsqlite3 not loaded) for nothing.
+        guard sessions.values.contains(where: { $0.flight == nil && !$0.loaded }) else { return }
         try await store.open()
         for session in sessions.values where session.flight == nil && !session.loaded {
             do {
