@@ -64,15 +64,6 @@ public final class SQLiteTokenStore: TokenStore {
         holder = (Int64(pid), processStartTime(pid) ?? 0)
     }
 
-    /// `$XDG_STATE_HOME/tokenrelay/sessions.db`, else `~/.local/state/tokenrelay/sessions.db`.
-    public static func defaultPath(environment: [String: String]) -> String {
-        if let state = environment["XDG_STATE_HOME"], state.hasPrefix("/") {
-            return state + "/tokenrelay/sessions.db"
-        }
-        let home = environment["HOME"] ?? NSHomeDirectory()
-        return home + "/.local/state/tokenrelay/sessions.db"
-    }
-
     public var info: TokenStoreInfo {
         let opened = state.withLock { $0.map { ($0.schemaVersion, $0.cipher != nil) } }
         return TokenStoreInfo(
