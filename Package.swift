@@ -29,6 +29,7 @@ let package = Package(
         .executableTarget(name: "FuzzFraming", dependencies: ["JSONRPC"]),
         .executableTarget(name: "FuzzConfig", dependencies: ["Config"]),
         .executableTarget(name: "FuzzSSE", dependencies: ["HTTP"]),
+        .executableTarget(name: "FuzzTokenResponse", dependencies: ["Auth", "HTTP", "Logging"]),
 
         // Benchmarks (scripts/bench): the load driver with its libcurl and URLSession references
         // (the only target allowed to import FoundationNetworking), and the bare Foundation
@@ -36,10 +37,11 @@ let package = Package(
         .executableTarget(name: "TokenRelayBench", dependencies: ["CCurl"], linkerSettings: [.linkedLibrary("curl")]),
         .executableTarget(name: "BareFoundationEcho"),
 
+        .testTarget(name: "LoggingTests", dependencies: ["Logging"]),
         .testTarget(name: "JSONRPCTests", dependencies: ["JSONRPC"]),
         .testTarget(name: "ConfigTests", dependencies: ["Config"]),
         .testTarget(name: "HTTPTests", dependencies: ["HTTP"], exclude: ["Fixtures"]),
-        .testTarget(name: "AuthTests", dependencies: ["Auth", "HTTP"]),
+        .testTarget(name: "AuthTests", dependencies: ["Auth", "HTTP", "Logging"]),
         .testTarget(name: "RelayTests", dependencies: ["Relay", "JSONRPC", "Config", "HTTP", "Auth"]),
         .testTarget(name: "EndToEndTests", dependencies: ["JSONRPC"], exclude: ["Fixtures"]),
     ],

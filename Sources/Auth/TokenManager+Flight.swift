@@ -210,11 +210,11 @@ extension TokenManager {
     private func adopt(_ stored: StoredTokens?, into session: Session) {
         guard let stored else { return }
         if let refreshToken = stored.refreshToken {
-            Redactor.shared.register(refreshToken)
+            Redactor.shared.registerToken(refreshToken)
             session.refreshToken = refreshToken
         }
         if let accessToken = stored.accessToken {
-            Redactor.shared.register(accessToken)
+            Redactor.shared.registerToken(accessToken)
             session.token = Token(
                 accessToken: accessToken, tokenType: stored.tokenType, receivedAt: stored.receivedAt ?? clock.now,
                 expiresAt: stored.expiresAt, refreshToken: stored.refreshToken, scope: stored.scope, version: nextID())
@@ -236,7 +236,7 @@ extension TokenManager {
         {
             throw AuthError.configuration(
                 "client_auth \(configuration.clientAuth.rawValue) is not supported by the issuer (it supports: "
-                    + methods.map { AuthError.clean($0) }.joined(separator: ", ") + ")")
+                    + ServerText(methods.joined(separator: ", ")).value + ")")
         }
         return configuration.tokenURL ?? metadata.tokenEndpoint
     }
@@ -245,6 +245,8 @@ extension TokenManager {
         guard configuration.clientAuth != .none, let provider = configuration.clientSecret else { return nil }
         do {
             return try await provider.resolve()
+        } catch let error as AuthError {
+            throw error
         } catch {
             throw AuthError.configuration("the client secret could not be resolved")
         }
