@@ -34,7 +34,7 @@ let package = Package(
         // Benchmarks (scripts/bench): the load driver with its libcurl and URLSession references
         // (the only target allowed to import FoundationNetworking), and the bare Foundation
         // binary the cold start is compared with.
-        .executableTarget(name: "TokenRelayBench", dependencies: ["CCurl"], linkerSettings: [.linkedLibrary("curl")]),
+        .executableTarget(name: "TokenRelayBench", dependencies: ["CCurl", "Logging"], linkerSettings: [.linkedLibrary("curl")]),
         .executableTarget(name: "BareFoundationEcho"),
 
         .testTarget(name: "LoggingTests", dependencies: ["Logging"]),

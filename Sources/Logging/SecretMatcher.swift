@@ -5,7 +5,8 @@
 /// is a kilobyte), and the random tail of a token tells tokens apart where their common header
 /// would not. Where a key ends in the text, the patterns with that key are compared in full.
 /// Transitions are a dense table over byte classes (bytes that occur in no key share class 0,
-/// which always leads back to the root), so each text byte costs one table lookup.
+/// which always leads back to the root), so each text byte costs one table lookup; building it
+/// is linear in the total key length times the number of classes.
 ///
 /// Immutable once built; safe to share between threads.
 public final class SecretMatcher: Sendable {
@@ -20,7 +21,7 @@ public final class SecretMatcher: Sendable {
     private let byteClass: [Int32]
     /// The number of classes (row width of `transitions`).
     private let classCount: Int
-    /// `transitions[state * classCount + class]`: the next state.
+    /// `transitions[state * classCount + class]`: the next state, as `~state` when a key ends there.
     private let transitions: [Int32]
     /// The key ending at each state, or -1.
     private let keyAt: [Int32]
@@ -63,38 +64,32 @@ public final class SecretMatcher: Sendable {
         self.byteClass = byteClass
         self.classCount = classCount
 
-        // The trie of keys (sparse while building).
-        var children: [[Int32: Int32]] = [[:]]
-        var keyAt: [Int32] = [-1]
+        // The trie of keys, written straight into the dense table (0 = no child yet: the root
+        // is never a child), then completed breadth-first with the failure transitions.
+        let bound = keys.reduce(1) { $0 + $1.count }
+        var transitions = [Int32](repeating: 0, count: bound * classCount)
+        var keyAt = [Int32](repeating: -1, count: bound)
+        var stateCount = 1
         for (index, key) in keys.enumerated() {
             var state = 0
             for byte in key {
-                let symbol = byteClass[Int(byte)]
-                if let next = children[state][symbol] {
-                    state = Int(next)
-                } else {
-                    children.append([:])
-                    keyAt.append(-1)
-                    children[state][symbol] = Int32(children.count - 1)
-                    state = children.count - 1
+                let slot = state * classCount + Int(byteClass[Int(byte)])
+                if transitions[slot] == 0 {
+                    transitions[slot] = Int32(stateCount)
+                    stateCount += 1
                 }
+                state = Int(transitions[slot])
             }
             keyAt[state] = Int32(index)
         }
+        transitions.removeLast((bound - stateCount) * classCount)
+        keyAt.removeLast(bound - stateCount)
 
-        // Failure links by breadth-first search, folded into the dense table.
-        let stateCount = children.count
-        var transitions = [Int32](repeating: 0, count: stateCount * classCount)
         var failure = [Int32](repeating: 0, count: stateCount)
         var outputLink = [Int32](repeating: -1, count: stateCount)
         var queue: [Int32] = []
         queue.reserveCapacity(stateCount)
-        for symbol in 1..<max(1, classCount) {
-            if let child = children[0][Int32(symbol)] {
-                transitions[symbol] = child
-                queue.append(child)
-            }
-        }
+        for symbol in 1..<classCount where transitions[symbol] != 0 { queue.append(transitions[symbol]) }
         var head = 0
         while head < queue.count {
             let state = Int(queue[head])
@@ -102,15 +97,21 @@ public final class SecretMatcher: Sendable {
             let fail = Int(failure[state])
             outputLink[state] = keyAt[fail] >= 0 ? Int32(fail) : outputLink[fail]
             for symbol in 1..<classCount {
+                let slot = state * classCount + symbol
                 let fallback = transitions[fail * classCount + symbol]
-                if let child = children[state][Int32(symbol)] {
-                    transitions[state * classCount + symbol] = child
+                let child = transitions[slot]
+                if child != 0 {
                     failure[Int(child)] = fallback
                     queue.append(child)
                 } else {
-                    transitions[state * classCount + symbol] = fallback
+                    transitions[slot] = fallback
                 }
             }
+        }
+        // A state where some key ends is stored negated (as ~state), so the scan tests one sign.
+        for slot in transitions.indices {
+            let target = Int(transitions[slot])
+            if keyAt[target] >= 0 || outputLink[target] >= 0 { transitions[slot] = ~transitions[slot] }
         }
         self.transitions = transitions
         self.keyAt = keyAt
@@ -122,18 +123,19 @@ public final class SecretMatcher: Sendable {
     public func matches(in text: UnsafeBufferPointer<UInt8>) -> [Range<Int>] {
         guard !patterns.isEmpty else { return [] }
         var found: [Range<Int>] = []
-        var state = 0
-        for position in 0..<text.count {
-            state = Int(transitions[state * classCount + Int(byteClass[Int(text[position])])])
-            var output = keyAt[state] >= 0 ? Int32(state) : outputLink[state]
-            while output >= 0 {
-                let end = position + 1
-                for candidate in candidates[Int(keyAt[Int(output)])] {
-                    let pattern = patterns[Int(candidate)]
-                    let start = end - pattern.count
-                    if start >= 0, Self.equal(text, from: start, pattern) { found.append(start..<end) }
+        let width = classCount
+        transitions.withUnsafeBufferPointer { table in
+            byteClass.withUnsafeBufferPointer { classes in
+                var state = 0
+                for position in 0..<text.count {
+                    let next = table[state * width + Int(classes[Int(text[position])])]
+                    guard next < 0 else {
+                        state = Int(next)
+                        continue
+                    }
+                    state = Int(~next)
+                    collect(endingAt: position + 1, state: state, in: text, into: &found)
                 }
-                output = outputLink[Int(output)]
             }
         }
         guard found.count > 1 else { return found }
@@ -148,6 +150,21 @@ public final class SecretMatcher: Sendable {
             }
         }
         return merged
+    }
+
+    /// Appends the occurrences of the patterns whose keys end at `state`, for the text up to `end`.
+    private func collect(
+        endingAt end: Int, state: Int, in text: UnsafeBufferPointer<UInt8>, into found: inout [Range<Int>]
+    ) {
+        var output = keyAt[state] >= 0 ? Int32(state) : outputLink[state]
+        while output >= 0 {
+            for candidate in candidates[Int(keyAt[Int(output)])] {
+                let pattern = patterns[Int(candidate)]
+                let start = end - pattern.count
+                if start >= 0, Self.equal(text, from: start, pattern) { found.append(start..<end) }
+            }
+            output = outputLink[Int(output)]
+        }
     }
 
     private static func equal(_ text: UnsafeBufferPointer<UInt8>, from start: Int, _ pattern: [UInt8]) -> Bool {
