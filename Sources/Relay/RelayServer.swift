@@ -16,7 +16,6 @@ public final class RelayServer: Sendable {
     public static let protocolVersion = "2026-11-30"
 
     private struct State {
-        var shutdownRequested = false
         var watchdog: Task<Void, Never>?
     }
 
@@ -81,7 +80,9 @@ public final class RelayServer: Sendable {
                 }
             }
         }
-        let reader = StdioReader(fileDescriptor: input, framing: options.framing, limits: options.framingLimits)
+        let reader = StdioReader(
+            fileDescriptor: input, framing: options.framing, limits: options.framingLimits,
+            waitForRoom: { writer.waitForRoom() })
         reader.start(
             onFraming: { writer.framing = $0 },
             onMessage: { dispatcher.receive($0) },
@@ -103,9 +104,7 @@ public final class RelayServer: Sendable {
         authEvents.cancel()
         await writer.flush()
         state.withLock { $0.watchdog?.cancel() }
-        if reason == .exitNotification {
-            return state.withLock { $0.shutdownRequested } ? 0 : 1
-        }
+        if case .exitNotification(let afterShutdown) = reason { return afterShutdown ? 0 : 1 }
         return 0
     }
 
@@ -136,10 +135,6 @@ public final class RelayServer: Sendable {
     }
 
     // MARK: - Lifecycle state used by the methods
-
-    func markShutdownRequested() {
-        state.withLock { $0.shutdownRequested = true }
-    }
 
     /// Stops when the parent process dies (checked every two seconds, as LSP servers do).
     func watchParent(_ pid: Int32) {
