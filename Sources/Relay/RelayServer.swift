@@ -7,7 +7,7 @@ import Synchronization
 
 /// The tokenrelay JSON-RPC server: reads frames from stdin, dispatches them to the methods,
 /// writes answers and notifications through one serial writer, and stops cleanly on stdin EOF,
-/// SIGTERM/SIGINT, `exit`, EPIPE or the death of the parent named in `initialize`.
+/// SIGTERM/SIGINT/SIGQUIT, `exit`, EPIPE or the death of the parent named in `initialize`.
 public final class RelayServer: Sendable {
     /// Server name and version as `initialize` reports them.
     public static let name = "tokenrelay"

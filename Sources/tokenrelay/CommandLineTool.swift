@@ -142,6 +142,13 @@ enum CommandLineTool {
             return usageError(error.message)
         }
         log.configure(level: logLevel, format: logFormat)
+        // Until reload exists, SIGHUP (a closed terminal, a service manager's "reload") must not
+        // end the server and its in-flight requests: it is logged and ignored. Installed before
+        // anything slow, so there is no window in which SIGHUP still kills.
+        let hangupSource = ProcessSetup.onSignals(ProcessSetup.ignoredWhileServing) { number in
+            log.info("\(ProcessSetup.name(of: number)) received: ignored (configuration reload is not supported yet)")
+        }
+        defer { withExtendedLifetime(hangupSource) {} }
         options.testMethods = environment["TOKENRELAY_ENABLE_TEST_METHODS"] == "1"
 
         let protocolOutput = ProcessSetup.protectStandardOutput()
@@ -158,7 +165,8 @@ enum CommandLineTool {
             log.error("cannot start: \(ErrorMapping.rpcError(error).message)")
             return ExitCode.config
         }
-        let signalSources = ProcessSetup.onSignals([SIGTERM, SIGINT]) { number in
+        let signalSources = ProcessSetup.onSignals(ProcessSetup.stopping) { number in
+            log.debug("\(ProcessSetup.name(of: number)) received: stopping")
             server.terminate(TerminationReason.signal(number))
         }
         let code = await server.run(input: STDIN_FILENO, output: protocolOutput)
