@@ -70,7 +70,11 @@ enum CommandLineTool {
 
     /// Writes to stdout directly (no buffering: the text is out before the process exits).
     static func writeStandardOutput(_ text: String) { writeAll(STDOUT_FILENO, text) }
-    static func writeStandardError(_ text: String) { writeAll(STDERR_FILENO, text) }
+    /// Writes to stderr directly, after the log lines logged before it.
+    static func writeStandardError(_ text: String) {
+        log.flush()
+        writeAll(STDERR_FILENO, text)
+    }
 
     private static func writeAll(_ fd: Int32, _ text: String) {
         var bytes = Array(text.utf8)

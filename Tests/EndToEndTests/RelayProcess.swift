@@ -269,6 +269,9 @@ final class RelayProcess: Sendable {
     /// Stops reading the child's stdout (its writes block once the pipe is full), or resumes.
     func pauseStdout(_ paused: Bool) { stdoutReader.pause(paused) }
 
+    /// Stops reading the child's stderr (its log writes block once the pipe is full), or resumes.
+    func pauseStderr(_ paused: Bool) { stderrReader.pause(paused) }
+
     /// Closes our end of the child's stdout: its next write fails with EPIPE.
     func closeStdout() async {
         stdoutReader.close()

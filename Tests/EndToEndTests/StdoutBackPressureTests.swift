@@ -109,3 +109,30 @@ final class PeakResidentSize: Sendable {
         return state.withLock { $0.peak }
     }
 }
+
+/// Finding 11 of issue 11: a parent that does not read stderr must not stop the server. Log
+/// lines past a bounded queue are dropped and counted; the log says so once it catches up.
+@Suite struct UnreadStderrTests {
+    @Test func aChildLoggingAtTraceWhoseStderrIsNotReadKeepsAnsweringAndReportsDroppedLines() async throws {
+        let relay = try RelayProcess(["--log-level", "trace"])
+        try relay.send(#"{"jsonrpc":"2.0","id":0,"method":"ping"}"#)
+        _ = try await relay.lines(atLeast: 1)
+        relay.pauseStderr(true)
+        // Each unknown notification makes the stdin reader thread itself log a line: about
+        // 2.5 MB of log, far more than the stderr pipe and the log queue hold.
+        let method = "no-such-notification/" + String(repeating: "n", count: 230)
+        var text = ""
+        for _ in 0..<10_000 { text += #"{"jsonrpc":"2.0","method":"\#(method)"}"# + "\n" }
+        for id in 1...100 { text += #"{"jsonrpc":"2.0","id":\#(id),"method":"ping"}"# + "\n" }
+        // From a thread of its own: a child stuck on stderr would block this write forever,
+        // and the wait below is what must fail then.
+        let bytes = Array(text.utf8)
+        Thread { try? relay.write(bytes) }.start()
+        let answers = try await relay.lines(atLeast: 101, timeout: .seconds(120))
+        #expect(Set(answers.compactMap { $0["id"]?.numberValue?.intValue }) == Set(0...100))
+        relay.pauseStderr(false)
+        try await relay.stderr(contains: "log line(s) dropped")
+        try relay.closeStdin()
+        #expect(try await relay.exitCode() == 0)
+    }
+}
