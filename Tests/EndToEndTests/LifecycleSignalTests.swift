@@ -76,6 +76,7 @@ import Testing
             environments:
               local:
                 base_url: http://127.0.0.1:\(port)
+                timeout: 1h
             """)
     }
 

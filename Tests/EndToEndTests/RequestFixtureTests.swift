@@ -24,7 +24,7 @@ final class RecordingServer: Sendable {
 
     static let fixtures = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Fixtures")
 
-    init() throws {
+    init() async throws {
         let directory = try TemporaryDirectory.make()
         logPath = directory.appendingPathComponent("requests.log").path
         try Data().write(to: URL(fileURLWithPath: logPath))
@@ -35,13 +35,7 @@ final class RecordingServer: Sendable {
         process.standardOutput = output
         try process.run()
         self.process = process
-        var line: [UInt8] = []
-        let handle = output.fileHandleForReading
-        while !line.contains(0x0A) {
-            let data = handle.availableData
-            if data.isEmpty { break }
-            line.append(contentsOf: data)
-        }
+        let line = await firstLine(of: output.fileHandleForReading)
         let ports = String(decoding: line, as: UTF8.self).split(whereSeparator: { $0 == " " || $0 == "\n" })
             .compactMap { Int($0) }
         guard ports.count == 3 else {
@@ -175,7 +169,7 @@ func decodedBase64(_ value: JSONValue?) -> [UInt8]? {
 
 @Suite struct RequestFixtureTests {
     @Test func recordingServerLogsEveryRequestItAnswers() async throws {
-        let server = try RecordingServer()
+        let server = try await RecordingServer()
         let client = try RelayClient(
             config: """
                 version: 1
@@ -186,5 +180,22 @@ func decodedBase64(_ value: JSONValue?) -> [UInt8]? {
         let reply = try await client.request(#"{"path":"/status/204"}"#)
         #expect(reply["result"]?["status"] == .int(204))
         #expect(try server.last("/status/204")?.method == "GET")
+    }
+}
+
+/// Reads a fixture server's first line (its ports) on a thread of its own: a test must never
+/// block a cooperative-pool thread while a Python process starts on a busy machine, or every
+/// other test in the process stalls behind it.
+func firstLine(of handle: FileHandle) async -> [UInt8] {
+    await withCheckedContinuation { (continuation: CheckedContinuation<[UInt8], Never>) in
+        Thread {
+            var line: [UInt8] = []
+            while !line.contains(0x0A) {
+                let data = handle.availableData
+                if data.isEmpty { break }
+                line.append(contentsOf: data)
+            }
+            continuation.resume(returning: line)
+        }.start()
     }
 }

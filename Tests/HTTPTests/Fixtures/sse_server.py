@@ -21,7 +21,7 @@ recorded per key and read back from /stats?key=K.
   /status/C?key=K   status C with a short body
   /stats?key=K      JSON {requests, last_event_ids, authorizations, accepts, cache_controls,
                     written, events}
-  /await?key=K&event=E   blocks until E was recorded for K (10 s max): 200 or 504
+  /await?key=K&event=E   blocks until E was recorded for K (120 s max, a safety net: tests wait on events, not time): 200 or 504
 """
 import json
 import select
@@ -88,7 +88,7 @@ class Handler(BaseHTTPRequestHandler):
         if route == "/await":
             name = query.get("event", "")
             with cond:
-                ok = cond.wait_for(lambda: name in entry(key)["events"], timeout=10)
+                ok = cond.wait_for(lambda: name in entry(key)["events"], timeout=120)
             self.reply(200 if ok else 504, b"")
             return
         with cond:

@@ -17,7 +17,7 @@ Routes on MAIN:
   /basic-401            401 with WWW-Authenticate: Basic realm="test"
   /slow?id=X            records started-X, then waits (30 s max) for the client to close the
                         connection, records closed-X
-  /await?event=E        blocks until event E was recorded (10 s max): 200 or 504
+  /await?event=E        blocks until event E was recorded (120 s max, a safety net: tests wait on events, not time): 200 or 504
   /large?bytes=N        N bytes with Content-Length
   /large-chunked?bytes=N  N bytes, chunked, no Content-Length
   /stream?bytes=N&chunk=C&delay_ms=D&stall=1&id=X
@@ -141,7 +141,7 @@ class Main(BaseHTTPRequestHandler):
         elif route == "/await":
             name = query.get("event", [""])[0]
             with events_cond:
-                ok = events_cond.wait_for(lambda: name in events, timeout=10)
+                ok = events_cond.wait_for(lambda: name in events, timeout=120)
             self.reply(200 if ok else 504, b"")
         elif route == "/large":
             count = int(query.get("bytes", ["0"])[0])
