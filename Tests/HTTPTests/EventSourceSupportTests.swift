@@ -126,9 +126,10 @@ struct PendingCredentials: CredentialSource {
     func invalidate(stamp: CredentialStamp) async throws {}
 }
 
-/// Runs `body`, cancelling it after `seconds` as a safety net (never expected to fire); `nil` when it did.
+/// Runs `body`, cancelling it after `seconds` as a safety net (never expected to fire: generous,
+/// for a loaded machine); `nil` when it did.
 func withSafetyNet<T: Sendable>(
-    seconds: Int = 30, _ body: @escaping @Sendable () async -> T
+    seconds: Int = 300, _ body: @escaping @Sendable () async -> T
 ) async -> T? {
     await withTaskGroup(of: T?.self) { group in
         group.addTask { await body() }

@@ -29,6 +29,8 @@ public final class StdioWriter: MessageSink {
         var drainWaiters: [CheckedContinuation<Void, Never>] = []
         /// The reader thread is blocked in ``waitForRoom()``.
         var readerParked = false
+        /// Producers wait in ``send(_:)`` since the queue last had room (logged once per episode).
+        var producersWaiting = false
 
         var hasRoom: Bool { broken || closed || queuedBytes < bound }
         var isDrained: Bool { broken || (queue.isEmpty && queuedBytes == 0) }
@@ -65,6 +67,11 @@ public final class StdioWriter: MessageSink {
 
     public func send(_ message: [UInt8]) async {
         guard enqueue(message) else { return }
+        let (firstToWait, queued) = state.withLock { state in
+            defer { state.producersWaiting = true }
+            return (!state.producersWaiting, state.queuedBytes)
+        }
+        if firstToWait { log.debug("stdout backed up: replies wait for the peer", [("queuedBytes", String(queued))]) }
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             let resumeNow: Bool = state.withLock { state in
                 if state.hasRoom { return true }
@@ -187,6 +194,7 @@ public final class StdioWriter: MessageSink {
                         state.spaceWaiters = []
                         releaseReader = state.readerParked
                         state.readerParked = false
+                        state.producersWaiting = false
                     }
                     var drained: [CheckedContinuation<Void, Never>] = []
                     if state.isDrained {

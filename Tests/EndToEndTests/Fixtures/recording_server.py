@@ -156,10 +156,12 @@ def main():
     main_server = Server(("127.0.0.1", 0), Recording)
     other_server = Server(("127.0.0.1", 0), OtherRecording)
     OTHER_PORT = other_server.server_address[1]
-    closed = socket.socket()
-    closed.bind(("127.0.0.1", 0))
-    closed_port = closed.getsockname()[1]
-    closed.close()
+    # Bound but never listening, and kept open: connections are refused, and no other process
+    # on the machine can take the port while the server runs (a closed probe's port can be).
+    global CLOSED_SOCKET
+    CLOSED_SOCKET = socket.socket()
+    CLOSED_SOCKET.bind(("127.0.0.1", 0))
+    closed_port = CLOSED_SOCKET.getsockname()[1]
     for server in (main_server, other_server):
         threading.Thread(target=server.serve_forever, daemon=True).start()
     print(main_server.server_address[1], OTHER_PORT, closed_port, flush=True)

@@ -173,8 +173,8 @@ class Handler(BaseHTTPRequestHandler):
                 entry(key)["written"] += 1
 
     def wait_closed(self, sock, key):
-        """Sends nothing more; returns when the client closes the connection (30 s max)."""
-        sock.settimeout(30)
+        """Sends nothing more; returns when the client closes the connection (300 s max)."""
+        sock.settimeout(300)
         try:
             while sock.recv(1024):
                 pass
