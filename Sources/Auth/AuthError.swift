@@ -24,6 +24,8 @@ public enum AuthError: Error, Sendable, Equatable, CustomStringConvertible {
     case discovery(String)
     /// The token store failed to load or commit tokens.
     case storage(String)
+    /// The token store cannot be used as configured (its file, directory, schema or key).
+    case store(String)
 
     /// The stable wire `kind` string (SPEC §4.4).
     public var kind: String {
@@ -33,7 +35,7 @@ public enum AuthError: Error, Sendable, Equatable, CustomStringConvertible {
         case .transport: "transport"
         case .timeout: "timeout"
         case .cancelled: "cancelled"
-        case .configuration: "config"
+        case .configuration, .store: "config"
         case .storage: "internal"
         }
     }
@@ -78,6 +80,7 @@ public enum AuthError: Error, Sendable, Equatable, CustomStringConvertible {
         case .configuration(let reason): text = "invalid OAuth configuration: \(reason)"
         case .discovery(let reason): text = "authorization server discovery failed: \(reason)"
         case .storage(let reason): text = "token store failed: \(reason)"
+        case .store(let reason): text = "token store: \(reason)"
         }
         return Redactor.shared.redact(text)
     }

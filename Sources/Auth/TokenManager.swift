@@ -40,8 +40,15 @@ public actor TokenManager {
     final class Session {
         let key: SessionKey
         var configuration: OAuthClientConfiguration
-        /// Whether the store was read.
+        /// Where the session lives in the store: known at registration, except for
+        /// `refresh_token` grants (it includes the seed's fingerprint, resolved on first use).
+        var storeKey: StoreKey?
+        /// Whether the store was read (cleared when another process changed the store).
         var loaded = false
+        /// The store revision the token came from or was committed as (`nil`: none).
+        var revision: Int64?
+        /// Whether the held token was read from the store rather than obtained by this process.
+        var tokenFromStore = false
         var token: Token?
         /// The token was invalidated (401 recovery or `token-invalidate`) and must be renewed.
         var invalidated = false
@@ -61,6 +68,7 @@ public actor TokenManager {
         init(key: SessionKey, configuration: OAuthClientConfiguration) {
             self.key = key
             self.configuration = configuration
+            if case .clientCredentials = configuration.grant { storeKey = StoreKey(session: key) }
         }
     }
 
@@ -71,17 +79,23 @@ public actor TokenManager {
 
     /// Where tokens are committed (before callers see them).
     let store: any TokenStore
-    /// Sends grant requests with retries.
+    /// Sends grant requests with retries (sessions of environments without a transport of their own).
     let endpointClient: TokenEndpointClient
-    /// Verified, cached issuer metadata.
+    /// Verified, cached issuer metadata (sessions of environments without a transport of their own).
     let discovery: DiscoveryClient
+    /// Token, discovery, JWKS and revocation traffic per environment name, through that
+    /// environment's transport (its `ca_file`, `proxy`, `connect_timeout`; SPEC §5.2).
+    let environmentTraffic: [String: TokenTraffic]
     /// The time source.
     let clock: any AuthClock
     /// Every registered session.
     var sessions: [SessionKey: Session] = [:]
     /// SHA-256 digests of the configured `refresh_token` seeds already sent to a token endpoint;
-    /// such a seed is spent (or rotated) and is never sent again.
+    /// such a seed is spent (or rotated) and is never sent again (the store remembers them across
+    /// processes too).
     var consumedSeeds: Set<[UInt8]> = []
+    /// Test hook: awaited right after a renewal lease is taken (end-to-end tests hold a holder there).
+    let afterLease: (@Sendable () async -> Void)?
     private var lastID: UInt64 = 0
     /// Set by `close()`; no new acquisitions after it.
     var closed = false
@@ -93,21 +107,33 @@ public actor TokenManager {
     private let eventContinuation: AsyncStream<AuthEvent>.Continuation
 
     /// Creates a manager sending token and discovery requests through `transport` (which must
-    /// follow no redirects).
+    /// follow no redirects), or, for sessions of an environment named in `environmentTransports`,
+    /// through that environment's transport.
     public init(
-        transport: any HTTPTransport, store: any TokenStore = InMemoryTokenStore(),
+        transport: any HTTPTransport, environmentTransports: [String: any HTTPTransport] = [:],
+        store: any TokenStore = InMemoryTokenStore(),
         clock: any AuthClock = SystemAuthClock(),
         random: @escaping @Sendable () -> Double = { Double.random(in: 0..<1) },
         retryPolicy: RetryPolicy = RetryPolicy(),
-        discoveryTimeToLive: Duration = .seconds(3600)
+        discoveryTimeToLive: Duration = .seconds(3600),
+        afterLease: (@Sendable () async -> Void)? = nil
     ) {
         self.store = store
+        self.afterLease = afterLease
         self.clock = clock
         endpointClient = TokenEndpointClient(
             transport: transport, clock: clock, random: random, retryPolicy: retryPolicy)
         discovery = DiscoveryClient(
             transport: transport, clock: clock, timeToLive: discoveryTimeToLive, random: random,
             retryPolicy: retryPolicy)
+        environmentTraffic = environmentTransports.mapValues { transport in
+            TokenTraffic(
+                endpoint: TokenEndpointClient(
+                    transport: transport, clock: clock, random: random, retryPolicy: retryPolicy),
+                discovery: DiscoveryClient(
+                    transport: transport, clock: clock, timeToLive: discoveryTimeToLive, random: random,
+                    retryPolicy: retryPolicy))
+        }
         (events, eventContinuation) = AsyncStream.makeStream(of: AuthEvent.self, bufferingPolicy: .bufferingNewest(256))
     }
 
@@ -136,6 +162,7 @@ public actor TokenManager {
         guard !closed else { throw AuthError.cancelled }
         guard let session = sessions[key] else { throw AuthError.configuration("unknown session \(key)") }
         session.counters.requests += 1
+        if store.changedElsewhere() { markStale() }
         let now = clock.now
         if let token = usableToken(session, now: now) { return token }
         if session.interactionRequired {
@@ -163,6 +190,15 @@ public actor TokenManager {
         else { return nil }
         return token
     }
+
+    /// Another process changed the store: every session without a flight re-reads it on its next
+    /// use (a renewal, `token-invalidate` or `logout` elsewhere is seen at once).
+    func markStale() {
+        for session in sessions.values where session.flight == nil { session.loaded = false }
+    }
+
+    /// What `status` shows about the store.
+    public nonisolated var storeInfo: TokenStoreInfo { store.info }
 
     /// A fresh number for waiters, flights and token versions (unique within the manager).
     func nextID() -> UInt64 {
@@ -224,4 +260,18 @@ extension TokenManager {
 
     /// How many callers wait on the session's flight (tests).
     func waiterCount(_ key: SessionKey) -> Int { sessions[key]?.flight?.waiters.count ?? 0 }
+}
+
+/// The clients one environment's token traffic goes through. Discovery metadata is cached per
+/// environment: what one environment's trust settings verified is not trusted by another.
+struct TokenTraffic: Sendable {
+    let endpoint: TokenEndpointClient
+    let discovery: DiscoveryClient
+}
+
+extension TokenManager {
+    /// The clients that carry `key`'s token, discovery and revocation requests.
+    nonisolated func traffic(for key: SessionKey) -> TokenTraffic {
+        environmentTraffic[key.environment] ?? TokenTraffic(endpoint: endpointClient, discovery: discovery)
+    }
 }

@@ -351,14 +351,14 @@ public enum OpenRPCDocument {
         },
         {
           "name": "path",
-          "description": "Path resolved against the environment's base_url; an RFC 6570 (levels 1-3) template expanded with pathParams. Exactly one of path or url.",
+          "description": "Path resolved against the environment's base_url; an RFC 6570 (levels 1-3) template expanded with pathParams. Exactly one of path or url. No control characters (bytes below 0x20, 0x7F).",
           "schema": {
             "type": "string"
           }
         },
         {
           "name": "url",
-          "description": "Absolute URL, used as is. Credentials and environment headers are attached only when its origin is the environment's or an allowed origin.",
+          "description": "Absolute http(s) URL, used as is (as libcurl normalises it). Credentials and environment headers are attached only when its origin, as libcurl's URL parser reads it, is the environment's or an allowed origin. No user information, no control characters.",
           "schema": {
             "type": "string",
             "format": "uri"
@@ -366,14 +366,14 @@ public enum OpenRPCDocument {
         },
         {
           "name": "pathParams",
-          "description": "Variables for the path template: strings, numbers, booleans, lists or objects.",
+          "description": "Variables for the path template: strings, numbers, booleans, lists or objects; strings without control characters.",
           "schema": {
             "type": "object"
           }
         },
         {
           "name": "query",
-          "description": "Query parameters; an array value repeats the key; numbers and booleans are sent as their JSON text.",
+          "description": "Query parameters; an array value repeats the key; numbers and booleans are sent as their JSON text. Names and values without control characters.",
           "schema": {
             "type": "object",
             "additionalProperties": {
@@ -409,7 +409,7 @@ public enum OpenRPCDocument {
         },
         {
           "name": "headers",
-          "description": "Request headers; they win over the environment's headers.",
+          "description": "Request headers; they win over the environment's headers. Names are tokens; values hold no control character but tab. Content-Length, Transfer-Encoding, Host, Connection, Keep-Alive, Upgrade, TE, Trailer, Proxy-* and pseudo-headers are refused (the transport frames every request).",
           "schema": {
             "type": "object",
             "additionalProperties": {
@@ -673,7 +673,7 @@ public enum OpenRPCDocument {
     },
     {
       "name": "status",
-      "summary": "Per session: token state, expiry, refresh availability, last error, counters. Never a token value.",
+      "summary": "Per session: token state, expiry, refresh availability, whether the token came from the session store, last error, counters; and the store (type, path, encrypted, schema version). Never a token value.",
       "paramStructure": "by-name",
       "params": [],
       "result": {
@@ -682,7 +682,8 @@ public enum OpenRPCDocument {
           "type": "object",
           "required": [
             "sessions",
-            "subscriptions"
+            "subscriptions",
+            "store"
           ],
           "properties": {
             "sessions": {
@@ -695,6 +696,7 @@ public enum OpenRPCDocument {
                   "type",
                   "state",
                   "refreshable",
+                  "fromStore",
                   "counters"
                 ],
                 "properties": {
@@ -716,6 +718,10 @@ public enum OpenRPCDocument {
                   },
                   "refreshable": {
                     "type": "boolean"
+                  },
+                  "fromStore": {
+                    "type": "boolean",
+                    "description": "The held token was read from the store (obtained by an earlier or another process)."
                   },
                   "lastError": {
                     "type": "object",
@@ -754,6 +760,46 @@ public enum OpenRPCDocument {
             },
             "subscriptions": {
               "type": "integer"
+            },
+            "store": {
+              "type": "object",
+              "required": [
+                "type",
+                "encrypted"
+              ],
+              "properties": {
+                "type": {
+                  "enum": [
+                    "memory",
+                    "sqlite"
+                  ]
+                },
+                "path": {
+                  "type": "string"
+                },
+                "encrypted": {
+                  "type": "boolean",
+                  "description": "false: tokens are kept in plain text in the 0600 file."
+                },
+                "schemaVersion": {
+                  "type": "integer"
+                },
+                "error": {
+                  "type": "object",
+                  "required": [
+                    "kind",
+                    "message"
+                  ],
+                  "properties": {
+                    "kind": {
+                      "type": "string"
+                    },
+                    "message": {
+                      "type": "string"
+                    }
+                  }
+                }
+              }
             }
           }
         }
@@ -986,14 +1032,14 @@ public enum OpenRPCDocument {
         },
         {
           "name": "path",
-          "description": "Path resolved against the environment's base_url; an RFC 6570 (levels 1-3) template expanded with pathParams. Exactly one of path or url.",
+          "description": "Path resolved against the environment's base_url; an RFC 6570 (levels 1-3) template expanded with pathParams. Exactly one of path or url. No control characters (bytes below 0x20, 0x7F).",
           "schema": {
             "type": "string"
           }
         },
         {
           "name": "url",
-          "description": "Absolute URL, used as is. Credentials and environment headers are attached only when its origin is the environment's or an allowed origin.",
+          "description": "Absolute http(s) URL, used as is (as libcurl normalises it). Credentials and environment headers are attached only when its origin, as libcurl's URL parser reads it, is the environment's or an allowed origin. No user information, no control characters.",
           "schema": {
             "type": "string",
             "format": "uri"
@@ -1001,14 +1047,14 @@ public enum OpenRPCDocument {
         },
         {
           "name": "pathParams",
-          "description": "Variables for the path template: strings, numbers, booleans, lists or objects.",
+          "description": "Variables for the path template: strings, numbers, booleans, lists or objects; strings without control characters.",
           "schema": {
             "type": "object"
           }
         },
         {
           "name": "query",
-          "description": "Query parameters; an array value repeats the key; numbers and booleans are sent as their JSON text.",
+          "description": "Query parameters; an array value repeats the key; numbers and booleans are sent as their JSON text. Names and values without control characters.",
           "schema": {
             "type": "object",
             "additionalProperties": {
@@ -1044,7 +1090,7 @@ public enum OpenRPCDocument {
         },
         {
           "name": "headers",
-          "description": "Request headers; they win over the environment's headers.",
+          "description": "Request headers; they win over the environment's headers. Names are tokens; values hold no control character but tab. Content-Length, Transfer-Encoding, Host, Connection, Keep-Alive, Upgrade, TE, Trailer, Proxy-* and pseudo-headers are refused (the transport frames every request).",
           "schema": {
             "type": "object",
             "additionalProperties": {
@@ -1054,7 +1100,7 @@ public enum OpenRPCDocument {
         },
         {
           "name": "lastEventId",
-          "description": "Sent as Last-Event-ID on the first connection.",
+          "description": "Sent as Last-Event-ID on the first connection; no control characters.",
           "schema": {
             "type": "string"
           }

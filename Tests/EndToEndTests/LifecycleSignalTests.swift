@@ -29,7 +29,7 @@ import Testing
         try relay.send(#"{"jsonrpc":"2.0","id":2,"method":"ping"}"#)
         _ = try await relay.lines(atLeast: 1)
         relay.signal(SIGHUP)
-        try await relay.stderr(contains: "SIGHUP received: ignored")
+        try await relay.waitForStderr("SIGHUP received: ignored")
         try relay.send(#"{"jsonrpc":"2.0","id":3,"method":"ping"}"#)
         try relay.send(#"{"jsonrpc":"2.0","method":"$/cancelRequest","params":{"id":1}}"#)
         let answers = try await relay.lines(atLeast: 3)

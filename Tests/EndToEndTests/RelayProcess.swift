@@ -66,6 +66,13 @@ final class RelayProcess: Sendable {
         return candidates.first { FileManager.default.isExecutableFile(atPath: $0) } ?? candidates[candidates.count - 1]
     }
 
+    /// A new, empty `XDG_STATE_HOME` for one process: its session store is its own (tests that
+    /// share a store pass `XDG_STATE_HOME` or `store.path` themselves), and no test ever writes
+    /// into the real `~/.local/state`.
+    static func freshStateHome() -> String {
+        FileManager.default.temporaryDirectory.appendingPathComponent("tokenrelay-state-\(UUID().uuidString)").path
+    }
+
     static var repositoryRoot: URL {
         URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
             .deletingLastPathComponent()
@@ -88,6 +95,7 @@ final class RelayProcess: Sendable {
         env["XDG_CONFIG_HOME"] =
             FileManager.default.temporaryDirectory.appendingPathComponent("tokenrelay-no-config").path
         if testMethods { env["TOKENRELAY_ENABLE_TEST_METHODS"] = "1" }
+        env["XDG_STATE_HOME"] = Self.freshStateHome()
         for (key, value) in environment { env[key] = value }
         process.environment = env
         // Pipes made here rather than with `Pipe()`: every descriptor has exactly one owner, so
@@ -319,14 +327,25 @@ final class RelayProcess: Sendable {
         return try lines.map { try JSONParser.parse(String($0)) }
     }
 
-    /// Waits until stderr contains `text` (a log line the test depends on).
-    func stderr(contains text: String, timeout: Duration = .seconds(60)) async throws {
+    /// Waits until `condition` holds on the stdout bytes received so far (for LSP framing, where
+    /// ``lines(atLeast:timeout:)`` does not apply).
+    func waitForStdout(
+        _ what: String, timeout: Duration = .seconds(60), until condition: @escaping @Sendable ([UInt8]) -> Bool
+    ) async throws {
+        try await withSafetyTimer(timeout) {
+            try await self.waitUntil(what, timeout: timeout) { condition($0.stdout) || $0.stdoutClosed }
+        }
+        guard condition(stdoutBytes) else { throw TimedOut(what: "\(what) (stdout closed)") }
+    }
+
+    /// Waits until stderr contains `text`.
+    func waitForStderr(_ text: String, timeout: Duration = .seconds(60)) async throws {
         let needle = Array(text.utf8)
         try await withSafetyTimer(timeout) {
-            try await self.waitUntil("stderr containing '\(text)'", timeout: timeout) { state in
+            try await self.waitUntil("stderr '\(text)'", timeout: timeout) { state in
                 state.stderr.count >= needle.count
-                    && (0...(state.stderr.count - needle.count)).contains { start in
-                        state.stderr[start..<(start + needle.count)].elementsEqual(needle)
+                    && (0...(state.stderr.count - needle.count)).contains {
+                        state.stderr[$0..<($0 + needle.count)].elementsEqual(needle)
                     }
             }
         }

@@ -50,7 +50,7 @@ import Testing
         // without back-pressure it would read everything instead.
         let decided = OneShotSignal()
         Task {
-            _ = try? await relay.stderr(contains: "stdin paused", timeout: .seconds(300))
+            _ = try? await relay.waitForStderr("stdin paused", timeout: .seconds(300))
             decided.fire()
         }
         Task {
@@ -131,7 +131,7 @@ final class PeakResidentSize: Sendable {
         let answers = try await relay.lines(atLeast: 101, timeout: .seconds(120))
         #expect(Set(answers.compactMap { $0["id"]?.numberValue?.intValue }) == Set(0...100))
         relay.pauseStderr(false)
-        try await relay.stderr(contains: "log line(s) dropped")
+        try await relay.waitForStderr("log line(s) dropped")
         try relay.closeStdin()
         #expect(try await relay.exitCode() == 0)
     }

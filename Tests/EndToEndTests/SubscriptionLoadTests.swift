@@ -67,7 +67,7 @@ import Testing
             // subscription must wait and its transfer pause.
             relay.pauseStdout(true)
             try relay.send(#"{"jsonrpc":"2.0","id":1,"method":"subscribe","params":\#(params)}"#)
-            try await relay.stderr(contains: "stdout backed up", timeout: .seconds(180))
+            try await relay.waitForStderr("stdout backed up", timeout: .seconds(180))
             let firstRSS = try #require(relay.residentBytes)
             let firstSent = try await Self.eventsSent(stack)
             // From the moment the output is full, nothing may grow: that takes time to show.

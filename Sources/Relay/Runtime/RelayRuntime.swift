@@ -1,5 +1,7 @@
 import Auth
 import Config
+import Foundation
+import Glibc
 import HTTP
 import JSONRPC
 import Logging
@@ -27,7 +29,11 @@ final class RelayRuntime: Sendable {
     }
 
     /// Builds the runtime. Fails (kind `config`) when a profile's settings cannot work.
-    static func make(settings: Settings, environmentOverride: String?) async throws -> RelayRuntime {
+    /// `testLeaseGate` (end-to-end tests only): a FIFO every renewal waits on, after taking its
+    /// lease, until something is written to it.
+    static func make(settings: Settings, environmentOverride: String?, testLeaseGate: String? = nil) async throws
+        -> RelayRuntime
+    {
         var transports: [LazyTransport] = []
         func transport(for environment: EnvironmentSettings?) -> LazyTransport {
             var options = CurlTransport.Options()
@@ -44,17 +50,55 @@ final class RelayRuntime: Sendable {
             transports.append(made)
             return made
         }
-        // Token and discovery requests go through a transport of their own (no middlewares).
-        let tokenTransport = transport(for: nil)
-        let manager = TokenManager(transport: tokenTransport)
+        // One transport per environment carries both its API traffic (through the middlewares)
+        // and its profiles' token, discovery and revocation traffic (without them), so both use
+        // the environment's ca_file, proxy and connect_timeout (SPEC §5.2). Sessions of no
+        // environment do not exist; the default is never created (transports are lazy).
+        let environmentTransports = Dictionary(
+            settings.environments.map { ($0.name, transport(for: $0)) }, uniquingKeysWith: { first, _ in first })
+        let manager = TokenManager(
+            transport: transport(for: nil), environmentTransports: environmentTransports.mapValues { $0 },
+            store: makeStore(settings.store), afterLease: testLeaseGate.map(Self.fifoGate))
         var environments: [String: EnvironmentRuntime] = [:]
         for environment in settings.environments {
+            guard let transport = environmentTransports[environment.name] else { continue }
             environments[environment.name] = try await EnvironmentRuntime.make(
-                environment, manager: manager, transport: transport(for: environment))
+                environment, manager: manager, transport: transport)
         }
         return RelayRuntime(
             settings: settings, environmentOverride: environmentOverride, manager: manager, environments: environments,
             transports: transports)
+    }
+
+    /// The configured token store (opened on first use).
+    static func makeStore(_ settings: StoreSettings) -> any TokenStore {
+        switch settings.type {
+        case .memory:
+            return InMemoryTokenStore()
+        case .sqlite:
+            let path = settings.path ?? StoreSettings.defaultPath(environment: ProcessInfo.processInfo.environment)
+            let key = settings.encryptionKey.map { source in SecretProvider { try await source.resolve() } }
+            return SQLiteTokenStore(path: path, encryptionKey: key)
+        }
+    }
+
+    /// Waits until something is written to the FIFO at `path` (on a thread of its own: opening a
+    /// FIFO blocks), after saying so on stderr.
+    static func fifoGate(_ path: String) -> @Sendable () async -> Void {
+        {
+            log.warn("test lease gate: holding the lease until \(path) is written")
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                Thread.detachNewThread {
+                    let fd = open(path, O_RDONLY)
+                    if fd >= 0 {
+                        var byte: UInt8 = 0
+                        _ = read(fd, &byte, 1)
+                        Glibc.close(fd)
+                    }
+                    continuation.resume()
+                }
+            }
+        }
     }
 
     /// The catalog `initialize` reports.
