@@ -6,9 +6,9 @@ extension RelayServer {
     func methodTable() -> [String: MethodHandler] {
         var table: [String: MethodHandler] = [
             "initialize": { [self] params, _ in try initialize(params) },
-            "shutdown": { [self] params, _ in
+            "shutdown": { params, _ in
+                // The dispatcher refuses new requests from here on, in read order.
                 try ParamReader.expectNone(params)
-                markShutdownRequested()
                 return .null
             },
             "ping": { params, _ in
@@ -47,8 +47,8 @@ extension RelayServer {
     /// `notifications/cancelled` are handled by the dispatcher).
     func notificationTable() -> [String: MethodHandler] {
         [
-            "exit": { [termination] _, _ in
-                termination.trigger(.exitNotification)
+            "exit": { [termination] _, context in
+                termination.trigger(.exitNotification(afterShutdown: context.afterShutdown))
                 return .null
             },
             "initialized": { _, _ in .null },

@@ -80,7 +80,11 @@ enum CommandLineTool {
 
     /// Writes to stdout directly (no buffering: the text is out before the process exits).
     static func writeStandardOutput(_ text: String) { writeAll(STDOUT_FILENO, text) }
-    static func writeStandardError(_ text: String) { writeAll(STDERR_FILENO, text) }
+    /// Writes to stderr directly, after the log lines logged before it.
+    static func writeStandardError(_ text: String) {
+        log.flush()
+        writeAll(STDERR_FILENO, text)
+    }
 
     private static func writeAll(_ fd: Int32, _ text: String) {
         var bytes = Array(text.utf8)
@@ -152,6 +156,13 @@ enum CommandLineTool {
             return usageError(error.message)
         }
         log.configure(level: logLevel, format: logFormat)
+        // Until reload exists, SIGHUP (a closed terminal, a service manager's "reload") must not
+        // end the server and its in-flight requests: it is logged and ignored. Installed before
+        // anything slow, so there is no window in which SIGHUP still kills.
+        let hangupSource = ProcessSetup.onSignals(ProcessSetup.ignoredWhileServing) { number in
+            log.info("\(ProcessSetup.name(of: number)) received: ignored (configuration reload is not supported yet)")
+        }
+        defer { withExtendedLifetime(hangupSource) {} }
         options.testMethods = environment["TOKENRELAY_ENABLE_TEST_METHODS"] == "1"
         options.testLeaseGate = environment["TOKENRELAY_TEST_LEASE_GATE"]
 
@@ -169,7 +180,8 @@ enum CommandLineTool {
             log.error("cannot start: \(ErrorMapping.rpcError(error).message)")
             return ExitCode.config
         }
-        let signalSources = ProcessSetup.onSignals([SIGTERM, SIGINT]) { number in
+        let signalSources = ProcessSetup.onSignals(ProcessSetup.stopping) { number in
+            log.debug("\(ProcessSetup.name(of: number)) received: stopping")
             server.terminate(TerminationReason.signal(number))
         }
         let code = await server.run(input: STDIN_FILENO, output: protocolOutput)
