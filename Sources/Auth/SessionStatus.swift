@@ -46,12 +46,14 @@ public struct SessionStatus: Sendable, Equatable {
     public let lastError: (kind: String, message: String)?
     /// The counters.
     public let counters: Counters
+    /// Who is logged in (interactive OpenID Connect sessions).
+    public var identity: LoginIdentity? = nil
 
     /// Field-wise equality (the error tuple compared by kind and message).
     public static func == (lhs: SessionStatus, rhs: SessionStatus) -> Bool {
         lhs.environment == rhs.environment && lhs.profile == rhs.profile && lhs.type == rhs.type
             && lhs.state == rhs.state && lhs.expiresAt == rhs.expiresAt && lhs.refreshable == rhs.refreshable
             && lhs.lastError?.kind == rhs.lastError?.kind && lhs.lastError?.message == rhs.lastError?.message
-            && lhs.counters == rhs.counters
+            && lhs.counters == rhs.counters && lhs.identity == rhs.identity
     }
 }

@@ -124,6 +124,9 @@ extension TokenManager {
             refreshToken = resolved
             seedValue = resolved
         }
+        if refreshToken == nil, configuration.grant.interactive != nil {
+            throw AuthError.loginRequired("profile '\(key.profile)' needs a person to log in")
+        }
         let flightID = flight.id
         let beforeSend: @Sendable () async throws -> Void = { [seedValue] in
             try await self.markSent(key, flightID: flightID, seed: seedValue)
@@ -142,7 +145,10 @@ extension TokenManager {
                 try await dropRefreshState(session, refused: refreshToken)
                 guard case .clientCredentials = configuration.grant else {
                     session.interactionRequired = true
-                    let ended = AuthError.interactionRequired("the refresh token was refused (invalid_grant)")
+                    let ended =
+                        configuration.grant.interactive != nil
+                        ? AuthError.loginRequired("the refresh token was refused (invalid_grant)")
+                        : AuthError.interactionRequired("the refresh token was refused (invalid_grant)")
                     session.lastError = ended
                     throw ended
                 }
@@ -167,7 +173,7 @@ extension TokenManager {
     /// Builds the token, commits it (with the rotated or kept refresh token) to the store, and only
     /// then makes it the session's refresh state. A store failure fails the renewal but keeps the
     /// rotated refresh token in memory (the old one is already spent at the server).
-    private func commit(_ response: TokenResponse, previousRefreshToken: String?, session: Session) async throws
+    func commit(_ response: TokenResponse, previousRefreshToken: String?, session: Session) async throws
         -> Token
     {
         let now = clock.now
@@ -223,7 +229,7 @@ extension TokenManager {
 
     /// Where tokens are fetched: discovery (verifying the issuer and the client-authentication
     /// method) when an issuer is configured, with `token_url` overriding the endpoint.
-    private func tokenEndpoint(for configuration: OAuthClientConfiguration, deadline: Date) async throws -> String {
+    func tokenEndpoint(for configuration: OAuthClientConfiguration, deadline: Date) async throws -> String {
         guard let issuer = configuration.issuer else {
             guard let tokenURL = configuration.tokenURL else {
                 throw AuthError.configuration("either issuer or token_url is required")
@@ -241,7 +247,7 @@ extension TokenManager {
         return configuration.tokenURL ?? metadata.tokenEndpoint
     }
 
-    private func clientSecret(for configuration: OAuthClientConfiguration) async throws -> String? {
+    func clientSecret(for configuration: OAuthClientConfiguration) async throws -> String? {
         guard configuration.clientAuth != .none, let provider = configuration.clientSecret else { return nil }
         do {
             return try await provider.resolve()

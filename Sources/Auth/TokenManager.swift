@@ -57,6 +57,14 @@ public actor TokenManager {
         var counters = SessionStatus.Counters()
         /// Bumped by `logout`; a flight started before it commits nothing.
         var generation: UInt64 = 0
+        /// The interactive login in progress (one per session at a time).
+        var login: LoginFlight?
+        /// When logins of this session failed, within the window (SPEC §5.4: at most 3 in 10 minutes).
+        var failedLogins: [Date] = []
+        /// Digests of the authorization codes this session already exchanged.
+        var consumedCodes = ConsumedCodes()
+        /// Who logged in (OpenID Connect), when known.
+        var identity: LoginIdentity?
 
         init(key: SessionKey, configuration: OAuthClientConfiguration) {
             self.key = key
@@ -82,6 +90,8 @@ public actor TokenManager {
     /// SHA-256 digests of the configured `refresh_token` seeds already sent to a token endpoint;
     /// such a seed is spent (or rotated) and is never sent again.
     var consumedSeeds: Set<[UInt8]> = []
+    /// Issuers' signing keys by verified `jwks_uri` (OpenID Connect logins).
+    var jwksCache: [String: JSONWebKeySet] = [:]
     private var lastID: UInt64 = 0
     /// Set by `close()`; no new acquisitions after it.
     var closed = false

@@ -23,6 +23,7 @@ enum CommandLineTool {
           tokenrelay call METHOD PATH [--env E] [--profile P] [-H 'K: V']... [--query k=v]...
                      [--json BODY | --data TEXT] [-v]
           tokenrelay subscribe PATH [--env E] [--profile P] [--last-event-id ID]
+          tokenrelay login [--env E] [--profile P] [--no-browser]
           tokenrelay --version | --help
 
         Serves JSON-RPC 2.0 on stdin/stdout (newline-delimited JSON or Content-Length framing,
@@ -54,6 +55,8 @@ enum CommandLineTool {
             return await CallCommand.run(arguments: arguments, environment: environment)
         case "subscribe":
             return await SubscribeCommand.run(arguments: arguments, environment: environment)
+        case "login":
+            return await LoginCommand.run(arguments: arguments, environment: environment)
         case "check-config":
             return await CheckConfigCommand.run(
                 arguments: arguments, environment: environment,

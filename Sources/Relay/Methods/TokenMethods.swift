@@ -76,6 +76,9 @@ struct TokenMethods: Sendable {
                         object["expiresAt"] = .string(formatter.string(from: expiresAt))
                     }
                     object["refreshable"] = .bool(session.refreshable)
+                    if let identity = session.identity {
+                        for (name, value) in LoginMethod.identityMembers(identity) { object[name] = value }
+                    }
                     if let error = session.lastError {
                         object["lastError"] = ["kind": .string(error.kind), "message": .string(error.message)]
                     }
