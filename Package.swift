@@ -39,7 +39,7 @@ let package = Package(
         .testTarget(name: "JSONRPCTests", dependencies: ["JSONRPC"]),
         .testTarget(name: "ConfigTests", dependencies: ["Config"]),
         .testTarget(name: "HTTPTests", dependencies: ["HTTP"], exclude: ["Fixtures"]),
-        .testTarget(name: "AuthTests", dependencies: ["Auth", "HTTP"]),
+        .testTarget(name: "AuthTests", dependencies: ["Auth", "HTTP", "CCrypto"]),
         .testTarget(name: "RelayTests", dependencies: ["Relay", "JSONRPC", "Config", "HTTP", "Auth"]),
         .testTarget(name: "EndToEndTests", dependencies: ["JSONRPC"], exclude: ["Fixtures"]),
     ],

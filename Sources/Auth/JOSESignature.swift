@@ -38,35 +38,40 @@ enum JOSESignature {
     }
 
     /// Builds a public key from JWK parameters (OSSL_PARAM_BLD + EVP_PKEY_fromdata). RSA keys under
-    /// 2048 bits are refused.
+    /// 2048 bits are refused. The builder keeps the pointers it is given until `to_param`, so names
+    /// are static C strings (from the shim) and the EC point buffer is alive until then.
     private static func publicKey(_ material: JSONWebKey.Material) -> OpaquePointer? {
         guard let builder = OSSL_PARAM_BLD_new() else { return nil }
         defer { OSSL_PARAM_BLD_free(builder) }
         var bignums: [OpaquePointer] = []
         defer { for bignum in bignums { BN_free(bignum) } }
         let typeName: String
+        let params: UnsafeMutablePointer<OSSL_PARAM>?
         switch material {
         case .rsa(let n, let e):
-            let modulus = n.drop { $0 == 0 }
+            let modulus = Array(n.drop { $0 == 0 })
             guard modulus.count >= 256, e.count <= 8,
                 let bn = modulus.withUnsafeBufferPointer({ BN_bin2bn($0.baseAddress, Int32($0.count), nil) }),
                 let be = e.withUnsafeBufferPointer({ BN_bin2bn($0.baseAddress, Int32($0.count), nil) })
             else { return nil }
             bignums = [bn, be]
-            guard OSSL_PARAM_BLD_push_BN(builder, "n", bn) == 1, OSSL_PARAM_BLD_push_BN(builder, "e", be) == 1 else {
-                return nil
-            }
+            guard OSSL_PARAM_BLD_push_BN(builder, tokenrelay_param_rsa_n(), bn) == 1,
+                OSSL_PARAM_BLD_push_BN(builder, tokenrelay_param_rsa_e(), be) == 1
+            else { return nil }
+            params = OSSL_PARAM_BLD_to_param(builder)
             typeName = "RSA"
         case .p256(let x, let y):
             let point = [UInt8(4)] + x + y
-            let pushed = point.withUnsafeBytes { bytes in
-                OSSL_PARAM_BLD_push_utf8_string(builder, "group", "prime256v1", 0) == 1
-                    && OSSL_PARAM_BLD_push_octet_string(builder, "pub", bytes.baseAddress, bytes.count) == 1
+            params = point.withUnsafeBytes { bytes -> UnsafeMutablePointer<OSSL_PARAM>? in
+                guard OSSL_PARAM_BLD_push_utf8_string(builder, tokenrelay_param_group(), tokenrelay_group_p256(), 0) == 1,
+                    OSSL_PARAM_BLD_push_octet_string(builder, tokenrelay_param_pub(), bytes.baseAddress, bytes.count)
+                        == 1
+                else { return nil }
+                return OSSL_PARAM_BLD_to_param(builder)
             }
-            guard pushed else { return nil }
             typeName = "EC"
         }
-        guard let params = OSSL_PARAM_BLD_to_param(builder) else { return nil }
+        guard let params else { return nil }
         defer { OSSL_PARAM_free(params) }
         guard let context = EVP_PKEY_CTX_new_from_name(nil, typeName, nil) else { return nil }
         defer { EVP_PKEY_CTX_free(context) }

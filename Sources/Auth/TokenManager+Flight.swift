@@ -104,6 +104,11 @@ extension TokenManager {
         try Task.checkCancellation()
         flight.isRenewal = session.token != nil
         let configuration = session.configuration
+        // An interactive session without a refresh token needs a person: say so at once, without
+        // touching the network (a login is started by `login` only).
+        if session.refreshToken == nil, configuration.grant.interactive != nil {
+            throw AuthError.loginRequired("profile '\(key.profile)' needs a person to log in")
+        }
         let endpoint = try await tokenEndpoint(for: configuration, deadline: flight.deadline)
         let secret = try await clientSecret(for: configuration)
         var refreshToken = session.refreshToken
@@ -123,9 +128,6 @@ extension TokenManager {
             }
             refreshToken = resolved
             seedValue = resolved
-        }
-        if refreshToken == nil, configuration.grant.interactive != nil {
-            throw AuthError.loginRequired("profile '\(key.profile)' needs a person to log in")
         }
         let flightID = flight.id
         let beforeSend: @Sendable () async throws -> Void = { [seedValue] in
@@ -237,7 +239,9 @@ extension TokenManager {
             return tokenURL
         }
         let metadata = try await discovery.metadata(for: issuer, deadline: deadline)
-        if let methods = metadata.tokenEndpointAuthMethodsSupported,
+        // A public client (`none`) sends no secret, so there is nothing to agree on: servers often
+        // leave `none` out of the list yet accept PKCE public clients (Django OAuth Toolkit does).
+        if configuration.clientAuth != .none, let methods = metadata.tokenEndpointAuthMethodsSupported,
             !methods.contains(configuration.clientAuth.rawValue)
         {
             throw AuthError.configuration(
