@@ -361,7 +361,7 @@ extension TokenManager {
             } catch let error as AuthError {
                 switch error.oauthError {
                 case "authorization_pending":
-                    continue
+                    log.debug("device login for \(session.key): poll \(polls) pending")
                 case "slow_down":
                     interval += 5
                     log.debug("device login for \(session.key): slow_down, polling every \(Int(interval)) s")

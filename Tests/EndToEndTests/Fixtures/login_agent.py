@@ -86,7 +86,7 @@ def browser(url, deny=False, wrong_state_first=False):
         refused.append(deliver(decoy)[0])
         refused.append(deliver(urllib.parse.urlunsplit(parts._replace(path="/elsewhere")))[0])
     status, page = deliver(location)
-    return {"status": status, "page": page, "refused": refused}
+    return {"status": status, "page": page, "refused": refused, "location": location}
 
 
 def device(verification_uri, user_code, deny=False):
