@@ -63,7 +63,8 @@ enum JOSESignature {
         case .p256(let x, let y):
             let point = [UInt8(4)] + x + y
             params = point.withUnsafeBytes { bytes -> UnsafeMutablePointer<OSSL_PARAM>? in
-                guard OSSL_PARAM_BLD_push_utf8_string(builder, tokenrelay_param_group(), tokenrelay_group_p256(), 0) == 1,
+                guard
+                    OSSL_PARAM_BLD_push_utf8_string(builder, tokenrelay_param_group(), tokenrelay_group_p256(), 0) == 1,
                     OSSL_PARAM_BLD_push_octet_string(builder, tokenrelay_param_pub(), bytes.baseAddress, bytes.count)
                         == 1
                 else { return nil }

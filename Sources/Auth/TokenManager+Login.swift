@@ -137,12 +137,13 @@ extension TokenManager {
         for session in sessions.values {
             guard let flight = session.login, !flight.sent else { continue }
             flight.task?.cancel()
+            detached[flight.id] = flight.task
             endLogin(session, flight, .failure(.cancelled))
         }
     }
 
-    /// Whether a login of `key` is in progress (tests, status).
-    func isLoggingIn(_ key: SessionKey) -> Bool { sessions[key]?.login != nil }
+    /// How many callers wait on the session's login (tests).
+    func loginWaiterCount(_ key: SessionKey) -> Int { sessions[key]?.login?.waiters.count ?? 0 }
 
     /// Answers one cancelled caller; when none is left and nothing was redeemed, the login stops.
     private func dropLoginWaiter(_ key: SessionKey, flightID: UInt64, waiterID: UInt64?) {
@@ -152,11 +153,13 @@ extension TokenManager {
         }
         if flight.waiters.isEmpty && !flight.sent {
             flight.task?.cancel()
+            detached[flight.id] = flight.task
             endLogin(session, flight, .failure(.cancelled))
         }
     }
 
     private func runLogin(_ key: SessionKey, flightID: UInt64, openBrowser: Bool) async {
+        defer { detached[flightID] = nil }
         guard let session = sessions[key], let flight = session.login, flight.id == flightID else { return }
         let result: Result<LoginResult, AuthError>
         do {

@@ -37,7 +37,8 @@ final class TestSigningKey: @unchecked Sendable {
     var jwk: String {
         switch kind {
         case .rsa:
-            return #"{"kty":"RSA","kid":"\#(kid)","use":"sig","n":"\#(Base64URL.encode(bignum("n")))","e":"\#(Base64URL.encode(bignum("e")))"}"#
+            return
+                #"{"kty":"RSA","kid":"\#(kid)","use":"sig","n":"\#(Base64URL.encode(bignum("n")))","e":"\#(Base64URL.encode(bignum("e")))"}"#
         case .p256:
             var point = [UInt8](repeating: 0, count: 65)
             var length = 0
@@ -46,7 +47,8 @@ final class TestSigningKey: @unchecked Sendable {
             }
             let x = Array(point[1..<33])
             let y = Array(point[33..<65])
-            return #"{"kty":"EC","crv":"P-256","kid":"\#(kid)","x":"\#(Base64URL.encode(x))","y":"\#(Base64URL.encode(y))"}"#
+            return
+                #"{"kty":"EC","crv":"P-256","kid":"\#(kid)","x":"\#(Base64URL.encode(x))","y":"\#(Base64URL.encode(y))"}"#
         }
     }
 
@@ -79,7 +81,9 @@ final class TestSigningKey: @unchecked Sendable {
         _ = input.withUnsafeBufferPointer { EVP_DigestSign(context, nil, &length, $0.baseAddress, $0.count) }
         var output = [UInt8](repeating: 0, count: length)
         _ = output.withUnsafeMutableBufferPointer { out in
-            input.withUnsafeBufferPointer { EVP_DigestSign(context, out.baseAddress, &length, $0.baseAddress, $0.count) }
+            input.withUnsafeBufferPointer {
+                EVP_DigestSign(context, out.baseAddress, &length, $0.baseAddress, $0.count)
+            }
         }
         output = Array(output.prefix(length))
         return kind == .p256 ? Self.rawSignature(der: output) : output

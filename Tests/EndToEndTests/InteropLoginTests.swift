@@ -9,7 +9,10 @@ import Testing
 @Suite(.serialized) struct InteropLoginTests {
     /// The seeded public PKCE client, OpenID Connect.
     static func publicClient(_ stack: InteropStack, scopes: String = "[openid, read]") -> [String] {
-        ["type: authorization_code", "issuer: \(stack.issuer)", "client_id: cli", "scopes: \(scopes)", "redirect: { path: /cb }"]
+        [
+            "type: authorization_code", "issuer: \(stack.issuer)", "client_id: cli", "scopes: \(scopes)",
+            "redirect: { path: /cb }",
+        ]
     }
 
     static func deviceClient(_ stack: InteropStack) -> [String] {
@@ -116,8 +119,11 @@ import Testing
                 profiles: [
                     (
                         "consent",
-                        ["type: authorization_code", "issuer: \(stack.issuer)", "client_id: cliconsent", "scopes: [read]",
-                         "redirect: { path: /cb }"]
+                        [
+                            "type: authorization_code", "issuer: \(stack.issuer)", "client_id: cliconsent",
+                            "scopes: [read]",
+                            "redirect: { path: /cb }",
+                        ]
                     )
                 ])
             let params = try await Self.startLogin(relay, profile: "consent")
@@ -201,7 +207,9 @@ import Testing
             let current = try #require(tokens.last)
             let logout = try await relay.call("logout", ["profile": "me"])
             #expect(logout["result"]?["loggedOut"]?.intValue == 1, "\(logout.jsonText)")
-            let replay = try await stack.curl(["-sS", "-H", "Authorization: Bearer \(current)", "\(stack.rsURL)/whoami"])
+            let replay = try await stack.curl([
+                "-sS", "-H", "Authorization: Bearer \(current)", "\(stack.rsURL)/whoami",
+            ])
             #expect(replay.status == 401, "the access token was revoked at logout")
             let after = try await relay.call("request", ["path": "/whoami"])
             #expect(after["error"]?["data"]?["login"]?.boolValue == true, "\(after.jsonText)")
