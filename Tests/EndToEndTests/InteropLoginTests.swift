@@ -280,6 +280,79 @@ import Testing
     }
 }
 
+/// One login with a real browser, as a person would see it: headless Chromium driven by Selenium
+/// (`Fixtures/browser_login.py`) logs in at the server's page and is redirected to tokenrelay's
+/// loopback listener; the test reads the page tokenrelay answered and keeps a screenshot of it
+/// under `.build/login-screenshots/`.
+@Suite(.serialized) struct InteropBrowserLoginTests {
+    static func browser(_ stack: InteropStack, url: String, name: String, deny: Bool) async throws -> JSONValue {
+        let root = InteropStack.repositoryRoot
+        let directory = root.appendingPathComponent(".build/login-screenshots")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let screenshot = directory.appendingPathComponent("\(name).png").path
+        let script = root.appendingPathComponent("Tests/EndToEndTests/Fixtures/browser_login.py").path
+        let python = root.appendingPathComponent(".venv/bin/python").path
+        let result = try await InteropStack.run(
+            python, [script, url, screenshot] + (deny ? ["--deny"] : []), in: stack.stateDirectory,
+            timeout: .seconds(180))
+        guard result.status == 0 else {
+            throw InteropStack.Failure(description: "browser_login.py failed: \(result.stderr.suffix(2000))")
+        }
+        #expect(FileManager.default.fileExists(atPath: screenshot))
+        return try JSONParser.parse(result.stdout)
+    }
+
+    @Test func aPersonLogsInWithARealBrowserAndSeesThatItWorked() async throws {
+        try await InteropStack.with { stack in
+            let relay = try stack.startRelay(profiles: [("me", InteropLoginTests.publicClient(stack))])
+            let params = try await InteropLoginTests.startLogin(relay, profile: "me")
+            let page = try await Self.browser(
+                stack, url: params["url"]?.stringValue ?? "", name: "login-succeeded", deny: false)
+            #expect(page["title"]?.stringValue == "Login succeeded", "\(page.jsonText)")
+            #expect(page["text"]?.stringValue?.contains("You can close this window") == true)
+            let answer = try await relay.answer(id: "login-1")
+            #expect(answer["result"]?["subject"]?.stringValue == "1", "\(answer.jsonText)")
+            let whoami = try await relay.call("request", ["path": "/whoami"])
+            #expect(whoami["result"]?["json"]?["username"]?.stringValue == "alice")
+            if let line = relay.stderrText.split(separator: "\n").first(where: {
+                $0.contains("after the browser's callback")
+            }) {
+                print("browser login: \(line)")
+            }
+            try relay.closeStdin()
+            #expect(try await relay.exitCode() == 0)
+        }
+    }
+
+    @Test func aPersonWhoDeniesSeesWhyAndNothingUnescaped() async throws {
+        try await InteropStack.with { stack in
+            let relay = try stack.startRelay(
+                profiles: [
+                    (
+                        "consent",
+                        [
+                            "type: authorization_code", "issuer: \(stack.issuer)", "client_id: cliconsent",
+                            "scopes: [read]", "redirect: { path: /cb }",
+                        ]
+                    )
+                ])
+            let params = try await InteropLoginTests.startLogin(relay, profile: "consent")
+            let page = try await Self.browser(
+                stack, url: params["url"]?.stringValue ?? "", name: "login-denied", deny: true)
+            #expect(page["url"]?.stringValue?.contains("error=access_denied") == true, "\(page.jsonText)")
+            #expect(page["title"]?.stringValue == "Login failed")
+            #expect(page["text"]?.stringValue?.contains("access_denied") == true)
+            let source = page["source"]?.stringValue ?? ""
+            #expect(!source.contains("<script"), "the page runs nothing")
+            #expect(source.components(separatedBy: "<").count - 1 == 13, "only the page's own tags: \(source)")
+            let answer = try await relay.answer(id: "login-1")
+            #expect(answer["error"]?["data"]?["oauthError"]?.stringValue == "access_denied", "\(answer.jsonText)")
+            try relay.closeStdin()
+            #expect(try await relay.exitCode() == 0)
+        }
+    }
+}
+
 extension RelayProcess {
     /// Polls `status` until the first session is in `state`.
     func waitForSession(state: String, timeout: Duration) async throws {
