@@ -29,6 +29,7 @@ let package = Package(
         .executableTarget(name: "FuzzFraming", dependencies: ["JSONRPC"]),
         .executableTarget(name: "FuzzConfig", dependencies: ["Config"]),
         .executableTarget(name: "FuzzSSE", dependencies: ["HTTP"]),
+        .executableTarget(name: "FuzzJOSE", dependencies: ["Auth"]),
 
         // Benchmarks (scripts/bench): the load driver with its libcurl and URLSession references
         // (the only target allowed to import FoundationNetworking), and the bare Foundation

@@ -16,6 +16,11 @@ public struct JSONWebKey: Sendable, Equatable {
     public let algorithm: String?
     /// The public parameters.
     public let material: Material
+
+    /// Whether `jws` carries a valid signature by this key (RS256, PS256 or ES256 only).
+    public func verifies(_ jws: CompactJWS) -> Bool {
+        JOSESignature.verify(algorithm: jws.algorithm, key: self, input: jws.signingInput, signature: jws.signature)
+    }
 }
 
 /// A parsed JWKS document (keys of types this build cannot use, and keys not for signatures, are
@@ -97,18 +102,21 @@ public struct CompactJWS: Sendable {
 }
 
 /// The ID token checks of OpenID Connect Core §3.1.3.7 that need no key. Pure.
-struct IDTokenClaims: Sendable, Equatable {
+public struct IDTokenClaims: Sendable, Equatable {
     /// The allowed clock difference.
     static let leeway: TimeInterval = 60
     /// The algorithms accepted (asymmetric only: `none` and HMAC are refused).
     static let algorithms: Set<String> = ["RS256", "PS256", "ES256"]
 
-    let subject: String
-    let email: String?
-    let name: String?
+    /// `sub`.
+    public let subject: String
+    /// `email`, if present.
+    public let email: String?
+    /// `name`, if present.
+    public let name: String?
 
     /// Validates the payload's claims against what the login expects.
-    static func validate(
+    public static func validate(
         _ payload: [UInt8], issuer: String, clientID: String, nonce: String?, now: Date
     ) throws(AuthError) -> IDTokenClaims {
         guard let claims = try? TokenResponseParser.jsonObject(payload) else {
