@@ -142,6 +142,25 @@ extension TokenManager {
         }
     }
 
+    /// ``AuthError/loginRequired(_:)`` when the interactive session `key` cannot get a token without
+    /// a person (no usable token, no refresh token, after reading the store); nil otherwise. Lets a
+    /// call that would only find out later (`subscribe`) fail at once.
+    public func loginRequirement(_ key: SessionKey) async -> AuthError? {
+        guard let session = sessions[key], session.configuration.grant.interactive != nil else { return nil }
+        let needed = AuthError.loginRequired("profile '\(key.profile)' needs a person to log in")
+        if !session.loaded {
+            // The store was not read yet: what it holds decides (it is adopted by the first acquisition).
+            guard let stored = try? await store.load(key) else { return nil }
+            if !session.loaded {
+                return stored.refreshToken == nil && stored.accessToken == nil ? needed : nil
+            }
+        }
+        if usableToken(session, now: clock.now) != nil || session.refreshToken != nil || session.flight != nil {
+            return nil
+        }
+        return needed
+    }
+
     /// How many callers wait on the session's login (tests).
     func loginWaiterCount(_ key: SessionKey) -> Int { sessions[key]?.login?.waiters.count ?? 0 }
 

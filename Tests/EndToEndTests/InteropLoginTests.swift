@@ -62,6 +62,8 @@ import Testing
             let early = try await relay.call("request", ["path": "/whoami"], timeout: .seconds(10))
             #expect(early["error"]?["data"]?["kind"]?.stringValue == "interaction_required", "\(early.jsonText)")
             #expect(early["error"]?["data"]?["login"]?.boolValue == true)
+            let stream = try await relay.call("subscribe", ["path": "/events"], timeout: .seconds(10))
+            #expect(stream["error"]?["data"]?["login"]?.boolValue == true, "\(stream.jsonText)")
 
             // A callback with the wrong state, and one to another path, are refused; the login goes on.
             let browser = try await Self.agent(stack, ["browser", url, "--wrong-state-first"])
@@ -262,6 +264,26 @@ import Testing
             for secret in secrets { #expect(!output.contains(secret), "a secret leaked") }
             #expect(!output.contains("code_verifier="))
             #expect(!output.contains("eyJ"), "no ID token (JWS) in the output")
+        }
+    }
+
+    @Test func openBrowserRunsTheConfiguredCommandWithTheURL() async throws {
+        try await InteropStack.with { stack in
+            // The "browser" tokenrelay opens is the user agent itself: argv + [url], no shell.
+            let script = InteropStack.repositoryRoot.appendingPathComponent(
+                "Tests/EndToEndTests/Fixtures/login_agent.py")
+            let python = stack.values["VENV_PYTHON"] ?? "python3"
+            let relay = try stack.startRelay(
+                profiles: [
+                    ("me", Self.publicClient(stack) + ["open_browser: ['\(python)', '\(script.path)', browser]"])
+                ])
+            let answer = try await relay.call("login", ["profile": "me"])
+            #expect(answer["result"]?["loggedIn"]?.boolValue == true, "\(answer.jsonText)")
+            #expect(Self.promptCount(relay) == 1, "the URL is still shown")
+            let whoami = try await relay.call("request", ["path": "/whoami"])
+            #expect(whoami["result"]?["json"]?["username"]?.stringValue == "alice")
+            try relay.closeStdin()
+            #expect(try await relay.exitCode() == 0)
         }
     }
 
