@@ -168,12 +168,12 @@ public struct OAuthClientConfiguration: Sendable {
         guard issuer != nil || tokenURL != nil else {
             throw .configuration("either issuer or token_url is required")
         }
-        if let tokenURL { try EndpointPolicy.check(tokenURL, what: "token_url") }
-        if let issuer { try EndpointPolicy.check(issuer, what: "issuer") }
+        if let tokenURL { try EndpointPolicy.precheck(tokenURL, what: "token_url") }
+        if let issuer { try EndpointPolicy.precheck(issuer, what: "issuer") }
         if let login = grant.interactive {
-            if let url = login.authorizationURL { try EndpointPolicy.check(url, what: "authorization_url") }
+            if let url = login.authorizationURL { try EndpointPolicy.precheck(url, what: "authorization_url") }
             if let url = login.deviceAuthorizationURL {
-                try EndpointPolicy.check(url, what: "device_authorization_url")
+                try EndpointPolicy.precheck(url, what: "device_authorization_url")
             }
         }
         if clientAuth != .none && clientSecret == nil {

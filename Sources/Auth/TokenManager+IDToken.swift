@@ -5,7 +5,8 @@ import Logging
 extension TokenManager {
     /// The issuer's signing keys from the verified `jwks_uri`: cached, or fetched again when
     /// `refresh` (an unknown `kid`).
-    func signingKeys(metadata: AuthorizationServerMetadata?, deadline: Date, refresh: Bool) async throws
+    func signingKeys(for key: SessionKey, metadata: AuthorizationServerMetadata?, deadline: Date, refresh: Bool)
+        async throws
         -> JSONWebKeySet
     {
         guard let uri = metadata?.jwksURI else {
@@ -20,7 +21,7 @@ extension TokenManager {
             method: "GET", url: uri, headers: headers, timeout: .milliseconds(Int64(max(1, remaining * 1000))))
         let response: HTTPResponse
         do {
-            response = try await endpointClient.transport.send(request)
+            response = try await traffic(for: key).endpoint.transport.send(request)
         } catch let error as HTTPError {
             if case .cancelled = error { throw CancellationError() }
             throw AuthError.transport("the JWKS could not be fetched")
@@ -36,7 +37,8 @@ extension TokenManager {
     /// Validates an ID token (OpenID Connect Core §3.1.3.7): signature by one of the issuer's keys
     /// (one JWKS refetch on an unknown `kid`), `iss`, `aud`/`azp`, `exp`/`iat`, `nonce`.
     func validateIDToken(
-        _ idToken: String?, configuration: OAuthClientConfiguration, metadata: AuthorizationServerMetadata?,
+        _ idToken: String?, key: SessionKey, configuration: OAuthClientConfiguration,
+        metadata: AuthorizationServerMetadata?,
         nonce: String?, keys prefetched: Task<JSONWebKeySet, any Error>?
     ) async throws -> LoginIdentity {
         guard let idToken else { throw AuthError.invalidIDToken("the token response has no id_token") }
@@ -52,11 +54,11 @@ extension TokenManager {
         if let prefetched {
             keySet = try await prefetched.value
         } else {
-            keySet = try await signingKeys(metadata: metadata, deadline: deadline, refresh: false)
+            keySet = try await signingKeys(for: key, metadata: metadata, deadline: deadline, refresh: false)
         }
         var candidates = Self.candidates(keySet, jws)
         if candidates.isEmpty, jws.keyID != nil {
-            keySet = try await signingKeys(metadata: metadata, deadline: deadline, refresh: true)
+            keySet = try await signingKeys(for: key, metadata: metadata, deadline: deadline, refresh: true)
             candidates = Self.candidates(keySet, jws)
             guard !candidates.isEmpty else { throw AuthError.invalidIDToken("its kid is not among the issuer's keys") }
         }

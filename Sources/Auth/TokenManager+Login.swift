@@ -219,13 +219,15 @@ extension TokenManager {
     {
         let configuration = session.configuration
         guard let settings = configuration.grant.interactive else { throw AuthError.cancelled }
+        let traffic = traffic(for: session.key)
         let metadata: AuthorizationServerMetadata?
         if let issuer = configuration.issuer {
-            metadata = try await discovery.metadata(for: issuer, deadline: flight.deadline)
+            metadata = try await traffic.discovery.metadata(for: issuer, deadline: flight.deadline)
         } else {
             metadata = nil
         }
-        let endpoint = try await tokenEndpoint(for: configuration, deadline: flight.deadline)
+        let endpoint = try await tokenEndpoint(
+            for: configuration, discovery: traffic.discovery, deadline: flight.deadline)
         let secret = try await clientSecret(for: configuration)
         let opener = openBrowser ? settings.openBrowser : nil
         switch settings.flow {
@@ -247,11 +249,12 @@ extension TokenManager {
         opener: (@Sendable (String) async -> Void)?
     ) async throws -> LoginResult {
         let configuration = session.configuration
+        let endpointClient = traffic(for: session.key).endpoint
         guard let base = settings.authorizationURL ?? metadata?.authorizationEndpoint else {
             throw AuthError.configuration(
                 "no authorization endpoint: set authorization_url, or an issuer whose metadata names one")
         }
-        try EndpointPolicy.check(base, what: "authorization endpoint")
+        _ = try EndpointPolicy.check(base, what: "authorization endpoint")
         let secrets = try LoginSecrets.make()
         let listener = try LoopbackRedirectListener.bind(ports: ports, path: path)
         defer { listener.close() }
@@ -300,7 +303,9 @@ extension TokenManager {
             // The JWKS is fetched while the code is exchanged (OpenID Connect).
             let keysTask: Task<JSONWebKeySet, any Error>? =
                 configuration.isOpenIDConnect
-                ? Task { [self] in try await self.signingKeys(metadata: metadata, deadline: deadline, refresh: false) }
+                ? Task { [self, key = session.key] in
+                    try await self.signingKeys(for: key, metadata: metadata, deadline: deadline, refresh: false)
+                }
                 : nil
             let request = try endpointClient.makeRequest(
                 endpoint: endpoint,
@@ -338,6 +343,7 @@ extension TokenManager {
         endpoint: String, secret: String?, opener: (@Sendable (String) async -> Void)?
     ) async throws -> TokenResponse {
         let configuration = session.configuration
+        let endpointClient = traffic(for: session.key).endpoint
         guard let deviceEndpoint = settings.deviceAuthorizationURL ?? metadata?.deviceAuthorizationEndpoint else {
             throw AuthError.configuration(
                 "no device authorization endpoint: set device_authorization_url, or an issuer whose metadata names one")
@@ -426,7 +432,8 @@ extension TokenManager {
         let configuration = session.configuration
         if configuration.isOpenIDConnect {
             identity = try await validateIDToken(
-                response.idToken, configuration: configuration, metadata: metadata, nonce: nonce, keys: keys)
+                response.idToken, key: session.key, configuration: configuration, metadata: metadata, nonce: nonce,
+                keys: keys)
         }
         guard session.generation == flight.generation, sessions[session.key] === session else {
             throw AuthError.cancelled  // logged out or removed meanwhile: commit nothing

@@ -23,6 +23,7 @@ import Testing
         let configuration = OAuthClientConfiguration(
             issuer: IDTokenValidationTests.issuer, clientID: IDTokenValidationTests.clientID, clientAuth: .none,
             scopes: ["openid"])
+        var key: SessionKey { SessionKey(environment: "e", profile: "p", configuration: configuration) }
         var metadata: AuthorizationServerMetadata {
             AuthorizationServerMetadata(
                 issuer: IDTokenValidationTests.issuer, tokenEndpoint: "https://as.example/token",
@@ -39,7 +40,7 @@ import Testing
 
         func validate(_ token: String, nonce: String? = IDTokenValidationTests.nonce) async throws -> LoginIdentity {
             try await manager.validateIDToken(
-                token, configuration: configuration, metadata: metadata, nonce: nonce, keys: nil)
+                token, key: key, configuration: configuration, metadata: metadata, nonce: nonce, keys: nil)
         }
     }
 
@@ -137,7 +138,8 @@ import Testing
         let manager = TokenManager(transport: transport, clock: FakeClock())
         let setup = Setup(keys: [])
         let identity = try await manager.validateIDToken(
-            new.sign(Self.claims(), alg: "ES256"), configuration: setup.configuration, metadata: setup.metadata,
+            new.sign(Self.claims(), alg: "ES256"), key: setup.key, configuration: setup.configuration,
+            metadata: setup.metadata,
             nonce: Self.nonce, keys: nil)
         #expect(identity.subject == "1")
         #expect(transport.requests.count == 2)
