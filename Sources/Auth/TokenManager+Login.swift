@@ -94,6 +94,11 @@ extension TokenManager {
     /// callers. Answers once the tokens are stored. A caller that is cancelled leaves at once; the
     /// login stops when the last one leaves before the grant was redeemed. `openBrowser: false`
     /// only shows the URL even when the profile would open a browser.
+    ///
+    /// One login per session holds within this process (the session's ``LoginFlight``). Across
+    /// processes it needs the store's lease (issue 13, not on main yet): `runLogin` is the place to
+    /// take it before prompting, re-read the store under it (another process may have logged in
+    /// meanwhile: then adopt that session instead of prompting) and release it after the commit.
     public func login(_ key: SessionKey, openBrowser: Bool = true) async throws -> LoginResult {
         try Task.checkCancellation()
         guard !closed else { throw AuthError.cancelled }
