@@ -47,7 +47,7 @@ extension TokenManager {
         }
         let jws = try CompactJWS.parse(idToken)
         guard IDTokenClaims.algorithms.contains(jws.algorithm) else {
-            throw AuthError.invalidIDToken("alg \(AuthError.clean(jws.algorithm)) is not accepted")
+            throw AuthError.invalidIDToken("alg \(ServerText(jws.algorithm).value) is not accepted")
         }
         let deadline = clock.now.addingTimeInterval(configuration.acquisitionTimeout.timeInterval)
         var keySet: JSONWebKeySet

@@ -155,7 +155,7 @@ extension TokenManager {
         let needed = AuthError.loginRequired("profile '\(key.profile)' needs a person to log in")
         if !session.loaded {
             // The store was not read yet: what it holds decides (it is adopted by the first acquisition).
-            guard let stored = try? await store.load(key) else { return nil }
+            guard let stored = try? await store.load(storeKey(session)) else { return nil }
             if !session.loaded {
                 return stored.refreshToken == nil && stored.accessToken == nil ? needed : nil
             }
@@ -164,6 +164,14 @@ extension TokenManager {
             return nil
         }
         return needed
+    }
+
+    /// The session's store key (interactive sessions have no seed).
+    func storeKey(_ session: Session) -> StoreKey {
+        if let known = session.storeKey { return known }
+        let key = StoreKey(session: session.key)
+        session.storeKey = key
+        return key
     }
 
     /// How many callers wait on the session's login (tests).
@@ -224,6 +232,22 @@ extension TokenManager {
     {
         let configuration = session.configuration
         guard let settings = configuration.grant.interactive else { throw AuthError.cancelled }
+        // One login per session across processes: the store's login lease, held until the commit.
+        // Under it the store is read again: another process may have logged in meanwhile.
+        let storeKey = storeKey(session)
+        if !session.loaded { try await reload(session, storeKey) }
+        let hadToken = usableToken(session, now: clock.now) != nil
+        let lease = try await store.acquireLease(
+            storeKey, purpose: .login, deadline: flight.deadline,
+            expiresAt: flight.deadline.addingTimeInterval(configuration.acquisitionTimeout.timeInterval))
+        defer { store.releaseLease(lease) }
+        try Task.checkCancellation()
+        try await reload(session, storeKey)
+        if !hadToken, session.generation == flight.generation, let token = usableToken(session, now: clock.now) {
+            session.interactionRequired = false
+            log.info("login for \(session.key): another process logged in meanwhile; using its session")
+            return LoginResult(expiresAt: token.expiresAt, identity: session.identity)
+        }
         let traffic = traffic(for: session.key)
         let metadata: AuthorizationServerMetadata?
         if let issuer = configuration.issuer {
@@ -295,7 +319,7 @@ extension TokenManager {
             let code: String
             switch callback {
             case .refused(let error, let description):
-                throw AuthError.loginRefused(error: error, description: description)
+                throw AuthError.loginRefused(error: ServerText(error), description: description.map { ServerText($0) })
             case .code(let value):
                 code = value
             }
@@ -399,7 +423,8 @@ extension TokenManager {
                     interval += 5
                     log.debug("device login for \(session.key): slow_down, polling every \(Int(interval)) s")
                 case "access_denied":
-                    throw AuthError.loginRefused(error: "access_denied", description: error.oauthErrorDescription)
+                    throw AuthError.loginRefused(
+                        error: "access_denied", description: error.oauthErrorDescription.map { ServerText($0) })
                 case "expired_token":
                     throw AuthError.loginRequired("the device code expired before the login was approved")
                 default:
@@ -443,7 +468,8 @@ extension TokenManager {
         guard session.generation == flight.generation, sessions[session.key] === session else {
             throw AuthError.cancelled  // logged out or removed meanwhile: commit nothing
         }
-        let token = try await commit(response, previousRefreshToken: nil, session: session)
+        let token = try await commit(
+            response, previousRefreshToken: nil, session: session, storeKey: storeKey(session))
         session.token = token
         session.loaded = true
         session.invalidated = false

@@ -24,6 +24,10 @@ enum CommandLineTool {
                      [--json BODY | --data TEXT] [-v]
           tokenrelay subscribe PATH [--env E] [--profile P] [--last-event-id ID]
           tokenrelay login [--env E] [--profile P] [--no-browser]
+          tokenrelay status [--config PATH] [--env E] [--json]
+          tokenrelay logout [--config PATH] [--env E] [--profile P] [--all]
+          tokenrelay store new-key
+          tokenrelay store rekey [--config PATH] (--new-key-env NAME | --new-key-file PATH)
           tokenrelay --version | --help
 
         Serves JSON-RPC 2.0 on stdin/stdout (newline-delimited JSON or Content-Length framing,
@@ -55,6 +59,12 @@ enum CommandLineTool {
             return await CallCommand.run(arguments: arguments, environment: environment)
         case "subscribe":
             return await SubscribeCommand.run(arguments: arguments, environment: environment)
+        case "status":
+            return await SessionCommands.status(arguments: arguments, environment: environment)
+        case "logout":
+            return await SessionCommands.logout(arguments: arguments, environment: environment)
+        case "store":
+            return await SessionCommands.store(arguments: arguments, environment: environment)
         case "login":
             return await LoginCommand.run(arguments: arguments, environment: environment)
         case "check-config":
@@ -146,6 +156,7 @@ enum CommandLineTool {
         }
         log.configure(level: logLevel, format: logFormat)
         options.testMethods = environment["TOKENRELAY_ENABLE_TEST_METHODS"] == "1"
+        options.testLeaseGate = environment["TOKENRELAY_TEST_LEASE_GATE"]
 
         let protocolOutput = ProcessSetup.protectStandardOutput()
         guard let settings = await loadSettings(path: configPath, environment: environment) else {

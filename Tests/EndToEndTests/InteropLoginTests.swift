@@ -290,6 +290,10 @@ import Testing
     @Test func tokenrelayLoginPrintsTheURLAndSaysAMemoryStoreLoginEndsWithIt() async throws {
         try await InteropStack.with { stack in
             let config = try stack.writeConfig(profiles: [("me", Self.publicClient(stack))])
+            let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: config))
+            try handle.seekToEnd()
+            try handle.write(contentsOf: Data("store:\n  type: memory\n".utf8))
+            try handle.close()
             let process = try RelayProcess(["login", "--config", config, "--profile", "me"], testMethods: false)
             let line = try await process.stderrLine(containing: "/authorize/?")
             let url = try #require(line.split(separator: " ").last.map(String.init))
