@@ -95,6 +95,7 @@ extension TokenManager {
             session.interactionRequired = false
             session.lastError = nil
             session.loaded = true
+            session.identity = nil
         }
         var failure: AuthError?
         var revocations: [TokenRevocation] = []
@@ -167,7 +168,7 @@ extension TokenManager {
             )
         }.map { session in
             let state: SessionStatus.State
-            if session.interactionRequired {
+            if session.interactionRequired || (session.token == nil && session.lastError?.needsLogin == true) {
                 state = .interactionRequired
             } else if session.flight != nil {
                 state = .renewing
@@ -182,7 +183,7 @@ extension TokenManager {
                 environment: session.key.environment, profile: session.key.profile, type: session.key.grant,
                 state: state, expiresAt: session.token?.expiresAt, refreshable: session.refreshToken != nil,
                 lastError: session.lastError.map { ($0.kind, $0.description) }, counters: session.counters,
-                fromStore: session.token != nil && session.tokenFromStore)
+                fromStore: session.token != nil && session.tokenFromStore, identity: session.identity)
         }
     }
 
@@ -216,6 +217,7 @@ extension TokenManager {
     /// waits for them. Later calls to ``token(for:deadline:)`` fail with ``AuthError/cancelled``.
     public func close() async {
         closed = true
+        endLogins()
         var committing: [Task<Void, Never>] = []
         for session in sessions.values {
             guard let flight = session.flight else { continue }

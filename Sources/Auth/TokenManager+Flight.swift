@@ -113,6 +113,11 @@ extension TokenManager {
             try await reload(session, storeKey)
             if let token = usableToken(session, now: clock.now) { return .stored(token) }
         }
+        // An interactive session without a refresh token needs a person: say so at once, without
+        // touching the network (a login is started by `login` only).
+        if session.refreshToken == nil, configuration.grant.interactive != nil {
+            throw AuthError.loginRequired("profile '\(key.profile)' needs a person to log in")
+        }
         try Task.checkCancellation()
         let lease = try await store.acquireLease(
             storeKey, purpose: .renewal, deadline: flight.deadline,
@@ -175,7 +180,10 @@ extension TokenManager {
                 try await dropRefreshState(session, refused: refreshToken)
                 guard case .clientCredentials = configuration.grant else {
                     session.interactionRequired = true
-                    let ended = AuthError.interactionRequired("the refresh token was refused (invalid_grant)")
+                    let ended =
+                        configuration.grant.interactive != nil
+                        ? AuthError.loginRequired("the refresh token was refused (invalid_grant)")
+                        : AuthError.interactionRequired("the refresh token was refused (invalid_grant)")
                     session.lastError = ended
                     throw ended
                 }
@@ -214,7 +222,7 @@ extension TokenManager {
     }
 
     /// Reads the session's entry and makes it the session's state.
-    private func reload(_ session: Session, _ storeKey: StoreKey) async throws {
+    func reload(_ session: Session, _ storeKey: StoreKey) async throws {
         let stored: StoredTokens?
         do {
             stored = try await store.load(storeKey)
@@ -230,7 +238,7 @@ extension TokenManager {
     /// Builds the token, commits it (with the rotated or kept refresh token) to the store, and only
     /// then makes it the session's refresh state. A store failure fails the renewal but keeps the
     /// rotated refresh token in memory (the old one is already spent at the server).
-    private func commit(
+    func commit(
         _ response: TokenResponse, previousRefreshToken: String?, session: Session, storeKey: StoreKey
     ) async throws -> Token {
         let now = clock.now
@@ -307,7 +315,7 @@ extension TokenManager {
 
     /// Where tokens are fetched: discovery (verifying the issuer and the client-authentication
     /// method) when an issuer is configured, with `token_url` overriding the endpoint.
-    private func tokenEndpoint(
+    func tokenEndpoint(
         for configuration: OAuthClientConfiguration, discovery: DiscoveryClient, deadline: Date
     ) async throws -> String {
         guard let issuer = configuration.issuer else {
@@ -317,7 +325,9 @@ extension TokenManager {
             return tokenURL
         }
         let metadata = try await discovery.metadata(for: issuer, deadline: deadline)
-        if let methods = metadata.tokenEndpointAuthMethodsSupported,
+        // A public client (`none`) sends no secret, so there is nothing to agree on: servers often
+        // leave `none` out of the list yet accept PKCE public clients (Django OAuth Toolkit does).
+        if configuration.clientAuth != .none, let methods = metadata.tokenEndpointAuthMethodsSupported,
             !methods.contains(configuration.clientAuth.rawValue)
         {
             throw AuthError.configuration(
@@ -327,7 +337,7 @@ extension TokenManager {
         return configuration.tokenURL ?? metadata.tokenEndpoint
     }
 
-    private func clientSecret(for configuration: OAuthClientConfiguration) async throws -> String? {
+    func clientSecret(for configuration: OAuthClientConfiguration) async throws -> String? {
         guard configuration.clientAuth != .none, let provider = configuration.clientSecret else { return nil }
         do {
             return try await provider.resolve()

@@ -64,6 +64,14 @@ public actor TokenManager {
         var counters = SessionStatus.Counters()
         /// Bumped by `logout`; a flight started before it commits nothing.
         var generation: UInt64 = 0
+        /// The interactive login in progress (one per session at a time).
+        var login: LoginFlight?
+        /// When logins of this session failed, within the window (SPEC §5.4: at most 3 in 10 minutes).
+        var failedLogins: [Date] = []
+        /// Digests of the authorization codes this session already exchanged.
+        var consumedCodes = ConsumedCodes()
+        /// Who logged in (OpenID Connect), when known.
+        var identity: LoginIdentity?
 
         init(key: SessionKey, configuration: OAuthClientConfiguration) {
             self.key = key
@@ -94,6 +102,8 @@ public actor TokenManager {
     /// such a seed is spent (or rotated) and is never sent again (the store remembers them across
     /// processes too).
     var consumedSeeds: Set<[UInt8]> = []
+    /// Issuers' signing keys by verified `jwks_uri` (OpenID Connect logins).
+    var jwksCache: [String: JSONWebKeySet] = [:]
     /// Test hook: awaited right after a renewal lease is taken (end-to-end tests hold a holder there).
     let afterLease: (@Sendable () async -> Void)?
     private var lastID: UInt64 = 0

@@ -66,11 +66,16 @@ struct SettingsDecoder {
         "expiry_skew",
     ])
     /// Keys allowed per profile type.
+    /// Keys of both interactive profile types.
+    static let interactiveKeys: Set<String> = ["open_browser", "login_timeout", "parameters"]
+    /// Keys of `redirect` and of `parameters`.
+    static let redirectKeys: Set<String> = ["port", "path"]
+    static let parameterCategories: Set<String> = ["authorization", "token"]
     static let profileKeys: [String: Set<String>] = [
         "client_credentials": oauthKeys,
         "refresh_token": oauthKeys.union(["refresh_token"]),
-        "authorization_code": oauthKeys.union(["authorization_url", "redirect_port"]),
-        "device_code": oauthKeys.union(["device_authorization_url"]),
+        "authorization_code": oauthKeys.union(interactiveKeys).union(["authorization_url", "redirect"]),
+        "device_code": oauthKeys.union(interactiveKeys).union(["device_authorization_url"]),
         "api_key": profileCommonKeys.union(["header", "query", "value"]),
         "basic": profileCommonKeys.union(["username", "password"]),
         "bearer": profileCommonKeys.union(["token", "cache"]),

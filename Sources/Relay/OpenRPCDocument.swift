@@ -738,6 +738,16 @@ public enum OpenRPCDocument {
                       }
                     }
                   },
+                  "subject": {
+                    "type": "string",
+                    "description": "Who is logged in (interactive OpenID Connect profiles)."
+                  },
+                  "email": {
+                    "type": "string"
+                  },
+                  "name": {
+                    "type": "string"
+                  },
                   "counters": {
                     "type": "object",
                     "properties": {
@@ -908,7 +918,7 @@ public enum OpenRPCDocument {
     },
     {
       "name": "login",
-      "summary": "Starts an interactive login (authorization code + PKCE, or device code); progress comes as auth-prompt notifications.",
+      "summary": "Starts (or joins) the interactive login of a session (authorization code + PKCE with a loopback redirect, or device code) and answers once the session is stored; what the person must do comes as one auth-prompt notification. One login per session at a time: concurrent callers join it. At most 3 failed logins per session per 10 minutes, then kind limit. Bounded by the profile's login_timeout (then interaction_required); $/cancelRequest ends it (the last caller leaving stops the listener or the polling).",
       "paramStructure": "by-name",
       "params": [
         {
@@ -929,7 +939,37 @@ public enum OpenRPCDocument {
       "result": {
         "name": "result",
         "schema": {
-          "type": "object"
+          "type": "object",
+          "required": [
+            "environment",
+            "profile",
+            "loggedIn"
+          ],
+          "properties": {
+            "environment": {
+              "type": "string"
+            },
+            "profile": {
+              "type": "string"
+            },
+            "loggedIn": {
+              "const": true
+            },
+            "expiresAt": {
+              "type": "string",
+              "format": "date-time"
+            },
+            "subject": {
+              "type": "string",
+              "description": "OpenID Connect: the validated ID token's sub."
+            },
+            "email": {
+              "type": "string"
+            },
+            "name": {
+              "type": "string"
+            }
+          }
         }
       },
       "errors": [
@@ -958,6 +998,9 @@ public enum OpenRPCDocument {
           "$ref": "#/components/errors/limit"
         },
         {
+          "$ref": "#/components/errors/not_supported"
+        },
+        {
           "$ref": "#/components/errors/invalid_params"
         },
         {
@@ -970,7 +1013,7 @@ public enum OpenRPCDocument {
           "$ref": "#/components/errors/shutting_down"
         }
       ],
-      "x-status": "planned",
+      "x-status": "implemented",
       "x-direction": "client-to-server"
     },
     {
@@ -1334,23 +1377,36 @@ public enum OpenRPCDocument {
     },
     {
       "name": "auth-prompt",
-      "summary": "What the user must do to log in (URL, user code, expiry). tokenrelay never reads the terminal.",
+      "summary": "What the person must do to log in: open url in a browser (kind browser), or open url and enter userCode (kind device). Sent once per login, however many callers joined it. The URL carries state, nonce and the PKCE challenge, never a secret. tokenrelay never reads the terminal and opens a browser only when the profile's open_browser says so.",
       "paramStructure": "by-name",
       "params": [
         {
           "name": "environment",
+          "required": true,
           "schema": {
             "type": "string"
           }
         },
         {
           "name": "profile",
+          "required": true,
           "schema": {
             "type": "string"
           }
         },
         {
+          "name": "kind",
+          "required": true,
+          "schema": {
+            "enum": [
+              "browser",
+              "device"
+            ]
+          }
+        },
+        {
           "name": "url",
+          "required": true,
           "schema": {
             "type": "string"
           }
@@ -1362,14 +1418,21 @@ public enum OpenRPCDocument {
           }
         },
         {
+          "name": "verificationUriComplete",
+          "schema": {
+            "type": "string"
+          }
+        },
+        {
           "name": "expiresAt",
+          "required": true,
           "schema": {
             "type": "string",
             "format": "date-time"
           }
         }
       ],
-      "x-status": "planned",
+      "x-status": "implemented",
       "x-direction": "server-to-client",
       "x-notification": true
     },
@@ -1519,7 +1582,7 @@ public enum OpenRPCDocument {
       },
       "interaction_required": {
         "code": -32011,
-        "message": "Interactive login required",
+        "message": "Interactive login required (data.login: true when the login method can fix it)",
         "data": {
           "kind": "interaction_required"
         }
@@ -1540,7 +1603,7 @@ public enum OpenRPCDocument {
       },
       "limit": {
         "code": -32022,
-        "message": "A limit was exceeded (queue, body size)",
+        "message": "A limit was exceeded (queue, body size, failed logins)",
         "data": {
           "kind": "limit"
         }

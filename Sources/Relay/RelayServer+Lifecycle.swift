@@ -30,6 +30,8 @@ extension RelayServer {
         table["logout"] = { params, _ in try await tokens.logout(params) }
         table["status"] = { params, _ in try await tokens.status(params) }
         table["token-get"] = { params, _ in try await tokens.tokenGet(params) }
+        let login = LoginMethod(runtime: runtime)
+        table["login"] = { params, _ in try await login.handle(params) }
         if options.testMethods {
             table["test/wait"] = { params, _ in
                 var reader = try ParamReader(params, allowed: ["ms", "echo"])

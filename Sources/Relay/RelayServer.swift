@@ -79,6 +79,8 @@ public final class RelayServer: Sendable {
                     if let code = failure.oauthError { params["oauthError"] = .string(code) }
                     if let text = failure.oauthErrorDescription { params["oauthErrorDescription"] = .string(text) }
                     await notifier.notify("auth-failed", .object(params))
+                case .prompt(let prompt):
+                    await notifier.notify("auth-prompt", LoginMethod.promptParams(prompt))
                 }
             }
         }

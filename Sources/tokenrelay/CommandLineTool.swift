@@ -23,6 +23,7 @@ enum CommandLineTool {
           tokenrelay call METHOD PATH [--env E] [--profile P] [-H 'K: V']... [--query k=v]...
                      [--json BODY | --data TEXT] [-v]
           tokenrelay subscribe PATH [--env E] [--profile P] [--last-event-id ID]
+          tokenrelay login [--env E] [--profile P] [--no-browser]
           tokenrelay status [--config PATH] [--env E] [--json]
           tokenrelay logout [--config PATH] [--env E] [--profile P] [--all]
           tokenrelay store new-key
@@ -64,6 +65,8 @@ enum CommandLineTool {
             return await SessionCommands.logout(arguments: arguments, environment: environment)
         case "store":
             return await SessionCommands.store(arguments: arguments, environment: environment)
+        case "login":
+            return await LoginCommand.run(arguments: arguments, environment: environment)
         case "check-config":
             return await CheckConfigCommand.run(
                 arguments: arguments, environment: environment,

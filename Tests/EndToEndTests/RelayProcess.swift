@@ -327,6 +327,18 @@ final class RelayProcess: Sendable {
         return try lines.map { try JSONParser.parse(String($0)) }
     }
 
+    /// The first stderr line containing `text`, once it arrived (re-checked on every output change).
+    func stderrLine(containing text: String, timeout: Duration = .seconds(60)) async throws -> String {
+        @Sendable func find(_ bytes: [UInt8]) -> String? {
+            String(decoding: bytes, as: UTF8.self).split(separator: "\n").first { $0.contains(text) }.map(String.init)
+        }
+        try await withSafetyTimer(timeout) {
+            try await self.waitUntil("stderr containing \(text)", timeout: timeout) { find($0.stderr) != nil }
+        }
+        guard let line = find(output.state.withLock { $0.stderr }) else { throw TimedOut(what: "stderr \(text)") }
+        return line
+    }
+
     /// Waits until `condition` holds on the stdout bytes received so far (for LSP framing, where
     /// ``lines(atLeast:timeout:)`` does not apply).
     func waitForStdout(

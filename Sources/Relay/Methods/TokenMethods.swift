@@ -92,6 +92,9 @@ struct TokenMethods: Sendable {
                     }
                     object["refreshable"] = .bool(session.refreshable)
                     object["fromStore"] = .bool(session.fromStore)
+                    if let identity = session.identity {
+                        for (name, value) in LoginMethod.identityMembers(identity) { object[name] = value }
+                    }
                     if let error = session.lastError {
                         object["lastError"] = ["kind": .string(error.kind), "message": .string(error.message)]
                     }
