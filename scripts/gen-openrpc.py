@@ -97,9 +97,21 @@ method("status", "Per session: token state, expiry, refresh availability, last e
             "lastError": error_obj,
             "counters": {"type": "object", "properties": {"acquisitions": integer, "renewals": integer, "recoveries": integer, "requests": integer}}}}},
         "subscriptions": integer}}})
-method("token-get", "Returns an access token, only for profiles with expose_token: true (credential-helper use).", env_params,
-    {"name": "result", "schema": {"type": "object", "required": ["accessToken"], "properties": {"accessToken": string, "tokenType": string, "expiresAt": {"type": "string", "format": "date-time"}}}},
-    errs=req_errs + err_refs("not_supported"))
+date_time = {"type": "string", "format": "date-time"}
+exec_versions = ["client.authentication.k8s.io/v1", "client.authentication.k8s.io/v1beta1"]
+method("token-get", "Returns an access token, only for profiles with expose_token: true (credential-helper use).",
+    env_params + [
+        {"name": "format", "description": "json (default): {access_token, token_type, expires_at}; header: the string 'Authorization: Bearer ...'; exec-credential: a Kubernetes ExecCredential.", "schema": {"enum": ["json", "header", "exec-credential"]}},
+        {"name": "minValid", "description": "Seconds the returned token must stay valid; a held token expiring sooner is renewed first (default 60). A freshly issued token is returned even when the server grants less.", "schema": {"type": "integer", "minimum": 0, "maximum": 86400}},
+        {"name": "apiVersion", "description": "The ExecCredential apiVersion (format exec-credential only; default client.authentication.k8s.io/v1).", "schema": {"enum": exec_versions}}],
+    {"name": "result", "schema": {"oneOf": [
+        {"title": "json", "type": "object", "required": ["access_token", "token_type"], "properties": {"access_token": string, "token_type": {"const": "Bearer"}, "expires_at": date_time}},
+        {"title": "header", "type": "string", "pattern": "^Authorization: Bearer "},
+        {"title": "exec-credential", "type": "object", "required": ["apiVersion", "kind", "status"], "properties": {
+            "apiVersion": {"enum": exec_versions}, "kind": {"const": "ExecCredential"},
+            "status": {"type": "object", "required": ["token"], "properties": {"token": string, "expirationTimestamp": date_time}}}}]}},
+    errs=req_errs + err_refs("not_supported"),
+    description="Interactive profiles never prompt here: without a session they answer interaction_required. The expiry fields are absent when the token server gave no expires_in.")
 method("login", "Starts an interactive login (authorization code + PKCE, or device code); progress comes as auth-prompt notifications.", env_params,
     {"name": "result", "schema": {"type": "object"}}, errs=req_errs, status="planned")
 method("config-reload", "Reloads the configuration file (also on SIGHUP). A config that fails to load leaves the running one in place.", [],

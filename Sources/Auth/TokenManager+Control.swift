@@ -46,6 +46,46 @@ extension TokenManager {
         return count
     }
 
+    /// A client reports that `accessToken` was rejected (git's credential `erase`). Invalidates the
+    /// session only when that is its current token (loading the store first when the session was
+    /// not read yet), and removes the access token from the store too, keeping the refresh
+    /// token, so that a later process does not hand it out again. A token that is no longer the
+    /// current one changes nothing. Returns whether the session was invalidated.
+    @discardableResult
+    public func invalidate(_ key: SessionKey, ifAccessToken accessToken: String) async throws(AuthError) -> Bool {
+        guard let session = sessions[key] else { return false }
+        if !session.loaded, session.flight == nil {
+            let stored: StoredTokens?
+            do {
+                stored = try await store.load(key)
+            } catch {
+                throw .storage("the token store could not be read")
+            }
+            if !session.loaded {
+                session.loaded = true
+                adopt(stored, into: session)
+            }
+        }
+        guard let token = session.token, !session.invalidated,
+            Self.digest(token.accessToken) == Self.digest(accessToken)
+        else { return false }
+        // The store is written first, while the token is still usable in memory, so no renewal can
+        // start (and commit) while the write is pending; the session is re-checked after it.
+        do {
+            if let refreshToken = session.refreshToken {
+                try await store.save(
+                    StoredTokens(accessToken: nil, tokenType: token.tokenType, refreshToken: refreshToken), for: key)
+            } else {
+                try await store.remove(key)
+            }
+        } catch {
+            throw .storage("the rejected token could not be removed from the store")
+        }
+        guard session.token?.version == token.version else { return false }
+        session.invalidated = true
+        return true
+    }
+
     /// Drops every token of the matching sessions, refresh state included, and removes them from
     /// the store; clears `interaction_required`. Then, where the issuer's metadata names an RFC 7009
     /// revocation endpoint, revokes the dropped refresh and access tokens there (bounded in time; a

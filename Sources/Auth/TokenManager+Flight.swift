@@ -99,7 +99,9 @@ extension TokenManager {
                 session.loaded = true
                 adopt(stored, into: session)
             }
-            if let token = usableToken(session, now: clock.now) { return .stored(token) }
+            if let token = usableToken(session, now: clock.now, minimumValidity: flight.minimumValidity) {
+                return .stored(token)
+            }
         }
         try Task.checkCancellation()
         flight.isRenewal = session.token != nil
@@ -207,7 +209,7 @@ extension TokenManager {
     }
 
     /// Takes what the store held.
-    private func adopt(_ stored: StoredTokens?, into session: Session) {
+    func adopt(_ stored: StoredTokens?, into session: Session) {
         guard let stored else { return }
         if let refreshToken = stored.refreshToken {
             Redactor.shared.register(refreshToken)

@@ -23,6 +23,9 @@ enum CommandLineTool {
           tokenrelay call METHOD PATH [--env E] [--profile P] [-H 'K: V']... [--query k=v]...
                      [--json BODY | --data TEXT] [-v]
           tokenrelay subscribe PATH [--env E] [--profile P] [--last-event-id ID]
+          tokenrelay token [--env E] [--profile P] [--format raw|header|json|exec-credential]
+                     [--min-valid 60s]
+          tokenrelay token --format git get|store|erase   (a git credential helper)
           tokenrelay --version | --help
 
         Serves JSON-RPC 2.0 on stdin/stdout (newline-delimited JSON or Content-Length framing,
@@ -54,6 +57,8 @@ enum CommandLineTool {
             return await CallCommand.run(arguments: arguments, environment: environment)
         case "subscribe":
             return await SubscribeCommand.run(arguments: arguments, environment: environment)
+        case "token":
+            return await TokenCommand.run(arguments: arguments, environment: environment)
         case "check-config":
             return await CheckConfigCommand.run(
                 arguments: arguments, environment: environment,
