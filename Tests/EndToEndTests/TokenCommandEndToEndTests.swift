@@ -28,11 +28,27 @@ import Testing
                 client_secret: { env: TOKEN_E2E_SECRET }
         """
     static let secret = "token-e2e-secret-canary-41d7"
+    static let fetched = "fetched-bearer-canary-77c2"
+    static var fetchedProfile: String {
+        let script = RecordingServer.fixtures.appendingPathComponent("token_command.py").path
+        let count = FileManager.default.temporaryDirectory.appendingPathComponent("token-e2e-\(UUID().uuidString)").path
+        return """
+              bearer:
+                base_url: https://bearer.example.test
+                default_profile: fetched
+                profiles:
+                  fetched:
+                    type: bearer
+                    token: { command: [/usr/bin/python3, \(script), \(count), \(fetched)] }
+                    expose_token: true
+                    git_username: bot
+            """
+    }
 
     static func run(_ arguments: [String], stdin: String = "", environment: [String: String] = [:]) async throws
         -> (code: Int32, stdout: String, stderr: String)
     {
-        let path = try TemporaryDirectory.file(config)
+        let path = try TemporaryDirectory.file(config + "\n" + fetchedProfile)
         let process = try RelayProcess(
             ["token", "--config", path] + arguments,
             environment: environment.merging(["TOKEN_E2E_SECRET": secret]) { $1 }, testMethods: false)
@@ -41,6 +57,20 @@ import Testing
         let code = try await process.exitCode()
         #expect(!process.stderrText.contains(secret))
         return (code, process.stdoutText, process.stderrText)
+    }
+
+    @Test func aBearerProfilesFetchedTokenIsPrintedInEveryFormatWithoutAnExpiry() async throws {
+        let raw = try await Self.run(["--env", "bearer"])
+        #expect(raw.code == 0)
+        #expect(raw.stdout == Self.fetched + "\n")
+        let json = try JSONParser.parse(try await Self.run(["--env", "bearer", "--format", "json"]).stdout)
+        #expect(json == ["access_token": .string(Self.fetched), "token_type": "Bearer"])
+        let exec = try JSONParser.parse(try await Self.run(["--env", "bearer", "--format", "exec-credential"]).stdout)
+        #expect(exec["status"] == ["token": .string(Self.fetched)])
+        let git = try await Self.run(["--format", "git", "get"], stdin: "protocol=https\nhost=bearer.example.test\n\n")
+        #expect(git.code == 0)
+        #expect(git.stdout == "username=bot\npassword=\(Self.fetched)\n")
+        #expect(!git.stderr.contains(Self.fetched))
     }
 
     @Test func aProfileThatDoesNotExposeItsTokenIsRefusedWithExitThree() async throws {

@@ -60,6 +60,15 @@ extension TokenMethods {
                     "profile '\(profile.name)' does not expose its token (set expose_token: true to allow token-get)")
         }
         guard let key = profile.session else {
+            if let source = profile.credentials as? any BearerTokenSource, let value = try await source.bearerToken() {
+                // A `bearer` profile: its token as configured or fetched, of unknown expiry.
+                guard value.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else {
+                    throw RPCError(
+                        code: .config,
+                        message: "the bearer token of profile '\(profile.name)' has characters a header cannot carry")
+                }
+                return (Token(accessToken: value, receivedAt: Date(), expiresAt: nil, version: 0), profile, environment)
+            }
             if environment.settings.profile(named: profile.name)?.isInteractive == true {
                 // A credential helper runs inside another tool: it never starts a login.
                 throw RPCError(
