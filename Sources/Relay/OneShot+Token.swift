@@ -22,13 +22,15 @@ extension OneShot {
     /// `tokenrelay token --format git ACTION`: one git credential-helper operation on `input`
     /// (what git wrote on stdin). Returns what to print (often nothing).
     public static func gitCredential(
-        settings: Settings, environment: String?, profile: String?, action: String, input: [UInt8]
+        settings: Settings, environment: String?, profile: String?, action: String, minimumValidity: Duration?,
+        input: [UInt8]
     ) async -> Result<String, RPCError> {
         await withRuntime(settings: settings, environment: nil) { runtime in
             let methods = TokenMethods(runtime: runtime, subscriptionCount: { 0 })
             let request = try GitCredentialRequest.parse(input)
             return try await methods.gitCredential(
-                action: action, request: request, environment: environment, profile: profile)
+                action: action, request: request, environment: environment, profile: profile,
+                minimumValidity: minimumValidity ?? TokenMethods.defaultMinimumValidity)
         }
     }
 }

@@ -25,7 +25,7 @@ enum CommandLineTool {
           tokenrelay subscribe PATH [--env E] [--profile P] [--last-event-id ID]
           tokenrelay token [--env E] [--profile P] [--format raw|header|json|exec-credential]
                      [--min-valid 60s]
-          tokenrelay token --format git get|store|erase   (a git credential helper)
+          tokenrelay token --format git get|store|erase [--env E] [--profile P] [--min-valid 60s]
           tokenrelay --version | --help
 
         Serves JSON-RPC 2.0 on stdin/stdout (newline-delimited JSON or Content-Length framing,

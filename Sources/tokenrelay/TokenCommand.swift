@@ -49,7 +49,6 @@ enum TokenCommand {
                 guard positional.count == 1 else {
                     throw ArgumentError("--format git takes one action: get, store or erase")
                 }
-                guard minimumValidity == nil else { throw ArgumentError("--min-valid does not apply to --format git") }
             } else {
                 guard TokenFormat(rawValue: formatName) != nil else {
                     throw ArgumentError("--format must be raw, header, json, exec-credential or git")
@@ -73,7 +72,8 @@ enum TokenCommand {
         } else {
             result = await OneShot.gitCredential(
                 settings: settings, environment: environmentName, profile: profileName, action: positional[0],
-                input: readStandardInput(limit: GitCredentialRequest.maximumBytes + 1))
+                minimumValidity: minimumValidity, input: readStandardInput(limit: GitCredentialRequest.maximumBytes + 1)
+            )
         }
         switch result {
         case .success(let text):

@@ -89,15 +89,16 @@ extension TokenMethods {
     /// git-credential(1) asks). Returns what to print: the answer to a `get` whose protocol and
     /// host (and path) an environment's `base_url` matches, and nothing otherwise: never the
     /// default environment. `environment` restricts the candidates to one environment.
-    func gitCredential(action: String, request: GitCredentialRequest, environment: String?, profile: String?)
-        async throws -> String
-    {
+    func gitCredential(
+        action: String, request: GitCredentialRequest, environment: String?, profile: String?,
+        minimumValidity: Duration
+    ) async throws -> String {
         guard action == "get" || action == "erase" else { return "" }
         guard let environment = try matchingEnvironment(request, restrictedTo: environment) else { return "" }
         switch action {
         case "get":
             let issued = try await issue(
-                environment: environment.name, profile: profile, minimumValidity: Self.defaultMinimumValidity)
+                environment: environment.name, profile: profile, minimumValidity: minimumValidity)
             let username =
                 environment.settings.profile(named: issued.profile.name)?.gitUsername
                 ?? ProfileSettings.defaultGitUsername
