@@ -32,7 +32,7 @@ errors = [
     (-32700, "Parse error", "parse"), (-32600, "Invalid request", "invalid_request"), (-32601, "Method not found", "method_not_found"),
     (-32602, "Invalid params (data.diagnostics: [{pointer, reason}])", "invalid_params"), (-32603, "Internal error", "internal"),
     (-32800, "Request cancelled", "cancelled"),
-    (-32001, "Configuration problem", "config"), (-32002, "Unknown environment", "unknown_environment"),
+    (-32004, "Configuration problem", "config"), (-32005, "Unknown environment", "unknown_environment"),
     (-32003, "Unknown profile", "unknown_profile"), (-32010, "Token acquisition refused (data.oauthError, data.oauthErrorDescription when the server sent them)", "auth"),
     (-32011, "Interactive login required", "interaction_required"), (-32020, "Transport failure (DNS, connect, TLS)", "transport"),
     (-32021, "Timed out", "timeout"), (-32022, "A limit was exceeded (queue, body size)", "limit"),
@@ -44,6 +44,10 @@ std = ("invalid_params", "internal", "cancelled", "shutting_down")
 req_errs = err_refs("config", "unknown_environment", "unknown_profile", "auth", "interaction_required", "transport", "timeout", "limit", *std)
 
 methods = []
+# The server's protocol revision (RelayServer.protocolVersion; an agreement test keeps them equal).
+protocol_version = "2026-12-01"
+# initialize accepts and ignores every member it does not use; these are the LSP ones editors send.
+lsp_ignored = ["clientInfo", "capabilities", "rootPath", "rootUri", "workspaceFolders", "initializationOptions", "trace", "locale", "workDoneToken"]
 def method(name, summary, params, result, errs=err_refs(*std), status="implemented", direction="client-to-server", notification=False, description=None):
     m = {"name": name, "summary": summary, "paramStructure": "by-name", "params": params}
     if description: m["description"] = description
@@ -56,13 +60,14 @@ def method(name, summary, params, result, errs=err_refs(*std), status="implement
 
 method("initialize", "Optional handshake: server info, environments and profiles (names and types only), capabilities.",
     [{"name": "processId", "description": "Parent process id: tokenrelay exits when it dies.", "schema": {"type": ["integer", "null"]}},
-     {"name": "clientInfo", "schema": {"type": "object"}}, {"name": "capabilities", "schema": {"type": "object"}},
-     {"name": "protocolVersion", "schema": string}, {"name": "trace", "schema": string}, {"name": "locale", "schema": string}],
+     {"name": "protocolVersion", "description": "The revision the client speaks (read, not enforced).", "schema": string}]
+    + [{"name": name, "description": "LSP member: accepted and ignored, of any shape.", "schema": {}} for name in lsp_ignored],
     {"name": "result", "schema": {"type": "object", "required": ["serverInfo", "protocolVersion", "environments", "capabilities"], "properties": {
         "serverInfo": {"type": "object", "properties": {"name": {"const": "tokenrelay"}, "version": string}},
-        "protocolVersion": string,
+        "protocolVersion": {"const": protocol_version},
         "environments": {"type": "array", "items": {"type": "object", "properties": {"name": string, "default": boolean, "profiles": {"type": "array", "items": {"type": "object", "properties": {"name": string, "type": string}}}}}},
-        "capabilities": {"type": "object"}}}})
+        "capabilities": {"type": "object"}}}},
+    description="Accepts and ignores every member it does not use (LSP clients send rootUri, workspaceFolders, capabilities of any shape, clientInfo, initializationOptions, trace, workDoneToken...).")
 method("shutdown", "Stops accepting requests (they get kind shutting_down); exit then exits with 0.", [], {"name": "result", "schema": {"type": "null"}})
 method("exit", "Exits: code 0 after shutdown, 1 without (LSP).", [], None, notification=True)
 method("initialized", "Accepted and ignored (LSP/MCP clients send it).", [], None, notification=True)
@@ -149,7 +154,7 @@ method("log", "Optional log line for clients that ask for one.", [{"name": "leve
 doc = {
     "openrpc": "1.3.2",
     "info": {"title": "tokenrelay", "version": "0.1.0",
-             "description": "JSON-RPC 2.0 over stdin/stdout (NDJSON or Content-Length framing). Methods a client calls have x-direction client-to-server; notifications the server sends have x-direction server-to-client. x-status planned marks what this build does not implement yet. Every error's data carries a stable kind."},
+             "description": "JSON-RPC 2.0 over stdin/stdout (NDJSON or Content-Length framing). Methods a client calls have x-direction client-to-server; notifications the server sends have x-direction server-to-client. x-status planned marks what this build does not implement yet. Every error's data carries a stable kind. Absent params, \"params\": null and [] all mean no params, and an object-typed member given as [] is an empty object (Lua and Emacs encode an empty table so). A notification (a method and no id) is never answered, even when invalid. tokenrelay's own methods reject unknown members; initialize ignores them. No code takes a meaning LSP reserves (-32001, -32002, -32803..-32801).", "x-protocolVersion": protocol_version},
     "methods": methods,
     "components": {"errors": {kind: {"code": code, "message": msg, "data": {"kind": kind}} for code, msg, kind in errors}},
 }

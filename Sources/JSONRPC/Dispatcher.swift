@@ -123,7 +123,7 @@ public final class Dispatcher: Sendable {
             switch message {
             case .request(let request): count + (request.isNotification ? 0 : 1)
             case .invalid: count + 1
-            case .response: count
+            case .response, .invalidNotification: count
             }
         }
         let batch = expected > 0 ? BatchCollector(expected: expected, sink: sink) : nil
@@ -138,6 +138,8 @@ public final class Dispatcher: Sendable {
             log.debug("ignoring a response: tokenrelay sends no requests")
         case .invalid(let id, let error):
             reply(id, error: error, batch: batch)
+        case .invalidNotification(let method, let error):
+            log.debug("ignoring an invalid notification \(method?.prefix(100) ?? "(no method name)"): \(error.message)")
         case .request(let request):
             if request.isNotification {
                 receiveNotification(request)

@@ -1,5 +1,9 @@
 /// A JSON-RPC error code. An open set: the standard codes and tokenrelay's own
 /// (-32000...-32099) are static members; every code has a stable ``kind`` string.
+///
+/// None of tokenrelay's codes takes a meaning LSP reserves (SPEC §4.2): -32001
+/// UnknownErrorCode, -32002 ServerNotInitialized and -32803...-32801 (RequestFailed,
+/// ServerCancelled, ContentModified) are never sent; ``lspReserved`` lists them.
 public struct ErrorCode: RawRepresentable, Sendable, Hashable {
     public let rawValue: Int
     public init(rawValue: Int) { self.rawValue = rawValue }
@@ -13,8 +17,9 @@ public struct ErrorCode: RawRepresentable, Sendable, Hashable {
     public static let requestCancelled = ErrorCode(rawValue: -32800)
 
     // tokenrelay (documented in schemas/openrpc.json).
-    public static let config = ErrorCode(rawValue: -32001)
-    public static let unknownEnvironment = ErrorCode(rawValue: -32002)
+    // -32001 and -32002 were config and unknown_environment before protocol 2026-12-01.
+    public static let config = ErrorCode(rawValue: -32004)
+    public static let unknownEnvironment = ErrorCode(rawValue: -32005)
     public static let unknownProfile = ErrorCode(rawValue: -32003)
     public static let auth = ErrorCode(rawValue: -32010)
     public static let interactionRequired = ErrorCode(rawValue: -32011)
@@ -23,6 +28,9 @@ public struct ErrorCode: RawRepresentable, Sendable, Hashable {
     public static let limit = ErrorCode(rawValue: -32022)
     public static let shuttingDown = ErrorCode(rawValue: -32030)
     public static let notSupported = ErrorCode(rawValue: -32031)
+
+    /// Codes LSP gives a meaning of its own; tokenrelay sends none of them.
+    public static let lspReserved: Set<Int> = [-32001, -32002, -32803, -32802, -32801]
 
     /// Every code tokenrelay sends, with its `data.kind`.
     public static let all: [(code: ErrorCode, kind: String)] = [

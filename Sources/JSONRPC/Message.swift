@@ -3,7 +3,7 @@ public struct RPCRequest: Sendable {
     /// `nil` for a notification.
     public var id: RequestID?
     public var method: String
-    /// `nil` when absent; otherwise an object or an array.
+    /// `nil` when absent or `null` (both mean no params); otherwise an object or an array.
     public var params: JSONValue?
 
     public init(id: RequestID?, method: String, params: JSONValue?) {
@@ -21,6 +21,9 @@ public enum IncomingMessage: Sendable {
     /// A message that is not a valid request. `id` is kept when it could be read, so the error
     /// answer still reaches the caller.
     case invalid(id: RequestID?, error: RPCError)
+    /// A message with a `method` and no `id` that is not valid: a notification, so it is never
+    /// answered (JSON-RPC 2.0 §4.1), only logged.
+    case invalidNotification(method: String?, error: RPCError)
     /// A response to a request of ours (we send none; it is ignored).
     case response
 }
@@ -32,36 +35,53 @@ public enum MessageCodec {
         guard case .object(let object) = value else {
             return .invalid(id: nil, error: .invalidRequest("a request must be a JSON object, not \(value.typeName)"))
         }
-        // Keep the id if it is usable, whatever else is wrong.
-        var id: RequestID?
-        var idProblem: String?
-        if let rawID = object["id"] {
-            if let parsed = RequestID(rawID) {
-                id = parsed
-            } else {
-                idProblem = "\"id\" must be a string, a number or null, not \(rawID.typeName)"
+        // A message with a method and no id is a notification, and is never answered, even when
+        // it is invalid (JSON-RPC 2.0 §4.1).
+        if object["id"] == nil, let method = object["method"] {
+            switch validate(object, method: method) {
+            case .success(let (name, params)): return .request(RPCRequest(id: nil, method: name, params: params))
+            case .failure(let error): return .invalidNotification(method: method.stringValue, error: error)
             }
         }
-        guard object["jsonrpc"] == .string("2.0") else {
-            return .invalid(id: id ?? .null, error: .invalidRequest("\"jsonrpc\" must be \"2.0\""))
+        // Keep the id if it is usable, whatever else is wrong.
+        var id: RequestID?
+        if let rawID = object["id"] {
+            guard let parsed = RequestID(rawID) else {
+                return .invalid(
+                    id: nil, error: .invalidRequest("\"id\" must be a string, a number or null, not \(rawID.typeName)"))
+            }
+            id = parsed
         }
-        if let idProblem { return .invalid(id: nil, error: .invalidRequest(idProblem)) }
-        guard let methodValue = object["method"] else {
+        guard let method = object["method"] else {
+            guard object["jsonrpc"] == .string("2.0") else {
+                return .invalid(id: id ?? .null, error: .invalidRequest("\"jsonrpc\" must be \"2.0\""))
+            }
             if object["result"] != nil || object["error"] != nil { return .response }
             return .invalid(id: id ?? .null, error: .invalidRequest("\"method\" is missing"))
         }
-        guard case .string(let method) = methodValue else {
-            return .invalid(id: id ?? .null, error: .invalidRequest("\"method\" must be a string"))
+        switch validate(object, method: method) {
+        case .success(let (name, params)): return .request(RPCRequest(id: id, method: name, params: params))
+        case .failure(let error): return .invalid(id: id ?? .null, error: error)
         }
-        let params = object["params"]
-        if let params {
-            switch params {
-            case .object, .array: break
-            default:
-                return .invalid(id: id ?? .null, error: .invalidRequest("\"params\" must be an object or an array"))
-            }
+    }
+
+    /// Checks `jsonrpc`, `method` and `params` of a request or notification. The params are `nil`
+    /// when absent or `null` (how editors' clients say "no params").
+    private static func validate(_ object: JSONObject, method: JSONValue) -> Result<
+        (method: String, params: JSONValue?), RPCError
+    > {
+        guard object["jsonrpc"] == .string("2.0") else {
+            return .failure(.invalidRequest("\"jsonrpc\" must be \"2.0\""))
         }
-        return .request(RPCRequest(id: id, method: method, params: params))
+        guard case .string(let name) = method else {
+            return .failure(.invalidRequest("\"method\" must be a string"))
+        }
+        switch object["params"] {
+        case nil, .null?: return .success((name, nil))
+        case .object?, .array?: return .success((name, object["params"]))
+        case let params?:
+            return .failure(.invalidRequest("\"params\" must be an object, an array or null, not \(params.typeName)"))
+        }
     }
 
     /// The JSON of a success response.

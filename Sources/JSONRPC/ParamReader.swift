@@ -1,6 +1,10 @@
 /// Reads by-name params with typed accessors, collecting every problem as a diagnostic with a
 /// JSON Pointer, and rejecting unknown members. Call ``finish()`` once every member was read.
 ///
+/// The one place where the editors' spellings of "nothing" are accepted (SPEC §4.2): absent
+/// params, `"params": null` and an empty array `[]` (how Lua and Emacs encode an empty table)
+/// all mean no params, and an object-typed member given as `[]` reads as an empty object.
+///
 ///     var reader = try ParamReader(params, allowed: ["environment", "all"])
 ///     let environment = reader.string("environment")
 ///     let all = reader.bool("all") ?? false
@@ -9,16 +13,30 @@ public struct ParamReader {
     public let object: JSONObject
     public private(set) var diagnostics: [ParamDiagnostic] = []
 
-    /// - Parameter allowed: the member names this method knows; others are reported.
-    public init(_ params: JSONValue?, allowed: Set<String>) throws(RPCError) {
+    /// What to do with members a method does not know.
+    public enum UnknownMembers: Sendable {
+        /// Report each as a diagnostic (tokenrelay's own methods: typos are caught).
+        case reject
+        /// Accept and ignore them (`initialize`, which LSP clients fill with members of their own).
+        case ignore
+    }
+
+    /// - Parameters:
+    ///   - allowed: the member names this method knows.
+    ///   - unknownMembers: whether members outside `allowed` are reported (the default) or ignored.
+    public init(_ params: JSONValue?, allowed: Set<String>, unknownMembers: UnknownMembers = .reject)
+        throws(RPCError)
+    {
         switch params {
         case nil, .null?: object = JSONObject()
         case .object(let object)?: self.object = object
+        case .array(let elements)? where elements.isEmpty: object = JSONObject()
         case .array?:
             throw RPCError.invalidParams([ParamDiagnostic(pointer: "", reason: "params must be an object (by-name)")])
         default:
             throw RPCError.invalidParams([ParamDiagnostic(pointer: "", reason: "params must be an object")])
         }
+        guard unknownMembers == .reject else { return }
         for key in object.keys where !allowed.contains(key) {
             diagnostics.append(ParamDiagnostic(pointer: ParamDiagnostic.pointer([key]), reason: "unknown member"))
         }
@@ -72,16 +90,19 @@ public struct ParamReader {
         return integer
     }
 
+    /// An object-typed member; `[]` reads as an empty object (Lua and Emacs encode `{}` so).
     public mutating func objectValue(_ key: String) -> JSONObject? {
         guard let value = value(key) else { return nil }
-        guard case .object(let object) = value else {
+        switch value {
+        case .object(let object): return object
+        case .array(let elements) where elements.isEmpty: return JSONObject()
+        default:
             report([key], "must be an object, not \(value.typeName)")
             return nil
         }
-        return object
     }
 
-    /// Checks that a method taking no params got none (an empty object is fine).
+    /// Checks that a method taking no params got none (absent, `null`, `{}` and `[]` are fine).
     public static func expectNone(_ params: JSONValue?) throws(RPCError) {
         try ParamReader(params, allowed: []).finish()
     }

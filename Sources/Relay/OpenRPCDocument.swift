@@ -17,7 +17,8 @@ public enum OpenRPCDocument {
   "info": {
     "title": "tokenrelay",
     "version": "0.1.0",
-    "description": "JSON-RPC 2.0 over stdin/stdout (NDJSON or Content-Length framing). Methods a client calls have x-direction client-to-server; notifications the server sends have x-direction server-to-client. x-status planned marks what this build does not implement yet. Every error's data carries a stable kind."
+    "description": "JSON-RPC 2.0 over stdin/stdout (NDJSON or Content-Length framing). Methods a client calls have x-direction client-to-server; notifications the server sends have x-direction server-to-client. x-status planned marks what this build does not implement yet. Every error's data carries a stable kind. Absent params, \"params\": null and [] all mean no params, and an object-typed member given as [] is an empty object (Lua and Emacs encode an empty table so). A notification (a method and no id) is never answered, even when invalid. tokenrelay's own methods reject unknown members; initialize ignores them. No code takes a meaning LSP reserves (-32001, -32002, -32803..-32801).",
+    "x-protocolVersion": "2026-12-01"
   },
   "methods": [
     {
@@ -36,36 +37,59 @@ public enum OpenRPCDocument {
           }
         },
         {
-          "name": "clientInfo",
+          "name": "protocolVersion",
+          "description": "The revision the client speaks (read, not enforced).",
           "schema": {
-            "type": "object"
+            "type": "string"
           }
+        },
+        {
+          "name": "clientInfo",
+          "description": "LSP member: accepted and ignored, of any shape.",
+          "schema": {}
         },
         {
           "name": "capabilities",
-          "schema": {
-            "type": "object"
-          }
+          "description": "LSP member: accepted and ignored, of any shape.",
+          "schema": {}
         },
         {
-          "name": "protocolVersion",
-          "schema": {
-            "type": "string"
-          }
+          "name": "rootPath",
+          "description": "LSP member: accepted and ignored, of any shape.",
+          "schema": {}
+        },
+        {
+          "name": "rootUri",
+          "description": "LSP member: accepted and ignored, of any shape.",
+          "schema": {}
+        },
+        {
+          "name": "workspaceFolders",
+          "description": "LSP member: accepted and ignored, of any shape.",
+          "schema": {}
+        },
+        {
+          "name": "initializationOptions",
+          "description": "LSP member: accepted and ignored, of any shape.",
+          "schema": {}
         },
         {
           "name": "trace",
-          "schema": {
-            "type": "string"
-          }
+          "description": "LSP member: accepted and ignored, of any shape.",
+          "schema": {}
         },
         {
           "name": "locale",
-          "schema": {
-            "type": "string"
-          }
+          "description": "LSP member: accepted and ignored, of any shape.",
+          "schema": {}
+        },
+        {
+          "name": "workDoneToken",
+          "description": "LSP member: accepted and ignored, of any shape.",
+          "schema": {}
         }
       ],
+      "description": "Accepts and ignores every member it does not use (LSP clients send rootUri, workspaceFolders, capabilities of any shape, clientInfo, initializationOptions, trace, workDoneToken...).",
       "result": {
         "name": "result",
         "schema": {
@@ -89,7 +113,7 @@ public enum OpenRPCDocument {
               }
             },
             "protocolVersion": {
-              "type": "string"
+              "const": "2026-12-01"
             },
             "environments": {
               "type": "array",
@@ -1497,14 +1521,14 @@ public enum OpenRPCDocument {
         }
       },
       "config": {
-        "code": -32001,
+        "code": -32004,
         "message": "Configuration problem",
         "data": {
           "kind": "config"
         }
       },
       "unknown_environment": {
-        "code": -32002,
+        "code": -32005,
         "message": "Unknown environment",
         "data": {
           "kind": "unknown_environment"

@@ -56,12 +56,12 @@ extension RelayServer {
         ]
     }
 
+    /// `initialize` reads the two members it uses and ignores every other one: LSP clients fill
+    /// it with `rootUri`, `workspaceFolders`, `capabilities` of any shape, `clientInfo`,
+    /// `initializationOptions`, `trace`, `workDoneToken`... (SPEC §4.2).
     private func initialize(_ params: JSONValue?) throws -> JSONValue {
-        var reader = try ParamReader(
-            params, allowed: ["processId", "clientInfo", "capabilities", "protocolVersion", "trace", "locale"])
+        var reader = try ParamReader(params, allowed: ["processId", "protocolVersion"], unknownMembers: .ignore)
         let processID = reader.integer("processId", in: 0...Int(Int32.max))
-        _ = reader.objectValue("clientInfo")
-        _ = reader.objectValue("capabilities")
         _ = reader.string("protocolVersion")
         try reader.finish()
         if let processID { watchParent(Int32(processID)) }

@@ -13,7 +13,7 @@ public final class RelayServer: Sendable {
     public static let name = "tokenrelay"
     public static let version = "0.1.0"
     /// The protocol revision (bumped on incompatible changes).
-    public static let protocolVersion = "2026-11-30"
+    public static let protocolVersion = "2026-12-01"
 
     private struct State {
         var shutdownRequested = false

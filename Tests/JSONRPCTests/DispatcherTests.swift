@@ -138,7 +138,7 @@ import Testing
     }
 
     @Test func paramsMustBeAnObjectForParamReader() throws {
-        #expect(throws: RPCError.self) { try ParamReader(.array([]), allowed: []) }
+        #expect(throws: RPCError.self) { try ParamReader(.array([1]), allowed: []) }
         var reader = try ParamReader(["a": 1, "zzz": true], allowed: ["a"])
         _ = reader.string("a")
         do {

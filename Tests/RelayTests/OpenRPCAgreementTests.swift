@@ -58,4 +58,17 @@ import Testing
         let used = Set(ErrorCode.all.map { "\($0.code.rawValue) \($0.kind)" })
         #expect(documented == used)
     }
+
+    @Test func documentedProtocolVersionIsTheServersAndCodesAvoidLSPsReservedOnes() throws {
+        let document = try Self.document()
+        #expect(document["info"]?["x-protocolVersion"] == .string(RelayServer.protocolVersion))
+        let initialize = document["methods"]?.arrayValue?.first { $0["name"] == "initialize" }
+        let schema = initialize?["result"]?["schema"]?["properties"]?["protocolVersion"]
+        #expect(schema?["const"] == .string(RelayServer.protocolVersion))
+        let codes = (document["components"]?["errors"]?.objectValue ?? JSONObject()).members.compactMap {
+            $0.value["code"]
+        }
+        #expect(!codes.isEmpty)
+        for reserved in ErrorCode.lspReserved { #expect(!codes.contains(.int(reserved)), "\(reserved) documented") }
+    }
 }

@@ -79,7 +79,9 @@ struct RequestParams: Sendable {
             }
             target = .path(template: path, variables: decodePathParams(&reader))
         case (nil, let url?):
-            if reader.value("pathParams") != nil { reader.report(["pathParams"], "only allowed with path") }
+            if let variables = reader.objectValue("pathParams"), !variables.isEmpty {
+                reader.report(["pathParams"], "only allowed with path")
+            }
             let lower = url.lowercased()
             if !(lower.hasPrefix("http://") || lower.hasPrefix("https://")) {
                 reader.report(["url"], "must be an absolute http or https URL")

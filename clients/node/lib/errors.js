@@ -99,7 +99,7 @@ export const ERRORS_BY_KIND = {
 /** @type {Record<number, string>} */
 const KIND_BY_CODE = {
   [-32700]: 'parse', [-32600]: 'invalid_request', [-32601]: 'method_not_found', [-32602]: 'invalid_params',
-  [-32603]: 'internal', [-32800]: 'cancelled', [-32001]: 'config', [-32002]: 'unknown_environment',
+  [-32603]: 'internal', [-32800]: 'cancelled', [-32004]: 'config', [-32005]: 'unknown_environment',
   [-32003]: 'unknown_profile', [-32010]: 'auth', [-32011]: 'interaction_required', [-32020]: 'transport',
   [-32021]: 'timeout', [-32022]: 'limit', [-32030]: 'shutting_down', [-32031]: 'not_supported',
 };

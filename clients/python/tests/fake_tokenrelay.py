@@ -19,7 +19,7 @@ import sys
 
 CODES = {
     "parse": -32700, "invalid_request": -32600, "method_not_found": -32601, "invalid_params": -32602,
-    "internal": -32603, "cancelled": -32800, "config": -32001, "unknown_environment": -32002,
+    "internal": -32603, "cancelled": -32800, "config": -32004, "unknown_environment": -32005,
     "unknown_profile": -32003, "auth": -32010, "interaction_required": -32011, "transport": -32020,
     "timeout": -32021, "limit": -32022, "shutting_down": -32030, "not_supported": -32031,
 }
