@@ -38,10 +38,10 @@ extension TokenMethods {
             }
         }
         try reader.finish()
-        let token = try await issue(
+        let issued = try await issue(
             environment: environmentName, profile: profileName,
             minimumValidity: minimumValidity ?? Self.defaultMinimumValidity)
-        return format.value(token.token, version: version)
+        return format.value(issued.token, version: version)
     }
 
     /// A token from the profile named `profile` of `environment` (or the defaults), valid for at
