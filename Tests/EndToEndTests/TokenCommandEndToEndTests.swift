@@ -73,6 +73,28 @@ import Testing
         #expect(!git.stderr.contains(Self.fetched))
     }
 
+    @Test func tokenGetRefusesBadFormatParamsWithPointersAndKeepsServing() async throws {
+        let client = try RelayClient(
+            config: Self.config + "\n" + Self.fetchedProfile, environment: ["TOKEN_E2E_SECRET": Self.secret])
+        let cases: [(params: String, pointer: String)] = [
+            (#"{"format":"raw"}"#, "/format"), (#"{"format":"git"}"#, "/format"),
+            (#"{"apiVersion":"client.authentication.k8s.io/v1"}"#, "/apiVersion"),
+            (#"{"format":"exec-credential","apiVersion":"client.authentication.k8s.io/v1alpha1"}"#, "/apiVersion"),
+            (#"{"minValid":-1}"#, "/minValid"), (#"{"minValid":"60s"}"#, "/minValid"),
+        ]
+        for (params, pointer) in cases {
+            let reply = try await client.call("token-get", params)
+            #expect(reply["error"]?["data"]?["kind"] == "invalid_params", "\(params)")
+            #expect(
+                reply["error"]?["data"]?["diagnostics"]?.arrayValue?.first?["pointer"]?.stringValue == pointer,
+                "\(params)")
+        }
+        let header = try await client.call("token-get", #"{"environment":"bearer","format":"header"}"#)
+        #expect(header["result"] == .string("Authorization: Bearer \(Self.fetched)"))
+        #expect(try await client.finish() == 0)
+        #expect(!client.relay.stderrText.contains(Self.fetched))
+    }
+
     @Test func aProfileThatDoesNotExposeItsTokenIsRefusedWithExitThree() async throws {
         let result = try await Self.run(["--profile", "hidden"])
         #expect(result.code == 3)
