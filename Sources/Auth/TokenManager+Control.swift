@@ -54,18 +54,7 @@ extension TokenManager {
     @discardableResult
     public func invalidate(_ key: SessionKey, ifAccessToken accessToken: String) async throws(AuthError) -> Bool {
         guard let session = sessions[key] else { return false }
-        if !session.loaded, session.flight == nil {
-            let stored: StoredTokens?
-            do {
-                stored = try await store.load(key)
-            } catch {
-                throw .storage("the token store could not be read")
-            }
-            if !session.loaded {
-                session.loaded = true
-                adopt(stored, into: session)
-            }
-        }
+        if session.flight == nil { try await loadStoredTokens(session) }
         guard let token = session.token, !session.invalidated,
             Self.digest(token.accessToken) == Self.digest(accessToken)
         else { return false }

@@ -89,16 +89,7 @@ extension TokenManager {
     private func acquire(_ session: Session, _ flight: Flight) async throws -> FlightOutcome {
         let key = session.key
         if !session.loaded {
-            let stored: StoredTokens?
-            do {
-                stored = try await store.load(key)
-            } catch {
-                throw AuthError.storage("the token store could not be read")
-            }
-            if !session.loaded {
-                session.loaded = true
-                adopt(stored, into: session)
-            }
+            try await loadStoredTokens(session)
             if let token = usableToken(session, now: clock.now, minimumValidity: flight.minimumValidity) {
                 return .stored(token)
             }
@@ -208,8 +199,23 @@ extension TokenManager {
         }
     }
 
+    /// Reads the session's entry from the store, once (re-checked after the read).
+    func loadStoredTokens(_ session: Session) async throws(AuthError) {
+        guard !session.loaded else { return }
+        let stored: StoredTokens?
+        do {
+            stored = try await store.load(session.key)
+        } catch {
+            throw .storage("the token store could not be read")
+        }
+        if !session.loaded {
+            session.loaded = true
+            adopt(stored, into: session)
+        }
+    }
+
     /// Takes what the store held.
-    func adopt(_ stored: StoredTokens?, into session: Session) {
+    private func adopt(_ stored: StoredTokens?, into session: Session) {
         guard let stored else { return }
         if let refreshToken = stored.refreshToken {
             Redactor.shared.register(refreshToken)
