@@ -11,11 +11,11 @@ env_params = [
 ]
 request_target = [
     {"name": "method", "description": "HTTP method (default GET).", "schema": string},
-    {"name": "path", "description": "Path resolved against the environment's base_url; an RFC 6570 (levels 1-3) template expanded with pathParams. Exactly one of path or url.", "schema": string},
-    {"name": "url", "description": "Absolute URL, used as is. Credentials and environment headers are attached only when its origin is the environment's or an allowed origin.", "schema": {"type": "string", "format": "uri"}},
-    {"name": "pathParams", "description": "Variables for the path template: strings, numbers, booleans, lists or objects.", "schema": {"type": "object"}},
-    {"name": "query", "description": "Query parameters; an array value repeats the key; numbers and booleans are sent as their JSON text.", "schema": {"type": "object", "additionalProperties": {"oneOf": [string, {"type": "number"}, boolean, {"type": "array", "items": {"oneOf": [string, {"type": "number"}, boolean]}}]}}},
-    {"name": "headers", "description": "Request headers; they win over the environment's headers.", "schema": {"type": "object", "additionalProperties": string}},
+    {"name": "path", "description": "Path resolved against the environment's base_url; an RFC 6570 (levels 1-3) template expanded with pathParams. Exactly one of path or url. No control characters (bytes below 0x20, 0x7F).", "schema": string},
+    {"name": "url", "description": "Absolute http(s) URL, used as is (as libcurl normalises it). Credentials and environment headers are attached only when its origin, as libcurl's URL parser reads it, is the environment's or an allowed origin. No user information, no control characters.", "schema": {"type": "string", "format": "uri"}},
+    {"name": "pathParams", "description": "Variables for the path template: strings, numbers, booleans, lists or objects; strings without control characters.", "schema": {"type": "object"}},
+    {"name": "query", "description": "Query parameters; an array value repeats the key; numbers and booleans are sent as their JSON text. Names and values without control characters.", "schema": {"type": "object", "additionalProperties": {"oneOf": [string, {"type": "number"}, boolean, {"type": "array", "items": {"oneOf": [string, {"type": "number"}, boolean]}}]}}},
+    {"name": "headers", "description": "Request headers; they win over the environment's headers. Names are tokens; values hold no control character but tab. Content-Length, Transfer-Encoding, Host, Connection, Keep-Alive, Upgrade, TE, Trailer, Proxy-* and pseudo-headers are refused (the transport frames every request).", "schema": {"type": "object", "additionalProperties": string}},
 ]
 body_params = [
     {"name": "json", "description": "JSON body (sent with Content-Type: application/json unless given).", "schema": {}},
@@ -122,7 +122,7 @@ method("login", "Starts an interactive login (authorization code + PKCE, or devi
 method("config-reload", "Reloads the configuration file (also on SIGHUP). A config that fails to load leaves the running one in place.", [],
     {"name": "result", "schema": {"type": "object"}}, errs=err_refs("config", *std), status="planned")
 method("subscribe", "Follows a Server-Sent-Events stream; events arrive as event notifications. Rejected inside a batch.",
-    env_params + request_target + [{"name": "lastEventId", "description": "Sent as Last-Event-ID on the first connection.", "schema": string}] + common_tail,
+    env_params + request_target + [{"name": "lastEventId", "description": "Sent as Last-Event-ID on the first connection; no control characters.", "schema": string}] + common_tail,
     {"name": "result", "schema": {"type": "object", "required": ["subscription"], "properties": {"subscription": string}}},
     errs=req_errs)
 method("unsubscribe", "Closes a subscription (and cancels a pending token acquisition).", [{"name": "subscription", "required": True, "schema": string}],

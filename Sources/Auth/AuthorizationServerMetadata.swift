@@ -51,18 +51,14 @@ public struct AuthorizationServerMetadata: Sendable, Equatable {
     /// The discovery URLs to try for `issuer`, in order: RFC 8414 (well-known inserted before the
     /// issuer's path) and OpenID Connect (appended to the issuer).
     static func discoveryURLs(for issuer: String) throws(AuthError) -> [String] {
-        guard var components = URLComponents(string: issuer), components.host != nil else {
-            throw .configuration("issuer is not an absolute URL")
-        }
-        guard components.query == nil, components.fragment == nil else {
-            throw .configuration("issuer must not have a query or fragment")
-        }
-        var path = components.path
+        // libcurl's parse (the parser that sends them): the URLs keep the issuer's origin exactly.
+        let parsed = try EndpointPolicy.check(issuer, what: "issuer")
+        guard parsed.query == nil else { throw .configuration("issuer must not have a query or fragment") }
+        var path = parsed.path
         while path.hasSuffix("/") { path.removeLast() }
-        components.path = "/.well-known/oauth-authorization-server" + path
-        guard let rfc8414 = components.string else { throw .configuration("issuer is not a usable URL") }
-        components.path = path + "/.well-known/openid-configuration"
-        guard let oidc = components.string else { throw .configuration("issuer is not a usable URL") }
-        return [rfc8414, oidc]
+        return [
+            parsed.root + "/.well-known/oauth-authorization-server" + path,
+            parsed.root + path + "/.well-known/openid-configuration",
+        ]
     }
 }

@@ -112,6 +112,8 @@ public actor DiscoveryClient {
                 case .transport(let reason):
                     transientFailure = .transport(reason)
                     continue
+                // Final: every discovery URL is on the issuer's host, behind the same certificate.
+                case .tls(let reason): throw AuthError.transport(reason)
                 case .timeout:
                     if clock.now >= deadline { throw AuthError.timeout }
                     transientFailure = .transport("the discovery request timed out")
@@ -119,6 +121,7 @@ public actor DiscoveryClient {
                 case .cancelled: throw CancellationError()
                 case .bodyTooLarge: throw AuthError.discovery("the metadata is too large")
                 case .invalidURL(let reason): throw AuthError.configuration("issuer: \(reason)")
+                case .invalidRequest(let reason): throw AuthError.configuration("discovery request: \(reason)")
                 }
             }
             let status = response.status

@@ -1,10 +1,33 @@
 import Foundation
+import HTTP
 
 /// Where tokens and metadata may be fetched from: HTTPS anywhere, plain HTTP only on loopback
 /// (127.0.0.0/8, ::1, localhost); no user info, no fragment.
 enum EndpointPolicy {
-    /// Throws a configuration error unless `url` is an allowed endpoint.
-    static func check(_ url: String, what: String) throws(AuthError) {
+    /// The decision, made on libcurl's parse of `url` (``ParsedURL``, the parser that sends the
+    /// request) just before it is sent: returns the parse (send its ``ParsedURL/text``), or throws
+    /// a configuration error unless `url` is an allowed endpoint.
+    @discardableResult
+    static func check(_ url: String, what: String) throws(AuthError) -> ParsedURL {
+        let parsed: ParsedURL
+        do {
+            parsed = try ParsedURL(url)
+        } catch .userInfo {
+            throw .configuration("\(what) must not contain user information")
+        } catch {
+            throw .configuration("\(what) is not an absolute http(s) URL")
+        }
+        guard !parsed.hadFragment else { throw .configuration("\(what) must not contain a fragment") }
+        guard parsed.scheme == "https" || parsed.isLoopback else {
+            throw .configuration("\(what) must use https (plain http is allowed only on loopback)")
+        }
+        return parsed
+    }
+
+    /// An early check when a session is registered, without loading libcurl (starting the process
+    /// must not pay for it). Advisory only: ``check(_:what:)`` decides before anything is sent,
+    /// so where the two disagree the request is refused, never sent somewhere unchecked.
+    static func precheck(_ url: String, what: String) throws(AuthError) {
         guard let components = URLComponents(string: url), let scheme = components.scheme?.lowercased(),
             let host = components.host, !host.isEmpty
         else { throw .configuration("\(what) is not an absolute URL") }
@@ -15,22 +38,11 @@ enum EndpointPolicy {
         switch scheme {
         case "https": return
         case "http":
-            guard isLoopback(host) else {
+            let bracketed = host.hasPrefix("[") ? host : (host.contains(":") ? "[\(host)]" : host)
+            guard ParsedURL.isLoopback(host: bracketed) else {
                 throw .configuration("\(what) must use https (plain http is allowed only on loopback)")
             }
         default: throw .configuration("\(what) must use https")
-        }
-    }
-
-    /// Whether `host` names the loopback interface.
-    static func isLoopback(_ host: String) -> Bool {
-        let host = host.lowercased().trimmingCharacters(in: CharacterSet(charactersIn: "[]"))
-        if host == "localhost" || host == "::1" || host == "0:0:0:0:0:0:0:1" { return true }
-        let parts = host.split(separator: ".", omittingEmptySubsequences: false)
-        guard parts.count == 4, parts[0] == "127" else { return false }
-        return parts.allSatisfy { part in
-            !part.isEmpty && part.count <= 3 && part.allSatisfy(\.isASCII) && part.allSatisfy(\.isNumber)
-                && (Int(part) ?? 256) <= 255
         }
     }
 }

@@ -105,8 +105,8 @@ public struct OAuthClientConfiguration: Sendable {
         guard issuer != nil || tokenURL != nil else {
             throw .configuration("either issuer or token_url is required")
         }
-        if let tokenURL { try EndpointPolicy.check(tokenURL, what: "token_url") }
-        if let issuer { try EndpointPolicy.check(issuer, what: "issuer") }
+        if let tokenURL { try EndpointPolicy.precheck(tokenURL, what: "token_url") }
+        if let issuer { try EndpointPolicy.precheck(issuer, what: "issuer") }
         if clientAuth != .none && clientSecret == nil {
             throw .configuration("client_auth \(clientAuth.rawValue) needs a client_secret")
         }

@@ -96,7 +96,8 @@ public struct TokenEndpointClient: Sendable {
     static func authenticatedPost(
         endpoint: String, what: String, form: FormBody, configuration: OAuthClientConfiguration, secret: String?
     ) throws(AuthError) -> HTTPRequest {
-        try EndpointPolicy.check(endpoint, what: what)
+        // The URL sent is libcurl's normalised text of the one checked.
+        let url = try EndpointPolicy.check(endpoint, what: what).text
         var form = form
         var headers = HTTPHeaders()
         headers.add(name: "Accept", value: "application/json")
@@ -115,7 +116,7 @@ public struct TokenEndpointClient: Sendable {
         case .none:
             form.add("client_id", configuration.clientID)
         }
-        return HTTPRequest(method: "POST", url: endpoint, headers: headers, body: form.bytes)
+        return HTTPRequest(method: "POST", url: url, headers: headers, body: form.bytes)
     }
 
     /// Sends `request` until it succeeds, fails for good, or `deadline` would pass. `beforeFirstSend`
@@ -147,12 +148,15 @@ public struct TokenEndpointClient: Sendable {
             } catch let error as HTTPError {
                 switch error {
                 case .transport(let reason): lastError = .transport(reason)
+                // A certificate or handshake failure is final: the next attempt would meet the same certificate.
+                case .tls(let reason): throw AuthError.transport(reason)
                 case .timeout:
                     if clock.now >= deadline { throw AuthError.timeout }
                     lastError = .transport("the token request timed out")
                 case .cancelled: throw CancellationError()
                 case .bodyTooLarge: throw AuthError.invalidTokenResponse("the body is too large")
                 case .invalidURL(let reason): throw AuthError.configuration("token endpoint: \(reason)")
+                case .invalidRequest(let reason): throw AuthError.configuration("token request: \(reason)")
                 }
             }
             guard attempt < retryPolicy.maximumAttempts else { throw lastError }

@@ -97,7 +97,10 @@ extension TokenManager {
         try Task.checkCancellation()
         flight.isRenewal = session.token != nil
         let configuration = session.configuration
-        let endpoint = try await tokenEndpoint(for: configuration, deadline: flight.deadline)
+        let traffic = traffic(for: key)
+        let endpointClient = traffic.endpoint
+        let endpoint = try await tokenEndpoint(
+            for: configuration, discovery: traffic.discovery, deadline: flight.deadline)
         let secret = try await clientSecret(for: configuration)
         var refreshToken = session.refreshToken
         var seedValue: String?
@@ -231,7 +234,9 @@ extension TokenManager {
 
     /// Where tokens are fetched: discovery (verifying the issuer and the client-authentication
     /// method) when an issuer is configured, with `token_url` overriding the endpoint.
-    private func tokenEndpoint(for configuration: OAuthClientConfiguration, deadline: Date) async throws -> String {
+    private func tokenEndpoint(
+        for configuration: OAuthClientConfiguration, discovery: DiscoveryClient, deadline: Date
+    ) async throws -> String {
         guard let issuer = configuration.issuer else {
             guard let tokenURL = configuration.tokenURL else {
                 throw AuthError.configuration("either issuer or token_url is required")

@@ -74,10 +74,13 @@ public actor TokenManager {
 
     /// Where tokens are committed (before callers see them).
     let store: any TokenStore
-    /// Sends grant requests with retries.
+    /// Sends grant requests with retries (sessions of environments without a transport of their own).
     let endpointClient: TokenEndpointClient
-    /// Verified, cached issuer metadata.
+    /// Verified, cached issuer metadata (sessions of environments without a transport of their own).
     let discovery: DiscoveryClient
+    /// Token, discovery, JWKS and revocation traffic per environment name, through that
+    /// environment's transport (its `ca_file`, `proxy`, `connect_timeout`; SPEC §5.2).
+    let environmentTraffic: [String: TokenTraffic]
     /// The time source.
     let clock: any AuthClock
     /// Every registered session.
@@ -96,9 +99,11 @@ public actor TokenManager {
     private let eventContinuation: AsyncStream<AuthEvent>.Continuation
 
     /// Creates a manager sending token and discovery requests through `transport` (which must
-    /// follow no redirects).
+    /// follow no redirects), or, for sessions of an environment named in `environmentTransports`,
+    /// through that environment's transport.
     public init(
-        transport: any HTTPTransport, store: any TokenStore = InMemoryTokenStore(),
+        transport: any HTTPTransport, environmentTransports: [String: any HTTPTransport] = [:],
+        store: any TokenStore = InMemoryTokenStore(),
         clock: any AuthClock = SystemAuthClock(),
         random: @escaping @Sendable () -> Double = { Double.random(in: 0..<1) },
         retryPolicy: RetryPolicy = RetryPolicy(),
@@ -111,6 +116,14 @@ public actor TokenManager {
         discovery = DiscoveryClient(
             transport: transport, clock: clock, timeToLive: discoveryTimeToLive, random: random,
             retryPolicy: retryPolicy)
+        environmentTraffic = environmentTransports.mapValues { transport in
+            TokenTraffic(
+                endpoint: TokenEndpointClient(
+                    transport: transport, clock: clock, random: random, retryPolicy: retryPolicy),
+                discovery: DiscoveryClient(
+                    transport: transport, clock: clock, timeToLive: discoveryTimeToLive, random: random,
+                    retryPolicy: retryPolicy))
+        }
         (events, eventContinuation) = AsyncStream.makeStream(of: AuthEvent.self, bufferingPolicy: .bufferingNewest(256))
     }
 
@@ -240,4 +253,18 @@ extension TokenManager {
 
     /// How many callers wait on the session's flight (tests).
     func waiterCount(_ key: SessionKey) -> Int { sessions[key]?.flight?.waiters.count ?? 0 }
+}
+
+/// The clients one environment's token traffic goes through. Discovery metadata is cached per
+/// environment: what one environment's trust settings verified is not trusted by another.
+struct TokenTraffic: Sendable {
+    let endpoint: TokenEndpointClient
+    let discovery: DiscoveryClient
+}
+
+extension TokenManager {
+    /// The clients that carry `key`'s token, discovery and revocation requests.
+    nonisolated func traffic(for key: SessionKey) -> TokenTraffic {
+        environmentTraffic[key.environment] ?? TokenTraffic(endpoint: endpointClient, discovery: discovery)
+    }
 }

@@ -56,11 +56,12 @@ extension TokenEndpointClient {
             response = try await transport.send(attemptRequest)
         } catch let error as HTTPError {
             switch error {
-            case .transport(let reason): throw .transport(reason)
+            case .transport(let reason), .tls(let reason): throw .transport(reason)
             case .timeout: throw .timeout
             case .cancelled: throw .cancelled
             case .bodyTooLarge: throw .invalidTokenResponse("the revocation answer is too large")
             case .invalidURL(let reason): throw .configuration("revocation endpoint: \(reason)")
+            case .invalidRequest(let reason): throw .configuration("revocation request: \(reason)")
             }
         } catch {
             throw .cancelled
@@ -91,10 +92,13 @@ extension TokenManager {
         let configuration = revocation.configuration
         guard let issuer = configuration.issuer else { return }  // no metadata, no revocation endpoint
         let deadline = clock.now.addingTimeInterval(TokenEndpointClient.revocationTimeout)
+        let traffic = traffic(for: revocation.key)
+        let endpointClient = traffic.endpoint
         let endpoint: String
         let secret: String?
         do {
-            guard let found = try await discovery.metadata(for: issuer, deadline: deadline).revocationEndpoint else {
+            guard let found = try await traffic.discovery.metadata(for: issuer, deadline: deadline).revocationEndpoint
+            else {
                 return
             }
             endpoint = found

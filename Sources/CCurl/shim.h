@@ -30,6 +30,12 @@ struct tr_curl_api {
     CURLcode (*easy_getinfo)(CURL *, CURLINFO, ...);
     struct curl_slist *(*slist_append)(struct curl_slist *, const char *);
     void (*slist_free_all)(struct curl_slist *);
+    CURLU *(*url)(void);
+    void (*url_cleanup)(CURLU *);
+    CURLUcode (*url_set)(CURLU *, CURLUPart, const char *, unsigned int);
+    CURLUcode (*url_get)(const CURLU *, CURLUPart, char **, unsigned int);
+    const char *(*url_strerror)(CURLUcode);
+    void (*free)(void *);
     int loaded;
 };
 
@@ -61,6 +67,12 @@ static inline void tr_curl_load_once(void) {
     TR_CURL_SYMBOL(easy_getinfo, "curl_easy_getinfo")
     TR_CURL_SYMBOL(slist_append, "curl_slist_append")
     TR_CURL_SYMBOL(slist_free_all, "curl_slist_free_all")
+    TR_CURL_SYMBOL(url, "curl_url")
+    TR_CURL_SYMBOL(url_cleanup, "curl_url_cleanup")
+    TR_CURL_SYMBOL(url_set, "curl_url_set")
+    TR_CURL_SYMBOL(url_get, "curl_url_get")
+    TR_CURL_SYMBOL(url_strerror, "curl_url_strerror")
+    TR_CURL_SYMBOL(free, "curl_free")
 #undef TR_CURL_SYMBOL
     api->loaded = 1;
 }
@@ -97,6 +109,23 @@ static inline struct curl_slist *tr_slist_append(struct curl_slist *list, const 
     return tr_curl_api()->slist_append(list, text);
 }
 static inline void tr_slist_free_all(struct curl_slist *list) { tr_curl_api()->slist_free_all(list); }
+
+/* The URL API (curl_url): the parser libcurl itself uses for CURLOPT_URL / CURLOPT_CURLU. */
+static inline CURLU *tr_url(void) { return tr_curl_api()->url(); }
+static inline void tr_url_cleanup(CURLU *handle) { tr_curl_api()->url_cleanup(handle); }
+static inline CURLUcode tr_url_set(CURLU *handle, CURLUPart part, const char *content, unsigned int flags) {
+    return tr_curl_api()->url_set(handle, part, content, flags);
+}
+static inline CURLUcode tr_url_get(const CURLU *handle, CURLUPart part, char **content, unsigned int flags) {
+    return tr_curl_api()->url_get(handle, part, content, flags);
+}
+static inline const char *tr_url_strerror(CURLUcode code) { return tr_curl_api()->url_strerror(code); }
+/** Frees memory libcurl returned (curl_url_get parts). */
+static inline void tr_curl_free(void *pointer) { tr_curl_api()->free(pointer); }
+
+/* CURLU_* flags as unsigned ints (Swift imports the macros as Int32). */
+static inline unsigned int tr_urlflag_disallow_user(void) { return CURLU_DISALLOW_USER; }
+static inline unsigned int tr_urlflag_default_port(void) { return CURLU_DEFAULT_PORT; }
 
 /*
  * Typed wrappers around libcurl's variadic entry points, which Swift cannot call directly.

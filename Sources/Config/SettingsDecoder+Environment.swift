@@ -143,7 +143,8 @@ extension SettingsDecoder {
                 if let problem = ValueSyntax.originProblem(origin) {
                     sink.error("'\(base).allowed_origins[\(index)]' \(problem) (write scheme://host[:port])", at: mark)
                 } else {
-                    environment.allowedOrigins.append(ValueSyntax.normalizedOrigin(origin))
+                    // As written: libcurl's parser computes the origin at run time (OriginPolicy).
+                    environment.allowedOrigins.append(origin)
                 }
             }
         }
@@ -217,7 +218,8 @@ extension SettingsDecoder {
                 continue
             }
             guard let value = string(pair.value, path: "\(path).\(name)") else { continue }
-            if value.text.contains(where: { $0 == "\r" || $0 == "\n" || $0 == "\0" }) {
+            // Bytes, not Characters: "\r\n" is one Character, equal to neither "\r" nor "\n".
+            if value.text.utf8.contains(where: { $0 == 0x0D || $0 == 0x0A || $0 == 0x00 }) {
                 sink.error("header '\(name)' must not contain line breaks or NUL", at: pair.value.mark)
                 continue
             }

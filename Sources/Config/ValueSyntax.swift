@@ -67,7 +67,15 @@ public enum ValueSyntax {
 
     /// Why a URL was refused, or `nil` when `text` is an absolute http(s) URL with a host and
     /// no query, fragment or credentials.
+    ///
+    /// A structural check with line and column for `check-config`; the origin itself is computed
+    /// at run time by libcurl's URL parser (the one that sends requests), so this check refuses
+    /// what that parser and this one could read differently: spaces, control characters and
+    /// backslashes.
     public static func httpURLProblem(_ text: String) -> String? {
+        if text.utf8.contains(where: { $0 <= 0x20 || $0 == 0x7F || $0 == UInt8(ascii: "\\") }) {
+            return "must not contain spaces, control characters or backslashes"
+        }
         guard let components = URLComponents(string: text), let scheme = components.scheme?.lowercased() else {
             return "is not a valid absolute URL"
         }
@@ -90,17 +98,6 @@ public enum ValueSyntax {
             return "must be an origin (scheme://host[:port]) without a path"
         }
         return nil
-    }
-
-    /// Normalises an origin to `scheme://host[:port]`, lower-cased, default ports dropped.
-    public static func normalizedOrigin(_ text: String) -> String {
-        guard let components = URLComponents(string: text), let scheme = components.scheme?.lowercased(),
-            let host = components.host?.lowercased()
-        else { return text }
-        let port = components.port.flatMap { port -> Int? in
-            (scheme == "https" && port == 443) || (scheme == "http" && port == 80) ? nil : port
-        }
-        return "\(scheme)://\(host)" + (port.map { ":\($0)" } ?? "")
     }
 
     /// Why a proxy URL was refused, or `nil` when it has a supported scheme and a host.

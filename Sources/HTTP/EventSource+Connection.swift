@@ -112,7 +112,8 @@ extension EventSource.AsyncIterator {
         return nil
     }
 
-    /// A connection that could not be made or broke: reconnect with the error's kind.
+    /// A connection that could not be made or broke: reconnect with the error's kind, or close when
+    /// the error is final (an unusable URL or header, a TLS certificate or handshake failure).
     mutating func connectionFailed(_ error: any Error) -> EventSourceUpdate {
         switch error {
         case let stalled as HTTPStreamStalled:
@@ -120,10 +121,15 @@ extension EventSource.AsyncIterator {
         case HTTPError.timeout:
             return reconnect(kind: EventSourceFailure.timeout, message: "the connection timed out")
         case let http as HTTPError:
-            if case .invalidURL = http {
-                return close(kind: EventSourceFailure.transport, message: http.description)
+            // What no reconnect can cure closes the subscription with its kind instead of looping.
+            switch http {
+            case .invalidURL, .invalidRequest:
+                return close(kind: EventSourceFailure.invalidRequest, message: Redactor.shared.redact(http.description))
+            case .tls:
+                return close(kind: EventSourceFailure.transport, message: Redactor.shared.redact(http.description))
+            default:
+                return reconnect(kind: EventSourceFailure.transport, message: Redactor.shared.redact(http.description))
             }
-            return reconnect(kind: EventSourceFailure.transport, message: Redactor.shared.redact(http.description))
         default:
             return reconnect(
                 kind: EventSourceFailure.transport, message: Redactor.shared.redact(String(describing: error)))

@@ -22,6 +22,8 @@ import Logging
 ///   connection's stream cannot be trusted, a new connection resumes after the last dispatched event): `reconnecting`
 ///   with the backoff of ``EventStreamReconnectPolicy``, then `connecting`.
 /// - a credential error: `closed` with the error's ``EventSourceErrorKind/wireKind``, else `auth`.
+/// - an error no reconnect can cure: `closed` with its kind — an unusable URL or header
+///   (`invalid_params`), a TLS certificate or handshake failure (`transport`).
 public struct EventSource: AsyncSequence, Sendable {
     public typealias Element = EventSourceUpdate
     public typealias Failure = Never

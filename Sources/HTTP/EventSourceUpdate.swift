@@ -58,7 +58,7 @@ public struct SubscriptionStateChange: Sendable, Hashable, CustomStringConvertib
 /// value or a body.
 public struct EventSourceFailure: Sendable, Hashable, CustomStringConvertible {
     /// A stable kind: `auth`, `interaction_required`, `transport`, `timeout`, `http_status`, `protocol`, `limit`,
-    /// `cancelled`, or whatever kind a credential error exposes through ``EventSourceErrorKind``.
+    /// `invalid_params`, `cancelled`, or whatever kind a credential error exposes through ``EventSourceErrorKind``.
     public var kind: String
     /// A human-readable reason.
     public var message: String
@@ -81,6 +81,8 @@ public struct EventSourceFailure: Sendable, Hashable, CustomStringConvertible {
     public static let httpStatus = "http_status"
     /// The response was not a valid event stream (content type, line or event too large).
     public static let `protocol` = "protocol"
+    /// The request cannot be sent as built (URL or header refused): the wire kind of -32602.
+    public static let invalidRequest = "invalid_params"
 }
 
 /// An error that knows its wire `kind` (for example the token manager's `AuthError` says `interaction_required`).

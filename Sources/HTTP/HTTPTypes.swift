@@ -107,23 +107,31 @@ public struct HTTPResponse: Sendable {
 
 /// Why a request produced no response. Descriptions never contain header values or bodies.
 public enum HTTPError: Error, Sendable, Equatable, CustomStringConvertible {
-    /// DNS, connection, TLS or protocol failure, with libcurl's reason.
+    /// DNS, connection or protocol failure, with libcurl's reason. May go away on retry.
     case transport(String)
+    /// The TLS handshake failed or the peer's certificate was not trusted (`ca_file`, host name,
+    /// expiry...). Final: retrying cannot cure it.
+    case tls(String)
     /// The request's time bound ran out.
     case timeout
     /// The response body exceeded the configured limit (bytes).
     case bodyTooLarge(limit: Int)
     /// The URL could not be used (not absolute, unsupported scheme, ...).
     case invalidURL(String)
+    /// The request cannot be sent as built: a header that is not a token, a value with CR, LF
+    /// or NUL, a framing or hop-by-hop header the transport owns. Final.
+    case invalidRequest(String)
     /// The caller's task was cancelled; the transfer was removed.
     case cancelled
 
     public var description: String {
         switch self {
         case .transport(let reason): "transport error: \(reason)"
+        case .tls(let reason): "TLS error: \(reason)"
         case .timeout: "timed out"
         case .bodyTooLarge(let limit): "response body exceeds the limit of \(limit) bytes"
         case .invalidURL(let reason): "invalid URL: \(reason)"
+        case .invalidRequest(let reason): "invalid request: \(reason)"
         case .cancelled: "cancelled"
         }
     }

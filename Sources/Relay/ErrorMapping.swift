@@ -16,10 +16,10 @@ public enum ErrorMapping {
             mapped = .cancelled
         case let error as HTTPError:
             switch error {
-            case .transport: mapped = RPCError(code: .transport, message: error.description)
+            case .transport, .tls: mapped = RPCError(code: .transport, message: error.description)
             case .timeout: mapped = RPCError(code: .timeout, message: "the request timed out")
             case .bodyTooLarge: mapped = RPCError(code: .limit, message: error.description)
-            case .invalidURL: mapped = RPCError(code: .invalidParams, message: error.description)
+            case .invalidURL, .invalidRequest: mapped = RPCError(code: .invalidParams, message: error.description)
             case .cancelled: mapped = .cancelled
             }
         case let error as AuthError:

@@ -351,14 +351,14 @@ public enum OpenRPCDocument {
         },
         {
           "name": "path",
-          "description": "Path resolved against the environment's base_url; an RFC 6570 (levels 1-3) template expanded with pathParams. Exactly one of path or url.",
+          "description": "Path resolved against the environment's base_url; an RFC 6570 (levels 1-3) template expanded with pathParams. Exactly one of path or url. No control characters (bytes below 0x20, 0x7F).",
           "schema": {
             "type": "string"
           }
         },
         {
           "name": "url",
-          "description": "Absolute URL, used as is. Credentials and environment headers are attached only when its origin is the environment's or an allowed origin.",
+          "description": "Absolute http(s) URL, used as is (as libcurl normalises it). Credentials and environment headers are attached only when its origin, as libcurl's URL parser reads it, is the environment's or an allowed origin. No user information, no control characters.",
           "schema": {
             "type": "string",
             "format": "uri"
@@ -366,14 +366,14 @@ public enum OpenRPCDocument {
         },
         {
           "name": "pathParams",
-          "description": "Variables for the path template: strings, numbers, booleans, lists or objects.",
+          "description": "Variables for the path template: strings, numbers, booleans, lists or objects; strings without control characters.",
           "schema": {
             "type": "object"
           }
         },
         {
           "name": "query",
-          "description": "Query parameters; an array value repeats the key; numbers and booleans are sent as their JSON text.",
+          "description": "Query parameters; an array value repeats the key; numbers and booleans are sent as their JSON text. Names and values without control characters.",
           "schema": {
             "type": "object",
             "additionalProperties": {
@@ -409,7 +409,7 @@ public enum OpenRPCDocument {
         },
         {
           "name": "headers",
-          "description": "Request headers; they win over the environment's headers.",
+          "description": "Request headers; they win over the environment's headers. Names are tokens; values hold no control character but tab. Content-Length, Transfer-Encoding, Host, Connection, Keep-Alive, Upgrade, TE, Trailer, Proxy-* and pseudo-headers are refused (the transport frames every request).",
           "schema": {
             "type": "object",
             "additionalProperties": {
@@ -1063,14 +1063,14 @@ public enum OpenRPCDocument {
         },
         {
           "name": "path",
-          "description": "Path resolved against the environment's base_url; an RFC 6570 (levels 1-3) template expanded with pathParams. Exactly one of path or url.",
+          "description": "Path resolved against the environment's base_url; an RFC 6570 (levels 1-3) template expanded with pathParams. Exactly one of path or url. No control characters (bytes below 0x20, 0x7F).",
           "schema": {
             "type": "string"
           }
         },
         {
           "name": "url",
-          "description": "Absolute URL, used as is. Credentials and environment headers are attached only when its origin is the environment's or an allowed origin.",
+          "description": "Absolute http(s) URL, used as is (as libcurl normalises it). Credentials and environment headers are attached only when its origin, as libcurl's URL parser reads it, is the environment's or an allowed origin. No user information, no control characters.",
           "schema": {
             "type": "string",
             "format": "uri"
@@ -1078,14 +1078,14 @@ public enum OpenRPCDocument {
         },
         {
           "name": "pathParams",
-          "description": "Variables for the path template: strings, numbers, booleans, lists or objects.",
+          "description": "Variables for the path template: strings, numbers, booleans, lists or objects; strings without control characters.",
           "schema": {
             "type": "object"
           }
         },
         {
           "name": "query",
-          "description": "Query parameters; an array value repeats the key; numbers and booleans are sent as their JSON text.",
+          "description": "Query parameters; an array value repeats the key; numbers and booleans are sent as their JSON text. Names and values without control characters.",
           "schema": {
             "type": "object",
             "additionalProperties": {
@@ -1121,7 +1121,7 @@ public enum OpenRPCDocument {
         },
         {
           "name": "headers",
-          "description": "Request headers; they win over the environment's headers.",
+          "description": "Request headers; they win over the environment's headers. Names are tokens; values hold no control character but tab. Content-Length, Transfer-Encoding, Host, Connection, Keep-Alive, Upgrade, TE, Trailer, Proxy-* and pseudo-headers are refused (the transport frames every request).",
           "schema": {
             "type": "object",
             "additionalProperties": {
@@ -1131,7 +1131,7 @@ public enum OpenRPCDocument {
         },
         {
           "name": "lastEventId",
-          "description": "Sent as Last-Event-ID on the first connection.",
+          "description": "Sent as Last-Event-ID on the first connection; no control characters.",
           "schema": {
             "type": "string"
           }

@@ -38,9 +38,15 @@ struct DiscoveryTests {
 
     @Test func discoveryURLsFollowRFC8414ThenOIDC() throws {
         #expect(
-            try AuthorizationServerMetadata.discoveryURLs(for: "http://h/o") == [
-                "http://h/.well-known/oauth-authorization-server/o", "http://h/o/.well-known/openid-configuration",
+            try AuthorizationServerMetadata.discoveryURLs(for: "https://H/o") == [
+                "https://H/.well-known/oauth-authorization-server/o", "https://H/o/.well-known/openid-configuration",
             ])
+        #expect(
+            try AuthorizationServerMetadata.discoveryURLs(for: "http://127.1:8080/a/../o/") == [
+                "http://127.0.0.1:8080/.well-known/oauth-authorization-server/o",
+                "http://127.0.0.1:8080/o/.well-known/openid-configuration",
+            ])
+        #expect(throws: AuthError.self) { try AuthorizationServerMetadata.discoveryURLs(for: "http://h/o") }
         #expect(
             try AuthorizationServerMetadata.discoveryURLs(for: "https://h:8443/") == [
                 "https://h:8443/.well-known/oauth-authorization-server",
@@ -116,20 +122,32 @@ struct DiscoveryTests {
         #expect(h.transport.tokenRequests.count == 2)
     }
 
-    @Test func unreachableIssuerIsRetriedThenATransportError() async throws {
-        let transport = FakeTransport { _ in .failure(.transport("connection refused")) }
+    /// A harness whose every request fails with `error`, after its acquisition failed with kind `transport`.
+    func failedAcquisition(_ error: HTTPError) async throws -> Harness {
         let h = try await Harness(
-            configuration: configuration(), transport: transport, clock: FakeClock(autoAdvance: true))
+            configuration: configuration(), transport: FakeTransport { _ in .failure(error) },
+            clock: FakeClock(autoAdvance: true))
         do {
             _ = try await h.token()
             Issue.record("should fail")
         } catch let error as AuthError {
             #expect(error.kind == "transport")
         }
+        #expect(h.transport.tokenRequests.isEmpty)
+        return h
+    }
+
+    @Test func unreachableIssuerIsRetriedThenATransportError() async throws {
+        let h = try await failedAcquisition(.transport("connection refused"))
         // Five passes over both discovery URLs, with backoff between them; no token request.
-        #expect(transport.requests.count == 2 * RetryPolicy().maximumAttempts)
+        #expect(h.transport.requests.count == 2 * RetryPolicy().maximumAttempts)
         #expect(h.clock.sleeps.count == RetryPolicy().maximumAttempts - 1)
-        #expect(transport.tokenRequests.isEmpty)
+    }
+
+    @Test func aTLSFailureAtTheIssuerIsFinalAndTriedOnce() async throws {
+        let h = try await failedAcquisition(.tls("SSL certificate problem: self-signed certificate"))
+        #expect(h.transport.requests.count == 1, "no retry, not even the second discovery URL")
+        #expect(h.clock.sleeps.isEmpty)
     }
 
     @Test(arguments: [

@@ -225,6 +225,34 @@ struct TokenManagerFailureTests {
         #expect(h.clock.sleeps == [0.1875, 0.375])
     }
 
+    @Test func aTLSFailureAtTheTokenEndpointIsFinalAndTriedOnce() async throws {
+        let h = try await Harness(clock: FakeClock(autoAdvance: true))
+        h.transport.enqueue(.failure(.tls("SSL certificate problem: unable to get local issuer certificate")))
+        do {
+            _ = try await h.token()
+            Issue.record("a certificate failure must fail the acquisition")
+        } catch let error as AuthError {
+            #expect(error.kind == "transport")
+        }
+        #expect(h.transport.tokenRequests.count == 1)
+        #expect(h.clock.sleeps.isEmpty)
+    }
+
+    @Test func eachEnvironmentsTokenTrafficGoesThroughItsOwnTransport() async throws {
+        let shared = FakeTransport()
+        let staging = FakeTransport()
+        let manager = TokenManager(
+            transport: shared, environmentTransports: ["staging": staging], clock: FakeClock(), random: { 0.5 })
+        let configuration = OAuthClientConfiguration(
+            tokenURL: "https://as.example/token", clientID: "svc", clientSecret: .value(clientSecretCanary))
+        let inStaging = try await manager.register(environment: "staging", profile: "p", configuration: configuration)
+        let elsewhere = try await manager.register(environment: "other", profile: "p", configuration: configuration)
+        _ = try await manager.token(for: inStaging)
+        #expect(staging.tokenRequests.count == 1 && shared.tokenRequests.isEmpty)
+        _ = try await manager.token(for: elsewhere)
+        #expect(staging.tokenRequests.count == 1 && shared.tokenRequests.count == 1)
+    }
+
     @Test func temporarilyUnavailableIsRetried() async throws {
         let h = try await Harness(clock: FakeClock(autoAdvance: true))
         h.transport.enqueue(.success(oauthError("temporarily_unavailable")))

@@ -36,8 +36,8 @@ import Testing
         #expect(ValueSyntax.folder(of: "/config.yaml") == "/")
     }
 
-    @Test func originsAreNormalised() {
-        #expect(ValueSyntax.normalizedOrigin("HTTPS://Example.com:443/") == "https://example.com")
-        #expect(ValueSyntax.normalizedOrigin("http://h:8080") == "http://h:8080")
+    @Test(arguments: ["http://a b/", "http://h\\@other/", "http://h/\u{7F}", "http://h\t/", "http://h\u{0}@x/"])
+    func urlsThatParsersMayReadDifferentlyAreRefused(url: String) {
+        #expect(ValueSyntax.httpURLProblem(url) == "must not contain spaces, control characters or backslashes")
     }
 }

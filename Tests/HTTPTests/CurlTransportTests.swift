@@ -151,11 +151,37 @@ func withSafetyNet<T: Sendable>(seconds: Int = 20, _ body: @escaping @Sendable (
         #expect(echo.values("Host") == ["origin.invalid"])
     }
 
-    @Test func tlsIsVerifiedAgainstTheSystemStoreByDefault() async throws {
+    @Test func loopbackNeverGoesThroughAProxy() async throws {
+        // The proxy is a closed port: used, the request would fail to connect.
+        let proxied = try CurlTransport(options: .init(proxy: "http://127.0.0.1:\(server.closedPort)"))
+        defer { proxied.shutdown() }
+        let echo = try Echo(try await proxied.send(HTTPRequest(url: server.url("/echo?direct=1"))))
+        #expect(echo.path == "/echo?direct=1")
+        do {
+            _ = try await proxied.send(HTTPRequest(url: "http://origin.invalid/echo"))
+            Issue.record("a non-loopback destination must go through the (closed) proxy")
+        } catch let HTTPError.transport(reason) {
+            #expect(!reason.isEmpty)
+        }
+    }
+
+    @Test(arguments: ["Content-Length", "Transfer-Encoding", "Host", "Connection", "Proxy-Authorization", ":path"])
+    func framingAndHopByHopHeadersAreRefusedAsInvalidRequests(name: String) async throws {
+        let request = HTTPRequest(
+            method: "POST", url: server.url("/echo"), headers: HTTPHeaders([(name, "0")]), body: Array("x".utf8))
+        do {
+            _ = try await transport.send(request)
+            Issue.record("\(name) must be refused")
+        } catch let HTTPError.invalidRequest(reason) {
+            #expect(reason.contains(name))
+        }
+    }
+
+    @Test func tlsIsVerifiedAgainstTheSystemStoreByDefaultAndAFailureIsATLSError() async throws {
         do {
             _ = try await transport.send(HTTPRequest(url: "https://127.0.0.1:\(server.tlsPort)/echo"))
             Issue.record("a self-signed certificate must not be accepted")
-        } catch let HTTPError.transport(reason) {
+        } catch let HTTPError.tls(reason) {
             #expect(!reason.isEmpty)
         }
     }

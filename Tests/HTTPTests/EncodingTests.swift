@@ -58,7 +58,10 @@ import Testing
     @Test(arguments: [
         ("https://API.Example.com/x", Origin(scheme: "https", host: "api.example.com", port: 443)),
         ("HTTP://h:8080?q", Origin(scheme: "http", host: "h", port: 8080)),
-        ("http://user:pw@h.example/p", Origin(scheme: "http", host: "h.example", port: 80)),
+        ("http://api.exam%70le.com/x", Origin(scheme: "http", host: "api.example.com", port: 80)),
+        ("http://127.1:8080/", Origin(scheme: "http", host: "127.0.0.1", port: 8080)),
+        ("http://0x7f.0.0.1/", Origin(scheme: "http", host: "127.0.0.1", port: 80)),
+        ("http://[fe80::1%25eth0]:8080/", Origin(scheme: "http", host: "[fe80::1%eth0]", port: 8080)),
         ("https://[::1]:8443/", Origin(scheme: "https", host: "[::1]", port: 8443)),
         ("https://[::1]", Origin(scheme: "https", host: "[::1]", port: 443)),
         ("http://127.0.0.1#f", Origin(scheme: "http", host: "127.0.0.1", port: 80)),
@@ -69,6 +72,9 @@ import Testing
 
     @Test(arguments: [
         "ftp://h/", "/relative", "https://", "https://h:99999/", "https://h:8x/", "mailto:a@b", "https://[::1/",
+        "http://user:pw@h.example/p", "http://other:1\u{0}@api.example.com/x", "http://api.example.com\\@other/",
+        "http://other\\api.example.com/", "http://api.example.com\t/x", "http://a b/", "http://h\r\n/",
+        "http://h%00x/", "http://h%2fx/",
     ])
     func rejectsNonHTTPOrMalformedURLs(url: String) {
         #expect(Origin(url: url) == nil)
@@ -78,5 +84,57 @@ import Testing
         #expect(Origin(url: "https://h/") == Origin(url: "https://h:443/a"))
         #expect(Origin(url: "https://h/") != Origin(url: "http://h/"))
         #expect(Origin(url: "https://h/") != Origin(url: "https://h:8443/"))
+    }
+}
+
+@Suite struct ParsedURLTests {
+    @Test func theTextIsLibcurlsNormalisedURLWithoutFragment() throws {
+        let parsed = try ParsedURL("HTTP://API.example.com:80/a/../b?q=1#frag")
+        #expect(parsed.text == "http://API.example.com:80/b?q=1")
+        #expect(parsed.root == "http://API.example.com:80")
+        #expect(parsed.path == "/b" && parsed.query == "q=1" && parsed.hadFragment)
+        #expect(parsed.origin == Origin(scheme: "http", host: "api.example.com", port: 80))
+    }
+
+    @Test(arguments: [
+        ("http://other:1\u{0}@api.example.com/x", URLProblem.controlCharacter),
+        ("http://api.example.com/\u{7F}", URLProblem.controlCharacter),
+        ("http://u:p@h/", URLProblem.userInfo),
+        ("http://h\\@other/", URLProblem.userInfo),
+        ("ftp://h/", URLProblem.unsupportedScheme),
+        ("h/x", URLProblem.unsupportedScheme),
+    ])
+    func refusalsSayWhy(url: String, problem: URLProblem) {
+        #expect(throws: problem) { try ParsedURL(url) }
+    }
+
+    @Test(arguments: [
+        ("http://127.0.0.1/", true), ("http://127.1/", true), ("http://127.255.0.9:1/", true), ("http://0x7f.1/", true),
+        ("http://localhost:8/", true), ("http://LOCALHOST./", true), ("http://api.localhost/", true),
+        ("http://[::1]/", true), ("http://[0:0:0:0:0:0:0:1]/", true), ("http://[::ffff:127.0.0.1]/", true),
+        ("http://128.0.0.1/", false), ("http://[::2]/", false), ("http://localhost.example/", false),
+        ("http://10.0.0.1/", false), ("http://example.com/", false), ("http://[::ffff:10.0.0.1]/", false),
+    ])
+    func loopbackIsDecidedOnTheHostLibcurlConnectsTo(url: String, loopback: Bool) throws {
+        #expect(try ParsedURL(url).isLoopback == loopback)
+    }
+}
+
+@Suite struct HTTPFieldRulesTests {
+    @Test(arguments: [
+        "Content-Length", "transfer-encoding", "HOST", "Connection", "Keep-Alive", "Upgrade", "TE", "Trailer",
+        "Proxy-Authorization", "proxy-connection", ":path", ":authority",
+    ])
+    func framingAndHopByHopFieldsAreReserved(name: String) {
+        #expect(HTTPFieldRules.isReserved(name))
+        #expect(HTTPFieldRules.problem(name: name, value: "x") != nil)
+    }
+
+    @Test func ordinaryFieldsPassAndBrokenOnesDoNot() {
+        #expect(HTTPFieldRules.problem(name: "X-Trace", value: "a\tb") == nil)
+        #expect(HTTPFieldRules.problem(name: "X Trace", value: "a") != nil)
+        #expect(HTTPFieldRules.problem(name: "X-Trace", value: "a\r\nb") != nil)
+        #expect(HTTPFieldRules.problem(name: "X-Trace", value: "a\u{0}b") != nil)
+        #expect(HTTPFieldRules.isCleanValue("a\tb") && !HTTPFieldRules.isCleanValue("a\u{1}b"))
     }
 }

@@ -97,11 +97,17 @@ final class ScriptedStreamingTransport: HTTPStreamingTransport {
         #expect(updates.last?.stateChange?.state == .closed)
     }
 
-    @Test func anUnusableURLClosesWithoutReconnecting() async throws {
-        let transport = ScriptedStreamingTransport([.fail(.invalidURL("no scheme"))])
+    @Test(arguments: [
+        (HTTPError.invalidURL("no scheme"), "invalid_params"),
+        (HTTPError.invalidRequest("the value of header X contains CR, LF or NUL"), "invalid_params"),
+        (HTTPError.tls("SSL certificate problem: unable to get local issuer certificate"), "transport"),
+    ])
+    func anErrorNoReconnectCanCureClosesWithItsKindWithoutReconnecting(error: HTTPError, kind: String) async throws {
+        let transport = ScriptedStreamingTransport([.fail(error), .respond(status: 204, chunks: [])])
         let updates = await collect(source(transport))
+        #expect(updates.states(.reconnecting).isEmpty)
         #expect(updates.last?.stateChange?.state == .closed)
-        #expect(updates.last?.stateChange?.error?.kind == "transport")
+        #expect(updates.last?.stateChange?.error?.kind == kind)
         #expect(transport.requests.count == 1)
     }
 

@@ -103,6 +103,10 @@ struct CredentialHelperFormatTests {
         ("protocol=https\nhost=git.example\npath=organisation/repo.git\n", "https://git.example/org", .none),
         ("protocol=https\nhost=git.example\npath=other/repo.git\n", "https://git.example/org", .none),
         ("protocol=https\nhost=git.example\n", "https://git.example/org", .pathRequired),
+        ("protocol=https\nhost=git.example\npath=org?x\n", "https://git.example/org", .none),
+        ("protocol=https\nhost=git.example\npath=org#x\n", "https://git.example/org", .none),
+        ("protocol=https\nhost=[::1]:8443\n", "https://[::1]:8443/", .matches(specificity: 0)),
+        ("protocol=https\nhost=git.example\n", "not a url", .none),
     ])
     func gitRequestsMatchOnlyTheirBaseURLsOriginAndPath(
         _ text: String, _ baseURL: String, _ expected: GitCredentialMatch

@@ -74,6 +74,42 @@ import Testing
         #expect(diagnostics(["path": "/x", "base64": "***"])["/base64"] != nil)
     }
 
+    @Test(arguments: ["\u{0}", "\r", "\n", "\t", "\u{1B}", "\u{7F}"])
+    func controlCharactersAnywhereInTheURLOrAHeaderAreRefusedAtTheirMember(control: String) {
+        let found = diagnostics([
+            "path": .string("/a\(control)b/{id}/{list}/{map}"),
+            "pathParams": [
+                "id": .string("x\(control)"), "list": ["ok", .string("\(control)")], "map": ["k": .string(control)],
+            ],
+            "query": [.init("n\(control)"): "v", "v": .string("a\(control)"), "list": ["ok", .string(control)]],
+            "headers": ["X-Value": .string("a\(control)b")],
+        ])
+        #expect(found["/path"] != nil)
+        #expect(found["/pathParams/id"] != nil)
+        #expect(found["/pathParams/list/1"] != nil)
+        #expect(found["/pathParams/map/k"] != nil)
+        #expect(found[ParamDiagnostic.pointer(["query", "n\(control)"])] != nil)
+        #expect(found["/query/v"] != nil)
+        #expect(found["/query/list/1"] != nil)
+        #expect((found["/headers/X-Value"] != nil) == (control != "\t"), "a tab is allowed inside a header value")
+        #expect(diagnostics(["url": .string("http://other:1\(control)@api.example.com/x")])["/url"] != nil)
+        #expect(throws: RPCError.self) {
+            try RequestParams.decodeSubscription(["path": "/e", "lastEventId": .string("4\(control)1")])
+        }
+    }
+
+    @Test(arguments: [
+        "Content-Length", "transfer-encoding", "Host", "CONNECTION", "Keep-Alive", "Upgrade", "TE", "Trailer",
+        "Proxy-Authorization", "Proxy-Connection", ":authority",
+    ])
+    func framingAndHopByHopHeadersAreRefusedForRequestAndSubscribe(name: String) {
+        let found = diagnostics(["method": "POST", "path": "/x", "headers": [.init(name): "0"], "text": "body"])
+        #expect(found[ParamDiagnostic.pointer(["headers", name])]?.contains("transport sets it") == true)
+        #expect(throws: RPCError.self) {
+            try RequestParams.decodeSubscription(["path": "/e", "headers": [.init(name): "0"]])
+        }
+    }
+
     @Test func subscribeRefusesBodiesAndMethods() throws {
         #expect(throws: RPCError.self) { try RequestParams.decodeSubscription(["path": "/e", "method": "POST"]) }
         #expect(throws: RPCError.self) { try RequestParams.decodeSubscription(["path": "/e", "json": 1]) }

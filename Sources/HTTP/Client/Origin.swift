@@ -1,3 +1,6 @@
+import Logging
+import Synchronization
+
 /// A web origin: scheme, host and port (RFC 6454), compared exactly. The host is lower-cased,
 /// the port defaults to 80 for `http` and 443 for `https`.
 public struct Origin: Sendable, Hashable, CustomStringConvertible {
@@ -13,46 +16,11 @@ public struct Origin: Sendable, Hashable, CustomStringConvertible {
         self.port = port
     }
 
-    /// Parses the origin of an absolute `http`/`https` URL; `nil` for anything else.
+    /// The origin of an absolute `http`/`https` URL as libcurl parses it (``ParsedURL``, the
+    /// parser that sends the request); `nil` for anything it refuses.
     public init?(url: String) {
-        let bytes = Array(url.utf8)
-        guard let colon = bytes.firstIndex(of: UInt8(ascii: ":")), colon > 0,
-            bytes.count >= colon + 3, bytes[colon + 1] == UInt8(ascii: "/"), bytes[colon + 2] == UInt8(ascii: "/")
-        else { return nil }
-        let scheme = String(decoding: bytes[..<colon], as: UTF8.self).lowercased()
-        let defaultPort: Int
-        switch scheme {
-        case "http": defaultPort = 80
-        case "https": defaultPort = 443
-        default: return nil
-        }
-        let authorityStart = colon + 3
-        var authorityEnd = authorityStart
-        while authorityEnd < bytes.count, !"/?#".utf8.contains(bytes[authorityEnd]) { authorityEnd += 1 }
-        var hostStart = authorityStart
-        if let at = bytes[authorityStart..<authorityEnd].lastIndex(of: UInt8(ascii: "@")) { hostStart = at + 1 }
-        var hostEnd = authorityEnd
-        var portText: ArraySlice<UInt8> = []
-        if hostStart < authorityEnd, bytes[hostStart] == UInt8(ascii: "[") {
-            guard let close = bytes[hostStart..<authorityEnd].firstIndex(of: UInt8(ascii: "]")) else { return nil }
-            hostEnd = close + 1
-            if hostEnd < authorityEnd {
-                guard bytes[hostEnd] == UInt8(ascii: ":") else { return nil }
-                portText = bytes[(hostEnd + 1)..<authorityEnd]
-            }
-        } else if let portColon = bytes[hostStart..<authorityEnd].lastIndex(of: UInt8(ascii: ":")) {
-            hostEnd = portColon
-            portText = bytes[(portColon + 1)..<authorityEnd]
-        }
-        guard hostEnd > hostStart else { return nil }
-        var port = defaultPort
-        if !portText.isEmpty {
-            guard portText.count <= 5, portText.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }),
-                let parsed = Int(String(decoding: portText, as: UTF8.self)), parsed <= 65535
-            else { return nil }
-            port = parsed
-        }
-        self.init(scheme: scheme, host: String(decoding: bytes[hostStart..<hostEnd], as: UTF8.self), port: port)
+        guard let parsed = try? ParsedURL(url) else { return nil }
+        self = parsed.origin
     }
 
     /// `scheme://host:port`.
@@ -60,24 +28,73 @@ public struct Origin: Sendable, Hashable, CustomStringConvertible {
 }
 
 /// The origins that may receive an environment's headers and credentials: its own origin and
-/// its `allowed_origins`.
-public struct OriginPolicy: Sendable, Hashable {
-    /// Every allowed origin.
-    public let origins: Set<Origin>
+/// its `allowed_origins`, computed by libcurl's URL parser (the one that sends requests) once,
+/// on first use, so that starting the process does not load libcurl.
+public struct OriginPolicy: Sendable {
+    /// The configured URLs the origins come from (base URL first).
+    public let configured: [String]
+    private let resolved: ResolvedOrigins
 
+    /// A policy of exactly `origins`.
     public init(_ origins: some Sequence<Origin>) {
-        self.origins = Set(origins)
+        configured = []
+        resolved = ResolvedOrigins(origins: Set(origins))
     }
 
-    /// The policy of an environment with base URL `baseURL` and extra `allowed` origin URLs
-    /// (strings that do not parse are ignored; configuration validates them).
+    /// The policy of an environment with base URL `baseURL` and extra `allowed` origin URLs.
+    /// A configured URL libcurl refuses contributes no origin (configuration validates them; the
+    /// refusal is logged once).
     public init(baseURL: String, allowed: [String] = []) {
-        self.init(([baseURL] + allowed).compactMap(Origin.init(url:)))
+        configured = [baseURL] + allowed
+        resolved = ResolvedOrigins(configured: configured)
+    }
+
+    /// Every allowed origin.
+    public var origins: Set<Origin> { resolved.origins }
+
+    /// Whether a request to `url` may carry the environment's headers and credentials: `url`
+    /// parses (libcurl) and its origin is one of ``origins``.
+    public func allows(url: String) -> Bool {
+        guard let parsed = try? ParsedURL(url) else { return false }
+        return allows(parsed)
     }
 
     /// Whether a request to `url` may carry the environment's headers and credentials.
-    public func allows(url: String) -> Bool {
-        guard let origin = Origin(url: url) else { return false }
-        return origins.contains(origin)
+    public func allows(_ url: ParsedURL) -> Bool {
+        origins.contains(url.origin)
+    }
+}
+
+/// The origins of an ``OriginPolicy``, computed once.
+private final class ResolvedOrigins: Sendable {
+    private let configured: [String]
+    /// Guarded by the mutex: the origins, once computed.
+    private let state: Mutex<Set<Origin>?>
+
+    init(origins: Set<Origin>) {
+        configured = []
+        state = Mutex(origins)
+    }
+
+    init(configured: [String]) {
+        self.configured = configured
+        state = Mutex(nil)
+    }
+
+    var origins: Set<Origin> {
+        if let known = state.withLock({ $0 }) { return known }
+        var origins = Set<Origin>()
+        for url in configured {
+            do {
+                origins.insert(try ParsedURL(url).origin)
+            } catch {
+                Logger.shared.warn("a configured origin is not usable and is ignored", [("reason", "\(error)")])
+            }
+        }
+        return state.withLock { state in
+            if let known = state { return known }
+            state = origins
+            return origins
+        }
     }
 }

@@ -7,7 +7,7 @@ import Synchronization
     import Glibc
 #endif
 
-// ALL of the transport's unsafe C work lives in this file.
+// ALL of the transport's unsafe C work lives in this file (the URL API's lives in CurlURL.swift).
 //
 // Invariants:
 // - One loop thread ("tokenrelay-curl") owns the CURLM handle and every easy handle: it alone
@@ -175,7 +175,9 @@ final class CurlEventLoop: @unchecked Sendable {  // Safe: inbox is a Mutex; the
         _ = tr_easy_setopt_pointer(h, CURLOPT_PRIVATE, context)
         _ = tr_easy_setopt_pointer(h, CURLOPT_ERRORBUFFER, easy.errorBuffer)
         _ = tr_easy_setopt_long(h, CURLOPT_NOSIGNAL, 1)
-        guard request.url.withCString({ tr_easy_setopt_string(h, CURLOPT_URL, $0) }) == CURLE_OK else {
+        // The parse the origin decision was made on: libcurl does not parse the URL again.
+        guard tr_easy_setopt_pointer(h, CURLOPT_CURLU, UnsafeMutableRawPointer(transfer.target.handle)) == CURLE_OK
+        else {
             return .invalidURL("the URL could not be used")
         }
         _ = tr_easy_setopt_string(h, CURLOPT_PROTOCOLS_STR, "http,https")
@@ -190,7 +192,11 @@ final class CurlEventLoop: @unchecked Sendable {  // Safe: inbox is a Mutex; the
             _ = caFile.withCString { tr_easy_setopt_string(h, CURLOPT_CAINFO, $0) }
         }
         // Without CURLOPT_PROXY libcurl reads http_proxy / https_proxy / all_proxy / no_proxy.
-        if let proxy = options.proxy {
+        // Loopback never goes through a proxy: "" disables every proxy for this transfer only,
+        // so NO_PROXY and the other variables keep applying to every other destination.
+        if transfer.target.parsed.isLoopback {
+            _ = tr_easy_setopt_string(h, CURLOPT_PROXY, "")
+        } else if let proxy = options.proxy {
             _ = proxy.withCString { tr_easy_setopt_string(h, CURLOPT_PROXY, $0) }
         }
         let connectTimeout = request.connectTimeout ?? options.connectTimeout
@@ -327,6 +333,8 @@ final class CurlEventLoop: @unchecked Sendable {  // Safe: inbox is a Mutex; the
         transfer.headerList = nil
         if let easy = transfer.easy {
             transfer.easy = nil
+            // The CURLU belongs to the transfer and is freed with it: the pooled handle must not point at it.
+            _ = tr_easy_setopt_pointer(easy.handle, CURLOPT_CURLU, nil)
             if pool.count < 256 {
                 pool.append(easy)
             } else {
@@ -392,13 +400,14 @@ final class CurlEventLoop: @unchecked Sendable {  // Safe: inbox is a Mutex; the
         }
         switch code {
         case CURLE_OPERATION_TIMEDOUT: return .failure(HTTPError.timeout)
+        case CURLE_PEER_FAILED_VERIFICATION, CURLE_SSL_CACERT_BADFILE, CURLE_SSL_CONNECT_ERROR, CURLE_SSL_CERTPROBLEM,
+            CURLE_SSL_CIPHER, CURLE_SSL_ISSUER_ERROR, CURLE_SSL_PINNEDPUBKEYNOTMATCH, CURLE_SSL_INVALIDCERTSTATUS,
+            CURLE_SSL_CRL_BADFILE, CURLE_SSL_ENGINE_NOTFOUND, CURLE_SSL_ENGINE_SETFAILED, CURLE_SSL_ENGINE_INITFAILED,
+            CURLE_USE_SSL_FAILED:
+            return .failure(HTTPError.tls(errorText))
         case CURLE_URL_MALFORMAT: return .failure(HTTPError.invalidURL(errorText))
-        case CURLE_UNSUPPORTED_PROTOCOL:
-            // Also reported for a garbled reply ("Received HTTP/0.9...") on an http(s) URL: that
-            // is the server's fault, not the URL's, and may be retried.
-            let scheme = transfer.request.url.prefix(8).lowercased()
-            let isHTTP = scheme.hasPrefix("http://") || scheme.hasPrefix("https://")
-            return .failure(isHTTP ? HTTPError.transport(errorText) : HTTPError.invalidURL(errorText))
+        // CURLE_UNSUPPORTED_PROTOCOL too: the URL was checked to be http(s) (ParsedURL), so it is
+        // a garbled reply ("Received HTTP/0.9..."), the server's fault, and may be retried.
         default: return .failure(HTTPError.transport(errorText))
         }
     }

@@ -22,6 +22,9 @@ final class CurlTransfer: @unchecked Sendable {  // Safe: see the ownership rule
     }
 
     let request: HTTPRequest
+    /// The request's URL as libcurl parsed it; attached with CURLOPT_CURLU, so the transfer
+    /// connects to exactly the origin ``ParsedURL`` reports.
+    let target: CurlURLHandle
     /// Header lines to send (`Name: value`), validated, including transport defaults.
     let headerLines: [String]
     let sink: Sink
@@ -49,15 +52,20 @@ final class CurlTransfer: @unchecked Sendable {  // Safe: see the ownership rule
     /// Resumed once, by the loop thread, for streams when the head arrives (or the transfer fails).
     var headContinuation: CheckedContinuation<Head, any Error>?
 
-    init(request: HTTPRequest, headerLines: [String], sink: Sink, idleTimeoutNanoseconds: UInt64 = 0) {
+    init(
+        request: HTTPRequest, target: CurlURLHandle, headerLines: [String], sink: Sink,
+        idleTimeoutNanoseconds: UInt64 = 0
+    ) {
         self.request = request
+        self.target = target
         self.headerLines = headerLines
         self.sink = sink
         self.idleTimeoutNanoseconds = idleTimeoutNanoseconds
     }
 
-    /// Builds the header lines libcurl sends for `request`, or throws when a name or value could
-    /// split the head (CR, LF, NUL) or a name is not a token.
+    /// Builds the header lines libcurl sends for `request`, or throws
+    /// ``HTTPError/invalidRequest(_:)`` when a field breaks ``HTTPFieldRules`` (a name that is not
+    /// a token, a value with CR, LF or NUL, a framing or hop-by-hop field).
     ///
     /// What goes on the wire besides the caller's fields: `Host`, `Accept: */*` (unless the
     /// caller sets `Accept`), `Content-Length` for bodies, and nothing else — no `User-Agent`, no
@@ -66,10 +74,7 @@ final class CurlTransfer: @unchecked Sendable {  // Safe: see the ownership rule
         var lines: [String] = []
         lines.reserveCapacity(request.headers.fields.count + 2)
         for (name, value) in request.headers.fields {
-            guard isToken(name) else { throw .transport("invalid header field name") }
-            guard !value.utf8.contains(where: { $0 == 0x0D || $0 == 0x0A || $0 == 0 }) else {
-                throw .transport("invalid value in header field \(name)")
-            }
+            if let problem = HTTPFieldRules.problem(name: name, value: value) { throw .invalidRequest(problem) }
             // "Name;" is libcurl's spelling for a field with an empty value.
             lines.append(value.isEmpty ? name + ";" : name + ": " + value)
         }
@@ -83,18 +88,12 @@ final class CurlTransfer: @unchecked Sendable {  // Safe: see the ownership rule
     /// Methods sent with an (empty) body when the request has none, so a `Content-Length: 0` goes out.
     static let bodyMethods: Set<String> = ["POST", "PUT", "PATCH"]
 
-    /// Whether `name` is an RFC 9110 token.
-    static func isToken(_ name: String) -> Bool {
-        guard !name.isEmpty else { return false }
-        return name.utf8.allSatisfy { byte in
-            switch byte {
-            case 0x30...0x39, 0x41...0x5A, 0x61...0x7A: true
-            case UInt8(ascii: "!"), UInt8(ascii: "#"), UInt8(ascii: "$"), UInt8(ascii: "%"), UInt8(ascii: "&"),
-                UInt8(ascii: "'"), UInt8(ascii: "*"), UInt8(ascii: "+"), UInt8(ascii: "-"), UInt8(ascii: "."),
-                UInt8(ascii: "^"), UInt8(ascii: "_"), UInt8(ascii: "`"), UInt8(ascii: "|"), UInt8(ascii: "~"):
-                true
-            default: false
-            }
+    /// Parses `request`'s URL with libcurl's URL API, or throws ``HTTPError/invalidURL(_:)``.
+    static func target(for request: HTTPRequest) throws(HTTPError) -> CurlURLHandle {
+        do {
+            return try CurlURLHandle(parsing: request.url)
+        } catch {
+            throw .invalidURL(error.description)
         }
     }
 

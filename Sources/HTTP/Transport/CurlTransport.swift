@@ -21,7 +21,10 @@ extension HTTPStreamingTransport {
 /// Behaviour: redirects are never followed (a 3xx is the response), no cookie engine, no netrc,
 /// TLS verification always on (``Options/caFile`` adds a private CA bundle), only `http` and
 /// `https`, proxies from `http_proxy`/`https_proxy`/`all_proxy`/`no_proxy` (lower case; libcurl
-/// ignores upper-case `HTTP_PROXY`) or ``Options/proxy``. Besides the caller's fields the
+/// ignores upper-case `HTTP_PROXY`) or ``Options/proxy``, except for loopback destinations,
+/// which never go through a proxy (a proxy would see credentials in clear text). The URL is
+/// parsed once by libcurl's URL API (``ParsedURL``) and the transfer uses that very parse
+/// (CURLOPT_CURLU). Framing and hop-by-hop fields are refused (``HTTPFieldRules``). Besides the caller's fields the
 /// request carries `Host`, `Accept: */*` (unless set), and `Content-Length` with a body; no
 /// `User-Agent`, `Accept-Encoding`, `Expect` or default `Content-Type`.
 public final class CurlTransport: HTTPStreamingTransport {
@@ -76,8 +79,9 @@ public final class CurlTransport: HTTPStreamingTransport {
     public func send(_ request: HTTPRequest) async throws -> HTTPResponse {
         if Task.isCancelled { throw HTTPError.cancelled }
         let lines = try CurlTransfer.headerLines(for: request)
+        let target = try CurlTransfer.target(for: request)
         let transfer = CurlTransfer(
-            request: request, headerLines: lines, sink: .buffered(limit: options.maxResponseBytes))
+            request: request, target: target, headerLines: lines, sink: .buffered(limit: options.maxResponseBytes))
         let loop = self.loop
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { continuation in
@@ -96,6 +100,7 @@ public final class CurlTransport: HTTPStreamingTransport {
     public func stream(_ request: HTTPRequest, idleTimeout: Duration?) async throws -> HTTPStreamingResponse {
         if Task.isCancelled { throw HTTPError.cancelled }
         let lines = try CurlTransfer.headerLines(for: request)
+        let target = try CurlTransfer.target(for: request)
         let channel = StreamChannel(capacity: options.streamBufferBytes)
         var idle: UInt64 = 0
         if let bound = idleTimeout ?? options.streamIdleTimeout {
@@ -103,7 +108,8 @@ public final class CurlTransport: HTTPStreamingTransport {
             idle = UInt64(max(0, seconds)) &* 1_000_000_000 &+ UInt64(max(0, attoseconds / 1_000_000_000))
         }
         let transfer = CurlTransfer(
-            request: request, headerLines: lines, sink: .stream(channel), idleTimeoutNanoseconds: idle)
+            request: request, target: target, headerLines: lines, sink: .stream(channel),
+            idleTimeoutNanoseconds: idle)
         let loop = self.loop
         let head = try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { continuation in

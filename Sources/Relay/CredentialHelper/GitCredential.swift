@@ -53,16 +53,21 @@ public enum GitCredentialMatch: Sendable, Equatable {
 
     /// Matches `request` against `baseURL`: `protocol` and `host` (with its port) must name the
     /// base URL's origin, and when the base URL has a path, git's `path` must lie at or below
-    /// it, segment by segment.
+    /// it, segment by segment. Both sides are parsed by libcurl (``ParsedURL``, the parser that
+    /// sends requests), so they cannot disagree about what a URL names.
     public static func match(_ request: GitCredentialRequest, baseURL: String) -> GitCredentialMatch {
         guard let scheme = request["protocol"], let host = request["host"], !host.isEmpty,
-            !host.contains(where: { "/?#@\\ ".contains($0) }),
-            let requested = Origin(url: "\(scheme)://\(host)/"), let base = Origin(url: baseURL), requested == base
+            !host.contains(where: { "/?#@\\ ".contains($0) }), let base = try? ParsedURL(baseURL)
         else { return .none }
-        let basePath = trimmedPath(URLComponents(string: baseURL)?.path ?? "")
+        let path = request["path"]
+        // A `?` or `#` in git's (decoded) path would end the path and shorten it to a prefix.
+        if let path, path.contains(where: { "?#".contains($0) }) { return .none }
+        guard let requested = try? ParsedURL("\(scheme)://\(host)/\(path ?? "")"), requested.origin == base.origin
+        else { return .none }
+        let basePath = trimmedPath(base.path)
         guard !basePath.isEmpty else { return .matches(specificity: 0) }
-        guard let path = request["path"] else { return .pathRequired }
-        let requestedPath = trimmedPath("/" + path)
+        guard path != nil else { return .pathRequired }
+        let requestedPath = trimmedPath(requested.path)
         guard requestedPath == basePath || requestedPath.hasPrefix(basePath + "/") else { return .none }
         return .matches(specificity: basePath.count)
     }

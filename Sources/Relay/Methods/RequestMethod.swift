@@ -47,6 +47,8 @@ struct RequestMethod: Sendable {
         if !params.query.isEmpty {
             url = RequestURL.appendingQuery(params.query.map { ($0.name, $0.value) }, to: url)
         }
+        // libcurl's parse decides: the origin checks downstream and the transfer see its text.
+        url = try parsedURL(url, params: params, environment: environment).text
         var headers = params.headers
         if let body = params.body, let contentType = body.defaultContentType, !headers.contains("content-type") {
             headers.add(name: "Content-Type", value: contentType)
@@ -54,6 +56,29 @@ struct RequestMethod: Sendable {
         return HTTPRequest(
             method: params.method, url: url, headers: headers, body: params.body?.bytes,
             connectTimeout: environment.settings.connectTimeout)
+    }
+
+    /// `url` as libcurl parses it, or -32602 at the member it came from (a `base_url` libcurl
+    /// refuses is the configuration's fault: kind `config`).
+    static func parsedURL(_ url: String, params: RequestParams, environment: EnvironmentRuntime) throws
+        -> ParsedURL
+    {
+        do {
+            return try ParsedURL(url)
+        } catch {
+            if case .path = params.target {
+                do {
+                    _ = try ParsedURL(environment.settings.baseURL)
+                } catch let baseProblem {
+                    throw RPCError(
+                        code: .config, message: "the base_url of environment '\(environment.name)' \(baseProblem)")
+                }
+                throw RPCError.invalidParams([
+                    ParamDiagnostic(pointer: "/path", reason: "gives a URL that \(error)")
+                ])
+            }
+            throw RPCError.invalidParams([ParamDiagnostic(pointer: "/url", reason: error.description)])
+        }
     }
 
     /// A template variable; `null` is undefined (the expression expands to nothing).

@@ -50,6 +50,10 @@ struct RequestParams: Sendable {
     static func decodeSubscription(_ params: JSONValue?) throws(RPCError) -> RequestParams {
         var reader = try ParamReader(params, allowed: subscribeMembers)
         let lastEventID = reader.string("lastEventId")
+        if let lastEventID, ParsedURL.containsControlCharacter(lastEventID) {
+            // It becomes the Last-Event-ID header of every connection.
+            reader.report(["lastEventId"], controlCharacterReason)
+        }
         var result = decodeCommon(&reader, allowBody: false)
         try reader.finish()
         result?.lastEventID = lastEventID
@@ -62,7 +66,7 @@ struct RequestParams: Sendable {
         let profile = reader.string("profile")
         var method = "GET"
         if allowBody, let given = reader.string("method") {
-            if given.isEmpty || !given.utf8.allSatisfy(isTokenCharacter) {
+            if !HTTPFieldRules.isToken(given) {
                 reader.report(["method"], "must be an HTTP method token such as GET or POST")
             } else {
                 method = given
@@ -74,7 +78,9 @@ struct RequestParams: Sendable {
         var target: Target?
         switch (path, url) {
         case (let path?, nil):
-            if !path.hasPrefix("/") && !path.hasPrefix("{") {
+            if ParsedURL.containsControlCharacter(path) {
+                reader.report(["path"], controlCharacterReason)
+            } else if !path.hasPrefix("/") && !path.hasPrefix("{") {
                 reader.report(["path"], "must start with '/' (use url for an absolute URL)")
             }
             target = .path(template: path, variables: decodePathParams(&reader))
@@ -83,7 +89,9 @@ struct RequestParams: Sendable {
                 reader.report(["pathParams"], "only allowed with path")
             }
             let lower = url.lowercased()
-            if !(lower.hasPrefix("http://") || lower.hasPrefix("https://")) {
+            if ParsedURL.containsControlCharacter(url) {
+                reader.report(["url"], controlCharacterReason)
+            } else if !(lower.hasPrefix("http://") || lower.hasPrefix("https://")) {
                 reader.report(["url"], "must be an absolute http or https URL")
             }
             target = .url(url)
@@ -107,20 +115,29 @@ struct RequestParams: Sendable {
     private static func decodePathParams(_ reader: inout ParamReader) -> [String: JSONValue] {
         guard let object = reader.objectValue("pathParams") else { return [:] }
         var variables: [String: JSONValue] = [:]
+        /// Scalars only; a string must hold no control character (it becomes part of the URL).
+        func check(_ value: JSONValue, at path: [String], allowNull: Bool = false, _ reader: inout ParamReader) {
+            if allowNull, case .null = value { return }
+            guard isScalar(value) else {
+                reader.report(path, "must be a string, number or boolean")
+                return
+            }
+            if case .string(let text) = value, ParsedURL.containsControlCharacter(text) {
+                reader.report(path, controlCharacterReason)
+            }
+        }
         for (name, value) in object {
             switch value {
-            case .string, .number, .bool, .null: variables[name] = value
             case .array(let items):
-                for (index, item) in items.enumerated() where !isScalar(item) {
-                    reader.report(["pathParams", name, String(index)], "must be a string, number or boolean")
+                for (index, item) in items.enumerated() {
+                    check(item, at: ["pathParams", name, String(index)], &reader)
                 }
-                variables[name] = value
             case .object(let members):
-                for member in members where !isScalar(member.value) {
-                    reader.report(["pathParams", name, member.key], "must be a string, number or boolean")
-                }
-                variables[name] = value
+                for member in members { check(member.value, at: ["pathParams", name, member.key], &reader) }
+            default:
+                check(value, at: ["pathParams", name], allowNull: true, &reader)
             }
+            variables[name] = value
         }
         return variables
     }
@@ -129,15 +146,23 @@ struct RequestParams: Sendable {
         guard let object = reader.objectValue("query") else { return [] }
         var pairs: [(name: String, value: String)] = []
         for (name, value) in object {
+            if ParsedURL.containsControlCharacter(name) {
+                reader.report(["query", name], "the name " + controlCharacterReason)
+                continue
+            }
             if case .array(let items) = value {
                 for (index, item) in items.enumerated() {
                     if let text = scalarText(item) {
+                        if ParsedURL.containsControlCharacter(text) {
+                            reader.report(["query", name, String(index)], controlCharacterReason)
+                        }
                         pairs.append((name, text))
                     } else {
                         reader.report(["query", name, String(index)], "must be a string, number or boolean")
                     }
                 }
             } else if let text = scalarText(value) {
+                if ParsedURL.containsControlCharacter(text) { reader.report(["query", name], controlCharacterReason) }
                 pairs.append((name, text))
             } else {
                 reader.report(["query", name], "must be a string, number, boolean or an array of them")
@@ -150,16 +175,25 @@ struct RequestParams: Sendable {
         guard let object = reader.objectValue("headers") else { return HTTPHeaders() }
         var headers = HTTPHeaders()
         for (name, value) in object {
-            guard !name.isEmpty, name.utf8.allSatisfy(isTokenCharacter) else {
-                reader.report(["headers", name], "is not a valid header name")
+            guard !HTTPFieldRules.isReserved(name) else {
+                reader.report(
+                    ["headers", name],
+                    "frames the message or belongs to the connection; the transport sets it (Content-Length, "
+                        + "Transfer-Encoding, Host, Connection, Keep-Alive, Upgrade, TE, Trailer, Proxy-* and "
+                        + "pseudo-headers cannot be given)")
+                continue
+            }
+            guard HTTPFieldRules.isToken(name) else {
+                reader.report(["headers", name], "is not a valid header name (an RFC 9110 token)")
                 continue
             }
             guard case .string(let text) = value else {
                 reader.report(["headers", name], "must be a string, not \(value.typeName)")
                 continue
             }
-            guard !text.utf8.contains(where: { $0 == 0x0D || $0 == 0x0A || $0 == 0x00 }) else {
-                reader.report(["headers", name], "must not contain CR, LF or NUL")
+            guard HTTPFieldRules.isCleanValue(text) else {
+                reader.report(
+                    ["headers", name], "must not contain control characters (CR, LF, NUL, ...; tab is allowed)")
                 continue
             }
             headers.add(name: name, value: text)
@@ -206,13 +240,6 @@ struct RequestParams: Sendable {
         }
     }
 
-    /// RFC 9110 `tchar`.
-    static func isTokenCharacter(_ byte: UInt8) -> Bool {
-        switch byte {
-        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
-            UInt8(ascii: "0")...UInt8(ascii: "9"):
-            true
-        default: "!#$%&'*+-.^_`|~".utf8.contains(byte)
-        }
-    }
+    /// Why a string that ends up in the URL or a header field was refused.
+    static let controlCharacterReason = "must not contain control characters (NUL, CR, LF, tab, ...)"
 }

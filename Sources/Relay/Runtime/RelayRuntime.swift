@@ -44,13 +44,19 @@ final class RelayRuntime: Sendable {
             transports.append(made)
             return made
         }
-        // Token and discovery requests go through a transport of their own (no middlewares).
-        let tokenTransport = transport(for: nil)
-        let manager = TokenManager(transport: tokenTransport)
+        // One transport per environment carries both its API traffic (through the middlewares)
+        // and its profiles' token, discovery and revocation traffic (without them), so both use
+        // the environment's ca_file, proxy and connect_timeout (SPEC §5.2). Sessions of no
+        // environment do not exist; the default is never created (transports are lazy).
+        let environmentTransports = Dictionary(
+            settings.environments.map { ($0.name, transport(for: $0)) }, uniquingKeysWith: { first, _ in first })
+        let manager = TokenManager(
+            transport: transport(for: nil), environmentTransports: environmentTransports.mapValues { $0 })
         var environments: [String: EnvironmentRuntime] = [:]
         for environment in settings.environments {
+            guard let transport = environmentTransports[environment.name] else { continue }
             environments[environment.name] = try await EnvironmentRuntime.make(
-                environment, manager: manager, transport: transport(for: environment))
+                environment, manager: manager, transport: transport)
         }
         return RelayRuntime(
             settings: settings, environmentOverride: environmentOverride, manager: manager, environments: environments,

@@ -1,0 +1,187 @@
+import CCurl
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+// ALL of the unsafe work with libcurl's URL API (curl_url) lives in this file.
+//
+// Invariants:
+// - A `CurlURLHandle` owns exactly one CURLU and frees it in deinit; it is never shared between
+//   threads while mutable (it is created, read, then either dropped or handed to the transport's
+//   loop thread, which alone uses it from then on).
+// - Every string curl_url_get returns is copied into a Swift String and freed with curl_free at once.
+// - The parser is libcurl's own: the transport sends a request with CURLOPT_CURLU set to the very
+//   handle ``ParsedURL`` read its parts from (same function, same flags), so the origin that
+//   credentials are checked against is the one the transfer connects to (SPEC §5.3).
+
+/// An absolute `http`/`https` URL as libcurl parses it: the parts the transport will use to
+/// connect, and the normalised text it sends (without fragment: a fragment is never sent).
+///
+/// Rules on top of libcurl's parser: only `http` and `https`; no user information (`user:pw@`);
+/// no control character (a byte below 0x20 or 0x7F: a C string would end at a NUL and libcurl
+/// would see a different URL than the caller wrote); a host is required.
+public struct ParsedURL: Sendable, Hashable, CustomStringConvertible {
+    /// The URL libcurl will request, normalised (`scheme://host[:port]/path[?query]`).
+    public let text: String
+    /// `http` or `https`.
+    public let scheme: String
+    /// The host as libcurl connects to it (percent-decoded, IPv4 normalised, IPv6 in brackets,
+    /// without zone id).
+    public let host: String
+    /// The IPv6 zone id (`%eth0`), if any.
+    public let zoneID: String?
+    /// The port, the scheme's default when the URL names none.
+    public let port: Int
+    /// `scheme://host[:port]` as libcurl writes it: ``text`` up to the path.
+    public let root: String
+    /// The path (at least `/`).
+    public let path: String
+    /// The query without `?`, if any.
+    public let query: String?
+    /// Whether the text had a fragment (dropped from ``text``).
+    public let hadFragment: Bool
+
+    /// Parses `text` with libcurl's URL API; throws ``URLProblem`` when it is not an absolute
+    /// http(s) URL that can be sent as written.
+    public init(_ text: String) throws(URLProblem) {
+        self = try CurlURLHandle(parsing: text).parsed
+    }
+
+    /// The origin requests to this URL go to. The host is lower-cased; a zone id is kept
+    /// (`[fe80::1%eth0]`), since it names another interface.
+    public var origin: Origin {
+        var originHost = host
+        if let zoneID, originHost.hasSuffix("]") {
+            originHost = String(originHost.dropLast()) + "%" + zoneID + "]"
+        }
+        return Origin(scheme: scheme, host: originHost, port: port)
+    }
+
+    /// Whether the host is the loopback interface: `localhost` (and `*.localhost`, which libcurl
+    /// resolves to loopback itself), 127.0.0.0/8, `::1` and IPv4-mapped 127.0.0.0/8.
+    public var isLoopback: Bool { Self.isLoopback(host: host) }
+
+    public var description: String { text }
+
+    /// Whether `host` (as libcurl reports it) names the loopback interface.
+    public static func isLoopback(host: String) -> Bool {
+        var name = host.lowercased()
+        if name.hasSuffix(".") { name.removeLast() }
+        if name == "localhost" || name.hasSuffix(".localhost") { return true }
+        if name.hasPrefix("["), name.hasSuffix("]") {
+            let literal = String(name.dropFirst().dropLast())
+            var address = in6_addr()
+            guard inet_pton(AF_INET6, literal, &address) == 1 else { return false }
+            let bytes = withUnsafeBytes(of: address) { Array($0) }
+            if bytes[0..<15].allSatisfy({ $0 == 0 }) && bytes[15] == 1 { return true }
+            let mapped = bytes[0..<10].allSatisfy({ $0 == 0 }) && bytes[10] == 0xFF && bytes[11] == 0xFF
+            return mapped && bytes[12] == 127
+        }
+        var address = in_addr()
+        guard inet_pton(AF_INET, name, &address) == 1 else { return false }
+        return withUnsafeBytes(of: address) { $0[0] } == 127
+    }
+
+    /// Whether `text` holds a control character (a byte below 0x20, or 0x7F).
+    public static func containsControlCharacter(_ text: String) -> Bool {
+        text.utf8.contains { $0 < 0x20 || $0 == 0x7F }
+    }
+}
+
+/// Why a URL was refused. Descriptions never repeat the URL (it may carry a secret query).
+public enum URLProblem: Error, Sendable, Hashable, CustomStringConvertible {
+    /// A byte below 0x20 or 0x7F.
+    case controlCharacter
+    /// A scheme other than http and https.
+    case unsupportedScheme
+    /// `user[:password]@` in the authority.
+    case userInfo
+    /// Anything else libcurl's parser refused, with its reason.
+    case malformed(String)
+    /// libcurl could not be loaded.
+    case unavailable
+
+    public var description: String {
+        switch self {
+        case .controlCharacter: "contains a control character"
+        case .unsupportedScheme: "must be an absolute http or https URL"
+        case .userInfo: "must not contain user information (user:password@)"
+        case .malformed(let reason): "is not a valid URL (\(reason))"
+        case .unavailable: "cannot be parsed: libcurl is unavailable"
+        }
+    }
+}
+
+/// One CURLU handle holding a parsed URL. The transport attaches it to a transfer with
+/// CURLOPT_CURLU, so the request goes exactly where ``ParsedURL`` says.
+final class CurlURLHandle: @unchecked Sendable {  // Safe: see the file's invariants (one owner at a time).
+    let handle: OpaquePointer
+    let parsed: ParsedURL
+
+    init(parsing text: String) throws(URLProblem) {
+        guard !ParsedURL.containsControlCharacter(text) else { throw .controlCharacter }
+        guard tr_curl_load() == 1, let handle = tr_url() else { throw .unavailable }
+        let code = text.withCString { tr_url_set(handle, CURLUPART_URL, $0, tr_urlflag_disallow_user()) }
+        guard code == CURLUE_OK else {
+            tr_url_cleanup(handle)
+            switch code {
+            case CURLUE_USER_NOT_ALLOWED: throw .userInfo
+            case CURLUE_UNSUPPORTED_SCHEME, CURLUE_BAD_SCHEME, CURLUE_NO_SCHEME: throw .unsupportedScheme
+            default: throw .malformed(Self.reason(code))
+            }
+        }
+        func part(_ which: CURLUPart, _ flags: UInt32 = 0) -> String? {
+            var value: UnsafeMutablePointer<CChar>?
+            guard tr_url_get(handle, which, &value, flags) == CURLUE_OK, let value else { return nil }
+            defer { tr_curl_free(value) }
+            return String(cString: value)
+        }
+        let scheme = part(CURLUPART_SCHEME)?.lowercased() ?? ""
+        guard scheme == "http" || scheme == "https" else {
+            tr_url_cleanup(handle)
+            throw .unsupportedScheme
+        }
+        let hadFragment = part(CURLUPART_FRAGMENT) != nil
+        // A fragment is never sent; drop it so that the text is what goes out.
+        _ = tr_url_set(handle, CURLUPART_FRAGMENT, nil, 0)
+        guard let host = part(CURLUPART_HOST), !host.isEmpty, let url = part(CURLUPART_URL),
+            let portText = part(CURLUPART_PORT, tr_urlflag_default_port()), let port = Int(portText)
+        else {
+            tr_url_cleanup(handle)
+            throw .malformed("no host")
+        }
+        // No user information, and a host cannot hold '/': the first '/' after "://" starts the path.
+        let afterScheme = url.range(of: "://").map(\.upperBound) ?? url.startIndex
+        let root = String(url[..<(url[afterScheme...].firstIndex(of: "/") ?? url.endIndex)])
+        self.handle = handle
+        parsed = ParsedURL(
+            text: url, scheme: scheme, host: host, zoneID: part(CURLUPART_ZONEID), port: port, root: root,
+            path: part(CURLUPART_PATH) ?? "/", query: part(CURLUPART_QUERY), hadFragment: hadFragment)
+    }
+
+    deinit { tr_url_cleanup(handle) }
+
+    private static func reason(_ code: CURLUcode) -> String {
+        guard let text = tr_url_strerror(code) else { return "error \(code.rawValue)" }
+        return String(cString: text).lowercased()
+    }
+}
+
+extension ParsedURL {
+    /// Memberwise, for ``CurlURLHandle`` only.
+    fileprivate init(
+        text: String, scheme: String, host: String, zoneID: String?, port: Int, root: String, path: String,
+        query: String?, hadFragment: Bool
+    ) {
+        self.root = root
+        self.text = text
+        self.scheme = scheme
+        self.host = host
+        self.zoneID = zoneID
+        self.port = port
+        self.path = path
+        self.query = query
+        self.hadFragment = hadFragment
+    }
+}
