@@ -46,16 +46,22 @@ import Testing
             #"{"jsonrpc":"2.0","id":5,"method":"shutdown","params":null}"#,
             #"{"jsonrpc":"2.0","method":"exit","params":null}"#,
         ]
-        try relay.write(messages.map(Self.lsp).joined())
+        // Everything up to shutdown at once; `exit` once shutdown is answered, as LSP clients do
+        // (an earlier `exit` would cancel what is still running).
+        try relay.write(messages.dropLast().map(Self.lsp).joined())
+        try await relay.waitForStdout("5 answers") { bytes in ((try? Self.lspFrames(bytes)) ?? []).count >= 5 }
+        try relay.write(Self.lsp(messages[messages.count - 1]))
         #expect(try await relay.exitCode() == 0)
+        // One answer per request (none for the notifications), in whatever order they finished.
         let frames = try Self.lspFrames(relay.stdoutBytes)
-        #expect(frames.map { $0["id"]?.jsonText ?? "-" } == ["1", "2", "3", "4", "5"], "\(relay.stdoutText)")
-        #expect(frames[0]["result"]?["serverInfo"]?["name"] == "tokenrelay")
-        #expect(frames[1]["result"] == .object([:]))
-        #expect(frames[2]["result"]?["sessions"] != nil)
-        #expect(frames[3]["error"]?["code"] == .int(-32602), "tokenrelay's own methods stay strict")
-        #expect(frames[4]["result"] == .null)
-        #expect(frames[4].objectValue?.members.contains { $0.key == "result" } == true)
+        let byID = Dictionary(frames.map { ($0["id"]?.jsonText ?? "-", $0) }, uniquingKeysWith: { first, _ in first })
+        #expect(frames.count == 5 && Set(byID.keys) == ["1", "2", "3", "4", "5"], "\(relay.stdoutText)")
+        #expect(byID["1"]?["result"]?["serverInfo"]?["name"] == "tokenrelay")
+        #expect(byID["2"]?["result"] == .object([:]))
+        #expect(byID["3"]?["result"]?["sessions"] != nil)
+        #expect(byID["4"]?["error"]?["code"] == .int(-32602), "tokenrelay's own methods stay strict")
+        #expect(byID["5"]?["result"] == .null)
+        #expect(byID["5"]?.objectValue?.members.contains { $0.key == "result" } == true)
     }
 
     @Test func ndjsonInvalidNotificationsGetNoAnswerAndShutdownWithNullParamsWorks() async throws {
@@ -64,10 +70,13 @@ import Testing
         try relay.send(#"{"jsonrpc":"2.0","method":"exit","params":true}"#)
         try relay.send(#"[{"jsonrpc":"2.0","method":7},{"jsonrpc":"2.0","id":"b","method":"ping","params":null}]"#)
         try relay.send(#"{"jsonrpc":"2.0","id":"s","method":"shutdown","params":null}"#)
+        // Two independent requests: their answers may come in either order.
         let lines = try await relay.lines(atLeast: 2)
-        #expect(lines[0].arrayValue?.map { $0["id"] } == ["b"])
-        #expect(lines[1]["id"] == "s")
-        #expect(lines[1]["result"] == .null)
+        let batch = lines.first { $0.arrayValue != nil }
+        #expect(batch?.arrayValue?.map { $0["id"] } == ["b"], "\(relay.stdoutText)")
+        let shutdown = lines.first { $0["id"] == "s" }
+        #expect(shutdown?["result"] == .null)
+        #expect(shutdown?.objectValue?.members.contains { $0.key == "result" } == true)
         try relay.send(#"{"jsonrpc":"2.0","method":"exit","params":null}"#)
         #expect(try await relay.exitCode() == 0)
         #expect(relay.stdoutText.split(separator: "\n").count == 2, "\(relay.stdoutText)")

@@ -170,6 +170,17 @@ final class RelayProcess: Sendable {
         return try lines.map { try JSONParser.parse(String($0)) }
     }
 
+    /// Waits until `condition` holds on the stdout bytes received so far (for LSP framing, where
+    /// ``lines(atLeast:timeout:)`` does not apply).
+    func waitForStdout(
+        _ what: String, timeout: Duration = .seconds(60), until condition: @escaping @Sendable ([UInt8]) -> Bool
+    ) async throws {
+        try await withSafetyTimer(timeout) {
+            try await self.waitUntil(what, timeout: timeout) { condition($0.stdout) || $0.stdoutClosed }
+        }
+        guard condition(stdoutBytes) else { throw TimedOut(what: "\(what) (stdout closed)") }
+    }
+
     /// Waits for the exit code and for both output pipes to be drained to their end, so that
     /// `stdoutText` and `stderrText` are complete afterwards.
     func exitCode(timeout: Duration = .seconds(60)) async throws -> Int32 {

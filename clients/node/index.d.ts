@@ -45,6 +45,18 @@ export interface RequestOptions extends TargetOptions {
 export interface SubscribeOptions extends TargetOptions {
   lastEventId?: string;
   onState?: (state: SubscriptionState) => void;
+  /**
+   * Events that may wait for the consumer (default `DEFAULT_MAX_BUFFERED`, 256); past it the
+   * client stops reading the process's output, so tokenrelay pauses the HTTP transfer.
+   */
+  maxBuffered?: number;
+}
+
+/** A `token-get` result (only for profiles with `expose_token: true`). */
+export interface AccessToken {
+  access_token: string;
+  token_type: string;
+  expires_at?: string;
 }
 
 export interface RelayEvent {
@@ -78,6 +90,9 @@ export class Subscription implements AsyncIterableIterator<RelayEvent> {
   readonly id: string | undefined;
   readonly state: SubscriptionState | undefined;
   readonly ready: Promise<string>;
+  readonly maxBuffered: number;
+  /** The most events that were ever waiting at once (never above `maxBuffered`). */
+  readonly highWater: number;
   next(): Promise<IteratorResult<RelayEvent>>;
   return(): Promise<IteratorResult<RelayEvent>>;
   close(): Promise<void>;
@@ -89,7 +104,8 @@ export class Relay {
   readonly pid: number | undefined;
   readonly argv: string[];
   call(method: string, params?: object, options?: { signal?: AbortSignal; timeoutMs?: number }): Promise<any>;
-  notify(method: string, params?: object): void;
+  /** Resolves once written (writes wait for 'drain' when the process reads slowly). */
+  notify(method: string, params?: object): Promise<void>;
   initialize(params?: object): Promise<{
     serverInfo: { name: string; version: string };
     protocolVersion: string;
@@ -99,12 +115,15 @@ export class Relay {
   ping(options?: { signal?: AbortSignal; timeoutMs?: number }): Promise<void>;
   request(options: RequestOptions): Promise<Response>;
   invalidate(options?: { environment?: string; profile?: string; all?: boolean }): Promise<number>;
-  status(): Promise<{ sessions: Record<string, any>[]; subscriptions: Record<string, any>[] }>;
+  logout(options?: { environment?: string; profile?: string; all?: boolean }): Promise<number>;
+  tokenGet(options?: { environment?: string; profile?: string }): Promise<AccessToken>;
+  status(): Promise<{ sessions: Record<string, any>[]; subscriptions: number }>;
   subscribe(options: SubscribeOptions): Subscription;
   close(options?: { timeoutMs?: number }): Promise<number | null>;
 }
 
 export const TIMEOUT_SLACK_MS: number;
+export const DEFAULT_MAX_BUFFERED: number;
 export function findBinary(binary?: string, environ?: Record<string, string | undefined>): string;
 export function errorFromJSON(error: unknown): RelayError;
 

@@ -18,12 +18,13 @@ shift
 max_events=${MAX_EVENTS:-0}
 
 coproc RELAY { exec "$tokenrelay" --framing ndjson "$@"; }
+# shellcheck disable=SC2153  # coproc RELAY sets RELAY_PID
 relay_pid=$RELAY_PID
 # Own copies of the coprocess's fds: bash closes RELAY[*] as soon as the process exits,
 # and there may still be lines to read.
 exec {relay_in}>&"${RELAY[1]}" {relay_out}<&"${RELAY[0]}"
 
-send() { printf '%s\n' "$1" >&"$relay_in" 2>/dev/null || true; }
+send() { printf '%s\n' "$1" 1>&"$relay_in" 2>/dev/null || true; }
 
 subscription=
 stopping=0

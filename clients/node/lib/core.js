@@ -122,7 +122,7 @@ export function subscribeParams(o) {
   return params;
 }
 
-/** @param {{environment?: string, profile?: string, all?: boolean}} [o] */
+/** @param {{environment?: string, profile?: string, all?: boolean}} o (optional) */
 export function invalidateParams({ environment, profile, all } = {}) {
   /** @type {Record<string, any>} */
   const params = {};

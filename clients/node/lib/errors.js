@@ -4,7 +4,7 @@
 export class RelayError extends Error {
   /**
    * @param {string} message
-   * @param {{code?: number|null, kind?: string|null, data?: Record<string, unknown>, cause?: unknown}} [options]
+   * @param {{code?: number|null, kind?: string|null, data?: Record<string, unknown>, cause?: unknown}} options (optional)
    */
   constructor(message, { code = null, kind = null, data = {}, cause } = {}) {
     super(message, cause === undefined ? undefined : { cause });
@@ -67,7 +67,7 @@ export class MethodNotFound extends ProtocolError {}
 export class RelayClosed extends RelayError {
   /**
    * @param {string} [message]
-   * @param {{exitCode?: number|null, signal?: string|null}} [options]
+   * @param {{exitCode?: number|null, signal?: string|null}} options (optional)
    */
   constructor(message = 'tokenrelay process is closed', { exitCode = null, signal = null } = {}) {
     super(message, { kind: 'closed' });

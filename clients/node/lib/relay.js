@@ -8,20 +8,32 @@ import { AbortError, ProtocolError, RelayClosed, RelayError, RelayTimeout } from
 /** Extra milliseconds the client waits past a request's own `timeoutMs` before giving up. */
 export const TIMEOUT_SLACK_MS = 5000;
 
+/**
+ * Events (and state changes) a subscription holds for its consumer before the client stops
+ * reading the process's output, which makes tokenrelay pause the HTTP transfer.
+ */
+export const DEFAULT_MAX_BUFFERED = 256;
+
 const END = Symbol('end');
 
 /**
  * An SSE subscription: `for await (const event of subscription)`; breaking out of the loop
  * (or `close()`) unsubscribes. `state` holds the latest subscription-state.
+ *
+ * At most `maxBuffered` events wait for the consumer; when that many are waiting the client
+ * stops reading the process's output until the consumer takes one, so tokenrelay pauses the
+ * HTTP transfer instead of the client growing (answers to other calls on the same Relay wait
+ * too: consume or close a subscription you no longer read).
  * @implements {AsyncIterableIterator<import('../index.js').RelayEvent>}
  */
 export class Subscription {
   /**
    * @param {Relay} relay
    * @param {Record<string, any>} params
-   * @param {{onState?: (state: import('../index.js').SubscriptionState) => void, signal?: AbortSignal}} options
+   * @param {{onState?: (state: import('../index.js').SubscriptionState) => void, signal?: AbortSignal, maxBuffered?: number}} options
    */
-  constructor(relay, params, { onState, signal } = {}) {
+  constructor(relay, params, { onState, signal, maxBuffered = DEFAULT_MAX_BUFFERED } = {}) {
+    if (!Number.isInteger(maxBuffered) || maxBuffered < 1) throw new RangeError('maxBuffered must be a positive integer');
     this.relay = relay;
     /** @type {string|undefined} */
     this.id = undefined;
@@ -30,6 +42,9 @@ export class Subscription {
     this.onState = onState;
     /** @type {any[]} */
     this.queue = [];
+    this.maxBuffered = maxBuffered;
+    /** The most items that were ever waiting at once (never above `maxBuffered`). */
+    this.highWater = 0;
     /** @type {((value: void) => void)|null} */
     this.wake = null;
     this.closed = false;
@@ -49,11 +64,31 @@ export class Subscription {
     if (signal) signal.addEventListener('abort', () => { this.close().catch(() => {}); }, { once: true });
   }
 
-  /** @param {any} item */
+  /**
+   * Queues an item for the consumer; past `maxBuffered` the relay stops reading (back-pressure).
+   * @param {any} item
+   */
   deliver(item) {
     if (item && item.kind === 'state') this.state = item.value;
+    if (this.closed && !(item instanceof RelayError) && item !== END) return; // nobody reads it
     this.queue.push(item);
+    if (this.queue.length > this.highWater) this.highWater = this.queue.length;
+    if (this.queue.length >= this.maxBuffered) this.relay.holdReading(this);
     if (this.wake) { const wake = this.wake; this.wake = null; wake(); }
+  }
+
+  /** @returns {any} the next item, letting the relay read again once there is room */
+  take() {
+    const item = this.queue.shift();
+    if (this.queue.length < this.maxBuffered) this.relay.releaseReading(this);
+    return item;
+  }
+
+  /** Marks it closed and drops what it holds, so it never holds the relay's reading. */
+  markClosed() {
+    this.closed = true;
+    this.queue = [];
+    this.relay.releaseReading(this);
   }
 
   /** @returns {Promise<IteratorResult<import('../index.js').RelayEvent>>} */
@@ -61,18 +96,18 @@ export class Subscription {
     if (!this.closed) await this.ready;
     for (;;) {
       if (this.closed) return { done: true, value: undefined };
-      const item = this.queue.shift();
+      const item = this.take();
       if (item === undefined) {
         await new Promise((resolve) => { this.wake = resolve; });
         continue;
       }
       if (item === END) return { done: true, value: undefined };
-      if (item instanceof RelayError) { this.closed = true; throw item; }
+      if (item instanceof RelayError) { this.markClosed(); throw item; }
       if (item.kind === 'event') return { done: false, value: item.value };
       if (item.kind === 'state') {
         if (this.onState) this.onState(item.value);
         if (item.value.state === 'closed') {
-          this.closed = true;
+          this.markClosed();
           if (this.id !== undefined) this.relay.subscriptions.delete(this.id);
           return { done: true, value: undefined };
         }
@@ -83,7 +118,7 @@ export class Subscription {
   /** Unsubscribes (idempotent; quiet if the process is gone). */
   async close() {
     if (this.closed) return;
-    this.closed = true;
+    this.markClosed();
     this.deliver(END);
     let id;
     try { id = await this.ready; } catch { return; }
@@ -104,7 +139,7 @@ export class Subscription {
 
 /** A tokenrelay process and a client for it. */
 export class Relay {
-  /** @param {import('../index.js').RelayOptions} [options] */
+  /** @param {import('../index.js').RelayOptions} options (optional) */
   constructor({ config, env, binary, args = [], logLevel, environ, onLog, onNotification } = {}) {
     const executable = core.findBinary(binary, environ ?? process.env);
     this.argv = [executable, ...core.buildArgs({ config, env, logLevel, args })];
@@ -117,6 +152,21 @@ export class Relay {
     this.subscriptions = new Map();
     /** @type {RelayClosed|null} */
     this.closedError = null;
+    /**
+     * Subscriptions whose buffer is full: while any is, stdout is not read.
+     * @type {Set<Subscription>}
+     */
+    this.holding = new Set();
+    /**
+     * Lines of the last chunk not yet handled because reading is held.
+     * @type {string[]}
+     */
+    this.backlog = [];
+    /**
+     * Writes in order, each after the previous one drained (stdin back-pressure).
+     * @type {Promise<void>}
+     */
+    this.writeTail = Promise.resolve();
     this.child = spawn(executable, this.argv.slice(1), { stdio: ['pipe', 'pipe', 'pipe'], env: environ ?? process.env });
     this.exited = new Promise((resolve) => {
       this.child.on('close', (code, signal) => {
@@ -129,7 +179,10 @@ export class Relay {
     });
     this.child.stdin.on('error', () => {}); // EPIPE: reported through 'close'
     const out = new core.LineSplitter();
-    this.child.stdout.on('data', (chunk) => { for (const line of out.push(chunk)) this.onLine(line); });
+    this.child.stdout.on('data', (chunk) => {
+      this.backlog.push(...out.push(chunk));
+      this.handleBacklog();
+    });
     const err = new core.LineSplitter();
     this.child.stderr.on('data', (chunk) => {
       for (const line of err.push(chunk)) if (line.trim() !== '') this.onLog(line.replace(/\r$/, ''), core.logLevelOf(line));
@@ -138,6 +191,33 @@ export class Relay {
 
   /** The process id. */
   get pid() { return this.child.pid; }
+
+  /** Handles buffered lines until a subscription's buffer is full. */
+  handleBacklog() {
+    while (this.backlog.length > 0 && this.holding.size === 0) {
+      this.onLine(/** @type {string} */ (this.backlog.shift()));
+    }
+  }
+
+  /**
+   * Stops reading stdout while `subscription`'s buffer is full: the pipe fills and tokenrelay
+   * pauses (it pauses the HTTP transfer).
+   * @param {Subscription} subscription
+   */
+  holdReading(subscription) {
+    if (this.holding.size === 0) this.child.stdout.pause();
+    this.holding.add(subscription);
+  }
+
+  /** @param {Subscription} subscription */
+  releaseReading(subscription) {
+    if (!this.holding.delete(subscription) || this.holding.size > 0) return;
+    // After the current consumer step: handle what was read already, then read on.
+    queueMicrotask(() => {
+      this.handleBacklog();
+      if (this.holding.size === 0 && !this.closedError) this.child.stdout.resume();
+    });
+  }
 
   /** @param {string} line */
   onLine(line) {
@@ -181,25 +261,50 @@ export class Relay {
     this.subscriptions.clear();
   }
 
-  /** @param {unknown} message */
+  /**
+   * Writes one message after every earlier one, waiting for 'drain' whenever stdin's buffer is
+   * full, so a process that reads slowly slows the sender instead of growing the client.
+   * @param {unknown} message
+   * @returns {Promise<void>}
+   */
   send(message) {
+    if (this.closedError) return Promise.reject(this.closedError);
+    const data = core.encodeMessage(message);
+    const written = this.writeTail.then(() => this.write(data));
+    this.writeTail = written.catch(() => {});
+    return written;
+  }
+
+  /** @param {string} data */
+  async write(data) {
     if (this.closedError) throw this.closedError;
-    if (!this.child.stdin.writable) throw new RelayClosed('tokenrelay process is not accepting input');
-    this.child.stdin.write(core.encodeMessage(message));
+    const stdin = this.child.stdin;
+    if (!stdin.writable) throw new RelayClosed('tokenrelay process is not accepting input');
+    if (stdin.write(data)) return;
+    await new Promise((resolve) => {
+      const done = () => {
+        stdin.off('drain', done);
+        stdin.off('close', done);
+        resolve(undefined);
+      };
+      stdin.on('drain', done);
+      stdin.on('close', done);
+    });
   }
 
   /**
-   * Sends a notification.
+   * Sends a notification (resolves once it is written).
    * @param {string} method @param {object} [params]
+   * @returns {Promise<void>}
    */
-  notify(method, params) { this.send(core.notificationMessage(method, params)); }
+  notify(method, params) { return this.send(core.notificationMessage(method, params)); }
 
   /**
    * Sends any request and resolves with its result. `signal` aborting, or no answer within
    * `timeoutMs` (RelayTimeout), sends `$/cancelRequest`.
    * @param {string} method
    * @param {object} [params]
-   * @param {{signal?: AbortSignal, timeoutMs?: number, onResult?: (result: unknown) => void}} [options]
+   * @param {{signal?: AbortSignal, timeoutMs?: number, onResult?: (result: unknown) => void}} options (optional)
    * @returns {Promise<any>}
    */
   call(method, params, { signal, timeoutMs, onResult } = {}) {
@@ -231,33 +336,32 @@ export class Relay {
           reject(new RelayTimeout(`no answer to ${method} within ${timeoutMs} ms; cancelled`, { kind: 'timeout' }));
         }, timeoutMs);
       }
-      try {
-        this.send(core.requestMessage(id, method, params));
-      } catch (e) {
-        this.pending.delete(id);
+      this.send(core.requestMessage(id, method, params)).catch((e) => {
+        if (!this.pending.delete(id)) return; // answered or abandoned already
         cleanup();
         reject(e);
-      }
+      });
     });
   }
 
   /** @param {number} id */
   abandon(id) {
-    if (this.pending.delete(id)) {
-      try { this.send(core.cancelMessage(id)); } catch { /* closed */ }
-    }
+    if (this.pending.delete(id)) this.send(core.cancelMessage(id)).catch(() => { /* closed */ });
   }
 
   /** `initialize`: server info, protocol version, environments, capabilities. */
   initialize(params = { processId: process.pid }) { return this.call('initialize', params); }
 
-  /** `ping`. @param {{signal?: AbortSignal, timeoutMs?: number}} [options] */
+  /**
+   * `ping`.
+   * @param {{signal?: AbortSignal, timeoutMs?: number}} [options]
+   */
   async ping(options) { await this.call('ping', undefined, options); }
 
   /**
    * An authenticated HTTP request; any HTTP status resolves to a Response.
    * @param {import('../index.js').RequestOptions} options
-   * @returns {Promise<Response>}
+   * @returns {Promise<core.Response>}
    */
   async request(options) {
     const params = core.requestParams(options);
@@ -276,6 +380,34 @@ export class Relay {
     return result.invalidated;
   }
 
+  /**
+   * `logout`: drops tokens and refresh state (revoking where the server offers it); resolves
+   * with how many sessions were logged out.
+   * @param {{environment?: string, profile?: string, all?: boolean}} [options]
+   * @returns {Promise<number>}
+   */
+  async logout(options) {
+    const result = await this.call('logout', core.invalidateParams(options));
+    if (!result || !Number.isInteger(result.loggedOut)) throw new ProtocolError(`unexpected logout result: ${JSON.stringify(result)}`);
+    return result.loggedOut;
+  }
+
+  /**
+   * `token-get`: `{access_token, token_type, expires_at?}`, only for profiles with
+   * `expose_token: true` (credential-helper use); rejects with NotSupported otherwise.
+   * @param {{environment?: string, profile?: string}} options (optional)
+   * @returns {Promise<import('../index.js').AccessToken>}
+   */
+  async tokenGet({ environment, profile } = {}) {
+    /** @type {Record<string, string>} */
+    const params = {};
+    if (environment !== undefined) params.environment = environment;
+    if (profile !== undefined) params.profile = profile;
+    const result = await this.call('token-get', params);
+    if (!result || typeof result.access_token !== 'string') throw new ProtocolError('unexpected token-get result'); // never echo it
+    return result;
+  }
+
   /** `status`: sessions and subscriptions (never a token value). */
   status() { return this.call('status', {}); }
 
@@ -290,15 +422,16 @@ export class Relay {
 
   /**
    * `shutdown` + `exit`, then SIGTERM, then SIGKILL, each bounded; resolves with the exit code.
-   * @param {{timeoutMs?: number}} [options]
+   * @param {{timeoutMs?: number}} options (optional)
    * @returns {Promise<number|null>}
    */
   async close({ timeoutMs = 5000 } = {}) {
     const running = this.child.exitCode === null && this.child.signalCode === null && !this.closedError;
+    for (const subscription of this.subscriptions.values()) subscription.markClosed(); // none may hold reading now
     if (running) {
-      for (const id of [...this.pending.keys()]) { try { this.send(core.cancelMessage(id)); } catch { break; } }
+      for (const id of [...this.pending.keys()]) this.send(core.cancelMessage(/** @type {number} */ (id))).catch(() => { /* gone */ });
       try { await this.call('shutdown', undefined, { timeoutMs: timeoutMs / 2 }); } catch { /* ShuttingDown or gone */ }
-      try { this.notify('exit'); } catch { /* gone */ }
+      await this.notify('exit').catch(() => { /* gone */ });
     }
     this.child.stdin.end();
     const waitExit = (/** @type {number} */ ms) => Promise.race([

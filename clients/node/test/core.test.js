@@ -118,3 +118,13 @@ test('events, states and log levels', () => {
   assert.equal(core.logLevelOf('{"level":"error"}'), 'error');
   assert.equal(core.logLevelOf('plain'), 'info');
 });
+
+test('the code table is exactly the documented one (protocol 2026-12-01 renumbering included)', () => {
+  const document = JSON.parse(readFileSync(new URL('../../../schemas/openrpc.json', import.meta.url), 'utf8'));
+  for (const [kind, { code }] of Object.entries(document.components.errors)) {
+    assert.equal(errors.errorFromJSON({ code, message: 'm' }).kind, kind, `code ${code}`);
+  }
+  for (const reserved of [-32001, -32002, -32803, -32802, -32801]) {
+    assert.equal(errors.errorFromJSON({ code: reserved, message: 'm' }).kind, null, `${reserved} is LSP's`);
+  }
+});

@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Relay, UnknownEnvironment, UnknownProfile, AuthError, TransportError, InvalidParams } from '../index.js';
+import { Relay, UnknownEnvironment, UnknownProfile, AuthError, TransportError, InvalidParams, NotSupported } from '../index.js';
 import { realBin, stackEnv, logSink } from './helpers.js';
 
 const stack = stackEnv();
@@ -85,5 +85,26 @@ test('each error class for its cause', { skip }, async () => {
     await assert.rejects(relay.request({ path, profile: 'bad' }), (/** @type {any} */ e) => e instanceof AuthError && e.oauthError === 'invalid_client');
     await assert.rejects(relay.request({ path: '/', environment: 'closed', auth: false, timeoutMs: 10000 }), TransportError);
     await assert.rejects(relay.call('request', { path: '/', method: 5 }), InvalidParams);
+  } finally { await relay.close(); }
+});
+
+test('tokenGet and logout', { skip }, async () => {
+  const s = /** @type {Record<string, string>} */ (stack);
+  const client = { type: 'client_credentials', issuer: s.ISSUER || s.AS_URL, client_id: s.CLIENT_ID || 'svc',
+    client_secret: s.CLIENT_SECRET || 'svc-secret', ...(s.TOKEN_URL ? { token_url: s.TOKEN_URL } : {}) };
+  const config = { version: 1, default_environment: 'stack', environments: { stack: { base_url: s.RS_URL,
+    default_profile: 'exposed', profiles: { exposed: { ...client, expose_token: true }, hidden: client } } } };
+  const file = join(mkdtempSync(join(tmpdir(), 'tokenrelay-node-')), 'config.yaml');
+  writeFileSync(file, JSON.stringify(config));
+  const relay = new Relay({ config: file, binary: /** @type {string} */ (binary), onLog: logSink().onLog });
+  try {
+    const token = await relay.tokenGet({ environment: 'stack', profile: 'exposed' });
+    assert.ok(typeof token.access_token === 'string' && token.access_token.length > 0);
+    assert.equal(token.token_type.toLowerCase(), 'bearer');
+    await assert.rejects(relay.tokenGet({ profile: 'hidden' }), NotSupported);
+    assert.equal(await relay.logout({ environment: 'stack', profile: 'exposed' }), 1);
+    const session = (await relay.status()).sessions.find((/** @type {any} */ x) => x.profile === 'exposed');
+    assert.equal(session.refreshable, false);
+    assert.ok((await relay.tokenGet()).access_token, 'a new token after logout');
   } finally { await relay.close(); }
 });

@@ -27,10 +27,10 @@ def test_request_content_is_sent_as_base64_and_defaults_are_omitted():
 
 
 @pytest.mark.parametrize("kwargs", [
-    dict(path="/a", json=1, text="a"),
-    dict(path="/a", text="a", content=b"b"),
-    dict(path="/a", url="http://h"),
-    dict(),
+    {"path": "/a", "json": 1, "text": "a"},
+    {"path": "/a", "text": "a", "content": b"b"},
+    {"path": "/a", "url": "http://h"},
+    {},
 ])
 def test_conflicting_or_missing_request_arguments_are_rejected(kwargs):
     with pytest.raises(ValueError):
@@ -142,3 +142,17 @@ def test_server_log_lines_keep_their_level(caplog):
         _core.forward_log_line(b"plain\n")
     assert [(r.levelno, r.getMessage()) for r in caplog.records] == [
         (logging.WARNING, "tokenrelay warn: careful"), (logging.ERROR, '{"level":"error","message":"bad"}'), (logging.INFO, "plain")]
+
+
+def test_error_codes_are_the_documented_ones():
+    """errors.py's code table is exactly schemas/openrpc.json's (the renumbering of protocol
+    2026-12-01 included: config -32004, unknown_environment -32005)."""
+    import json
+    from pathlib import Path
+
+    from tokenrelay.errors import _KIND_BY_CODE
+
+    document = json.loads((Path(__file__).resolve().parents[3] / "schemas" / "openrpc.json").read_text())
+    documented = {e["code"]: kind for kind, e in document["components"]["errors"].items()}
+    assert documented == _KIND_BY_CODE
+    assert not {-32001, -32002, -32803, -32802, -32801} & set(_KIND_BY_CODE), "codes LSP reserves"

@@ -8,9 +8,9 @@ import signal
 import threading
 
 import pytest
+from conftest import pid_exists
 
 import tokenrelay
-from conftest import pid_exists
 
 
 def test_initialize_and_ping(real_bin):

@@ -4,9 +4,9 @@ Skipped unless TOKENRELAY_STACK_ENV names the stack's variables file."""
 import asyncio
 
 import pytest
+from stack_config import paths, write_config
 
 import tokenrelay
-from stack_config import paths, write_config
 
 
 @pytest.fixture

@@ -4,10 +4,11 @@
 from __future__ import annotations
 
 import asyncio
+import collections
 import itertools
 import logging
 import os
-from typing import Any, AsyncIterator, Callable, Dict, List, Mapping, Optional, Sequence, Union
+from typing import Any, AsyncIterator, Callable, Deque, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from . import _core
 from ._core import Event, Response, SubscriptionState
@@ -16,25 +17,74 @@ from .errors import ProtocolError, RelayClosed, RelayError, RelayTimeout
 
 _log = logging.getLogger("tokenrelay")
 _END = object()
+#: The longest line the client accepts (tokenrelay's own messages stay under 64 MiB).
 _LINE_LIMIT = 128 * 1024 * 1024
+#: How much the pipe reader buffers ahead of the consumer (asyncio pauses the transport past
+#: twice this), so a full subscription buffer stops reading the process's output.
+_READ_CHUNK = 64 * 1024
 
 
 class AsyncSubscription:
     """An event stream: ``async for event in subscription``; ``state`` holds the latest
-    :class:`SubscriptionState`; ``await close()`` (or leaving ``async with``) unsubscribes."""
+    :class:`SubscriptionState`; ``await close()`` (or leaving ``async with``) unsubscribes.
 
-    def __init__(self, relay: "AsyncRelay", on_state: Optional[Callable[[SubscriptionState], None]]) -> None:
+    At most ``max_buffered`` events wait for the consumer; when that many are waiting the
+    client stops reading the process's output until the consumer takes one, so tokenrelay
+    pauses the HTTP transfer instead of the client growing (answers to other calls on the same
+    :class:`AsyncRelay` wait too: consume or close a subscription you no longer read)."""
+
+    def __init__(
+        self, relay: "AsyncRelay", on_state: Optional[Callable[[SubscriptionState], None]],
+        max_buffered: int = _core.DEFAULT_MAX_BUFFERED,
+    ) -> None:
+        if max_buffered < 1:
+            raise ValueError("max_buffered must be at least 1")
         self._relay = relay
-        self._queue: "asyncio.Queue[Any]" = asyncio.Queue()
+        self._items: Deque[Any] = collections.deque()
+        self._max_buffered = max_buffered
+        self._readable = asyncio.Event()  # set while items wait or the subscription is closed
+        self._writable = asyncio.Event()  # set while there is room (or it is closed)
+        self._writable.set()
         self._on_state = on_state
         self._closed = False
         self.id: Optional[str] = None
         self.state: Optional[SubscriptionState] = None
+        #: The most items that were ever waiting at once (never above ``max_buffered``).
+        self.high_water = 0
 
-    def _deliver(self, item: Any) -> None:
+    def _put(self, item: Any) -> None:
+        self._items.append(item)
+        self.high_water = max(self.high_water, len(self._items))
+        self._readable.set()
+        if len(self._items) >= self._max_buffered:
+            self._writable.clear()
+
+    async def _deliver(self, item: Any) -> None:
+        """Called by the reader: waits while the buffer is full (back-pressure)."""
         if isinstance(item, SubscriptionState):
             self.state = item
-        self._queue.put_nowait(item)
+        while not self._closed and len(self._items) >= self._max_buffered:
+            await self._writable.wait()
+        if not self._closed:
+            self._put(item)
+
+    def _deliver_now(self, item: Any) -> None:
+        """An error ending the subscription: never waits."""
+        self._put(item)
+
+    async def _take(self, timeout: Optional[float]) -> Any:
+        while not self._items:
+            if self._closed:
+                return _END
+            self._readable.clear()
+            try:
+                await asyncio.wait_for(self._readable.wait(), timeout)
+            except asyncio.TimeoutError:
+                raise RelayTimeout(f"no event within {timeout} s", kind="timeout") from None
+        item = self._items.popleft()
+        if len(self._items) < self._max_buffered:
+            self._writable.set()
+        return item
 
     async def get(self, timeout: Optional[float] = None) -> Event:
         """The next event; raises :class:`StopAsyncIteration` at the end and
@@ -42,10 +92,7 @@ class AsyncSubscription:
         while True:
             if self._closed:
                 raise StopAsyncIteration
-            try:
-                item = await asyncio.wait_for(self._queue.get(), timeout)
-            except asyncio.TimeoutError:
-                raise RelayTimeout(f"no event within {timeout} s", kind="timeout") from None
+            item = await self._take(timeout)
             if isinstance(item, Event):
                 return item
             if isinstance(item, SubscriptionState):
@@ -56,7 +103,7 @@ class AsyncSubscription:
                     raise StopAsyncIteration
                 continue
             if isinstance(item, RelayError):
-                self._closed = True
+                self._mark_closed()
                 raise item
             if item is _END:
                 raise StopAsyncIteration
@@ -67,17 +114,24 @@ class AsyncSubscription:
     async def __anext__(self) -> Event:
         return await self.get()
 
-    def _finish(self) -> None:
+    def _mark_closed(self) -> bool:
+        """Marks it closed (releasing a reader held by back-pressure); returns whether it was open."""
+        was_open = not self._closed
         self._closed = True
+        self._items.clear()
+        self._readable.set()
+        self._writable.set()
+        return was_open
+
+    def _finish(self) -> None:
+        self._mark_closed()
         if self.id is not None:
             self._relay._subscriptions.pop(self.id, None)
 
     async def close(self) -> None:
         """Unsubscribes (idempotent; quiet if the process is already gone)."""
-        if self._closed:
+        if not self._mark_closed():
             return
-        self._closed = True
-        self._queue.put_nowait(_END)
         if self.id is not None:
             try:
                 await self._relay.call("unsubscribe", {"subscription": self.id}, timeout=10)
@@ -135,7 +189,7 @@ class AsyncRelay:
                     stdout=asyncio.subprocess.PIPE,
                     stderr=asyncio.subprocess.PIPE,
                     env=self._environ,
-                    limit=_LINE_LIMIT,
+                    limit=_READ_CHUNK,
                 )
                 self._tasks = [
                     asyncio.ensure_future(self._read_loop()),
@@ -154,20 +208,33 @@ class AsyncRelay:
     async def _read_loop(self) -> None:
         assert self.process is not None and self.process.stdout is not None
         stream = self.process.stdout
+        partial = bytearray()
+        oversized = False
         try:
             while True:
-                try:
-                    line = await stream.readline()
-                except ValueError:  # longer than the limit
-                    _log.warning("server sent an oversized line; dropped")
-                    continue
-                if not line:
+                chunk = await stream.read(_READ_CHUNK)
+                if not chunk:
                     break
-                try:
-                    for message in _core.parse_line(line):
-                        self._dispatch(message)
-                except ProtocolError as exc:
-                    _log.warning("%s", exc)
+                start = 0
+                while True:
+                    newline = chunk.find(b"\n", start)
+                    if newline < 0:
+                        if not oversized:
+                            partial += chunk[start:]
+                            if len(partial) > _LINE_LIMIT:
+                                _log.warning("server sent an oversized line; dropped")
+                                partial.clear()
+                                oversized = True
+                        break
+                    if oversized:
+                        oversized = False
+                    else:
+                        partial += chunk[start:newline + 1]
+                        await self._receive_line(bytes(partial))
+                    partial.clear()
+                    start = newline + 1
+            if partial and not oversized:  # a last line without a newline
+                await self._receive_line(bytes(partial))
         finally:
             returncode: Optional[int] = None
             try:
@@ -176,34 +243,53 @@ class AsyncRelay:
                 pass
             self._fail_all(RelayClosed(f"tokenrelay process exited (status {returncode})", returncode=returncode))
 
-    def _dispatch(self, message: Any) -> None:
+    async def _receive_line(self, line: bytes) -> None:
+        try:
+            messages = _core.parse_line(line)
+        except ProtocolError as exc:
+            _log.warning("%s", exc)
+            return
+        for message in messages:
+            try:
+                delivery = self._dispatch(message)
+            except ProtocolError as exc:
+                _log.warning("%s", exc)
+                continue
+            if delivery is not None:  # waits while that subscription's buffer is full
+                subscription, item = delivery
+                await subscription._deliver(item)
+
+    def _dispatch(self, message: Any) -> Optional[Tuple[AsyncSubscription, Any]]:
+        """Handles one message; returns the subscription and item to deliver for its stream."""
         shape, key, value = _core.classify(message)
         if shape == _core.RESPONSE:
             future = self._pending.pop(key, None)
             hook = self._hooks.pop(key, None)
             if future is None or future.done():
-                return
+                return None
             if isinstance(value, RelayError):
                 future.set_exception(value)
-                return
+                return None
             if hook is not None:
                 try:
                     hook(value.value)
                 except RelayError as exc:
                     future.set_exception(exc)
-                    return
+                    return None
             future.set_result(value.value)
         elif shape == _core.NOTIFICATION:
             if key in ("event", "subscription-state"):
                 subscription = self._subscriptions.get(str(value.get("subscription")))
                 if subscription is None:
-                    return
-                subscription._deliver(Event.from_params(value) if key == "event" else SubscriptionState.from_params(value))
+                    return None
+                item = Event.from_params(value) if key == "event" else SubscriptionState.from_params(value)
+                return subscription, item
             elif self._on_notification is not None:
                 try:
                     self._on_notification(key, value)
                 except Exception:
                     _log.exception("on_notification callback failed")
+        return None
 
     def _fail_all(self, error: RelayClosed) -> None:
         if self._closed_error is None:
@@ -217,7 +303,7 @@ class AsyncRelay:
         subscriptions = list(self._subscriptions.values())
         self._subscriptions.clear()
         for subscription in subscriptions:
-            subscription._deliver(self._closed_error)
+            subscription._deliver_now(self._closed_error)
 
     async def _send(self, message: Mapping[str, Any]) -> None:
         if self.process is None:
@@ -319,6 +405,17 @@ class AsyncRelay:
         """``token-invalidate``: how many sessions were invalidated."""
         return _core.invalidated_count(await self.call("token-invalidate", _core.invalidate_params(environment, profile, all)))
 
+    async def logout(self, environment: Optional[str] = None, profile: Optional[str] = None, all: bool = False) -> int:
+        """``logout``: drops tokens and refresh state (revoking where the server offers it);
+        how many sessions were logged out."""
+        result = await self.call("logout", _core.invalidate_params(environment, profile, all))
+        return _core.invalidated_count(result, "loggedOut", "logout")
+
+    async def token_get(self, environment: Optional[str] = None, profile: Optional[str] = None) -> Dict[str, Any]:
+        """``token-get``: ``{access_token, token_type, expires_at?}``, only for profiles with
+        ``expose_token: true`` (credential-helper use); :class:`NotSupported` otherwise."""
+        return _core.token_result(await self.call("token-get", _core.token_get_params(environment, profile)))
+
     async def status(self) -> Dict[str, Any]:
         """``status``."""
         result = await self.call("status", {})
@@ -338,12 +435,15 @@ class AsyncRelay:
         auth: bool = True,
         last_event_id: Optional[str] = None,
         on_state: Optional[Callable[[SubscriptionState], None]] = None,
+        max_buffered: int = _core.DEFAULT_MAX_BUFFERED,
     ) -> AsyncSubscription:
-        """Follows an SSE stream; returns once the server registered it."""
+        """Follows an SSE stream; returns once the server registered it. At most
+        ``max_buffered`` events wait for the consumer; past that the client stops reading
+        the process's output (tokenrelay then pauses the HTTP transfer)."""
         params = _core.subscribe_params(
             path, url=url, path_params=path_params, query=query, headers=headers, environment=environment,
             profile=profile, timeout=timeout, auth=auth, last_event_id=last_event_id)
-        subscription = AsyncSubscription(self, on_state)
+        subscription = AsyncSubscription(self, on_state, max_buffered)
 
         def register(result: Any) -> None:  # in the reader, before the next message
             subscription.id = _core.subscription_id(result)
@@ -357,6 +457,8 @@ class AsyncRelay:
         process = self.process
         if process is None:
             return None
+        for subscription in list(self._subscriptions.values()):  # they end here; none may hold the reader
+            subscription._mark_closed()
         if process.returncode is None and self._closed_error is None:
             for request_id in list(self._pending):  # nobody will read those answers
                 try:

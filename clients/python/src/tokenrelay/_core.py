@@ -221,13 +221,35 @@ def invalidate_params(environment: Optional[str] = None, profile: Optional[str] 
     return params
 
 
-def invalidated_count(result: Any) -> int:
-    """The ``invalidated`` count of a ``token-invalidate`` result."""
-    if isinstance(result, dict) and isinstance(result.get("invalidated"), int):
-        return int(result["invalidated"])
+def invalidated_count(result: Any, member: str = "invalidated", method: str = "token-invalidate") -> int:
+    """The ``invalidated`` count of a ``token-invalidate`` result (``loggedOut`` of ``logout``)."""
+    if isinstance(result, dict) and isinstance(result.get(member), int):
+        return int(result[member])
     if isinstance(result, int) and not isinstance(result, bool):
         return result
-    raise ProtocolError(f"unexpected token-invalidate result: {result!r}")
+    raise ProtocolError(f"unexpected {method} result: {result!r}")
+
+
+def token_get_params(environment: Optional[str] = None, profile: Optional[str] = None) -> Dict[str, Any]:
+    """The ``token-get`` params."""
+    params: Dict[str, Any] = {}
+    if environment is not None:
+        params["environment"] = environment
+    if profile is not None:
+        params["profile"] = profile
+    return params
+
+
+def token_result(result: Any) -> Dict[str, Any]:
+    """A ``token-get`` result: ``access_token``, ``token_type`` and ``expires_at`` when known."""
+    if isinstance(result, dict) and isinstance(result.get("access_token"), str):
+        return result
+    raise ProtocolError("unexpected token-get result")  # never echo it: it may hold a token
+
+
+#: Events (and state changes) a subscription holds for its consumer before the client stops
+#: reading the process's output, which makes tokenrelay pause the HTTP transfer.
+DEFAULT_MAX_BUFFERED = 256
 
 
 def subscription_id(result: Any) -> str:
@@ -256,7 +278,7 @@ class Response:
         elapsed = result.get("elapsedMs")
         self.elapsed: float = float(elapsed) / 1000.0 if isinstance(elapsed, (int, float)) else 0.0
         self.raw: Dict[str, Any] = dict(result)
-        self._json: Any = result["json"] if "json" in result else _MISSING
+        self._json: Any = result.get("json", _MISSING)
         self._text: Optional[str] = result["text"] if isinstance(result.get("text"), str) else None
         self._base64: Optional[str] = result["base64"] if isinstance(result.get("base64"), str) else None
 

@@ -3,13 +3,15 @@ and routing notifications; safe to call from many threads at once."""
 
 from __future__ import annotations
 
+import collections
+import io
 import itertools
 import logging
 import os
-import queue
 import subprocess
 import threading
-from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Union
+import time
+from typing import Any, Callable, Deque, Dict, Iterator, List, Mapping, Optional, Sequence, Union
 
 from . import _core
 from ._core import Event, Response, SubscriptionState
@@ -37,22 +39,57 @@ class Subscription:
     """An event stream: iterate it for :class:`Event` objects; ``state`` holds the latest
     :class:`SubscriptionState`; ``close()`` (or leaving ``with``) unsubscribes.
 
+    At most ``max_buffered`` events wait for the consumer. When that many are waiting, the
+    client stops reading the process's output until the consumer takes one, so tokenrelay
+    pauses the HTTP transfer instead of the client growing (answers to other calls on the same
+    :class:`Relay` wait too: consume or close a subscription you no longer read).
+
     Iteration ends after the server reports ``closed``; it raises :class:`RelayClosed`
     if the process goes away."""
 
-    def __init__(self, relay: "Relay", on_state: Optional[Callable[[SubscriptionState], None]]) -> None:
+    def __init__(
+        self, relay: "Relay", on_state: Optional[Callable[[SubscriptionState], None]],
+        max_buffered: int = _core.DEFAULT_MAX_BUFFERED,
+    ) -> None:
+        if max_buffered < 1:
+            raise ValueError("max_buffered must be at least 1")
         self._relay = relay
-        self._queue: "queue.Queue[Any]" = queue.Queue()
+        self._items: Deque[Any] = collections.deque()
+        self._changed = threading.Condition()  # guards _items and _closed
+        self._max_buffered = max_buffered
         self._on_state = on_state
         self._closed = False
         self.id: Optional[str] = None
         self.state: Optional[SubscriptionState] = None
+        #: The most items that were ever waiting at once (never above ``max_buffered``).
+        self.high_water = 0
 
-    # Called on the reader thread.
-    def _deliver(self, item: Any) -> None:
+    # Called on the reader thread: waits while the buffer is full (back-pressure).
+    def _deliver(self, item: Any, bounded: bool = True) -> None:
         if isinstance(item, SubscriptionState):
             self.state = item
-        self._queue.put(item)
+        with self._changed:
+            while bounded and not self._closed and len(self._items) >= self._max_buffered:
+                self._changed.wait()
+            if self._closed and bounded:
+                return  # nobody reads a closed subscription
+            self._items.append(item)
+            self.high_water = max(self.high_water, len(self._items))
+            self._changed.notify_all()
+
+    def _take(self, timeout: Optional[float]) -> Any:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._changed:
+            while not self._items:
+                if self._closed:
+                    return _END
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    raise RelayTimeout(f"no event within {timeout} s", kind="timeout")
+                self._changed.wait(remaining)
+            item = self._items.popleft()
+            self._changed.notify_all()
+            return item
 
     def get(self, timeout: Optional[float] = None) -> Event:
         """The next event; raises :class:`StopIteration` at the end and
@@ -60,10 +97,7 @@ class Subscription:
         while True:
             if self._closed:
                 raise StopIteration
-            try:
-                item = self._queue.get(timeout=timeout)
-            except queue.Empty:
-                raise RelayTimeout(f"no event within {timeout} s", kind="timeout") from None
+            item = self._take(timeout)
             if isinstance(item, Event):
                 return item
             if isinstance(item, SubscriptionState):
@@ -74,7 +108,7 @@ class Subscription:
                     raise StopIteration
                 continue
             if isinstance(item, RelayError):
-                self._closed = True
+                self._mark_closed()
                 raise item
             if item is _END:
                 raise StopIteration
@@ -85,17 +119,25 @@ class Subscription:
     def __next__(self) -> Event:
         return self.get()
 
+    def _mark_closed(self) -> bool:
+        """Marks the subscription closed (waking a reader held by back-pressure); returns
+        whether it was open."""
+        with self._changed:
+            was_open = not self._closed
+            self._closed = True
+            self._items.clear()
+            self._changed.notify_all()
+        return was_open
+
     def _finish(self) -> None:
-        self._closed = True
+        self._mark_closed()
         if self.id is not None:
             self._relay._forget_subscription(self.id)
 
     def close(self) -> None:
         """Unsubscribes (idempotent; quiet if the process is already gone)."""
-        if self._closed:
+        if not self._mark_closed():
             return
-        self._closed = True
-        self._queue.put(_END)
         if self.id is not None:
             try:
                 self._relay.call("unsubscribe", {"subscription": self.id}, timeout=10)
@@ -202,8 +244,10 @@ class Relay:
             _core.forward_log_line(line)
 
     def _read_loop(self) -> None:
-        stream = self.process.stdout
-        assert stream is not None
+        assert self.process.stdout is not None
+        # At most one 64 KiB chunk read ahead: while a subscription's buffer is full this thread
+        # waits in _deliver, the pipe fills and tokenrelay pauses (SPEC §7).
+        stream = io.BufferedReader(self.process.stdout, 65536)  # type: ignore[arg-type]
         try:
             for line in iter(stream.readline, b""):
                 try:
@@ -277,7 +321,7 @@ class Relay:
             entry.outcome = self._closed_error
             entry.done.set()
         for subscription in subscriptions:
-            subscription._deliver(self._closed_error)
+            subscription._deliver(self._closed_error, bounded=False)
 
     def _forget_subscription(self, sub_id: str) -> None:
         with self._lock:
@@ -390,6 +434,17 @@ class Relay:
         """``token-invalidate``: how many sessions were invalidated."""
         return _core.invalidated_count(self.call("token-invalidate", _core.invalidate_params(environment, profile, all)))
 
+    def logout(self, environment: Optional[str] = None, profile: Optional[str] = None, all: bool = False) -> int:
+        """``logout``: drops tokens and refresh state (revoking where the server offers it);
+        how many sessions were logged out."""
+        result = self.call("logout", _core.invalidate_params(environment, profile, all))
+        return _core.invalidated_count(result, "loggedOut", "logout")
+
+    def token_get(self, environment: Optional[str] = None, profile: Optional[str] = None) -> Dict[str, Any]:
+        """``token-get``: ``{access_token, token_type, expires_at?}``, only for profiles with
+        ``expose_token: true`` (credential-helper use); :class:`NotSupported` otherwise."""
+        return _core.token_result(self.call("token-get", _core.token_get_params(environment, profile)))
+
     def status(self) -> Dict[str, Any]:
         """``status``: sessions and subscriptions (never a token value)."""
         result = self.call("status", {})
@@ -409,12 +464,15 @@ class Relay:
         auth: bool = True,
         last_event_id: Optional[str] = None,
         on_state: Optional[Callable[[SubscriptionState], None]] = None,
+        max_buffered: int = _core.DEFAULT_MAX_BUFFERED,
     ) -> Subscription:
-        """Follows an SSE stream; returns once the server registered it."""
+        """Follows an SSE stream; returns once the server registered it. At most
+        ``max_buffered`` events wait for the consumer; past that the client stops reading
+        the process's output (tokenrelay then pauses the HTTP transfer)."""
         params = _core.subscribe_params(
             path, url=url, path_params=path_params, query=query, headers=headers, environment=environment,
             profile=profile, timeout=timeout, auth=auth, last_event_id=last_event_id)
-        subscription = Subscription(self, on_state)
+        subscription = Subscription(self, on_state, max_buffered)
 
         def register(result: Any) -> None:  # on the reader thread, before any notification
             subscription.id = _core.subscription_id(result)
@@ -430,6 +488,10 @@ class Relay:
         """``shutdown`` + ``exit``, then SIGTERM, then SIGKILL, each bounded; returns the
         exit status. Idempotent."""
         process = self.process
+        with self._lock:
+            subscriptions = list(self._subscriptions.values())
+        for subscription in subscriptions:  # they end here; none may hold the reader any more
+            subscription._mark_closed()
         if process.poll() is None and self._closed_error is None:
             with self._lock:
                 in_flight = list(self._pending)
