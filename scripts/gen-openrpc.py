@@ -94,14 +94,20 @@ method("logout", "Drops a session's tokens and refresh state (revoking at the se
     env_params + [{"name": "all", "schema": boolean}],
     {"name": "result", "schema": {"type": "object", "properties": {"loggedOut": integer}}},
     errs=err_refs("unknown_environment", "unknown_profile", "transport", "timeout", *std))
-method("status", "Per session: token state, expiry, refresh availability, last error, counters. Never a token value.", [],
-    {"name": "result", "schema": {"type": "object", "required": ["sessions", "subscriptions"], "properties": {
-        "sessions": {"type": "array", "items": {"type": "object", "required": ["environment", "profile", "type", "state", "refreshable", "counters"], "properties": {
+method("status", "Per session: token state, expiry, refresh availability, whether the token came from the session store, last error, counters; and the store (type, path, encrypted, schema version). Never a token value.", [],
+    {"name": "result", "schema": {"type": "object", "required": ["sessions", "subscriptions", "store"], "properties": {
+        "sessions": {"type": "array", "items": {"type": "object", "required": ["environment", "profile", "type", "state", "refreshable", "fromStore", "counters"], "properties": {
             "environment": string, "profile": string, "type": string, "state": string,
             "expiresAt": {"type": "string", "format": "date-time"}, "refreshable": boolean,
+            "fromStore": {"type": "boolean", "description": "The held token was read from the store (obtained by an earlier or another process)."},
             "lastError": error_obj,
             "counters": {"type": "object", "properties": {"acquisitions": integer, "renewals": integer, "recoveries": integer, "requests": integer}}}}},
-        "subscriptions": integer}}})
+        "subscriptions": integer,
+        "store": {"type": "object", "required": ["type", "encrypted"], "properties": {
+            "type": {"enum": ["memory", "sqlite"]}, "path": string,
+            "encrypted": {"type": "boolean", "description": "false: tokens are kept in plain text in the 0600 file."},
+            "schemaVersion": integer,
+            "error": error_obj}}}}})
 date_time = {"type": "string", "format": "date-time"}
 exec_versions = ["client.authentication.k8s.io/v1", "client.authentication.k8s.io/v1beta1"]
 method("token-get", "Returns an access token, only for profiles with expose_token: true (credential-helper use).",

@@ -46,12 +46,30 @@ public struct SessionStatus: Sendable, Equatable {
     public let lastError: (kind: String, message: String)?
     /// The counters.
     public let counters: Counters
+    /// Whether the held token was read from the store (obtained by an earlier or another process).
+    public let fromStore: Bool
+
+    /// Creates a snapshot.
+    public init(
+        environment: String, profile: String, type: String, state: State, expiresAt: Date?, refreshable: Bool,
+        lastError: (kind: String, message: String)?, counters: Counters, fromStore: Bool = false
+    ) {
+        self.environment = environment
+        self.profile = profile
+        self.type = type
+        self.state = state
+        self.expiresAt = expiresAt
+        self.refreshable = refreshable
+        self.lastError = lastError
+        self.counters = counters
+        self.fromStore = fromStore
+    }
 
     /// Field-wise equality (the error tuple compared by kind and message).
     public static func == (lhs: SessionStatus, rhs: SessionStatus) -> Bool {
         lhs.environment == rhs.environment && lhs.profile == rhs.profile && lhs.type == rhs.type
             && lhs.state == rhs.state && lhs.expiresAt == rhs.expiresAt && lhs.refreshable == rhs.refreshable
             && lhs.lastError?.kind == rhs.lastError?.kind && lhs.lastError?.message == rhs.lastError?.message
-            && lhs.counters == rhs.counters
+            && lhs.counters == rhs.counters && lhs.fromStore == rhs.fromStore
     }
 }

@@ -16,7 +16,26 @@ extension TokenManager {
         session.unexplained.removeAll { now.timeIntervalSince($0) >= Self.renewalWindow }
         if let until = session.blockedUntil, now < until { throw .excessiveRenewals }
         session.invalidated = true
-        guard session.unexplained.count < Self.renewalLimit else {
+        var earlier = session.unexplained.count
+        if let storeKey = session.storeKey {
+            // Recorded so that every process sharing the store renews (only while the stored entry
+            // is still this token), and counted across them.
+            do {
+                // Counted across processes only when this 401 is the one that invalidated the
+                // stored token: other processes' 401s on the same token cause no renewal of their own.
+                var first = true
+                if let revision = session.revision {
+                    first = try store.recordInvalidation(storeKey, revision: revision)
+                }
+                if first {
+                    earlier = max(
+                        earlier, try store.recordUnexplainedRenewal(storeKey, at: now, window: Self.renewalWindow))
+                }
+            } catch {
+                log.warn("the invalidation of \(key) could not be recorded in the store: \(error)")
+            }
+        }
+        guard earlier < Self.renewalLimit else {
             session.blockedUntil = session.unexplained[0].addingTimeInterval(Self.renewalWindow)
             let error = AuthError.excessiveRenewals
             session.lastError = error
@@ -38,6 +57,14 @@ extension TokenManager {
         for session in sessions.values where matches(session.key, environment: environment, profile: profile) {
             session.unexplained.removeAll()
             session.blockedUntil = nil
+            if let storeKey = session.storeKey {
+                do {
+                    try store.clearUnexplainedRenewals(storeKey)
+                    if session.token != nil { try store.recordInvalidation(storeKey, revision: nil) }
+                } catch {
+                    log.warn("the invalidation of \(session.key) could not be recorded in the store: \(error)")
+                }
+            }
             if session.token != nil {
                 session.invalidated = true
                 count += 1
@@ -47,28 +74,29 @@ extension TokenManager {
     }
 
     /// A client reports that `accessToken` was rejected (git's credential `erase`). Invalidates the
-    /// session only when that is its current token (loading the store first when the session was
-    /// not read yet), and removes the access token from the store too, keeping the refresh
-    /// token, so that a later process does not hand it out again. A token that is no longer the
-    /// current one changes nothing. Returns whether the session was invalidated.
+    /// session only when that is its current token (reading the store first when no renewal is
+    /// under way), and records the invalidation in the store (refresh state kept), so that no
+    /// process hands that token out again. A token that is no longer the current one changes
+    /// nothing. Returns whether the session was invalidated.
     @discardableResult
     public func invalidate(_ key: SessionKey, ifAccessToken accessToken: String) async throws(AuthError) -> Bool {
         guard let session = sessions[key] else { return false }
-        if session.flight == nil { try await loadStoredTokens(session) }
+        let storeKey: StoreKey
+        do {
+            storeKey = try await resolveStoreKey(session).key
+            if session.flight == nil { try await reload(session, storeKey) }
+        } catch let error as AuthError {
+            throw error
+        } catch {
+            throw .storage("the token store could not be read")
+        }
         guard let token = session.token, !session.invalidated,
             Self.digest(token.accessToken) == Self.digest(accessToken)
         else { return false }
-        // The store is written first, while the token is still usable in memory, so no renewal can
-        // start (and commit) while the write is pending; the session is re-checked after it.
         do {
-            if let refreshToken = session.refreshToken {
-                try await store.save(
-                    StoredTokens(accessToken: nil, tokenType: token.tokenType, refreshToken: refreshToken), for: key)
-            } else {
-                try await store.remove(key)
-            }
+            _ = try store.recordInvalidation(storeKey, revision: session.revision)
         } catch {
-            throw .storage("the rejected token could not be removed from the store")
+            throw .storage("the rejected token could not be invalidated in the store")
         }
         guard session.token?.version == token.version else { return false }
         session.invalidated = true
@@ -91,6 +119,8 @@ extension TokenManager {
             session.generation += 1
             session.token = nil
             session.refreshToken = nil
+            session.revision = nil
+            session.tokenFromStore = false
             session.invalidated = false
             session.interactionRequired = false
             session.lastError = nil
@@ -100,12 +130,22 @@ extension TokenManager {
         var revocations: [TokenRevocation] = []
         for (session, revocation, wasLoaded) in loggedOut {
             var revocation = revocation
-            if !wasLoaded, let stored = try? await store.load(session.key) {
-                revocation.refreshToken = revocation.refreshToken ?? stored.refreshToken
-                revocation.accessToken = revocation.accessToken ?? stored.accessToken
+            let storeKey: StoreKey
+            do {
+                storeKey = try await self.storeKey(of: session)
+            } catch {
+                failure = .configuration("the refresh_token seed of \(session.key) could not be resolved")
+                continue
+            }
+            // The store may hold newer tokens than this process (another one renewed): revoke those.
+            if let stored = try? await store.load(storeKey) {
+                if !wasLoaded || stored.revision != session.revision {
+                    revocation.refreshToken = stored.refreshToken ?? revocation.refreshToken
+                    revocation.accessToken = stored.accessToken ?? revocation.accessToken
+                }
             }
             do {
-                try await store.remove(session.key)
+                try await store.remove(storeKey)
             } catch {
                 failure = .storage("the session could not be removed from the store")
             }
@@ -114,6 +154,38 @@ extension TokenManager {
         await revokeAtServers(revocations)
         if let failure { throw failure }
         return loggedOut.count
+    }
+
+    /// The session's store key, resolving a `refresh_token` seed for its fingerprint if needed.
+    func storeKey(of session: Session) async throws -> StoreKey {
+        if let storeKey = session.storeKey { return storeKey }
+        guard case .refreshToken(let seed) = session.configuration.grant else { return StoreKey(session: session.key) }
+        let value = try await seed.resolve()
+        let storeKey = StoreKey(session: session.key, seedFingerprint: StoreKey.hex(Self.digest(value)))
+        session.storeKey = storeKey
+        return storeKey
+    }
+
+    /// Opens the store and reads every session not read yet (for `status`: another process's
+    /// tokens show up); with none, does nothing. A failure is reported as the session's last error (or thrown, for the
+    /// store itself).
+    public func loadStored() async throws {
+        // Nothing to read: the store is not opened (and libsqlite3 not loaded) for nothing.
+        guard sessions.values.contains(where: { $0.flight == nil && !$0.loaded }) else { return }
+        try await store.open()
+        for session in sessions.values where session.flight == nil && !session.loaded {
+            do {
+                let storeKey = try await self.storeKey(of: session)
+                let stored = try await store.load(storeKey)
+                guard session.flight == nil, !session.loaded else { continue }
+                session.loaded = true
+                adoptStored(stored, into: session)
+            } catch let error as AuthError {
+                session.lastError = error
+            } catch {
+                session.lastError = .storage("the token store could not be read")
+            }
+        }
     }
 
     /// A snapshot of every session, sorted by environment and profile. Never contains a token.
@@ -139,7 +211,8 @@ extension TokenManager {
             return SessionStatus(
                 environment: session.key.environment, profile: session.key.profile, type: session.key.grant,
                 state: state, expiresAt: session.token?.expiresAt, refreshable: session.refreshToken != nil,
-                lastError: session.lastError.map { ($0.kind, $0.description) }, counters: session.counters)
+                lastError: session.lastError.map { ($0.kind, $0.description) }, counters: session.counters,
+                fromStore: session.token != nil && session.tokenFromStore)
         }
     }
 

@@ -1,4 +1,3 @@
-import CCrypto
 import Foundation
 import HTTP
 import Logging
@@ -30,13 +29,21 @@ extension TokenManager {
     /// Called by the endpoint client just before the first token request goes out: marks the
     /// flight as sent, or refuses (CancellationError) when it was abandoned.
     /// `seed`, when given, is the configured refresh-token seed being sent: it is recorded as
-    /// consumed from then on.
-    func markSent(_ key: SessionKey, flightID: UInt64, seed: String? = nil) throws {
+    /// consumed from then on, in this process and in the store.
+    func markSent(_ key: SessionKey, flightID: UInt64, seed: String? = nil) async throws {
         guard !closed, let flight = sessions[key]?.flight, flight.id == flightID, !flight.waiters.isEmpty,
             !Task.isCancelled
         else { throw CancellationError() }
         flight.sent = true
-        if let seed { consumedSeeds.insert(Self.digest(seed)) }
+        if let seed {
+            let digest = Self.digest(seed)
+            consumedSeeds.insert(digest)
+            do {
+                try await store.markSeedSpent(StoreKey.hex(digest))
+            } catch {
+                log.warn("the spent seed of \(key) could not be recorded in the store: \(error)")
+            }
+        }
     }
 
     private func runFlight(_ key: SessionKey, flightID: UInt64) async {
@@ -84,45 +91,69 @@ extension TokenManager {
         }
     }
 
-    /// Loads the store if needed, then obtains a token (refresh first, client credentials as the
-    /// grant allows) and commits it to the store. Re-checks state after every await.
+    /// Loads the store if needed (a valid stored token is used without the lease), then, holding
+    /// the session's lease across processes, re-reads the store (another process may have renewed
+    /// meanwhile) and obtains a token (refresh first, client credentials as the grant allows) and
+    /// commits it. Re-checks state after every await.
     private func acquire(_ session: Session, _ flight: Flight) async throws -> FlightOutcome {
         let key = session.key
+        let configuration = session.configuration
+        let (storeKey, seedValue) = try await resolveStoreKey(session)
         if !session.loaded {
-            try await loadStoredTokens(session)
+            try await reload(session, storeKey)
             if let token = usableToken(session, now: clock.now, minimumValidity: flight.minimumValidity) {
                 return .stored(token)
             }
         }
         try Task.checkCancellation()
+        let lease = try await store.acquireLease(
+            storeKey, purpose: .renewal, deadline: flight.deadline,
+            expiresAt: flight.deadline.addingTimeInterval(Self.leaseMargin))
+        defer { store.releaseLease(lease) }
+        if let afterLease { await afterLease() }
+        try Task.checkCancellation()
+        try await reload(session, storeKey)
+        if let token = usableToken(session, now: clock.now, minimumValidity: flight.minimumValidity) {
+            return .stored(token)
+        }
+        if session.interactionRequired {
+            throw session.lastError ?? AuthError.interactionRequired("the refresh token was refused")
+        }
         flight.isRenewal = session.token != nil
-        let configuration = session.configuration
         let traffic = traffic(for: key)
         let endpointClient = traffic.endpoint
         let endpoint = try await tokenEndpoint(
             for: configuration, discovery: traffic.discovery, deadline: flight.deadline)
         let secret = try await clientSecret(for: configuration)
         var refreshToken = session.refreshToken
-        var seedValue: String?
-        if refreshToken == nil, case .refreshToken(let seed) = configuration.grant {
-            let resolved: String
-            do {
-                resolved = try await seed.resolve()
-            } catch {
+        var sentSeed: String?
+        if refreshToken == nil, case .refreshToken = configuration.grant {
+            var seed = seedValue
+            if seed == nil { seed = try await resolveSeed(configuration) }
+            guard let resolved = seed else {
                 throw AuthError.configuration("the refresh_token seed could not be resolved")
             }
-            // A seed this process already sent is spent (rotated or refused): sending it again would
-            // be a replay, and a server with reuse protection would revoke the whole token family.
-            guard !consumedSeeds.contains(Self.digest(resolved)) else {
+            // A seed already sent (by any process) is spent (rotated or refused): sending it again
+            // would be a replay, and a server with reuse protection would revoke the whole family.
+            let digest = Self.digest(resolved)
+            let spentElsewhere: Bool
+            do {
+                spentElsewhere = try await store.isSeedSpent(StoreKey.hex(digest))
+            } catch let error as AuthError {
+                throw error
+            } catch {
+                throw AuthError.storage("the token store could not be read")
+            }
+            guard !consumedSeeds.contains(digest), !spentElsewhere else {
                 throw AuthError.interactionRequired(
                     "the configured refresh token was already used; provision a new one")
             }
             refreshToken = resolved
-            seedValue = resolved
+            sentSeed = resolved
         }
         let flightID = flight.id
-        let beforeSend: @Sendable () async throws -> Void = { [seedValue] in
-            try await self.markSent(key, flightID: flightID, seed: seedValue)
+        let beforeSend: @Sendable () async throws -> Void = { [sentSeed] in
+            try await self.markSent(key, flightID: flightID, seed: sentSeed)
         }
         let response: TokenResponse
         var usedRefreshToken: String?
@@ -157,15 +188,57 @@ extension TokenManager {
         guard session.generation == flight.generation else {
             throw AuthError.cancelled  // logged out meanwhile: commit nothing
         }
-        return .obtained(try await commit(response, previousRefreshToken: usedRefreshToken, session: session))
+        return .obtained(
+            try await commit(response, previousRefreshToken: usedRefreshToken, session: session, storeKey: storeKey))
+    }
+
+    /// How much longer than its flight's own bound a renewal lease lasts: a holder that dies
+    /// mid-request is taken over by the pid check at once; this margin only covers a holder that
+    /// hangs (its lease then lapses).
+    static let leaseMargin: TimeInterval = 30
+
+    /// The configured seed of a `refresh_token` grant (`nil` for other grants).
+    private func resolveSeed(_ configuration: OAuthClientConfiguration) async throws -> String? {
+        guard case .refreshToken(let seed) = configuration.grant else { return nil }
+        do {
+            return try await seed.resolve()
+        } catch {
+            throw AuthError.configuration("the refresh_token seed could not be resolved")
+        }
+    }
+
+    /// The session's key in the store: what the token means plus, for a `refresh_token` profile,
+    /// the seed's fingerprint. The seed is resolved once per session; `resolvedSeed` is its value
+    /// when it was resolved by this call.
+    func resolveStoreKey(_ session: Session) async throws -> (key: StoreKey, resolvedSeed: String?) {
+        if let known = session.storeKey { return (known, nil) }
+        let resolved = try await resolveSeed(session.configuration)
+        let storeKey = StoreKey(
+            session: session.key, seedFingerprint: resolved.map { StoreKey.hex(Self.digest($0)) })
+        session.storeKey = storeKey
+        return (storeKey, resolved)
+    }
+
+    /// Reads the session's entry and makes it the session's state.
+    func reload(_ session: Session, _ storeKey: StoreKey) async throws {
+        let stored: StoredTokens?
+        do {
+            stored = try await store.load(storeKey)
+        } catch let error as AuthError {
+            throw error
+        } catch {
+            throw AuthError.storage("the token store could not be read")
+        }
+        session.loaded = true
+        adoptStored(stored, into: session)
     }
 
     /// Builds the token, commits it (with the rotated or kept refresh token) to the store, and only
     /// then makes it the session's refresh state. A store failure fails the renewal but keeps the
     /// rotated refresh token in memory (the old one is already spent at the server).
-    private func commit(_ response: TokenResponse, previousRefreshToken: String?, session: Session) async throws
-        -> Token
-    {
+    private func commit(
+        _ response: TokenResponse, previousRefreshToken: String?, session: Session, storeKey: StoreKey
+    ) async throws -> Token {
         let now = clock.now
         let refreshToken = response.refreshToken ?? previousRefreshToken
         let token = Token(
@@ -176,13 +249,15 @@ extension TokenManager {
             accessToken: token.accessToken, tokenType: token.tokenType, receivedAt: now, expiresAt: token.expiresAt,
             refreshToken: refreshToken, scope: token.scope)
         do {
-            try await store.save(stored, for: session.key)
+            session.revision = try await store.save(stored, for: storeKey)
         } catch {
             session.refreshToken = refreshToken
             session.token = nil
+            session.revision = nil
             throw AuthError.storage("the new tokens could not be committed")
         }
         session.refreshToken = refreshToken
+        session.tokenFromStore = false
         return token
     }
 
@@ -196,39 +271,43 @@ extension TokenManager {
                 expiresAt: $0.expiresAt, refreshToken: nil, scope: $0.scope, version: $0.version)
         }
         do {
-            try await store.remove(session.key)
+            if let storeKey = session.storeKey { try await store.remove(storeKey) }
+            session.revision = nil
         } catch {
             throw AuthError.storage("the refused refresh token could not be removed")
         }
     }
 
-    /// Reads the session's entry from the store, once (re-checked after the read).
-    func loadStoredTokens(_ session: Session) async throws(AuthError) {
-        guard !session.loaded else { return }
-        let stored: StoredTokens?
-        do {
-            stored = try await store.load(session.key)
-        } catch {
-            throw .storage("the token store could not be read")
+    /// Takes what the store holds as the session's state: the same revision keeps the held token
+    /// (and its stamp); another one replaces it; an entry gone (logged out, or refused, in another
+    /// process) drops what this process held from the store.
+    func adoptStored(_ stored: StoredTokens?, into session: Session) {
+        guard let stored else {
+            if session.revision != nil {
+                session.revision = nil
+                session.token = nil
+                session.refreshToken = nil
+                session.invalidated = false
+                session.tokenFromStore = false
+            }
+            return
         }
-        if !session.loaded {
-            session.loaded = true
-            adopt(stored, into: session)
+        if stored.revision == session.revision, session.token != nil || stored.accessToken == nil {
+            session.invalidated = session.invalidated || stored.invalidated
+            return
         }
-    }
-
-    /// Takes what the store held.
-    private func adopt(_ stored: StoredTokens?, into session: Session) {
-        guard let stored else { return }
-        if let refreshToken = stored.refreshToken {
-            Redactor.shared.register(refreshToken)
-            session.refreshToken = refreshToken
-        }
+        session.revision = stored.revision
+        session.refreshToken = stored.refreshToken
+        // One registration for both, so the redactor rebuilds its matcher once.
+        Redactor.shared.registerTokens([stored.refreshToken, stored.accessToken].compactMap { $0 })
+        session.invalidated = stored.invalidated
+        session.tokenFromStore = stored.accessToken != nil
         if let accessToken = stored.accessToken {
-            Redactor.shared.register(accessToken)
             session.token = Token(
                 accessToken: accessToken, tokenType: stored.tokenType, receivedAt: stored.receivedAt ?? clock.now,
                 expiresAt: stored.expiresAt, refreshToken: stored.refreshToken, scope: stored.scope, version: nextID())
+        } else {
+            session.token = nil
         }
     }
 
@@ -249,7 +328,7 @@ extension TokenManager {
         {
             throw AuthError.configuration(
                 "client_auth \(configuration.clientAuth.rawValue) is not supported by the issuer (it supports: "
-                    + methods.map { AuthError.clean($0) }.joined(separator: ", ") + ")")
+                    + ServerText(methods.joined(separator: ", ")).value + ")")
         }
         return configuration.tokenURL ?? metadata.tokenEndpoint
     }
@@ -258,18 +337,13 @@ extension TokenManager {
         guard configuration.clientAuth != .none, let provider = configuration.clientSecret else { return nil }
         do {
             return try await provider.resolve()
+        } catch let error as AuthError {
+            throw error
         } catch {
             throw AuthError.configuration("the client secret could not be resolved")
         }
     }
 
     /// The SHA-256 digest of `value` (consumed seeds are remembered by digest, not by value).
-    static func digest(_ value: String) -> [UInt8] {
-        let bytes = Array(value.utf8)
-        var output = [UInt8](repeating: 0, count: Int(SHA256_DIGEST_LENGTH))
-        _ = bytes.withUnsafeBufferPointer { input in
-            output.withUnsafeMutableBufferPointer { out in SHA256(input.baseAddress, input.count, out.baseAddress) }
-        }
-        return output
-    }
+    static func digest(_ value: String) -> [UInt8] { StoreCipher.sha256(Array(value.utf8)) }
 }

@@ -43,8 +43,15 @@ public actor TokenManager {
     final class Session {
         let key: SessionKey
         var configuration: OAuthClientConfiguration
-        /// Whether the store was read.
+        /// Where the session lives in the store: known at registration, except for
+        /// `refresh_token` grants (it includes the seed's fingerprint, resolved on first use).
+        var storeKey: StoreKey?
+        /// Whether the store was read (cleared when another process changed the store).
         var loaded = false
+        /// The store revision the token came from or was committed as (`nil`: none).
+        var revision: Int64?
+        /// Whether the held token was read from the store rather than obtained by this process.
+        var tokenFromStore = false
         var token: Token?
         /// The token was invalidated (401 recovery or `token-invalidate`) and must be renewed.
         var invalidated = false
@@ -64,6 +71,7 @@ public actor TokenManager {
         init(key: SessionKey, configuration: OAuthClientConfiguration) {
             self.key = key
             self.configuration = configuration
+            if case .clientCredentials = configuration.grant { storeKey = StoreKey(session: key) }
         }
     }
 
@@ -86,8 +94,11 @@ public actor TokenManager {
     /// Every registered session.
     var sessions: [SessionKey: Session] = [:]
     /// SHA-256 digests of the configured `refresh_token` seeds already sent to a token endpoint;
-    /// such a seed is spent (or rotated) and is never sent again.
+    /// such a seed is spent (or rotated) and is never sent again (the store remembers them across
+    /// processes too).
     var consumedSeeds: Set<[UInt8]> = []
+    /// Test hook: awaited right after a renewal lease is taken (end-to-end tests hold a holder there).
+    let afterLease: (@Sendable () async -> Void)?
     private var lastID: UInt64 = 0
     /// Set by `close()`; no new acquisitions after it.
     var closed = false
@@ -107,9 +118,11 @@ public actor TokenManager {
         clock: any AuthClock = SystemAuthClock(),
         random: @escaping @Sendable () -> Double = { Double.random(in: 0..<1) },
         retryPolicy: RetryPolicy = RetryPolicy(),
-        discoveryTimeToLive: Duration = .seconds(3600)
+        discoveryTimeToLive: Duration = .seconds(3600),
+        afterLease: (@Sendable () async -> Void)? = nil
     ) {
         self.store = store
+        self.afterLease = afterLease
         self.clock = clock
         endpointClient = TokenEndpointClient(
             transport: transport, clock: clock, random: random, retryPolicy: retryPolicy)
@@ -158,6 +171,7 @@ public actor TokenManager {
         guard !closed else { throw AuthError.cancelled }
         guard let session = sessions[key] else { throw AuthError.configuration("unknown session \(key)") }
         session.counters.requests += 1
+        if store.changedElsewhere() { markStale() }
         let now = clock.now
         if let token = usableToken(session, now: now, minimumValidity: minimumValidity) { return token }
         if session.interactionRequired {
@@ -188,6 +202,15 @@ public actor TokenManager {
         if let minimumValidity, !token.isValid(for: minimumValidity, at: now) { return nil }
         return token
     }
+
+    /// Another process changed the store: every session without a flight re-reads it on its next
+    /// use (a renewal, `token-invalidate` or `logout` elsewhere is seen at once).
+    func markStale() {
+        for session in sessions.values where session.flight == nil { session.loaded = false }
+    }
+
+    /// What `status` shows about the store.
+    public nonisolated var storeInfo: TokenStoreInfo { store.info }
 
     /// A fresh number for waiters, flights and token versions (unique within the manager).
     func nextID() -> UInt64 {

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// What a store keeps for one session. Its description never shows a token.
 public struct StoredTokens: Sendable, Equatable, CustomStringConvertible {
@@ -14,11 +15,16 @@ public struct StoredTokens: Sendable, Equatable, CustomStringConvertible {
     public var refreshToken: String?
     /// The granted scope.
     public var scope: String?
+    /// Set by the store on load: the entry's revision (bumped by every save).
+    public var revision: Int64
+    /// Set by the store on load: an invalidation was recorded after the last save, so the access
+    /// token must be renewed (by whichever process uses it next).
+    public var invalidated: Bool
 
     /// Creates an entry.
     public init(
         accessToken: String?, tokenType: String = "Bearer", receivedAt: Date? = nil, expiresAt: Date? = nil,
-        refreshToken: String? = nil, scope: String? = nil
+        refreshToken: String? = nil, scope: String? = nil, revision: Int64 = 0, invalidated: Bool = false
     ) {
         self.accessToken = accessToken
         self.tokenType = tokenType
@@ -26,40 +32,266 @@ public struct StoredTokens: Sendable, Equatable, CustomStringConvertible {
         self.expiresAt = expiresAt
         self.refreshToken = refreshToken
         self.scope = scope
+        self.revision = revision
+        self.invalidated = invalidated
     }
 
     /// Redacted: never shows a token.
     public var description: String {
         "StoredTokens(accessToken: \(accessToken == nil ? "none" : "[REDACTED]"), "
-            + "refreshToken: \(refreshToken == nil ? "none" : "[REDACTED]"))"
+            + "refreshToken: \(refreshToken == nil ? "none" : "[REDACTED]"), revision: \(revision))"
     }
 }
 
-/// Persists tokens per session. `save` replaces a session's entry atomically: a rotated refresh
-/// token and its access token are committed together or not at all. Implementations must be safe
-/// to call concurrently.
-public protocol TokenStore: Sendable {
-    /// The session's entry, if any.
-    func load(_ key: SessionKey) async throws -> StoredTokens?
-    /// Replaces the session's entry atomically.
-    func save(_ tokens: StoredTokens, for key: SessionKey) async throws
-    /// Removes the session's entry.
-    func remove(_ key: SessionKey) async throws
+/// Where a session lives in a store: what the token means (``SessionKey``) plus, for
+/// `refresh_token` profiles, the SHA-256 fingerprint of the configured seed, so that a new seed
+/// starts a new session (SPEC §5.6). ``id`` is the SHA-256 of all of it: two config files that
+/// describe the same client the same way share a session. Contains no secret.
+public struct StoreKey: Sendable, Hashable, CustomStringConvertible {
+    /// The session's meaning.
+    public let session: SessionKey
+    /// Hex SHA-256 of the `refresh_token` seed, if the grant has one.
+    public let seedFingerprint: String?
+    /// Hex SHA-256 of the canonical form of everything above (the store's row id).
+    public let id: String
+
+    /// The key of `session` (with the fingerprint of its seed, if any).
+    public init(session: SessionKey, seedFingerprint: String? = nil) {
+        self.session = session
+        self.seedFingerprint = seedFingerprint
+        // Length-prefixed fields, so that no two different keys share a canonical form.
+        var canonical = "tokenrelay-session-v1"
+        let fields: [String?] =
+            [
+                session.environment, session.profile, session.issuer, session.tokenEndpoint, session.clientID,
+                session.grant, session.audience, seedFingerprint,
+            ] + session.scopes.map { "scope:" + $0 } + session.resources.map { "resource:" + $0 }
+        for field in fields {
+            if let field { canonical += ";\(field.utf8.count):\(field)" } else { canonical += ";-" }
+        }
+        id = StoreKey.hex(StoreCipher.sha256(Array(canonical.utf8)))
+    }
+
+    /// `environment/profile` (no secrets).
+    public var description: String { session.description }
+
+    /// Lower-case hex of `bytes`.
+    static func hex(_ bytes: [UInt8]) -> String {
+        let digits = Array("0123456789abcdef".utf8)
+        var out: [UInt8] = []
+        out.reserveCapacity(bytes.count * 2)
+        for byte in bytes {
+            out.append(digits[Int(byte >> 4)])
+            out.append(digits[Int(byte & 0x0f)])
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
 }
 
-/// A store that lives as long as the process (`store: memory`).
-public actor InMemoryTokenStore: TokenStore {
-    private var entries: [SessionKey: StoredTokens] = [:]
+/// What a store says about itself in `status`.
+public struct TokenStoreInfo: Sendable, Equatable {
+    /// `memory` or `sqlite`.
+    public var type: String
+    /// The database file, for SQLite.
+    public var path: String?
+    /// Whether tokens are sealed at rest.
+    public var encrypted: Bool
+    /// The schema version of the opened file (`nil`: memory, or not opened yet).
+    public var schemaVersion: Int?
+
+    /// Creates a description.
+    public init(type: String, path: String? = nil, encrypted: Bool = false, schemaVersion: Int? = nil) {
+        self.type = type
+        self.path = path
+        self.encrypted = encrypted
+        self.schemaVersion = schemaVersion
+    }
+}
+
+/// Why a lease is held (SPEC §5.6: one renewal, and one login, per session across processes).
+public enum LeasePurpose: String, Sendable {
+    /// A token acquisition or renewal.
+    case renewal
+    /// An interactive login.
+    case login
+}
+
+/// A lease held on one session. Release it with ``TokenStore/releaseLease(_:)`` (or use
+/// ``TokenStore/withLease(_:purpose:deadline:lifetime:isolation:_:)``).
+public struct StoreLease: Sendable, Hashable {
+    /// The session.
+    public let key: StoreKey
+    /// Identifies this holding (unique per acquisition).
+    public let owner: Int64
+    /// Why it is held.
+    public let purpose: LeasePurpose
+}
+
+/// Persists tokens per session and coordinates the processes that share it (SPEC §5.6).
+///
+/// `save` replaces a session's entry atomically: a rotated refresh token and its access token are
+/// committed together or not at all, and a recorded invalidation is cleared. A lease gives one
+/// holder (across every process sharing the store) the right to renew (or log in) a session; it
+/// is taken and released in short transactions, never held open across a network call, and a
+/// lease whose holder died or whose lifetime passed is taken over. Implementations must be safe
+/// to call concurrently. The synchronous members are cheap (no network, a bounded lock wait).
+public protocol TokenStore: Sendable {
+    /// What `status` shows about the store.
+    var info: TokenStoreInfo { get }
+    /// Opens the store now (resolving its key), so that a bad file or key is reported; the other
+    /// members open it on first use anyway.
+    func open() async throws
+    /// The session's entry, if any.
+    func load(_ key: StoreKey) async throws -> StoredTokens?
+    /// Replaces the session's entry atomically (clearing a recorded invalidation); returns its
+    /// new revision.
+    @discardableResult
+    func save(_ tokens: StoredTokens, for key: StoreKey) async throws -> Int64
+    /// Removes the session's entry (everywhere: every process sharing the store sees it gone).
+    func remove(_ key: StoreKey) async throws
+    /// Records that the session's access token must be renewed; with `revision`, only while the
+    /// stored entry is still that revision and not invalidated yet (a 401 on a token another
+    /// process already replaced or invalidated changes nothing). Returns whether it changed the
+    /// entry.
+    @discardableResult
+    func recordInvalidation(_ key: StoreKey, revision: Int64?) throws -> Bool
+    /// Whether another process changed the store since the last call (SQLite: one
+    /// `PRAGMA data_version`). `false` for a store no other process shares.
+    func changedElsewhere() -> Bool
+    /// Takes the session's lease, waiting (without spinning) while another live holder has it,
+    /// until `deadline` (then ``AuthError/timeout``). The lease lapses by itself at `expiresAt`
+    /// if it is never released.
+    func acquireLease(_ key: StoreKey, purpose: LeasePurpose, deadline: Date, expiresAt: Date) async throws
+        -> StoreLease
+    /// Releases a lease (a lease already taken over is left alone).
+    func releaseLease(_ lease: StoreLease)
+    /// Whether a `refresh_token` seed with this fingerprint was ever sent by any process.
+    func isSeedSpent(_ fingerprint: String) async throws -> Bool
+    /// Records that the seed with this fingerprint is being sent (it is never sent again).
+    func markSeedSpent(_ fingerprint: String) async throws
+    /// Records an unexplained renewal (a 401 recovery) at `date` and returns how many the session
+    /// had within `window` before it, across processes (not counting this one).
+    func recordUnexplainedRenewal(_ key: StoreKey, at date: Date, window: TimeInterval) throws -> Int
+    /// Forgets the session's unexplained renewals (`token-invalidate`).
+    func clearUnexplainedRenewals(_ key: StoreKey) throws
+}
+
+extension TokenStore {
+    /// Nothing to open.
+    public func open() async throws {}
+
+    /// Runs `body` holding the session's lease (see ``acquireLease(_:purpose:deadline:expiresAt:)``):
+    /// waits for it until `deadline`, holds it for at most `lifetime` (choose one longer than
+    /// anything `body` waits for, e.g. its token request's bound), and releases it when `body`
+    /// returns or throws. Another process waiting for the lease re-reads the store afterwards.
+    public func withLease<T>(
+        _ key: StoreKey, purpose: LeasePurpose, deadline: Date, lifetime: Duration,
+        isolation: isolated (any Actor)? = #isolation, _ body: () async throws -> T
+    ) async throws -> T {
+        let seconds = Double(lifetime.components.seconds) + Double(lifetime.components.attoseconds) / 1e18
+        let lease = try await acquireLease(
+            key, purpose: purpose, deadline: deadline, expiresAt: Date().addingTimeInterval(seconds))
+        defer { releaseLease(lease) }
+        return try await body()
+    }
+}
+
+/// A store that lives as long as the process (`store: {type: memory}`): no other process shares
+/// it, so its lease only orders holders within this process.
+public final class InMemoryTokenStore: TokenStore {
+    private struct State {
+        var entries: [StoreKey: StoredTokens] = [:]
+        var leases: [StoreKey: Int64] = [:]
+        var lastOwner: Int64 = 0
+        var spentSeeds: Set<String> = []
+        var unexplained: [StoreKey: [Date]] = [:]
+    }
+
+    private let state = Mutex(State())
 
     /// Creates an empty store.
     public init() {}
 
-    /// The session's entry, if any.
-    public func load(_ key: SessionKey) async throws -> StoredTokens? { entries[key] }
+    public var info: TokenStoreInfo { TokenStoreInfo(type: "memory") }
 
-    /// Replaces the session's entry.
-    public func save(_ tokens: StoredTokens, for key: SessionKey) async throws { entries[key] = tokens }
+    public func load(_ key: StoreKey) async throws -> StoredTokens? { state.withLock { $0.entries[key] } }
 
-    /// Removes the session's entry.
-    public func remove(_ key: SessionKey) async throws { entries[key] = nil }
+    @discardableResult
+    public func save(_ tokens: StoredTokens, for key: StoreKey) async throws -> Int64 {
+        state.withLock { state in
+            var entry = tokens
+            entry.revision = (state.entries[key]?.revision ?? 0) + 1
+            entry.invalidated = false
+            state.entries[key] = entry
+            return entry.revision
+        }
+    }
+
+    public func remove(_ key: StoreKey) async throws { state.withLock { $0.entries[key] = nil } }
+
+    @discardableResult
+    public func recordInvalidation(_ key: StoreKey, revision: Int64?) throws -> Bool {
+        state.withLock { state in
+            guard var entry = state.entries[key] else { return false }
+            if let revision, revision != entry.revision || entry.invalidated { return false }
+            entry.invalidated = true
+            state.entries[key] = entry
+            return true
+        }
+    }
+
+    public func changedElsewhere() -> Bool { false }
+
+    public func acquireLease(_ key: StoreKey, purpose: LeasePurpose, deadline: Date, expiresAt: Date) async throws
+        -> StoreLease
+    {
+        var delay = 0.005
+        while true {
+            let owner = state.withLock { state -> Int64? in
+                guard state.leases[key] == nil else { return nil }
+                state.lastOwner += 1
+                state.leases[key] = state.lastOwner
+                return state.lastOwner
+            }
+            if let owner { return StoreLease(key: key, owner: owner, purpose: purpose) }
+            try await LeaseWait.pause(&delay, deadline: deadline)
+        }
+    }
+
+    public func releaseLease(_ lease: StoreLease) {
+        state.withLock { state in
+            if state.leases[lease.key] == lease.owner { state.leases[lease.key] = nil }
+        }
+    }
+
+    public func isSeedSpent(_ fingerprint: String) async throws -> Bool {
+        state.withLock { $0.spentSeeds.contains(fingerprint) }
+    }
+
+    public func markSeedSpent(_ fingerprint: String) async throws {
+        _ = state.withLock { $0.spentSeeds.insert(fingerprint) }
+    }
+
+    public func recordUnexplainedRenewal(_ key: StoreKey, at date: Date, window: TimeInterval) throws -> Int {
+        state.withLock { state in
+            var dates = state.unexplained[key, default: []].filter { date.timeIntervalSince($0) < window }
+            let before = dates.count
+            dates.append(date)
+            state.unexplained[key] = dates
+            return before
+        }
+    }
+
+    public func clearUnexplainedRenewals(_ key: StoreKey) throws { state.withLock { $0.unexplained[key] = nil } }
+}
+
+/// The wait between two looks at a lease held by someone else: growing from 5 ms to 100 ms, never
+/// past the waiter's deadline.
+enum LeaseWait {
+    static func pause(_ delay: inout Double, deadline: Date) async throws {
+        let remaining = deadline.timeIntervalSinceNow
+        guard remaining > 0 else { throw AuthError.timeout }
+        try await Task.sleep(for: .seconds(min(delay, remaining)))
+        delay = min(delay * 2, 0.1)
+    }
 }

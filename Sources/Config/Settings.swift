@@ -1,3 +1,5 @@
+import Foundation
+
 /// The whole, validated configuration. Secrets are not resolved yet: they are ``SecretSource``s.
 public struct Settings: Sendable, CustomStringConvertible {
     /// The config format version (always 1).
@@ -56,21 +58,45 @@ public struct ServerSettings: Sendable, Hashable {
     }
 }
 
-/// Where token state is kept.
+/// Where token state is kept (SPEC §5.6).
 public struct StoreSettings: Sendable, Hashable {
     /// The store kinds.
     public enum Kind: String, Sendable, Hashable, CaseIterable {
         case memory, sqlite
     }
 
-    /// Memory (default) or SQLite.
+    /// SQLite (default: sessions outlive the process and are shared) or memory (opt-out).
     public var type: Kind
-    /// The SQLite file (absolute, `~` expanded); `nil` for memory.
+    /// The SQLite file (absolute, `~` expanded); `nil` for memory, or for the default
+    /// (``defaultPath(environment:)``, resolved when the store is made).
     public var path: String?
+    /// The key sealing tokens at rest (32 bytes, base64 or hex); `nil`: stored in plain text.
+    public var encryptionKey: SecretSource?
 
-    public init(type: Kind = .memory, path: String? = nil) {
+    public init(type: Kind = .sqlite, path: String? = nil, encryptionKey: SecretSource? = nil) {
         self.type = type
         self.path = path
+        self.encryptionKey = encryptionKey
+    }
+
+    /// `$XDG_STATE_HOME/tokenrelay/sessions.db`, else `~/.local/state/tokenrelay/sessions.db`.
+    public static func defaultPath(environment: [String: String]) -> String {
+        if let state = environment["XDG_STATE_HOME"], state.hasPrefix("/") {
+            return state + "/tokenrelay/sessions.db"
+        }
+        let home = environment["HOME"].flatMap { $0.isEmpty ? nil : $0 } ?? NSHomeDirectory()
+        return home + "/.local/state/tokenrelay/sessions.db"
+    }
+
+    /// Equal when the type, path and key source (as written, not as resolved) are.
+    public static func == (lhs: StoreSettings, rhs: StoreSettings) -> Bool {
+        lhs.type == rhs.type && lhs.path == rhs.path && lhs.encryptionKey?.origin == rhs.encryptionKey?.origin
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(type)
+        hasher.combine(path)
+        hasher.combine(encryptionKey?.origin)
     }
 }
 

@@ -22,6 +22,9 @@ extension SettingsDecoder {
         }
         if let server = top["server"] { settings.server = decodeServer(server.value) }
         if let store = top["store"] { settings.store = decodeStore(store.value) }
+        if settings.store.type == .sqlite && settings.store.path == nil {
+            settings.store.path = StoreSettings.defaultPath(environment: environment)
+        }
         if let environments = top["environments"] {
             for (name, pair) in namedEntries(environments.value, path: "environments") {
                 if let environment = decodeEnvironment(name: name, node: pair.value) {
@@ -49,8 +52,22 @@ extension SettingsDecoder {
                 }
             }
         }
+        let keepsTokens = settings.environments.contains { environment in
+            environment.profiles.contains { Self.tokenProfileTypes.contains($0.typeName) }
+        }
+        if settings.store.type == .sqlite && settings.store.encryptionKey == nil && !mode.isServe && keepsTokens {
+            sink.warning(
+                "the token store has no 'encryption_key': tokens are kept in plain text in its 0600 file "
+                    + "(set store.encryption_key to seal them, or store: {type: memory}; tokenrelay store new-key prints a key)",
+                at: top["store"]?.key.mark ?? SourceMark(line: 1, column: 1))
+        }
         return settings
     }
+
+    /// Profile types whose tokens the store keeps.
+    static let tokenProfileTypes: Set<String> = [
+        "client_credentials", "refresh_token", "authorization_code", "device_code",
+    ]
 
     /// Whether an environment named under `environments` could have been skipped by an error
     /// (then a dangling default is not reported twice).
@@ -85,15 +102,7 @@ extension SettingsDecoder {
         if let pair = keys["type"],
             let type = choice(pair.value, path: "store.type", choices: StoreSettings.Kind.allCases.map(\.rawValue))
         {
-            store.type = StoreSettings.Kind(rawValue: type) ?? .memory
-            if store.type == .sqlite {
-                let message = "store type 'sqlite' is not implemented yet in this version of tokenrelay; use 'memory'"
-                if mode.isServe {
-                    sink.error(message, at: pair.value.mark)
-                } else {
-                    sink.warning(message + " (serve will refuse it)", at: pair.value.mark)
-                }
-            }
+            store.type = StoreSettings.Kind(rawValue: type) ?? .sqlite
         }
         if let pair = keys["path"] {
             if store.type == .sqlite {
@@ -101,8 +110,13 @@ extension SettingsDecoder {
             } else {
                 sink.error("'store.path' only applies to 'type: sqlite'", at: pair.key.mark)
             }
-        } else if store.type == .sqlite {
-            sink.error("'store' of type sqlite needs a 'path'", at: node.mark)
+        }
+        if let pair = keys["encryption_key"] {
+            if store.type == .sqlite {
+                store.encryptionKey = secretSource(pair.value, path: "store.encryption_key")
+            } else {
+                sink.error("'store.encryption_key' only applies to 'type: sqlite'", at: pair.key.mark)
+            }
         }
         return store
     }

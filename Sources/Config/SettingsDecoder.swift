@@ -48,7 +48,7 @@ struct SettingsDecoder {
     /// Keys allowed under `server`.
     static let serverKeys: Set<String> = ["max_concurrent_requests", "max_queued_requests", "max_message_bytes"]
     /// Keys allowed under `store`.
-    static let storeKeys: Set<String> = ["type", "path"]
+    static let storeKeys: Set<String> = ["type", "path", "encryption_key"]
     /// Keys allowed in an environment.
     static let environmentKeys: Set<String> = [
         "base_url", "default_profile", "headers", "timeout", "connect_timeout", "allowed_origins", "ca_file", "proxy",

@@ -673,7 +673,7 @@ public enum OpenRPCDocument {
     },
     {
       "name": "status",
-      "summary": "Per session: token state, expiry, refresh availability, last error, counters. Never a token value.",
+      "summary": "Per session: token state, expiry, refresh availability, whether the token came from the session store, last error, counters; and the store (type, path, encrypted, schema version). Never a token value.",
       "paramStructure": "by-name",
       "params": [],
       "result": {
@@ -682,7 +682,8 @@ public enum OpenRPCDocument {
           "type": "object",
           "required": [
             "sessions",
-            "subscriptions"
+            "subscriptions",
+            "store"
           ],
           "properties": {
             "sessions": {
@@ -695,6 +696,7 @@ public enum OpenRPCDocument {
                   "type",
                   "state",
                   "refreshable",
+                  "fromStore",
                   "counters"
                 ],
                 "properties": {
@@ -716,6 +718,10 @@ public enum OpenRPCDocument {
                   },
                   "refreshable": {
                     "type": "boolean"
+                  },
+                  "fromStore": {
+                    "type": "boolean",
+                    "description": "The held token was read from the store (obtained by an earlier or another process)."
                   },
                   "lastError": {
                     "type": "object",
@@ -754,6 +760,46 @@ public enum OpenRPCDocument {
             },
             "subscriptions": {
               "type": "integer"
+            },
+            "store": {
+              "type": "object",
+              "required": [
+                "type",
+                "encrypted"
+              ],
+              "properties": {
+                "type": {
+                  "enum": [
+                    "memory",
+                    "sqlite"
+                  ]
+                },
+                "path": {
+                  "type": "string"
+                },
+                "encrypted": {
+                  "type": "boolean",
+                  "description": "false: tokens are kept in plain text in the 0600 file."
+                },
+                "schemaVersion": {
+                  "type": "integer"
+                },
+                "error": {
+                  "type": "object",
+                  "required": [
+                    "kind",
+                    "message"
+                  ],
+                  "properties": {
+                    "kind": {
+                      "type": "string"
+                    },
+                    "message": {
+                      "type": "string"
+                    }
+                  }
+                }
+              }
             }
           }
         }

@@ -42,7 +42,9 @@ public final class RelayServer: Sendable {
             throw RPCError(code: .unknownEnvironment, message: "--env names an unknown environment '\(environment)'")
         }
         do {
-            let runtime = try await RelayRuntime.make(settings: settings, environmentOverride: environment)
+            let runtime = try await RelayRuntime.make(
+                settings: settings, environmentOverride: environment,
+                testLeaseGate: options.testMethods ? options.testLeaseGate : nil)
             return RelayServer(options: options, runtime: runtime)
         } catch {
             throw ErrorMapping.rpcError(error)

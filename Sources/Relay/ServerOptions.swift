@@ -11,6 +11,9 @@ public struct ServerOptions: Sendable {
     /// Enables `test/wait`, a method the end-to-end tests use to hold a request open
     /// (set `TOKENRELAY_ENABLE_TEST_METHODS=1`). Never documented, never on by default.
     public var testMethods: Bool
+    /// With `testMethods`: a FIFO every renewal waits on after taking its lease
+    /// (`TOKENRELAY_TEST_LEASE_GATE`), so tests can kill a lease holder before it sends.
+    public var testLeaseGate: String?
 
     public init(
         framing: Framing? = nil, framingLimits: FramingLimits = FramingLimits(),

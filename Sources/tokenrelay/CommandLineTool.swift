@@ -26,6 +26,10 @@ enum CommandLineTool {
           tokenrelay token [--env E] [--profile P] [--format raw|header|json|exec-credential]
                      [--min-valid 60s]
           tokenrelay token --format git get|store|erase [--env E] [--profile P] [--min-valid 60s]
+          tokenrelay status [--config PATH] [--env E] [--json]
+          tokenrelay logout [--config PATH] [--env E] [--profile P] [--all]
+          tokenrelay store new-key
+          tokenrelay store rekey [--config PATH] (--new-key-env NAME | --new-key-file PATH)
           tokenrelay --version | --help
 
         Serves JSON-RPC 2.0 on stdin/stdout (newline-delimited JSON or Content-Length framing,
@@ -59,6 +63,12 @@ enum CommandLineTool {
             return await SubscribeCommand.run(arguments: arguments, environment: environment)
         case "token":
             return await TokenCommand.run(arguments: arguments, environment: environment)
+        case "status":
+            return await SessionCommands.status(arguments: arguments, environment: environment)
+        case "logout":
+            return await SessionCommands.logout(arguments: arguments, environment: environment)
+        case "store":
+            return await SessionCommands.store(arguments: arguments, environment: environment)
         case "check-config":
             return await CheckConfigCommand.run(
                 arguments: arguments, environment: environment,
@@ -148,6 +158,7 @@ enum CommandLineTool {
         }
         log.configure(level: logLevel, format: logFormat)
         options.testMethods = environment["TOKENRELAY_ENABLE_TEST_METHODS"] == "1"
+        options.testLeaseGate = environment["TOKENRELAY_TEST_LEASE_GATE"]
 
         let protocolOutput = ProcessSetup.protectStandardOutput()
         guard let settings = await loadSettings(path: configPath, environment: environment) else {

@@ -219,7 +219,9 @@ final class FakeClock: AuthClock {
     }
 }
 
-/// A store that records saves and can hold loads or saves behind a gate, or fail saves.
+/// A store that records saves and can hold loads or saves behind a gate, or fail saves. Leases,
+/// seeds and renewal counts are those of an ``InMemoryTokenStore``. Entries are keyed by the
+/// session alone (a seed fingerprint makes no difference here).
 final class FakeStore: TokenStore {
     private struct State {
         var entries: [SessionKey: StoredTokens] = [:]
@@ -229,12 +231,19 @@ final class FakeStore: TokenStore {
         var held: [CheckedContinuation<Void, Never>] = []
     }
     private let state = Mutex(State())
+    private let shared = InMemoryTokenStore()
     let loads = CountWatcher()
     let saves = CountWatcher()
     let savesStarted = CountWatcher()
 
-    func entry(_ key: SessionKey) -> StoredTokens? { state.withLock { $0.entries[key] } }
-    func put(_ tokens: StoredTokens, for key: SessionKey) { state.withLock { $0.entries[key] = tokens } }
+    var info: TokenStoreInfo { TokenStoreInfo(type: "fake") }
+
+    func entry(_ key: SessionKey) -> StoredTokens? {
+        state.withLock { $0.entries[key] }
+    }
+    func put(_ tokens: StoredTokens, for key: SessionKey) {
+        state.withLock { $0.entries[key] = tokens }
+    }
     func holdLoads() { state.withLock { $0.holdLoads = true } }
     func holdSaves() { state.withLock { $0.holdSaves = true } }
     func failSaves(_ fail: Bool) { state.withLock { $0.failSaves = fail } }
@@ -260,27 +269,59 @@ final class FakeStore: TokenStore {
         }
     }
 
-    func load(_ key: SessionKey) async throws -> StoredTokens? {
+    func load(_ key: StoreKey) async throws -> StoredTokens? {
         loads.increment()
         await gate { $0.holdLoads }
-        return state.withLock { $0.entries[key] }
+        return state.withLock { $0.entries[key.session] }
     }
 
     struct SaveFailed: Error {}
 
-    func save(_ tokens: StoredTokens, for key: SessionKey) async throws {
+    @discardableResult
+    func save(_ tokens: StoredTokens, for key: StoreKey) async throws -> Int64 {
         savesStarted.increment()
         await gate { $0.holdSaves }
-        let fail = state.withLock { state -> Bool in
-            if state.failSaves { return true }
-            state.entries[key] = tokens
-            return false
+        let revision = state.withLock { state -> Int64? in
+            if state.failSaves { return nil }
+            var entry = tokens
+            entry.revision = (state.entries[key.session]?.revision ?? 0) + 1
+            entry.invalidated = false
+            state.entries[key.session] = entry
+            return entry.revision
         }
-        if fail { throw SaveFailed() }
+        guard let revision else { throw SaveFailed() }
         saves.increment()
+        return revision
     }
 
-    func remove(_ key: SessionKey) async throws { state.withLock { $0.entries[key] = nil } }
+    func remove(_ key: StoreKey) async throws { state.withLock { $0.entries[key.session] = nil } }
+
+    @discardableResult
+    func recordInvalidation(_ key: StoreKey, revision: Int64?) throws -> Bool {
+        state.withLock { state in
+            guard var entry = state.entries[key.session] else { return false }
+            if let revision, revision != entry.revision || entry.invalidated { return false }
+            entry.invalidated = true
+            state.entries[key.session] = entry
+            return true
+        }
+    }
+
+    func changedElsewhere() -> Bool { false }
+
+    func acquireLease(_ key: StoreKey, purpose: LeasePurpose, deadline: Date, expiresAt: Date) async throws
+        -> StoreLease
+    {
+        try await shared.acquireLease(key, purpose: purpose, deadline: deadline, expiresAt: expiresAt)
+    }
+
+    func releaseLease(_ lease: StoreLease) { shared.releaseLease(lease) }
+    func isSeedSpent(_ fingerprint: String) async throws -> Bool { try await shared.isSeedSpent(fingerprint) }
+    func markSeedSpent(_ fingerprint: String) async throws { try await shared.markSeedSpent(fingerprint) }
+    func recordUnexplainedRenewal(_ key: StoreKey, at date: Date, window: TimeInterval) throws -> Int {
+        try shared.recordUnexplainedRenewal(key, at: date, window: window)
+    }
+    func clearUnexplainedRenewals(_ key: StoreKey) throws { try shared.clearUnexplainedRenewals(key) }
 }
 
 /// The secret used by the default harness configuration (a canary for leak checks).

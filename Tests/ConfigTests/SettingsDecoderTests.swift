@@ -165,13 +165,24 @@ import Testing
         #expect(result.errors.first?.message.contains("not implement") == true)
     }
 
-    @Test func sqliteStoreIsAnErrorWhenServingAndAWarningWhenChecking() async throws {
-        let yaml = "version: 1\nstore:\n  type: sqlite\n  path: ~/tokens.db\n"
+    @Test func sqliteStoreTakesItsPathAndKeySource() async throws {
+        let yaml = "version: 1\nstore:\n  type: sqlite\n  path: ~/tokens.db\n  encryption_key: { env: STORE_KEY }\n"
         let served = await decodeConfig(yaml)
-        #expect(served.errors.map(\.line) == [3])
-        let checked = await decodeConfig(yaml, mode: .check(resolveSecrets: false))
-        #expect(!checked.hasErrors)
-        #expect(checked.settings?.store == StoreSettings(type: .sqlite, path: "/home/u/tokens.db"))
+        #expect(!served.hasErrors)
+        #expect(served.settings?.store.path == "/home/u/tokens.db")
+        #expect(served.settings?.store.encryptionKey?.origin == .environment(name: "STORE_KEY"))
+    }
+
+    @Test func checkingWarnsWhenTokensWouldBeStoredInPlainText() async throws {
+        let plain = await decodeConfig(
+            profileConfig("type: client_credentials\ntoken_url: https://a.example.com/t\nclient_id: x"),
+            mode: .check(resolveSecrets: false))
+        #expect(plain.warnings.contains { $0.message.contains("tokens are kept in plain text") })
+        let memory = await decodeConfig(
+            "store: { type: memory }\n"
+                + profileConfig("type: client_credentials\ntoken_url: https://a.example.com/t\nclient_id: x"),
+            mode: .check(resolveSecrets: false))
+        #expect(!memory.warnings.contains { $0.message.contains("plain text") })
     }
 
     @Test func clientAuthDefaultsFollowTheSecret() async throws {
@@ -192,7 +203,7 @@ import Testing
         let settings = try #require(result.settings)
         #expect(result.diagnostics.isEmpty)
         #expect(settings.environments.isEmpty)
-        #expect(settings.store == StoreSettings())
+        #expect(settings.store == StoreSettings(type: .sqlite, path: "/home/u/.local/state/tokenrelay/sessions.db"))
         #expect(
             settings.server
                 == ServerSettings(maxConcurrentRequests: 256, maxQueuedRequests: 10_000, maxMessageBytes: 64 << 20))

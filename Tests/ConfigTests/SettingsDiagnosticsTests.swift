@@ -205,10 +205,7 @@ private let cc = "type: client_credentials\ntoken_url: https://auth.example.com/
             yaml: "version: 1\ndefault_environment: prod\nenvironments:\n  production: { base_url: https://p }\n",
             line: 2, fragment: "did you mean 'production'?"),
         .init(
-            name: "sqlite without path", yaml: "version: 1\nstore: { type: sqlite }\n", line: 2,
-            fragment: "needs a 'path'"),
-        .init(
-            name: "memory with path", yaml: "version: 1\nstore: { path: x.db }\n", line: 2,
+            name: "memory with path", yaml: "version: 1\nstore: { type: memory, path: x.db }\n", line: 2,
             fragment: "'store.path' only applies to 'type: sqlite'"),
         .init(
             name: "unknown store type", yaml: "version: 1\nstore: { type: redis }\n", line: 2,

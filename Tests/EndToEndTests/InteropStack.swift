@@ -17,11 +17,20 @@ struct InteropStack: Sendable {
         var reuseProtection: Bool?
         /// `--rs-cache`: seconds the RS caches positive introspections (0: every request).
         var rsCache: Int?
+        /// `--refresh-grace`: seconds a rotated refresh token stays usable.
+        var refreshGrace: Int?
+        /// `--token-gate`: hold refresh requests at the token endpoint (see ``TokenGate``).
+        var tokenGate: Bool
 
-        init(accessTTL: Int? = nil, reuseProtection: Bool? = nil, rsCache: Int? = nil) {
+        init(
+            accessTTL: Int? = nil, reuseProtection: Bool? = nil, rsCache: Int? = nil, refreshGrace: Int? = nil,
+            tokenGate: Bool = false
+        ) {
             self.accessTTL = accessTTL
             self.reuseProtection = reuseProtection
             self.rsCache = rsCache
+            self.refreshGrace = refreshGrace
+            self.tokenGate = tokenGate
         }
     }
 
@@ -72,6 +81,12 @@ struct InteropStack: Sendable {
         if let ttl = options.accessTTL { arguments += ["--access-ttl", String(ttl)] }
         if let reuse = options.reuseProtection { arguments += ["--reuse-protection", reuse ? "1" : "0"] }
         if let cache = options.rsCache { arguments += ["--rs-cache", String(cache)] }
+        if let grace = options.refreshGrace { arguments += ["--refresh-grace", String(grace)] }
+        let gate = directory.appendingPathComponent("token-gate")
+        if options.tokenGate {
+            try FileManager.default.createDirectory(at: gate, withIntermediateDirectories: true)
+            arguments += ["--token-gate", gate.path]
+        }
         let result = try await run("/bin/bash", [stackScript] + arguments, in: directory, timeout: .seconds(600))
         guard result.status == 0 else {
             throw Failure(description: "stack up failed (\(result.status)): \(result.stderr.suffix(2000))")
@@ -86,6 +101,42 @@ struct InteropStack: Sendable {
 
     /// `stack down`.
     func down() async throws { try await stackCommand("down") }
+
+    /// The `--token-gate` directory: `armed` holds refresh grants at the token endpoint (each
+    /// writes an `arrived-*` file) until `release` exists.
+    var tokenGate: URL { stateDirectory.appendingPathComponent("token-gate") }
+
+    /// Holds refresh requests from now on.
+    func armTokenGate() throws {
+        try Data().write(to: tokenGate.appendingPathComponent("armed"))
+    }
+
+    /// Lets held requests (and later ones) through.
+    func releaseTokenGate() throws {
+        try? FileManager.default.removeItem(at: tokenGate.appendingPathComponent("armed"))
+        try Data().write(to: tokenGate.appendingPathComponent("release"))
+    }
+
+    /// Waits until `condition` holds, looking again at a growing interval (5 ms to 200 ms) up to
+    /// `timeout`: for state outside any process this test owns a pipe of (files, the AS ledger).
+    func waitFor(
+        _ what: String, timeout: Duration = .seconds(60), _ condition: () async throws -> Bool
+    ) async throws {
+        let deadline = ContinuousClock.now + timeout
+        var interval = Duration.milliseconds(5)
+        while try await !condition() {
+            guard ContinuousClock.now < deadline else { throw Failure(description: "timed out waiting for \(what)") }
+            try await Task.sleep(for: interval)
+            interval = min(interval * 2, .milliseconds(200))
+        }
+    }
+
+    /// How many refresh requests arrived at the armed token gate.
+    func arrivedAtTokenGate() -> Int {
+        ((try? FileManager.default.contentsOfDirectory(atPath: tokenGate.path)) ?? []).filter {
+            $0.hasPrefix("arrived-")
+        }.count
+    }
     /// `stack stop-as`: token requests then get connection refused.
     func stopAuthorizationServer() async throws { try await stackCommand("stop-as") }
     /// `stack start-as`: the AS again on its port, with its database.
@@ -186,9 +237,12 @@ struct InteropStack: Sendable {
 
     /// Writes a config with one environment `interop` (base URL: the RS) and the given profiles
     /// (each a list of `key: value` lines); returns its path.
-    func writeConfig(profiles: [(name: String, lines: [String])], timeout: String = "30s") throws -> String {
+    func writeConfig(profiles: [(name: String, lines: [String])], timeout: String = "30s", store: String? = nil)
+        throws -> String
+    {
         var text = """
             version: 1
+            \(store.map { "store: \($0)" } ?? "")
             default_environment: interop
             environments:
               interop:

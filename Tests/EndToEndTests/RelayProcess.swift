@@ -42,6 +42,13 @@ final class RelayProcess: Sendable {
         return candidates.first { FileManager.default.isExecutableFile(atPath: $0) } ?? candidates[candidates.count - 1]
     }
 
+    /// A new, empty `XDG_STATE_HOME` for one process: its session store is its own (tests that
+    /// share a store pass `XDG_STATE_HOME` or `store.path` themselves), and no test ever writes
+    /// into the real `~/.local/state`.
+    static func freshStateHome() -> String {
+        FileManager.default.temporaryDirectory.appendingPathComponent("tokenrelay-state-\(UUID().uuidString)").path
+    }
+
     static var repositoryRoot: URL {
         URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
             .deletingLastPathComponent()
@@ -61,6 +68,7 @@ final class RelayProcess: Sendable {
         env["XDG_CONFIG_HOME"] =
             FileManager.default.temporaryDirectory.appendingPathComponent("tokenrelay-no-config").path
         if testMethods { env["TOKENRELAY_ENABLE_TEST_METHODS"] = "1" }
+        env["XDG_STATE_HOME"] = Self.freshStateHome()
         for (key, value) in environment { env[key] = value }
         process.environment = env
         let stdinPipe = Pipe()
@@ -179,6 +187,19 @@ final class RelayProcess: Sendable {
             try await self.waitUntil(what, timeout: timeout) { condition($0.stdout) || $0.stdoutClosed }
         }
         guard condition(stdoutBytes) else { throw TimedOut(what: "\(what) (stdout closed)") }
+    }
+
+    /// Waits until stderr contains `text`.
+    func waitForStderr(_ text: String, timeout: Duration = .seconds(60)) async throws {
+        let needle = Array(text.utf8)
+        try await withSafetyTimer(timeout) {
+            try await self.waitUntil("stderr '\(text)'", timeout: timeout) { state in
+                state.stderr.count >= needle.count
+                    && (0...(state.stderr.count - needle.count)).contains {
+                        state.stderr[$0..<($0 + needle.count)].elementsEqual(needle)
+                    }
+            }
+        }
     }
 
     /// Waits for the exit code and for both output pipes to be drained to their end, so that

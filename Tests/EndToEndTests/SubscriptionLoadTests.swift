@@ -131,6 +131,7 @@ final class StalledReaderRelay: Sendable {
         process.arguments = arguments
         var env = ProcessInfo.processInfo.environment
         env["TOKENRELAY_CONFIG"] = nil
+        env["XDG_STATE_HOME"] = RelayProcess.freshStateHome()
         for (key, value) in environment { env[key] = value }
         process.environment = env
         let stdinPipe = Pipe()

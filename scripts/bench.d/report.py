@@ -118,6 +118,18 @@ def main():
            f"idle {get('rss', 'idle_rss_kb')} kB, after warm-up {warm} kB, after {get('rss', 'requests')} requests "
            f"{after} kB (peak {get('rss', 'after_hwm_kb')} kB)")
 
+    target("store: tokenrelay call / curl, per call", get("store", "call_vs_curl"), "<= 1.5", lambda v: v <= 1.5,
+           f"{get('store', 'call_ms')} ms vs {get('store', 'curl_ms')} ms; "
+           f"{get('store', 'call_tokens_issued')} token(s) issued for the calls")
+    target("store: token calls per renewal period, 4 processes", get("store", "load_token_calls_per_renewal_period"),
+           "~1 (not 4)", lambda v: v <= 1.5,
+           f"{get('store', 'load_token_calls')} token calls in {get('store', 'load_wall_s')} s, "
+           f"{get('store', 'load_ok')} of {get('store', 'load_requests')} requests answered 200")
+    few, many = get("redactor_10", "clean_line_ns"), get("redactor_10000", "clean_line_ns")
+    target("redactor: ns per log line, 10,000 / 10 tokens", ratio(many, few), "<= 1.5", lambda v: v <= 1.5,
+           f"{few} ns vs {many} ns per {get('redactor_10', 'line_bytes')}-byte line; a line with a token: "
+           f"{get('redactor_10', 'secret_line_ns')} vs {get('redactor_10000', 'secret_line_ns')} ns")
+
     lines += ["", "| target | value | goal | met | detail |", "|---|---:|---|---|---|"]
     for t in targets:
         met = "n/a" if t["met"] is None else ("yes" if t["met"] else "NO")

@@ -61,6 +61,21 @@ struct TokenMethods: Sendable {
 
     func status(_ params: JSONValue?) async throws -> JSONValue {
         try ParamReader.expectNone(params)
+        // Sessions this process has not used yet show what the store holds (another process's
+        // tokens); a store that cannot be opened is reported, not fatal.
+        var storeError: RPCError?
+        do {
+            try await runtime.manager.loadStored()
+        } catch {
+            storeError = ErrorMapping.rpcError(error)
+        }
+        let info = runtime.manager.storeInfo
+        var store: JSONObject = ["type": .string(info.type), "encrypted": .bool(info.encrypted)]
+        if let path = info.path { store["path"] = .string(path) }
+        if let version = info.schemaVersion { store["schemaVersion"] = .int(version) }
+        if let storeError {
+            store["error"] = ["kind": .string(storeError.kind), "message": .string(storeError.message)]
+        }
         let sessions = await runtime.manager.status().sorted {
             ($0.environment, $0.profile) < ($1.environment, $1.profile)
         }
@@ -76,6 +91,7 @@ struct TokenMethods: Sendable {
                         object["expiresAt"] = .string(formatter.string(from: expiresAt))
                     }
                     object["refreshable"] = .bool(session.refreshable)
+                    object["fromStore"] = .bool(session.fromStore)
                     if let error = session.lastError {
                         object["lastError"] = ["kind": .string(error.kind), "message": .string(error.message)]
                     }
@@ -87,6 +103,7 @@ struct TokenMethods: Sendable {
                     return .object(object)
                 }),
             "subscriptions": .int(subscriptionCount()),
+            "store": .object(store),
         ]
     }
 }

@@ -1,5 +1,7 @@
 import Auth
 import Config
+import Foundation
+import Glibc
 import HTTP
 import JSONRPC
 import Logging
@@ -27,7 +29,11 @@ final class RelayRuntime: Sendable {
     }
 
     /// Builds the runtime. Fails (kind `config`) when a profile's settings cannot work.
-    static func make(settings: Settings, environmentOverride: String?) async throws -> RelayRuntime {
+    /// `testLeaseGate` (end-to-end tests only): a FIFO every renewal waits on, after taking its
+    /// lease, until something is written to it.
+    static func make(settings: Settings, environmentOverride: String?, testLeaseGate: String? = nil) async throws
+        -> RelayRuntime
+    {
         var transports: [LazyTransport] = []
         func transport(for environment: EnvironmentSettings?) -> LazyTransport {
             var options = CurlTransport.Options()
@@ -51,7 +57,8 @@ final class RelayRuntime: Sendable {
         let environmentTransports = Dictionary(
             settings.environments.map { ($0.name, transport(for: $0)) }, uniquingKeysWith: { first, _ in first })
         let manager = TokenManager(
-            transport: transport(for: nil), environmentTransports: environmentTransports.mapValues { $0 })
+            transport: transport(for: nil), environmentTransports: environmentTransports.mapValues { $0 },
+            store: makeStore(settings.store), afterLease: testLeaseGate.map(Self.fifoGate))
         var environments: [String: EnvironmentRuntime] = [:]
         for environment in settings.environments {
             guard let transport = environmentTransports[environment.name] else { continue }
@@ -61,6 +68,37 @@ final class RelayRuntime: Sendable {
         return RelayRuntime(
             settings: settings, environmentOverride: environmentOverride, manager: manager, environments: environments,
             transports: transports)
+    }
+
+    /// The configured token store (opened on first use).
+    static func makeStore(_ settings: StoreSettings) -> any TokenStore {
+        switch settings.type {
+        case .memory:
+            return InMemoryTokenStore()
+        case .sqlite:
+            let path = settings.path ?? StoreSettings.defaultPath(environment: ProcessInfo.processInfo.environment)
+            let key = settings.encryptionKey.map { source in SecretProvider { try await source.resolve() } }
+            return SQLiteTokenStore(path: path, encryptionKey: key)
+        }
+    }
+
+    /// Waits until something is written to the FIFO at `path` (on a thread of its own: opening a
+    /// FIFO blocks), after saying so on stderr.
+    static func fifoGate(_ path: String) -> @Sendable () async -> Void {
+        {
+            log.warn("test lease gate: holding the lease until \(path) is written")
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                Thread.detachNewThread {
+                    let fd = open(path, O_RDONLY)
+                    if fd >= 0 {
+                        var byte: UInt8 = 0
+                        _ = read(fd, &byte, 1)
+                        Glibc.close(fd)
+                    }
+                    continuation.resume()
+                }
+            }
+        }
     }
 
     /// The catalog `initialize` reports.

@@ -1,6 +1,10 @@
-"""Middleware recording every token issued by POST /o/token/ in the IssuedToken ledger."""
+"""Middleware recording every token issued by POST /o/token/ in the IssuedToken ledger, and the
+test gate that can hold refresh requests at the token endpoint."""
 import hashlib
 import json
+import os
+import time
+import uuid
 
 from oauth2_provider.models import get_access_token_model
 
@@ -38,3 +42,26 @@ class TokenLedgerMiddleware:
         if isinstance(refresh, str):
             rows.append(IssuedToken(kind=IssuedToken.KIND_REFRESH, value=refresh, client_id=client_id, grant_type=grant))
         IssuedToken.objects.bulk_create(rows)
+
+
+class TokenGateMiddleware:
+    """With IDP_TOKEN_GATE=DIR (stack up --token-gate DIR): while DIR/armed exists, every
+    refresh_token grant at POST /o/token/ writes DIR/arrived-<id> and is held until DIR/release
+    exists (at most 120 s) before the token endpoint handles it, so tests can act while a refresh
+    request is in flight (e.g. kill its sender)."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+        self.directory = os.environ.get("IDP_TOKEN_GATE", "")
+
+    def __call__(self, request):
+        if (self.directory and request.method == "POST" and request.path == "/o/token/"
+                and os.path.exists(os.path.join(self.directory, "armed"))
+                and request.POST.get("grant_type") == "refresh_token"):
+            marker = os.path.join(self.directory, f"arrived-{uuid.uuid4().hex}")
+            with open(marker, "w") as handle:
+                handle.write("arrived\n")
+            deadline = time.monotonic() + 120
+            while not os.path.exists(os.path.join(self.directory, "release")) and time.monotonic() < deadline:
+                time.sleep(0.01)
+        return self.get_response(request)

@@ -35,6 +35,7 @@ INSTALLED_APPS = [
     "idp",
 ]
 MIDDLEWARE = [
+    "idp.ledger.TokenGateMiddleware",
     "idp.ledger.TokenLedgerMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",

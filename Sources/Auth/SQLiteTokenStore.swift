@@ -1,0 +1,563 @@
+import Foundation
+import Glibc
+import Logging
+import Synchronization
+
+/// The default token store (SPEC §5.6): one SQLite file shared by every tokenrelay process of
+/// the user, in WAL mode, tokens sealed with AES-256-GCM when a key is given.
+///
+/// The file is opened on first use (a start that needs no token does not load libsqlite3). Its
+/// directory must be 0700 and the file 0600, both owned by the user: they are created so, and
+/// anything else is refused with a `config` error. Every call runs a few short statements on one
+/// connection guarded by a mutex; no transaction is ever open across an `await`.
+public final class SQLiteTokenStore: TokenStore {
+    /// The newest schema this build knows. Migrations take an older file there step by step; a
+    /// newer file is refused (never wiped).
+    public static let schemaVersion = 2
+
+    /// Schema migrations: `migrations[n]` takes version `n` to `n + 1`.
+    static let migrations: [String] = [
+        """
+        CREATE TABLE sessions (
+            id TEXT PRIMARY KEY, environment TEXT NOT NULL, profile TEXT NOT NULL,
+            payload BLOB NOT NULL, sealed INTEGER NOT NULL, revision INTEGER NOT NULL,
+            invalidated INTEGER NOT NULL DEFAULT 0, updated_at REAL NOT NULL);
+        CREATE TABLE leases (
+            id TEXT PRIMARY KEY, holder_pid INTEGER NOT NULL, holder_start INTEGER NOT NULL,
+            owner INTEGER NOT NULL, purpose TEXT NOT NULL, expires_at REAL NOT NULL);
+        CREATE TABLE meta (name TEXT PRIMARY KEY, value BLOB NOT NULL);
+        """,
+        """
+        CREATE TABLE renewals (id TEXT NOT NULL, at REAL NOT NULL);
+        CREATE INDEX renewals_by_session ON renewals (id, at);
+        CREATE TABLE spent_seeds (fingerprint TEXT PRIMARY KEY, spent_at REAL NOT NULL);
+        """,
+    ]
+
+    /// The check record's plaintext and associated data: a key that opens it is the store's key.
+    static let checkPlaintext = Array("tokenrelay store check v1".utf8)
+    static let checkAssociatedData = Array("tokenrelay-store-check".utf8)
+
+    /// Where the database is.
+    public let path: String
+    private let encryptionKey: SecretProvider?
+    private let busyTimeoutMilliseconds: Int32
+
+    private struct Opened {
+        let connection: SQLiteConnection
+        let cipher: StoreCipher?
+        let schemaVersion: Int
+        var dataVersion: Int64
+    }
+
+    private let state = Mutex<Opened?>(nil)
+    /// This process, as lease rows name their holder.
+    private let holder: (pid: Int64, start: Int64)
+
+    /// A store at `path` (opened on first use), sealing tokens under the key from `encryptionKey`
+    /// (base64 or hex of 32 bytes) when given.
+    public init(path: String, encryptionKey: SecretProvider? = nil, busyTimeout: Duration = .seconds(5)) {
+        self.path = path
+        self.encryptionKey = encryptionKey
+        busyTimeoutMilliseconds = Int32(busyTimeout.components.seconds * 1000)
+        let pid = getpid()
+        holder = (Int64(pid), processStartTime(pid) ?? 0)
+    }
+
+    public var info: TokenStoreInfo {
+        let opened = state.withLock { $0.map { ($0.schemaVersion, $0.cipher != nil) } }
+        return TokenStoreInfo(
+            type: "sqlite", path: path, encrypted: opened?.1 ?? (encryptionKey != nil), schemaVersion: opened?.0)
+    }
+
+    // MARK: - Opening
+
+    /// Opens the store now (resolving the key): errors of kind `config` for a bad file, directory
+    /// or key. Idempotent.
+    public func open() async throws {
+        if state.withLock({ $0 != nil }) { return }
+        var cipher: StoreCipher?
+        if let encryptionKey {
+            let text: String
+            do {
+                text = try await encryptionKey.resolve()
+            } catch {
+                throw AuthError.store("the encryption key of the store \(path) could not be resolved: \(error)")
+            }
+            guard let bytes = Self.decodeKey(text), let made = StoreCipher(key: bytes) else {
+                throw AuthError.store(
+                    "the encryption key of the store \(path) must be 32 bytes in base64 or hex "
+                        + "(tokenrelay store new-key prints one)")
+            }
+            cipher = made
+        }
+        let result = state.withLock { opened -> Result<Void, AuthError> in
+            if opened != nil { return .success(()) }
+            do throws(AuthError) {
+                opened = try openConnection(cipher: cipher)
+                return .success(())
+            } catch {
+                return .failure(error)
+            }
+        }
+        try result.get()
+    }
+
+    /// Decodes a 32-byte key given as hex (64 digits) or base64 (standard or URL-safe).
+    static func decodeKey(_ text: String) -> [UInt8]? {
+        let trimmed = text.trimmingCharacters(in: .whitespacesAndNewlines)
+        if trimmed.count == 64, trimmed.allSatisfy(\.isHexDigit) {
+            var bytes: [UInt8] = []
+            var index = trimmed.startIndex
+            while index < trimmed.endIndex {
+                let next = trimmed.index(index, offsetBy: 2)
+                guard let byte = UInt8(trimmed[index..<next], radix: 16) else { return nil }
+                bytes.append(byte)
+                index = next
+            }
+            return bytes
+        }
+        var base64 = trimmed.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        while base64.count % 4 != 0 { base64 += "=" }
+        guard let data = Data(base64Encoded: base64), data.count == StoreCipher.keyLength else { return nil }
+        return Array(data)
+    }
+
+    /// A fresh random key, base64 (`tokenrelay store new-key`).
+    public static func newKey() -> String? {
+        StoreCipher.randomBytes(StoreCipher.keyLength).map { Data($0).base64EncodedString() }
+    }
+
+    private func openConnection(cipher: StoreCipher?) throws(AuthError) -> Opened {
+        try Self.prepareFile(path)
+        let connection: SQLiteConnection
+        do {
+            connection = try SQLiteConnection(
+                path: path, create: false, busyTimeoutMilliseconds: busyTimeoutMilliseconds)
+            try connection.execute("PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; PRAGMA secure_delete=ON;")
+        } catch {
+            throw AuthError.store("the store \(path) could not be opened (\(error.message))")
+        }
+        let version = try migrate(connection)
+        try checkKey(connection, cipher: cipher)
+        let dataVersion = (try? Self.dataVersion(connection)) ?? 0
+        return Opened(connection: connection, cipher: cipher, schemaVersion: version, dataVersion: dataVersion)
+    }
+
+    /// Creates the directory (0700) and the file (0600) when missing; refuses either when it is
+    /// group/world accessible or owned by someone else.
+    static func prepareFile(_ path: String) throws(AuthError) {
+        let directory = (path as NSString).deletingLastPathComponent
+        var info = stat()
+        if stat(directory, &info) != 0 {
+            do {
+                try FileManager.default.createDirectory(
+                    atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+            } catch {
+                throw AuthError.store("the store directory \(directory) could not be created")
+            }
+            guard stat(directory, &info) == 0 else {
+                throw AuthError.store("the store directory \(directory) could not be created")
+            }
+        }
+        try checkOwnership(directory, info, kind: "directory", fix: "chmod 700 \(directory)")
+        if stat(path, &info) != 0 {
+            let fd = Glibc.open(path, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0o600)
+            if fd >= 0 {
+                fchmod(fd, 0o600)
+                close(fd)
+            }
+            guard stat(path, &info) == 0 else { throw AuthError.store("the store file \(path) could not be created") }
+        }
+        guard info.st_mode & S_IFMT == S_IFREG else { throw AuthError.store("the store \(path) is not a regular file") }
+        try checkOwnership(path, info, kind: "file", fix: "chmod 600 \(path)")
+    }
+
+    private static func checkOwnership(_ path: String, _ info: stat, kind: String, fix: String) throws(AuthError) {
+        guard info.st_uid == geteuid() else {
+            throw AuthError.store(
+                "the store \(kind) \(path) is owned by another user (uid \(info.st_uid)); refusing it")
+        }
+        let mode = info.st_mode & 0o777
+        guard mode & 0o077 == 0 else {
+            throw AuthError.store(
+                "the store \(kind) \(path) is accessible by group or others (mode \(String(mode, radix: 8))); "
+                    + "refusing it (fix: \(fix))")
+        }
+    }
+
+    /// Takes the file to ``schemaVersion``; refuses a newer one.
+    private func migrate(_ connection: SQLiteConnection) throws(AuthError) -> Int {
+        do {
+            try connection.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
+            let known = Self.migrations.count
+            let current = try Self.storedVersion(connection)
+            if current == known { return current }
+            if current > known { throw newerSchema(current) }
+            try connection.execute("BEGIN IMMEDIATE")
+            do {
+                var version = try Self.storedVersion(connection)  // another process may have migrated
+                if version > known { throw newerSchema(version) }
+                while version < known {
+                    try connection.execute(Self.migrations[version])
+                    version += 1
+                }
+                try connection.query("DELETE FROM schema_version")
+                try connection.query("INSERT INTO schema_version (version) VALUES (?1)", [.integer(Int64(version))])
+                try connection.execute("COMMIT")
+                return version
+            } catch {
+                try? connection.execute("ROLLBACK")
+                throw error
+            }
+        } catch let error as AuthError {
+            throw error
+        } catch {
+            throw AuthError.store("the schema of the store \(path) could not be migrated (\(error))")
+        }
+    }
+
+    private func newerSchema(_ version: Int) -> AuthError {
+        AuthError.store(
+            "the store \(path) has schema version \(version), newer than this tokenrelay knows "
+                + "(\(Self.migrations.count)); upgrade tokenrelay or use another store path (the file was left as is)")
+    }
+
+    static func storedVersion(_ connection: SQLiteConnection) throws(SQLiteError) -> Int {
+        Int(try connection.query("SELECT max(version) FROM schema_version").first?.first?.integerValue ?? 0)
+    }
+
+    /// With a key: verifies (or writes) the check record. Without: refuses a sealed store.
+    private func checkKey(_ connection: SQLiteConnection, cipher: StoreCipher?) throws(AuthError) {
+        do {
+            let check = try connection.query("SELECT value FROM meta WHERE name = 'check'").first?.first?.blobValue
+            let sealedRows =
+                try connection.query("SELECT count(*) FROM sessions WHERE sealed = 1").first?.first?
+                .integerValue ?? 0
+            guard let cipher else {
+                if check != nil || sealedRows > 0 {
+                    throw AuthError.store(
+                        "the store \(path) is encrypted; configure store.encryption_key to open it")
+                }
+                return
+            }
+            if let check {
+                guard cipher.open(check, associatedData: Self.checkAssociatedData) == Self.checkPlaintext else {
+                    throw AuthError.store("the encryption key does not open the store \(path) (wrong key?)")
+                }
+                return
+            }
+            guard sealedRows == 0 else {
+                throw AuthError.store("the store \(path) holds sealed records but no check record (tampered?)")
+            }
+            try reseal(connection, from: nil, to: cipher)
+        } catch let error as AuthError {
+            throw error
+        } catch {
+            throw AuthError.store("the store \(path) could not be read (\(error))")
+        }
+    }
+
+    /// In one transaction: opens every record with `old` (plain ones as they are), seals it with
+    /// `new` (or stores it plain), and writes the check record of `new`.
+    private func reseal(_ connection: SQLiteConnection, from old: StoreCipher?, to new: StoreCipher?) throws {
+        try connection.execute("BEGIN IMMEDIATE")
+        do {
+            for row in try connection.query("SELECT id, payload, sealed FROM sessions") {
+                guard let id = row[0].textValue, let payload = row[1].blobValue else { continue }
+                let plain: [UInt8]
+                if row[2].integerValue == 1 {
+                    guard let old, let opened = old.open(payload, associatedData: Array(id.utf8)) else {
+                        throw AuthError.store(
+                            "a record of the store \(path) failed its integrity check; nothing was changed")
+                    }
+                    plain = opened
+                } else {
+                    plain = payload
+                }
+                let (stored, sealed) = try seal(plain, id: id, cipher: new)
+                try connection.query(
+                    "UPDATE sessions SET payload = ?1, sealed = ?2 WHERE id = ?3",
+                    [.blob(stored), .integer(sealed ? 1 : 0), .text(id)])
+            }
+            if let new {
+                guard let check = new.seal(Self.checkPlaintext, associatedData: Self.checkAssociatedData) else {
+                    throw AuthError.store("sealing failed (libcrypto)")
+                }
+                try connection.query("INSERT OR REPLACE INTO meta (name, value) VALUES ('check', ?1)", [.blob(check)])
+            } else {
+                try connection.query("DELETE FROM meta WHERE name = 'check'")
+            }
+            try connection.execute("COMMIT")
+        } catch {
+            try? connection.execute("ROLLBACK")
+            throw error
+        }
+        // The write-ahead log still holds the pages as they were (old key, or plain text): copy
+        // them into the file (whose freed pages `secure_delete` zeroes) and empty the log.
+        // Best effort: a reader in another process may keep the log from being truncated now.
+        try? connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    }
+
+    /// `tokenrelay store rekey`: re-seals every record under `newKey` (base64 or hex) in one
+    /// transaction. The store must open with its current key first.
+    public func rekey(to newKey: String) async throws {
+        guard let bytes = Self.decodeKey(newKey), let cipher = StoreCipher(key: bytes) else {
+            throw AuthError.store("the new key must be 32 bytes in base64 or hex (tokenrelay store new-key prints one)")
+        }
+        try await open()
+        let result = state.withLock { opened -> Result<Void, AuthError> in
+            guard let current = opened else { return .success(()) }
+            do {
+                try reseal(current.connection, from: current.cipher, to: cipher)
+            } catch let error as AuthError {
+                return .failure(error)
+            } catch {
+                return .failure(
+                    AuthError.store("the store \(path) could not be re-sealed (\(error)); nothing was changed"))
+            }
+            opened = Opened(
+                connection: current.connection, cipher: cipher, schemaVersion: current.schemaVersion,
+                dataVersion: current.dataVersion)
+            return .success(())
+        }
+        try result.get()
+    }
+
+    // MARK: - Records
+
+    private struct Payload: Codable {
+        var accessToken: String?
+        var tokenType: String
+        var receivedAt: Double?
+        var expiresAt: Double?
+        var refreshToken: String?
+        var scope: String?
+    }
+
+    private func seal(_ plain: [UInt8], id: String, cipher: StoreCipher?) throws(AuthError) -> ([UInt8], Bool) {
+        guard let cipher else { return (plain, false) }
+        guard let sealed = cipher.seal(plain, associatedData: Array(id.utf8)) else {
+            throw AuthError.storage("sealing failed (libcrypto)")
+        }
+        return (sealed, true)
+    }
+
+    /// Runs `body` on the open connection (opening it first).
+    private func withConnection<T>(_ body: (inout Opened) throws -> T) async throws -> T {
+        try await open()
+        return try withOpened(body) ?? { throw AuthError.storage("the store is not open") }()
+    }
+
+    /// Runs `body` on the connection if the store is open; `nil` when it is not.
+    private func withOpened<T>(_ body: (inout Opened) throws -> T) throws -> T? {
+        let result = state.withLock { opened -> Result<T?, any Error> in
+            guard var current = opened else { return .success(nil) }
+            defer { opened = current }
+            do {
+                return .success(try body(&current))
+            } catch let error as SQLiteError {
+                return .failure(AuthError.storage("the store \(path) failed (\(error.message))"))
+            } catch {
+                return .failure(error)
+            }
+        }
+        return try result.get()
+    }
+
+    public func load(_ key: StoreKey) async throws -> StoredTokens? {
+        try await withConnection { opened in
+            let rows = try opened.connection.query(
+                "SELECT payload, sealed, revision, invalidated FROM sessions WHERE id = ?1", [.text(key.id)])
+            guard let row = rows.first, let payload = row[0].blobValue else { return nil }
+            var plain = payload
+            if row[1].integerValue == 1 {
+                guard let cipher = opened.cipher else {
+                    throw AuthError.store("the store \(path) is encrypted; configure store.encryption_key")
+                }
+                guard let opened = cipher.open(payload, associatedData: Array(key.id.utf8)) else {
+                    throw AuthError.storage(
+                        "the record of \(key) in the store \(path) failed its integrity check (tampered or "
+                            + "corrupted); log out of the session to remove it")
+                }
+                plain = opened
+            }
+            guard let decoded = try? JSONDecoder().decode(Payload.self, from: Data(plain)) else {
+                throw AuthError.storage("the record of \(key) in the store \(path) is not readable")
+            }
+            return StoredTokens(
+                accessToken: decoded.accessToken, tokenType: decoded.tokenType,
+                receivedAt: decoded.receivedAt.map { Date(timeIntervalSince1970: $0) },
+                expiresAt: decoded.expiresAt.map { Date(timeIntervalSince1970: $0) },
+                refreshToken: decoded.refreshToken,
+                scope: decoded.scope, revision: row[2].integerValue ?? 0, invalidated: row[3].integerValue == 1)
+        }
+    }
+
+    @discardableResult
+    public func save(_ tokens: StoredTokens, for key: StoreKey) async throws -> Int64 {
+        let payload = Payload(
+            accessToken: tokens.accessToken, tokenType: tokens.tokenType,
+            receivedAt: tokens.receivedAt?.timeIntervalSince1970, expiresAt: tokens.expiresAt?.timeIntervalSince1970,
+            refreshToken: tokens.refreshToken, scope: tokens.scope)
+        let plain = Array((try? JSONEncoder().encode(payload)) ?? Data())
+        return try await withConnection { opened in
+            let (stored, sealed) = try seal(plain, id: key.id, cipher: opened.cipher)
+            // One statement: atomic on its own (autocommit), durable before it returns.
+            let rows = try opened.connection.query(
+                """
+                INSERT INTO sessions (id, environment, profile, payload, sealed, revision, invalidated, updated_at)
+                VALUES (?1, ?2, ?3, ?4, ?5, 1, 0, ?6)
+                ON CONFLICT (id) DO UPDATE SET payload = excluded.payload, sealed = excluded.sealed,
+                    revision = sessions.revision + 1, invalidated = 0, updated_at = excluded.updated_at
+                RETURNING revision
+                """,
+                [
+                    .text(key.id), .text(key.session.environment), .text(key.session.profile), .blob(stored),
+                    .integer(sealed ? 1 : 0), .real(Date().timeIntervalSince1970),
+                ])
+            return rows.first?.first?.integerValue ?? 0
+        }
+    }
+
+    public func remove(_ key: StoreKey) async throws {
+        try await withConnection { opened in
+            try opened.connection.query("DELETE FROM sessions WHERE id = ?1", [.text(key.id)])
+            try opened.connection.query("DELETE FROM renewals WHERE id = ?1", [.text(key.id)])
+        }
+    }
+
+    @discardableResult
+    public func recordInvalidation(_ key: StoreKey, revision: Int64?) throws -> Bool {
+        try withOpened { opened in
+            if let revision {
+                try opened.connection.query(
+                    "UPDATE sessions SET invalidated = 1 WHERE id = ?1 AND revision = ?2 AND invalidated = 0",
+                    [.text(key.id), .integer(revision)])
+            } else {
+                try opened.connection.query("UPDATE sessions SET invalidated = 1 WHERE id = ?1", [.text(key.id)])
+            }
+            return opened.connection.changes > 0
+        } ?? false
+    }
+
+    public func changedElsewhere() -> Bool {
+        do {
+            return try withOpened { opened in
+                let version = try Self.dataVersion(opened.connection)
+                defer { opened.dataVersion = version }
+                return version != opened.dataVersion
+            } ?? false
+        } catch {
+            return true  // let the reload report it
+        }
+    }
+
+    static func dataVersion(_ connection: SQLiteConnection) throws(SQLiteError) -> Int64 {
+        try connection.query("PRAGMA data_version").first?.first?.integerValue ?? 0
+    }
+
+    // MARK: - Leases
+
+    public func acquireLease(_ key: StoreKey, purpose: LeasePurpose, deadline: Date, expiresAt: Date) async throws
+        -> StoreLease
+    {
+        try await open()
+        let owner = Int64.random(in: 1...Int64.max)
+        var delay = 0.005
+        while true {
+            try Task.checkCancellation()
+            if try tryTakeLease(key, owner: owner, purpose: purpose, expiresAt: expiresAt) {
+                log.debug("lease taken for \(key) (\(purpose.rawValue))")
+                return StoreLease(key: key, owner: owner, purpose: purpose)
+            }
+            try await LeaseWait.pause(&delay, deadline: deadline)
+        }
+    }
+
+    /// One short `BEGIN IMMEDIATE` transaction writing only the session's lease row: takes it
+    /// when free, expired, or held by a process that is gone.
+    private func tryTakeLease(_ key: StoreKey, owner: Int64, purpose: LeasePurpose, expiresAt: Date) throws -> Bool {
+        try withOpened { opened in
+            let connection = opened.connection
+            try connection.execute("BEGIN IMMEDIATE")
+            do {
+                let row = try connection.query(
+                    "SELECT holder_pid, holder_start, expires_at FROM leases WHERE id = ?1", [.text(key.id)]
+                ).first
+                if let row, let pid = row[0].integerValue, let start = row[1].integerValue,
+                    let expiry = row[2].realValue, expiry > Date().timeIntervalSince1970,
+                    processStartTime(Int32(truncatingIfNeeded: pid)) == start
+                {
+                    try connection.execute("COMMIT")
+                    return false
+                }
+                if let row, let pid = row[0].integerValue {
+                    log.info("taking over the lease of \(key) from process \(pid) (gone or expired)")
+                }
+                try connection.query(
+                    """
+                    INSERT OR REPLACE INTO leases (id, holder_pid, holder_start, owner, purpose, expires_at)
+                    VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+                    """,
+                    [
+                        .text(key.id), .integer(holder.pid), .integer(holder.start), .integer(owner),
+                        .text(purpose.rawValue), .real(expiresAt.timeIntervalSince1970),
+                    ])
+                try connection.execute("COMMIT")
+                return true
+            } catch {
+                try? connection.execute("ROLLBACK")
+                throw error
+            }
+        } ?? true
+    }
+
+    public func releaseLease(_ lease: StoreLease) {
+        do {
+            _ = try withOpened { opened in
+                try opened.connection.query(
+                    "DELETE FROM leases WHERE id = ?1 AND owner = ?2", [.text(lease.key.id), .integer(lease.owner)])
+            }
+        } catch {
+            log.warn("the lease of \(lease.key) could not be released (it lapses by itself): \(error)")
+        }
+    }
+
+    // MARK: - Seeds and renewal counts
+
+    public func isSeedSpent(_ fingerprint: String) async throws -> Bool {
+        try await withConnection { opened in
+            try !opened.connection.query("SELECT 1 FROM spent_seeds WHERE fingerprint = ?1", [.text(fingerprint)])
+                .isEmpty
+        }
+    }
+
+    public func markSeedSpent(_ fingerprint: String) async throws {
+        try await withConnection { opened in
+            _ = try opened.connection.query(
+                "INSERT OR IGNORE INTO spent_seeds (fingerprint, spent_at) VALUES (?1, ?2)",
+                [.text(fingerprint), .real(Date().timeIntervalSince1970)])
+        }
+    }
+
+    public func recordUnexplainedRenewal(_ key: StoreKey, at date: Date, window: TimeInterval) throws -> Int {
+        try withOpened { opened in
+            let connection = opened.connection
+            let now = date.timeIntervalSince1970
+            try connection.query(
+                "DELETE FROM renewals WHERE id = ?1 AND at <= ?2", [.text(key.id), .real(now - window)])
+            let count =
+                try connection.query("SELECT count(*) FROM renewals WHERE id = ?1", [.text(key.id)]).first?
+                .first?.integerValue ?? 0
+            try connection.query("INSERT INTO renewals (id, at) VALUES (?1, ?2)", [.text(key.id), .real(now)])
+            return Int(count)
+        } ?? 0
+    }
+
+    public func clearUnexplainedRenewals(_ key: StoreKey) throws {
+        _ = try withOpened { opened in
+            try opened.connection.query("DELETE FROM renewals WHERE id = ?1", [.text(key.id)])
+        }
+    }
+}

@@ -1,0 +1,55 @@
+import Auth
+import Config
+import JSONRPC
+
+extension OneShot {
+    /// `tokenrelay status`: the `status` method's result in a process of its own (what the store
+    /// holds for each configured session).
+    public static func status(settings: Settings, environment: String?) async -> Result<JSONValue, RPCError> {
+        await withTokenMethods(settings: settings, environment: environment) { try await $0.status(nil) }
+    }
+
+    /// `tokenrelay logout`: the `logout` method (params `{environment?, profile?, all?}`) in a
+    /// process of its own; the sessions are removed from the store, so every process sees it.
+    public static func logout(settings: Settings, environment: String?, params: JSONValue) async -> Result<
+        JSONValue, RPCError
+    > {
+        await withTokenMethods(settings: settings, environment: environment) { try await $0.logout(params) }
+    }
+
+    /// `tokenrelay store rekey`: re-seals every record of the configured SQLite store under
+    /// `newKey` (base64 or hex of 32 bytes) in one transaction.
+    public static func rekeyStore(settings: Settings, newKey: String) async -> Result<String, RPCError> {
+        guard let store = RelayRuntime.makeStore(settings.store) as? SQLiteTokenStore else {
+            return .failure(RPCError(code: .config, message: "the store is not SQLite: nothing to re-seal"))
+        }
+        do {
+            try await store.rekey(to: newKey)
+            return .success(store.path)
+        } catch {
+            return .failure(ErrorMapping.rpcError(error))
+        }
+    }
+
+    /// A fresh random store key, base64 (`tokenrelay store new-key`).
+    public static func newStoreKey() -> String? { SQLiteTokenStore.newKey() }
+
+    private static func withTokenMethods(
+        settings: Settings, environment: String?, _ body: (TokenMethods) async throws -> JSONValue
+    ) async -> Result<JSONValue, RPCError> {
+        let runtime: RelayRuntime
+        do {
+            runtime = try await RelayRuntime.make(settings: settings, environmentOverride: environment)
+        } catch {
+            return .failure(ErrorMapping.rpcError(error))
+        }
+        let result: Result<JSONValue, RPCError>
+        do {
+            result = .success(try await body(TokenMethods(runtime: runtime, subscriptionCount: { 0 })))
+        } catch {
+            result = .failure(ErrorMapping.rpcError(error))
+        }
+        await runtime.close()
+        return result
+    }
+}

@@ -1,0 +1,178 @@
+import Config
+import Foundation
+import JSONRPC
+import Logging
+import Relay
+
+/// `tokenrelay status`, `tokenrelay logout` and `tokenrelay store new-key|rekey`: the session
+/// store seen from a shell, through the same methods `serve` answers.
+enum SessionCommands {
+    /// `tokenrelay status [--config PATH] [--env E] [--json]`.
+    static func status(arguments: [String], environment: [String: String]) async -> Int32 {
+        var parser = ArgumentParser(arguments)
+        var configPath: String?
+        var environmentName: String?
+        var json = false
+        do throws(ArgumentError) {
+            while let argument = parser.next() {
+                switch argument {
+                case "--config": configPath = try parser.value(for: argument)
+                case "--env": environmentName = try parser.value(for: argument)
+                case "--json": json = true
+                default: throw ArgumentError("unknown option '\(argument)'")
+                }
+            }
+        } catch {
+            return CommandLineTool.usageError(error.message)
+        }
+        log.configure(level: .warn, format: .text)
+        guard let settings = await CommandLineTool.loadSettings(path: configPath, environment: environment) else {
+            return CommandLineTool.ExitCode.config
+        }
+        switch await OneShot.status(settings: settings, environment: environmentName) {
+        case .failure(let error):
+            return fail(error)
+        case .success(let result):
+            if json {
+                CommandLineTool.writeStandardOutput(String(decoding: result.serialized(), as: UTF8.self))
+            } else {
+                CommandLineTool.writeStandardOutput(describe(result))
+            }
+            return CommandLineTool.ExitCode.success
+        }
+    }
+
+    /// The `status` result as lines for a person.
+    static func describe(_ result: JSONValue) -> String {
+        var lines: [String] = []
+        if let store = result["store"]?.objectValue {
+            var line = "store: \(store["type"]?.stringValue ?? "?")"
+            if let path = store["path"]?.stringValue { line += " \(path)" }
+            if store["type"]?.stringValue == "sqlite" {
+                line += store["encrypted"] == .bool(true) ? " (encrypted" : " (not encrypted: tokens in plain text"
+                if let version = store["schemaVersion"]?.numberValue { line += ", schema \(version)" }
+                line += ")"
+            }
+            if let message = store["error"]?["message"]?.stringValue { line += "; error: \(message)" }
+            lines.append(line)
+        }
+        for session in result["sessions"]?.arrayValue ?? [] {
+            var line =
+                "\(session["environment"]?.stringValue ?? "?")/\(session["profile"]?.stringValue ?? "?") "
+                + "(\(session["type"]?.stringValue ?? "?")): \(session["state"]?.stringValue ?? "?")"
+            if let expiry = session["expiresAt"]?.stringValue { line += ", expires \(expiry)" }
+            if session["refreshable"] == .bool(true) { line += ", refreshable" }
+            if session["fromStore"] == .bool(true) { line += ", from the store" }
+            if let message = session["lastError"]?["message"]?.stringValue { line += "; last error: \(message)" }
+            lines.append(line)
+        }
+        return lines.joined(separator: "\n")
+    }
+
+    /// `tokenrelay logout [--config PATH] [--env E] [--profile P] [--all]`.
+    static func logout(arguments: [String], environment: [String: String]) async -> Int32 {
+        var parser = ArgumentParser(arguments)
+        var configPath: String?
+        var params = JSONObject()
+        do throws(ArgumentError) {
+            while let argument = parser.next() {
+                switch argument {
+                case "--config": configPath = try parser.value(for: argument)
+                case "--env": params["environment"] = .string(try parser.value(for: argument))
+                case "--profile": params["profile"] = .string(try parser.value(for: argument))
+                case "--all": params["all"] = true
+                default: throw ArgumentError("unknown option '\(argument)'")
+                }
+            }
+        } catch {
+            return CommandLineTool.usageError(error.message)
+        }
+        log.configure(level: .warn, format: .text)
+        guard let settings = await CommandLineTool.loadSettings(path: configPath, environment: environment) else {
+            return CommandLineTool.ExitCode.config
+        }
+        switch await OneShot.logout(settings: settings, environment: nil, params: .object(params)) {
+        case .failure(let error):
+            return fail(error)
+        case .success(let result):
+            let count = result["loggedOut"]?.numberValue.map { "\($0)" } ?? "0"
+            CommandLineTool.writeStandardError("tokenrelay: logged out \(count) session(s)")
+            return CommandLineTool.ExitCode.success
+        }
+    }
+
+    /// `tokenrelay store new-key` and `tokenrelay store rekey (--new-key-env NAME | --new-key-file PATH)`.
+    static func store(arguments: [String], environment: [String: String]) async -> Int32 {
+        guard let subcommand = arguments.first else {
+            return CommandLineTool.usageError("store takes new-key or rekey")
+        }
+        switch subcommand {
+        case "new-key":
+            guard arguments.count == 1 else { return CommandLineTool.usageError("store new-key takes no options") }
+            guard let key = OneShot.newStoreKey() else {
+                CommandLineTool.writeStandardError("tokenrelay: no random bytes available")
+                return CommandLineTool.ExitCode.failure
+            }
+            CommandLineTool.writeStandardOutput(key)
+            return CommandLineTool.ExitCode.success
+        case "rekey":
+            return await rekey(arguments: Array(arguments.dropFirst()), environment: environment)
+        default:
+            return CommandLineTool.usageError("unknown store command '\(subcommand)' (new-key, rekey)")
+        }
+    }
+
+    private static func rekey(arguments: [String], environment: [String: String]) async -> Int32 {
+        var parser = ArgumentParser(arguments)
+        var configPath: String?
+        var newKey: String?
+        do throws(ArgumentError) {
+            while let argument = parser.next() {
+                switch argument {
+                case "--config": configPath = try parser.value(for: argument)
+                case "--new-key-env":
+                    let name = try parser.value(for: argument)
+                    guard let value = environment[name], !value.isEmpty else {
+                        throw ArgumentError("--new-key-env: the variable \(name) is not set")
+                    }
+                    newKey = value
+                case "--new-key-file":
+                    let path = try parser.value(for: argument)
+                    guard let value = try? String(contentsOfFile: path, encoding: .utf8) else {
+                        throw ArgumentError("--new-key-file: \(path) cannot be read")
+                    }
+                    newKey = value
+                default: throw ArgumentError("unknown option '\(argument)'")
+                }
+            }
+            guard newKey != nil else {
+                throw ArgumentError("store rekey needs --new-key-env NAME or --new-key-file PATH")
+            }
+        } catch {
+            return CommandLineTool.usageError(error.message)
+        }
+        log.configure(level: .warn, format: .text)
+        guard let newKey else { return CommandLineTool.ExitCode.usage }
+        Redactor.shared.register(newKey.trimmingCharacters(in: .whitespacesAndNewlines))
+        guard let settings = await CommandLineTool.loadSettings(path: configPath, environment: environment) else {
+            return CommandLineTool.ExitCode.config
+        }
+        switch await OneShot.rekeyStore(settings: settings, newKey: newKey) {
+        case .failure(let error):
+            return fail(error)
+        case .success(let path):
+            CommandLineTool.writeStandardError(
+                "tokenrelay: every record of \(path) is sealed under the new key; set store.encryption_key to it")
+            return CommandLineTool.ExitCode.success
+        }
+    }
+
+    private static func fail(_ error: RPCError) -> Int32 {
+        CommandLineTool.writeStandardError("tokenrelay: \(error.kind): \(error.message)")
+        switch error.kind {
+        case "config", "unknown_environment", "unknown_profile": return CommandLineTool.ExitCode.config
+        case "invalid_params": return CommandLineTool.ExitCode.usage
+        default: return CommandLineTool.ExitCode.failure
+        }
+    }
+}

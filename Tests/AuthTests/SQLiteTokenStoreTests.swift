@@ -1,0 +1,421 @@
+import Foundation
+import Testing
+
+@testable import Auth
+
+/// A fresh private directory (0700) for one store test; removed at the end.
+struct StoreDirectory: ~Copyable {
+    let path: String
+
+    init() throws {
+        path =
+            FileManager.default.temporaryDirectory.appendingPathComponent("tokenrelay-store-\(UUID().uuidString)")
+            .path
+        try FileManager.default.createDirectory(
+            atPath: path, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+    }
+
+    var database: String { path + "/sessions.db" }
+
+    deinit { try? FileManager.default.removeItem(atPath: path) }
+}
+
+let storeTestKey = "iY3b+0e2V2n0x7c4wQm1p3dQq6N6kH0gTzO3vJ3xqYs="
+let otherStoreTestKey = String(repeating: "ab", count: 32)
+
+func sessionKey(_ profile: String = "svc", environment: String = "dev") -> SessionKey {
+    SessionKey(
+        environment: environment, profile: profile,
+        configuration: OAuthClientConfiguration(tokenURL: "https://as.example/token", clientID: "svc"))
+}
+
+func sampleTokens(_ suffix: String = "1") -> StoredTokens {
+    StoredTokens(
+        accessToken: "at-canary-\(suffix)-7d1f", receivedAt: Date(timeIntervalSince1970: 1_700_000_000),
+        expiresAt: Date(timeIntervalSince1970: 1_700_003_600), refreshToken: "rt-canary-\(suffix)-9e2a", scope: "read")
+}
+
+func keyProvider(_ key: String) -> SecretProvider { SecretProvider { key } }
+
+/// Expects `body` to throw an ``AuthError`` of kind `config` whose message contains `text`.
+func expectStoreError(_ text: String, _ body: () async throws -> Void) async {
+    do {
+        try await body()
+        Issue.record("expected a store error containing '\(text)'")
+    } catch let error as AuthError {
+        #expect(error.kind == "config", "\(error)")
+        #expect(error.description.contains(text), "\(error)")
+    } catch {
+        Issue.record("unexpected error \(error)")
+    }
+}
+
+@Suite struct SQLiteTokenStoreTests {
+    @Test func savedTokensComeBackInAnotherConnection() async throws {
+        let directory = try StoreDirectory()
+        let key = StoreKey(session: sessionKey())
+        let writer = SQLiteTokenStore(path: directory.database)
+        let revision = try await writer.save(sampleTokens(), for: key)
+        let reader = SQLiteTokenStore(path: directory.database)
+        let loaded = try await reader.load(key)
+        #expect(loaded?.accessToken == "at-canary-1-7d1f")
+        #expect(loaded?.refreshToken == "rt-canary-1-9e2a")
+        #expect(loaded?.expiresAt == Date(timeIntervalSince1970: 1_700_003_600))
+        #expect(loaded?.scope == "read")
+        #expect(loaded?.revision == revision)
+        #expect(try await reader.load(StoreKey(session: sessionKey("other"))) == nil)
+        try await reader.remove(key)
+        #expect(try await writer.load(key) == nil)
+        #expect(
+            reader.info == TokenStoreInfo(type: "sqlite", path: directory.database, encrypted: false, schemaVersion: 2))
+    }
+
+    @Test func createsThePrivateDirectoryAndFile() async throws {
+        let directory = try StoreDirectory()
+        let path = directory.path + "/nested/state/sessions.db"
+        let store = SQLiteTokenStore(path: path)
+        try await store.open()
+        let fileMode = try FileManager.default.attributesOfItem(atPath: path)[.posixPermissions] as? Int
+        let directoryMode =
+            try FileManager.default.attributesOfItem(atPath: directory.path + "/nested/state")[.posixPermissions]
+            as? Int
+        #expect(fileMode == 0o600)
+        #expect(directoryMode == 0o700)
+        let journal = try String(contentsOfFile: path, encoding: .isoLatin1)
+        #expect(journal.hasPrefix("SQLite format 3"))
+    }
+
+    @Test func refusesAFileReadableByOthers() async throws {
+        let directory = try StoreDirectory()
+        _ = FileManager.default.createFile(
+            atPath: directory.database, contents: nil, attributes: [.posixPermissions: 0o644])
+        await expectStoreError("accessible by group or others (mode 644)") {
+            try await SQLiteTokenStore(path: directory.database).open()
+        }
+    }
+
+    @Test func refusesADirectoryOpenToOthers() async throws {
+        let directory = try StoreDirectory()
+        try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: directory.path)
+        await expectStoreError("store directory \(directory.path) is accessible by group or others (mode 755)") {
+            try await SQLiteTokenStore(path: directory.database).open()
+        }
+        #expect(!FileManager.default.fileExists(atPath: directory.database))
+    }
+
+    @Test(.enabled(if: geteuid() == 0, "only root can give a file to another user"))
+    func refusesAFileOwnedBySomeoneElse() async throws {
+        let directory = try StoreDirectory()
+        _ = FileManager.default.createFile(
+            atPath: directory.database, contents: nil, attributes: [.posixPermissions: 0o600])
+        #expect(chown(directory.database, 65534, 65534) == 0)
+        await expectStoreError("is owned by another user (uid 65534)") {
+            try await SQLiteTokenStore(path: directory.database).open()
+        }
+    }
+
+    @Test func migratesAnOlderSchemaKeepingItsSessions() async throws {
+        let directory = try StoreDirectory()
+        // A version-1 file, as an earlier tokenrelay left it.
+        _ = FileManager.default.createFile(
+            atPath: directory.database, contents: nil, attributes: [.posixPermissions: 0o600])
+        do {
+            let connection = try SQLiteConnection(
+                path: directory.database, create: false, busyTimeoutMilliseconds: 1000)
+            try connection.execute("CREATE TABLE schema_version (version INTEGER NOT NULL)")
+            try connection.execute(SQLiteTokenStore.migrations[0])
+            try connection.execute("INSERT INTO schema_version (version) VALUES (1)")
+            try connection.query(
+                "INSERT INTO sessions VALUES ('k', 'dev', 'svc', ?1, 0, 3, 0, 0)",
+                [.blob(Array(#"{"tokenType":"Bearer","accessToken":"at-old"}"#.utf8))])
+        }
+        let store = SQLiteTokenStore(path: directory.database)
+        try await store.open()
+        #expect(store.info.schemaVersion == SQLiteTokenStore.schemaVersion)
+        let connection = try SQLiteConnection(path: directory.database, create: false, busyTimeoutMilliseconds: 1000)
+        #expect(try connection.query("SELECT count(*) FROM sessions").first?.first == .integer(1))
+        #expect(try connection.query("SELECT count(*) FROM spent_seeds").first?.first == .integer(0))
+        #expect(try SQLiteTokenStore.storedVersion(connection) == 2)
+    }
+
+    @Test func refusesANewerSchemaWithoutTouchingIt() async throws {
+        let directory = try StoreDirectory()
+        let key = StoreKey(session: sessionKey())
+        try await SQLiteTokenStore(path: directory.database).save(sampleTokens(), for: key)
+        do {
+            let connection = try SQLiteConnection(
+                path: directory.database, create: false, busyTimeoutMilliseconds: 1000)
+            try connection.execute("UPDATE schema_version SET version = 99")
+        }
+        await expectStoreError("schema version 99, newer than this tokenrelay knows (2)") {
+            _ = try await SQLiteTokenStore(path: directory.database).load(key)
+        }
+        let connection = try SQLiteConnection(path: directory.database, create: false, busyTimeoutMilliseconds: 1000)
+        #expect(try connection.query("SELECT count(*) FROM sessions").first?.first == .integer(1))
+        #expect(try SQLiteTokenStore.storedVersion(connection) == 99)
+    }
+
+    @Test func sealedRecordsOpenWithTheKeyAndNamedErrorsOtherwise() async throws {
+        let directory = try StoreDirectory()
+        let key = StoreKey(session: sessionKey())
+        let store = SQLiteTokenStore(path: directory.database, encryptionKey: keyProvider(storeTestKey))
+        try await store.save(sampleTokens(), for: key)
+        #expect(store.info.encrypted)
+        let again = SQLiteTokenStore(path: directory.database, encryptionKey: keyProvider(storeTestKey))
+        #expect(try await again.load(key)?.refreshToken == "rt-canary-1-9e2a")
+
+        await expectStoreError("the encryption key does not open the store \(directory.database)") {
+            _ = try await SQLiteTokenStore(path: directory.database, encryptionKey: keyProvider(otherStoreTestKey))
+                .load(key)
+        }
+        await expectStoreError("the store \(directory.database) is encrypted; configure store.encryption_key") {
+            _ = try await SQLiteTokenStore(path: directory.database).load(key)
+        }
+        await expectStoreError("must be 32 bytes in base64 or hex") {
+            _ = try await SQLiteTokenStore(path: directory.database, encryptionKey: keyProvider("short")).load(key)
+        }
+        // Nothing was overwritten by the failed opens.
+        #expect(try await again.load(key)?.accessToken == "at-canary-1-7d1f")
+    }
+
+    @Test func aTamperedRecordIsToldApartFromAWrongKey() async throws {
+        let directory = try StoreDirectory()
+        let key = StoreKey(session: sessionKey())
+        let store = SQLiteTokenStore(path: directory.database, encryptionKey: keyProvider(storeTestKey))
+        try await store.save(sampleTokens(), for: key)
+        do {
+            let connection = try SQLiteConnection(
+                path: directory.database, create: false, busyTimeoutMilliseconds: 1000)
+            let payload = try connection.query("SELECT payload FROM sessions").first?.first?.blobValue ?? []
+            var tampered = payload
+            tampered[tampered.count - 1] ^= 0x01  // the GCM tag
+            try connection.query("UPDATE sessions SET payload = ?1", [.blob(tampered)])
+        }
+        do {
+            _ = try await SQLiteTokenStore(path: directory.database, encryptionKey: keyProvider(storeTestKey)).load(key)
+            Issue.record("a tampered record was accepted")
+        } catch let error as AuthError {
+            #expect(error.description.contains("failed its integrity check (tampered or corrupted)"))
+            #expect(!error.description.contains("wrong key"))
+        }
+    }
+
+    @Test func aRecordCannotBeMovedToAnotherSession() async throws {
+        let directory = try StoreDirectory()
+        let first = StoreKey(session: sessionKey("a"))
+        let second = StoreKey(session: sessionKey("b"))
+        let store = SQLiteTokenStore(path: directory.database, encryptionKey: keyProvider(storeTestKey))
+        try await store.save(sampleTokens("a"), for: first)
+        try await store.save(sampleTokens("b"), for: second)
+        do {
+            let connection = try SQLiteConnection(
+                path: directory.database, create: false, busyTimeoutMilliseconds: 1000)
+            try connection.query(
+                "UPDATE sessions SET payload = (SELECT payload FROM sessions WHERE id = ?1) WHERE id = ?2",
+                [.text(first.id), .text(second.id)])
+        }
+        await #expect(throws: AuthError.self) {
+            _ = try await SQLiteTokenStore(path: directory.database, encryptionKey: keyProvider(storeTestKey))
+                .load(second)
+        }
+    }
+
+    @Test func theSealedFileHoldsNoTokenInAnyEncoding() async throws {
+        let directory = try StoreDirectory()
+        let store = SQLiteTokenStore(path: directory.database, encryptionKey: keyProvider(storeTestKey))
+        var values: [String] = []
+        for index in 0..<20 {
+            let tokens = sampleTokens("\(index)")
+            values += [tokens.accessToken ?? "", tokens.refreshToken ?? ""]
+            try await store.save(tokens, for: StoreKey(session: sessionKey("p\(index % 3)")))
+        }
+        var bytes: [UInt8] = []
+        for suffix in ["", "-wal", "-shm"] {
+            if let data = FileManager.default.contents(atPath: directory.database + suffix) { bytes += data }
+        }
+        let haystack = Data(bytes)
+        for value in values {
+            let encodings = [
+                Data(value.utf8), Data(Data(value.utf8).base64EncodedString().utf8),
+                Data(StoreKey.hex(Array(value.utf8)).utf8), Data(StoreKey.hex(Array(value.utf8)).uppercased().utf8),
+            ]
+            for encoding in encodings { #expect(haystack.range(of: encoding) == nil, "found \(value)") }
+        }
+    }
+
+    @Test func rekeyReSealsEveryRecord() async throws {
+        let directory = try StoreDirectory()
+        let keys = (0..<3).map { StoreKey(session: sessionKey("p\($0)")) }
+        let store = SQLiteTokenStore(path: directory.database, encryptionKey: keyProvider(storeTestKey))
+        for (index, key) in keys.enumerated() { try await store.save(sampleTokens("\(index)"), for: key) }
+        try await store.rekey(to: otherStoreTestKey)
+        let reopened = SQLiteTokenStore(path: directory.database, encryptionKey: keyProvider(otherStoreTestKey))
+        for (index, key) in keys.enumerated() {
+            #expect(try await reopened.load(key)?.accessToken == "at-canary-\(index)-7d1f")
+        }
+        await expectStoreError("does not open the store") {
+            _ = try await SQLiteTokenStore(path: directory.database, encryptionKey: keyProvider(storeTestKey))
+                .load(keys[0])
+        }
+    }
+
+    @Test func aPlainStoreIsSealedWhenAKeyIsFirstGiven() async throws {
+        let directory = try StoreDirectory()
+        let key = StoreKey(session: sessionKey())
+        try await SQLiteTokenStore(path: directory.database).save(sampleTokens(), for: key)
+        let sealed = SQLiteTokenStore(path: directory.database, encryptionKey: keyProvider(storeTestKey))
+        #expect(try await sealed.load(key)?.accessToken == "at-canary-1-7d1f")
+        let contents = FileManager.default.contents(atPath: directory.database) ?? Data()
+        let wal = FileManager.default.contents(atPath: directory.database + "-wal") ?? Data()
+        #expect((contents + wal).range(of: Data("rt-canary-1-9e2a".utf8)) == nil)
+    }
+
+    @Test func invalidationsAreRecordedPerRevision() async throws {
+        let directory = try StoreDirectory()
+        let key = StoreKey(session: sessionKey())
+        let first = SQLiteTokenStore(path: directory.database)
+        let second = SQLiteTokenStore(path: directory.database)
+        let revision = try await first.save(sampleTokens(), for: key)
+        _ = try await second.load(key)
+        #expect(try !second.recordInvalidation(key, revision: revision - 1))  // an older token: no effect
+        #expect(try await first.load(key)?.invalidated == false)
+        #expect(try second.recordInvalidation(key, revision: revision))
+        #expect(try !first.recordInvalidation(key, revision: revision), "already invalidated")
+        #expect(try await first.load(key)?.invalidated == true)
+        let next = try await first.save(sampleTokens("2"), for: key)
+        #expect(next == revision + 1)
+        #expect(try await second.load(key)?.invalidated == false)
+    }
+
+    @Test func anotherConnectionsCommitIsSeenByTheChangeCheck() async throws {
+        let directory = try StoreDirectory()
+        let key = StoreKey(session: sessionKey())
+        let first = SQLiteTokenStore(path: directory.database)
+        let second = SQLiteTokenStore(path: directory.database)
+        try await first.open()
+        try await second.open()
+        #expect(!first.changedElsewhere())
+        try await first.save(sampleTokens(), for: key)
+        #expect(!first.changedElsewhere(), "its own commit is no change elsewhere")
+        #expect(second.changedElsewhere())
+        #expect(!second.changedElsewhere(), "seen once")
+    }
+
+    @Test func aLeaseIsExclusiveUntilReleasedOrItsHolderIsGone() async throws {
+        let directory = try StoreDirectory()
+        let key = StoreKey(session: sessionKey())
+        let first = SQLiteTokenStore(path: directory.database)
+        let second = SQLiteTokenStore(path: directory.database)
+        let lease = try await first.acquireLease(
+            key, purpose: .renewal, deadline: Date().addingTimeInterval(5), expiresAt: Date().addingTimeInterval(60))
+        await #expect(throws: AuthError.timeout) {
+            _ = try await second.acquireLease(
+                key, purpose: .renewal, deadline: Date().addingTimeInterval(0.2),
+                expiresAt: Date().addingTimeInterval(60))
+        }
+        first.releaseLease(lease)
+        let taken = try await second.acquireLease(
+            key, purpose: .login, deadline: Date().addingTimeInterval(5), expiresAt: Date().addingTimeInterval(60))
+        second.releaseLease(taken)
+
+        // A lease row whose holder process is gone (pid 2^22 + 1 is above Linux's pid_max default
+        // of 2^22, so it never runs) is taken over at once.
+        let connection = try SQLiteConnection(path: directory.database, create: false, busyTimeoutMilliseconds: 1000)
+        try connection.query(
+            "INSERT OR REPLACE INTO leases VALUES (?1, 4194305, 1, 7, 'renewal', ?2)",
+            [.text(key.id), .real(Date().addingTimeInterval(600).timeIntervalSince1970)])
+        let takenOver = try await second.acquireLease(
+            key, purpose: .renewal, deadline: Date().addingTimeInterval(5), expiresAt: Date().addingTimeInterval(60))
+        second.releaseLease(takenOver)
+        // One held by this process under another start time (a reused pid) is gone too.
+        try connection.query(
+            "INSERT OR REPLACE INTO leases VALUES (?1, ?2, 1, 7, 'renewal', ?3)",
+            [.text(key.id), .integer(Int64(getpid())), .real(Date().addingTimeInterval(600).timeIntervalSince1970)])
+        let reused = try await second.acquireLease(
+            key, purpose: .renewal, deadline: Date().addingTimeInterval(5), expiresAt: Date().addingTimeInterval(60))
+        second.releaseLease(reused)
+    }
+
+    @Test func withLeaseRunsTheBodyHoldingTheLease() async throws {
+        let directory = try StoreDirectory()
+        let key = StoreKey(session: sessionKey())
+        let store = SQLiteTokenStore(path: directory.database)
+        let other = SQLiteTokenStore(path: directory.database)
+        let value = try await store.withLease(
+            key, purpose: .login, deadline: Date().addingTimeInterval(5), lifetime: .seconds(60)
+        ) { () async throws -> Int in
+            await #expect(throws: AuthError.timeout) {
+                _ = try await other.acquireLease(
+                    key, purpose: .login, deadline: Date().addingTimeInterval(0.1),
+                    expiresAt: Date().addingTimeInterval(60))
+            }
+            return 42
+        }
+        #expect(value == 42)
+        let after = try await other.acquireLease(
+            key, purpose: .login, deadline: Date().addingTimeInterval(5), expiresAt: Date().addingTimeInterval(60))
+        other.releaseLease(after)
+    }
+
+    @Test func concurrentWritersEachCommitAtomically() async throws {
+        let directory = try StoreDirectory()
+        let key = StoreKey(session: sessionKey())
+        let stores = (0..<4).map { _ in
+            SQLiteTokenStore(path: directory.database, encryptionKey: keyProvider(storeTestKey))
+        }
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for (index, store) in stores.enumerated() {
+                group.addTask {
+                    for round in 0..<25 {
+                        try await store.save(sampleTokens("w\(index)-\(round)"), for: key)
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
+        let loaded = try await stores[0].load(key)
+        #expect(loaded?.revision == 100)
+        // The access and refresh tokens come from the same save.
+        let suffix = loaded?.accessToken?.replacingOccurrences(of: "at-canary-", with: "").replacingOccurrences(
+            of: "-7d1f", with: "")
+        #expect(loaded?.refreshToken == "rt-canary-\(suffix ?? "")-9e2a")
+    }
+
+    @Test func spentSeedsAndUnexplainedRenewalsAreShared() async throws {
+        let directory = try StoreDirectory()
+        let key = StoreKey(session: sessionKey())
+        let first = SQLiteTokenStore(path: directory.database)
+        let second = SQLiteTokenStore(path: directory.database)
+        #expect(try await !second.isSeedSpent("f1"))
+        try await first.markSeedSpent("f1")
+        #expect(try await second.isSeedSpent("f1"))
+        let now = Date()
+        #expect(try first.recordUnexplainedRenewal(key, at: now, window: 30) == 0)
+        #expect(try second.recordUnexplainedRenewal(key, at: now.addingTimeInterval(1), window: 30) == 1)
+        #expect(try first.recordUnexplainedRenewal(key, at: now.addingTimeInterval(40), window: 30) == 0)
+        try second.clearUnexplainedRenewals(key)
+        #expect(try first.recordUnexplainedRenewal(key, at: now.addingTimeInterval(41), window: 30) == 0)
+    }
+
+    @Test func storeKeysSeparateEverythingThatChangesTheToken() {
+        let base = StoreKey(session: sessionKey())
+        #expect(base == StoreKey(session: sessionKey()))
+        #expect(base.id == StoreKey(session: sessionKey()).id)
+        #expect(base.id != StoreKey(session: sessionKey("other")).id)
+        #expect(base.id != StoreKey(session: sessionKey(), seedFingerprint: "ab").id)
+        #expect(
+            StoreKey(session: sessionKey(), seedFingerprint: "ab").id
+                != StoreKey(session: sessionKey(), seedFingerprint: "cd").id)
+        #expect(base.id.count == 64)
+    }
+
+    @Test func keysDecodeFromHexAndBase64() {
+        #expect(SQLiteTokenStore.decodeKey(storeTestKey)?.count == 32)
+        #expect(SQLiteTokenStore.decodeKey(otherStoreTestKey + "\n") == [UInt8](repeating: 0xab, count: 32))
+        #expect(SQLiteTokenStore.decodeKey("not a key") == nil)
+        #expect(SQLiteTokenStore.decodeKey(String(repeating: "ab", count: 16)) == nil)
+        let made = SQLiteTokenStore.newKey()
+        #expect(made.flatMap(SQLiteTokenStore.decodeKey)?.count == 32)
+        #expect(made != SQLiteTokenStore.newKey())
+    }
+}
