@@ -61,14 +61,15 @@ struct CredentialHelperTokenTests {
         #expect(h.store.entry(h.key)?.accessToken == "at-1")
     }
 
-    @Test func eraseOfTheCurrentTokenRenewsAndDropsItFromTheStoreKeepingTheRefreshToken() async throws {
+    @Test func eraseOfTheCurrentTokenRenewsAndInvalidatesItInTheStoreKeepingTheRefreshToken() async throws {
         let h = try await Harness()
         h.transport.enqueue(.success(tokenResponse("at-1", expiresIn: 3600, refreshToken: "rt-1")))
         h.transport.enqueue(.success(tokenResponse("at-2", expiresIn: 3600, refreshToken: "rt-2")))
         _ = try await h.token()
         #expect(try await h.manager.invalidate(h.key, ifAccessToken: "at-1"))
+        // Recorded in the store, so no process sharing it hands the rejected token out again.
         let entry = try #require(h.store.entry(h.key))
-        #expect(entry.accessToken == nil)
+        #expect(entry.invalidated)
         #expect(entry.refreshToken == "rt-1")
         #expect(try await h.token().accessToken == "at-2")
         #expect(Harness.form(h.transport.tokenRequests[1])["refresh_token"] == "rt-1")
@@ -83,7 +84,7 @@ struct CredentialHelperTokenTests {
                 accessToken: "at-stored", receivedAt: h.clock.now, expiresAt: h.clock.now.addingTimeInterval(3600)),
             for: h.key)
         #expect(try await h.manager.invalidate(h.key, ifAccessToken: "at-stored"))
-        #expect(h.store.entry(h.key) == nil)
+        #expect(h.store.entry(h.key)?.invalidated == true)
         #expect(h.transport.tokenRequests.isEmpty)
     }
 }
