@@ -109,9 +109,21 @@ method("status", "Per session: token state, expiry, refresh availability, whethe
             "encrypted": {"type": "boolean", "description": "false: tokens are kept in plain text in the 0600 file."},
             "schemaVersion": integer,
             "error": error_obj}}}}})
-method("token-get", "Returns an access token, only for profiles with expose_token: true (credential-helper use).", env_params,
-    {"name": "result", "schema": {"type": "object", "required": ["accessToken"], "properties": {"accessToken": string, "tokenType": string, "expiresAt": {"type": "string", "format": "date-time"}}}},
-    errs=req_errs + err_refs("not_supported"))
+date_time = {"type": "string", "format": "date-time"}
+exec_versions = ["client.authentication.k8s.io/v1", "client.authentication.k8s.io/v1beta1"]
+method("token-get", "Returns an access token, only for profiles with expose_token: true (credential-helper use).",
+    env_params + [
+        {"name": "format", "description": "json (default): {access_token, token_type, expires_at}; header: the string 'Authorization: Bearer ...'; exec-credential: a Kubernetes ExecCredential.", "schema": {"enum": ["json", "header", "exec-credential"]}},
+        {"name": "minValid", "description": "Seconds the returned token must stay valid; a held token expiring sooner is renewed first (default 60). A freshly issued token is returned even when the server grants less.", "schema": {"type": "integer", "minimum": 0, "maximum": 86400}},
+        {"name": "apiVersion", "description": "The ExecCredential apiVersion (format exec-credential only; default client.authentication.k8s.io/v1).", "schema": {"enum": exec_versions}}],
+    {"name": "result", "schema": {"oneOf": [
+        {"title": "json", "type": "object", "required": ["access_token", "token_type"], "properties": {"access_token": string, "token_type": {"const": "Bearer"}, "expires_at": date_time}},
+        {"title": "header", "type": "string", "pattern": "^Authorization: Bearer "},
+        {"title": "exec-credential", "type": "object", "required": ["apiVersion", "kind", "status"], "properties": {
+            "apiVersion": {"enum": exec_versions}, "kind": {"const": "ExecCredential"},
+            "status": {"type": "object", "required": ["token"], "properties": {"token": string, "expirationTimestamp": date_time}}}}]}},
+    errs=req_errs + err_refs("not_supported"),
+    description="Interactive profiles never prompt here: without a session they answer interaction_required. The expiry fields are absent when the token server gave no expires_in.")
 method("login", "Starts (or joins) the interactive login of a session (authorization code + PKCE with a loopback redirect, or device code) and answers once the session is stored; what the person must do comes as one auth-prompt notification. One login per session at a time: concurrent callers join it. At most 3 failed logins per session per 10 minutes, then kind limit. Bounded by the profile's login_timeout (then interaction_required); $/cancelRequest ends it (the last caller leaving stops the listener or the polling).", env_params,
     {"name": "result", "schema": {"type": "object", "required": ["environment", "profile", "loggedIn"], "properties": {
         "environment": string, "profile": string, "loggedIn": {"const": True},

@@ -73,6 +73,36 @@ extension TokenManager {
         return count
     }
 
+    /// A client reports that `accessToken` was rejected (git's credential `erase`). Invalidates the
+    /// session only when that is its current token (reading the store first when no renewal is
+    /// under way), and records the invalidation in the store (refresh state kept), so that no
+    /// process hands that token out again. A token that is no longer the current one changes
+    /// nothing. Returns whether the session was invalidated.
+    @discardableResult
+    public func invalidate(_ key: SessionKey, ifAccessToken accessToken: String) async throws(AuthError) -> Bool {
+        guard let session = sessions[key] else { return false }
+        let storeKey: StoreKey
+        do {
+            storeKey = try await resolveStoreKey(session).key
+            if session.flight == nil { try await reload(session, storeKey) }
+        } catch let error as AuthError {
+            throw error
+        } catch {
+            throw .storage("the token store could not be read")
+        }
+        guard let token = session.token, !session.invalidated,
+            Self.digest(token.accessToken) == Self.digest(accessToken)
+        else { return false }
+        do {
+            _ = try store.recordInvalidation(storeKey, revision: session.revision)
+        } catch {
+            throw .storage("the rejected token could not be invalidated in the store")
+        }
+        guard session.token?.version == token.version else { return false }
+        session.invalidated = true
+        return true
+    }
+
     /// Drops every token of the matching sessions, refresh state included, and removes them from
     /// the store; clears `interaction_required`. Then, where the issuer's metadata names an RFC 7009
     /// revocation endpoint, revokes the dropped refresh and access tokens there (bounded in time; a

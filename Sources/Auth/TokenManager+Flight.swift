@@ -98,20 +98,12 @@ extension TokenManager {
     private func acquire(_ session: Session, _ flight: Flight) async throws -> FlightOutcome {
         let key = session.key
         let configuration = session.configuration
-        var seedValue: String?
-        let storeKey: StoreKey
-        if let known = session.storeKey {
-            storeKey = known
-        } else {
-            let resolved = try await resolveSeed(configuration)
-            seedValue = resolved
-            storeKey = StoreKey(
-                session: key, seedFingerprint: resolved.map { StoreKey.hex(Self.digest($0)) })
-            session.storeKey = storeKey
-        }
+        let (storeKey, seedValue) = try await resolveStoreKey(session)
         if !session.loaded {
             try await reload(session, storeKey)
-            if let token = usableToken(session, now: clock.now) { return .stored(token) }
+            if let token = usableToken(session, now: clock.now, minimumValidity: flight.minimumValidity) {
+                return .stored(token)
+            }
         }
         // An interactive session without a refresh token needs a person: say so at once, without
         // touching the network (a login is started by `login` only).
@@ -126,7 +118,9 @@ extension TokenManager {
         if let afterLease { await afterLease() }
         try Task.checkCancellation()
         try await reload(session, storeKey)
-        if let token = usableToken(session, now: clock.now) { return .stored(token) }
+        if let token = usableToken(session, now: clock.now, minimumValidity: flight.minimumValidity) {
+            return .stored(token)
+        }
         if session.interactionRequired {
             throw session.lastError ?? AuthError.interactionRequired("the refresh token was refused")
         }
@@ -219,6 +213,18 @@ extension TokenManager {
         } catch {
             throw AuthError.configuration("the refresh_token seed could not be resolved")
         }
+    }
+
+    /// The session's key in the store: what the token means plus, for a `refresh_token` profile,
+    /// the seed's fingerprint. The seed is resolved once per session; `resolvedSeed` is its value
+    /// when it was resolved by this call.
+    func resolveStoreKey(_ session: Session) async throws -> (key: StoreKey, resolvedSeed: String?) {
+        if let known = session.storeKey { return (known, nil) }
+        let resolved = try await resolveSeed(session.configuration)
+        let storeKey = StoreKey(
+            session: session.key, seedFingerprint: resolved.map { StoreKey.hex(Self.digest($0)) })
+        session.storeKey = storeKey
+        return (storeKey, resolved)
     }
 
     /// Reads the session's entry and makes it the session's state.

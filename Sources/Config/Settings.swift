@@ -181,16 +181,24 @@ public struct ProfileSettings: Sendable, CustomStringConvertible {
     public var typeName: String
     /// Whether `token-get` may return this profile's access token.
     public var exposeToken: Bool
+    /// The `username` the git credential helper answers with (`git_username`).
+    public var gitUsername: String
     /// The type and its settings.
     public var kind: ProfileKind
     /// Where the profile is defined.
     public var mark: SourceMark
 
-    public init(name: String, typeName: String, exposeToken: Bool = false, kind: ProfileKind, mark: SourceMark = .file)
-    {
+    /// The `git_username` used when the profile sets none (what GitHub and most forges accept).
+    public static let defaultGitUsername = "x-access-token"
+
+    public init(
+        name: String, typeName: String, exposeToken: Bool = false, gitUsername: String = defaultGitUsername,
+        kind: ProfileKind, mark: SourceMark = .file
+    ) {
         self.name = name
         self.typeName = typeName
         self.exposeToken = exposeToken
+        self.gitUsername = gitUsername
         self.kind = kind
         self.mark = mark
     }

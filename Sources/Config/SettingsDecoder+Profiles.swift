@@ -38,6 +38,18 @@ extension SettingsDecoder {
             exposeToken = value
         }
 
+        var gitUsername = ProfileSettings.defaultGitUsername
+        if let pair = keys["git_username"], let value = nonEmptyString(pair.value, path: "\(path).git_username") {
+            // It becomes a `username=` line of the git credential protocol: a control character
+            // would end or forge a line.
+            if value.text.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) {
+                sink.error(
+                    "'\(path).git_username' must not contain control characters (newlines, tabs)", at: pair.value.mark)
+            } else {
+                gitUsername = value.text
+            }
+        }
+
         let kind: ProfileKind?
         switch type {
         case "client_credentials":
@@ -93,7 +105,8 @@ extension SettingsDecoder {
             kind = token.map { .bearer(token: $0, cache: cache) }
         }
         guard let kind else { return nil }
-        return ProfileSettings(name: name, typeName: type, exposeToken: exposeToken, kind: kind, mark: node.mark)
+        return ProfileSettings(
+            name: name, typeName: type, exposeToken: exposeToken, gitUsername: gitUsername, kind: kind, mark: node.mark)
     }
 
     /// `open_browser`, `login_timeout` and `parameters` of an interactive profile.

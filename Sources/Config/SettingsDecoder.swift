@@ -59,7 +59,7 @@ struct SettingsDecoder {
     /// Keys allowed in a secret source mapping.
     static let secretSourceKeys: Set<String> = ["env", "file", "command", "timeout"]
     /// Keys every profile accepts.
-    static let profileCommonKeys: Set<String> = ["type", "expose_token"]
+    static let profileCommonKeys: Set<String> = ["type", "expose_token", "git_username"]
     /// Keys every OAuth profile accepts.
     static let oauthKeys: Set<String> = profileCommonKeys.union([
         "issuer", "token_url", "client_id", "client_secret", "client_auth", "scopes", "audience", "resource",

@@ -849,27 +849,104 @@ public enum OpenRPCDocument {
           "schema": {
             "type": "string"
           }
+        },
+        {
+          "name": "format",
+          "description": "json (default): {access_token, token_type, expires_at}; header: the string 'Authorization: Bearer ...'; exec-credential: a Kubernetes ExecCredential.",
+          "schema": {
+            "enum": [
+              "json",
+              "header",
+              "exec-credential"
+            ]
+          }
+        },
+        {
+          "name": "minValid",
+          "description": "Seconds the returned token must stay valid; a held token expiring sooner is renewed first (default 60). A freshly issued token is returned even when the server grants less.",
+          "schema": {
+            "type": "integer",
+            "minimum": 0,
+            "maximum": 86400
+          }
+        },
+        {
+          "name": "apiVersion",
+          "description": "The ExecCredential apiVersion (format exec-credential only; default client.authentication.k8s.io/v1).",
+          "schema": {
+            "enum": [
+              "client.authentication.k8s.io/v1",
+              "client.authentication.k8s.io/v1beta1"
+            ]
+          }
         }
       ],
+      "description": "Interactive profiles never prompt here: without a session they answer interaction_required. The expiry fields are absent when the token server gave no expires_in.",
       "result": {
         "name": "result",
         "schema": {
-          "type": "object",
-          "required": [
-            "accessToken"
-          ],
-          "properties": {
-            "accessToken": {
-              "type": "string"
+          "oneOf": [
+            {
+              "title": "json",
+              "type": "object",
+              "required": [
+                "access_token",
+                "token_type"
+              ],
+              "properties": {
+                "access_token": {
+                  "type": "string"
+                },
+                "token_type": {
+                  "const": "Bearer"
+                },
+                "expires_at": {
+                  "type": "string",
+                  "format": "date-time"
+                }
+              }
             },
-            "tokenType": {
-              "type": "string"
-            },
-            "expiresAt": {
+            {
+              "title": "header",
               "type": "string",
-              "format": "date-time"
+              "pattern": "^Authorization: Bearer "
+            },
+            {
+              "title": "exec-credential",
+              "type": "object",
+              "required": [
+                "apiVersion",
+                "kind",
+                "status"
+              ],
+              "properties": {
+                "apiVersion": {
+                  "enum": [
+                    "client.authentication.k8s.io/v1",
+                    "client.authentication.k8s.io/v1beta1"
+                  ]
+                },
+                "kind": {
+                  "const": "ExecCredential"
+                },
+                "status": {
+                  "type": "object",
+                  "required": [
+                    "token"
+                  ],
+                  "properties": {
+                    "token": {
+                      "type": "string"
+                    },
+                    "expirationTimestamp": {
+                      "type": "string",
+                      "format": "date-time"
+                    }
+                  }
+                }
+              }
             }
-          }
+          ]
         }
       },
       "errors": [

@@ -23,6 +23,9 @@ enum CommandLineTool {
           tokenrelay call METHOD PATH [--env E] [--profile P] [-H 'K: V']... [--query k=v]...
                      [--json BODY | --data TEXT] [-v]
           tokenrelay subscribe PATH [--env E] [--profile P] [--last-event-id ID]
+          tokenrelay token [--env E] [--profile P] [--format raw|header|json|exec-credential]
+                     [--min-valid 60s]
+          tokenrelay token --format git get|store|erase [--env E] [--profile P] [--min-valid 60s]
           tokenrelay login [--env E] [--profile P] [--no-browser]
           tokenrelay status [--config PATH] [--env E] [--json]
           tokenrelay logout [--config PATH] [--env E] [--profile P] [--all]
@@ -59,6 +62,8 @@ enum CommandLineTool {
             return await CallCommand.run(arguments: arguments, environment: environment)
         case "subscribe":
             return await SubscribeCommand.run(arguments: arguments, environment: environment)
+        case "token":
+            return await TokenCommand.run(arguments: arguments, environment: environment)
         case "status":
             return await SessionCommands.status(arguments: arguments, environment: environment)
         case "logout":
