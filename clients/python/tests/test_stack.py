@@ -4,6 +4,7 @@ Skipped unless TOKENRELAY_STACK_ENV names the stack's variables file."""
 import asyncio
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -163,3 +164,19 @@ def test_login_timeout_cancels_the_login(relay):
     with pytest.raises(tokenrelay.RelayTimeout):
         relay.login("stack", "tv", timeout=0.5)  # nobody approves: the client gives up and cancels
     relay.ping(timeout=10)  # the process keeps serving
+
+
+
+def test_cancelled_logins_count_then_limit(stack, real_bin, tmp_path):
+    prompted = threading.Semaphore(0)
+    with tokenrelay.Relay(config=write_config(stack, tmp_path), binary=real_bin,
+                          on_auth_prompt=lambda prompt: prompted.release()) as relay:
+        for _ in range(3):  # each cancelled login is a failed attempt (SPEC 5.4: at most 3 per 10 minutes)
+            call = relay.start_call("login", {"environment": "stack", "profile": "tv"})
+            assert prompted.acquire(timeout=30), "no auth-prompt"
+            call.cancel()
+            with pytest.raises(tokenrelay.Cancelled):
+                call.result(timeout=30)
+        with pytest.raises(tokenrelay.LimitExceeded) as info:
+            relay.login("stack", "tv", timeout=30)
+        assert info.value.kind == "limit"
