@@ -61,7 +61,7 @@ public struct SecretSource: Sendable, CustomStringConvertible, CustomDebugString
     /// Where in that file.
     public let mark: SourceMark
     /// Only for `.inline`: the value (registered with the redactor when decoded).
-    private let inlineValue: String?
+    let inlineValue: String?
     private let resolver: SecretResolver
 
     init(origin: Origin, inlineValue: String? = nil, file: String, mark: SourceMark, resolver: SecretResolver) {

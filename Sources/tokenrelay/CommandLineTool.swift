@@ -93,10 +93,15 @@ enum CommandLineTool {
         OutputFile.writeAll(fd, bytes)
     }
 
+    /// Reads the configuration for serving (at start and on every reload).
+    static func loadConfig(path: String?, environment: [String: String]) async -> ConfigLoadResult {
+        await ConfigLoader().load(path: path, environment: environment, mode: .serve)
+    }
+
     /// Loads the configuration for serving; prints its diagnostics on stderr. `nil` when it
     /// failed to load (the caller exits with ``ExitCode/config``).
     static func loadSettings(path: String?, environment: [String: String]) async -> Settings? {
-        let result = await ConfigLoader().load(path: path, environment: environment, mode: .serve)
+        let result = await loadConfig(path: path, environment: environment)
         for diagnostic in result.diagnostics {
             if diagnostic.severity == .error {
                 log.error(diagnostic.description)
@@ -162,6 +167,9 @@ enum CommandLineTool {
         options.dispatcherLimits = DispatcherLimits(
             maximumConcurrent: settings.server.maxConcurrentRequests, maximumQueued: settings.server.maxQueuedRequests)
         options.framingLimits.maximumMessageBytes = settings.server.maxMessageBytes
+        options.loadConfig = { [configPath] in
+            await loadConfig(path: configPath, environment: environment)
+        }
         let server: RelayServer
         do {
             server = try await RelayServer.make(options: options, settings: settings, environment: environmentName)
@@ -169,8 +177,12 @@ enum CommandLineTool {
             log.error("cannot start: \(ErrorMapping.rpcError(error).message)")
             return ExitCode.config
         }
-        let signalSources = ProcessSetup.onSignals([SIGTERM, SIGINT]) { number in
-            server.terminate(TerminationReason.signal(number))
+        let signalSources = ProcessSetup.onSignals([SIGTERM, SIGINT, SIGHUP]) { number in
+            if number == SIGHUP {
+                Task { await server.reloadOnSignal() }
+            } else {
+                server.terminate(TerminationReason.signal(number))
+            }
         }
         let code = await server.run(input: STDIN_FILENO, output: protocolOutput)
         withExtendedLifetime(signalSources) {}

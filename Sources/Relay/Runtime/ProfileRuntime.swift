@@ -41,6 +41,25 @@ extension ProfileRuntime {
         }
     }
 
+    /// The OAuth client configuration of `settings`, for OAuth profiles this build serves.
+    static func oauthConfiguration(_ settings: ProfileSettings) -> OAuthClientConfiguration? {
+        func provider(_ source: SecretSource) -> SecretProvider {
+            SecretProvider { try await source.resolve() }
+        }
+        func configuration(_ client: OAuthClientSettings, grant: Grant) -> OAuthClientConfiguration {
+            OAuthClientConfiguration(
+                issuer: client.issuer, tokenURL: client.tokenURL, clientID: client.clientID,
+                clientSecret: client.clientSecret.map(provider), clientAuth: clientAuth(client.clientAuth),
+                scopes: client.scopes, audience: client.audience, resources: client.resource,
+                expirySkew: client.expirySkew, grant: grant)
+        }
+        switch settings.kind {
+        case .clientCredentials(let client): return configuration(client, grant: .clientCredentials)
+        case .refreshToken(let client, let seed): return configuration(client, grant: .refreshToken(seed: provider(seed)))
+        default: return nil
+        }
+    }
+
     /// Builds the runtime of `settings`, registering OAuth sessions with `manager`.
     static func make(environment: String, settings: ProfileSettings, manager: TokenManager) async throws
         -> ProfileRuntime
@@ -48,12 +67,7 @@ extension ProfileRuntime {
         func provider(_ source: SecretSource) -> SecretProvider {
             SecretProvider { try await source.resolve() }
         }
-        func oauth(_ client: OAuthClientSettings, grant: Grant) async throws -> ProfileRuntime {
-            let configuration = OAuthClientConfiguration(
-                issuer: client.issuer, tokenURL: client.tokenURL, clientID: client.clientID,
-                clientSecret: client.clientSecret.map(provider), clientAuth: clientAuth(client.clientAuth),
-                scopes: client.scopes, audience: client.audience, resources: client.resource,
-                expirySkew: client.expirySkew, grant: grant)
+        if let configuration = oauthConfiguration(settings) {
             let key = try await manager.register(
                 environment: environment, profile: settings.name, configuration: configuration)
             return ProfileRuntime(
@@ -68,10 +82,8 @@ extension ProfileRuntime {
                 secretQueryParameters: query, secretHeaders: header.map { [$0] } ?? [])
         }
         switch settings.kind {
-        case .clientCredentials(let client):
-            return try await oauth(client, grant: .clientCredentials)
-        case .refreshToken(let client, let seed):
-            return try await oauth(client, grant: .refreshToken(seed: provider(seed)))
+        case .clientCredentials, .refreshToken:
+            throw AuthError.configuration("profile '\(settings.name)' has no OAuth client configuration")
         case .authorizationCode, .deviceCode:
             return ProfileRuntime(
                 name: settings.name, typeName: settings.typeName, exposeToken: settings.exposeToken, credentials: nil,
