@@ -278,7 +278,8 @@ struct TokenTraffic: Sendable {
 extension TokenManager {
     /// The clients that carry `key`'s token, discovery and revocation requests.
     nonisolated func traffic(for key: SessionKey) -> TokenTraffic {
-        environmentTraffic.withLock { $0[key.environment] } ?? TokenTraffic(endpoint: endpointClient, discovery: discovery)
+        environmentTraffic.withLock { $0[key.environment] }
+            ?? TokenTraffic(endpoint: endpointClient, discovery: discovery)
     }
 
     /// Sends the token traffic of the named environments through these transports from now on

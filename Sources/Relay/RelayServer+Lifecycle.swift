@@ -26,7 +26,8 @@ extension RelayServer {
         @Sendable func tokens(_ runtime: RelayRuntime) -> TokenMethods {
             TokenMethods(runtime: runtime, subscriptionCount: { subscriptions.count })
         }
-        table["request"] = { params, _ in try await runtimes.use { try await RequestMethod(runtime: $0).handle(params) } }
+        table["request"] = { params, _ in try await runtimes.use { try await RequestMethod(runtime: $0).handle(params) }
+        }
         table["subscribe"] = { params, context in try await subscriptions.subscribe(params, context: context) }
         table["unsubscribe"] = { params, _ in try await subscriptions.unsubscribe(params) }
         table["token-invalidate"] = { params, _ in try await runtimes.use { try await tokens($0).invalidate(params) } }

@@ -42,7 +42,9 @@ extension RelayServer {
                 if let name = old.environmentOverride, settings.environment(named: name) == nil {
                     throw RPCError(
                         code: .config,
-                        message: "--env names environment '\(name)', which the new configuration removes; nothing was changed")
+                        message:
+                            "--env names environment '\(name)', which the new configuration removes; nothing was changed"
+                    )
                 }
                 let new: RelayRuntime
                 do {

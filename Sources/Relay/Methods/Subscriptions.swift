@@ -102,7 +102,9 @@ final class Subscriptions: Sendable {
     func replaceRuntime(with runtime: RelayRuntime, diff: SettingsDiff) async {
         let tasks = state.withLock { state in
             runtimes.replace(with: runtime)
-            let ending = state.active.filter { !diff.keeps(environment: $0.value.environment, profile: $0.value.profile) }
+            let ending = state.active.filter {
+                !diff.keeps(environment: $0.value.environment, profile: $0.value.profile)
+            }
             for id in ending.keys { state.active[id] = nil }
             return ending.values.map(\.task)
         }

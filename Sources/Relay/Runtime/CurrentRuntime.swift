@@ -1,6 +1,6 @@
 import Auth
-import Synchronization
 import Logging
+import Synchronization
 
 /// The runtime the methods use, swappable by a configuration reload. Each method call reads it
 /// once at its start (``use(_:)``) and keeps that runtime to its end, so an in-flight request
@@ -70,7 +70,8 @@ final class CurrentRuntime: Sendable {
             let removed = await manager.removeSessions(except: cleanup.keep)
             for transport in cleanup.drop { transport.shutdown() }
             if removed > 0 || !cleanup.drop.isEmpty {
-                log.debug("reload: dropped \(removed) session(s) and \(cleanup.drop.count) transport(s) no longer configured")
+                log.debug(
+                    "reload: dropped \(removed) session(s) and \(cleanup.drop.count) transport(s) no longer configured")
             }
         }
     }

@@ -55,7 +55,8 @@ extension ProfileRuntime {
         }
         switch settings.kind {
         case .clientCredentials(let client): return configuration(client, grant: .clientCredentials)
-        case .refreshToken(let client, let seed): return configuration(client, grant: .refreshToken(seed: provider(seed)))
+        case .refreshToken(let client, let seed):
+            return configuration(client, grant: .refreshToken(seed: provider(seed)))
         default: return nil
         }
     }

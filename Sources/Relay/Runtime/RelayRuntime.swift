@@ -131,7 +131,8 @@ final class RelayRuntime: Sendable {
         do {
             try ProfileRuntime.oauthConfiguration(profile)?.validate()
         } catch {
-            throw RPCError(code: .config, message: "profile '\(profile.name)' of environment '\(environment)': \(error)")
+            throw RPCError(
+                code: .config, message: "profile '\(profile.name)' of environment '\(environment)': \(error)")
         }
     }
 
@@ -219,7 +220,6 @@ final class RelayRuntime: Sendable {
         }
         return profile
     }
-
 
     /// Stops the transports after letting pending token commits settle.
     func close() async {
