@@ -3,8 +3,9 @@ import Logging
 /// Why a credential could not be had. Every description is redacted and never contains a token,
 /// a secret or a response body.
 public enum AuthError: Error, Sendable, Equatable, CustomStringConvertible {
-    /// The token endpoint answered with an OAuth error object (RFC 6749 §5.2).
-    case oauth(error: String, description: String?, status: Int)
+    /// The token endpoint answered with an OAuth error object (RFC 6749 §5.2); its texts are
+    /// cleaned where they are read (``ServerText``).
+    case oauth(error: ServerText, description: ServerText?, status: Int)
     /// The token endpoint's answer was not a valid token response (SPEC §7 "Token responses").
     case invalidTokenResponse(String)
     /// The session needs a new interactive login or a new seed (its refresh token was refused).
@@ -40,15 +41,15 @@ public enum AuthError: Error, Sendable, Equatable, CustomStringConvertible {
         }
     }
 
-    /// The OAuth `error` code the server sent, if any.
+    /// The OAuth `error` code the server sent (redacted, bounded), if any.
     public var oauthError: String? {
-        if case .oauth(let error, _, _) = self { return error }
+        if case .oauth(let error, _, _) = self { return error.value }
         return nil
     }
 
-    /// The OAuth `error_description` the server sent (redacted, shortened), if any.
+    /// The OAuth `error_description` the server sent (redacted, bounded), if any.
     public var oauthErrorDescription: String? {
-        if case .oauth(_, let description?, _) = self { return Self.clean(description) }
+        if case .oauth(_, let description?, _) = self { return description.value }
         return nil
     }
 
@@ -56,7 +57,7 @@ public enum AuthError: Error, Sendable, Equatable, CustomStringConvertible {
     /// problem): these are the failures that make a renewal "refused" for `auth-failed`.
     public var isRefusal: Bool {
         switch self {
-        case .oauth(let error, _, let status): error != "temporarily_unavailable" && status < 500
+        case .oauth(let error, _, let status): error.value != "temporarily_unavailable" && status < 500
         case .interactionRequired, .excessiveRenewals: true
         default: false
         }
@@ -67,8 +68,8 @@ public enum AuthError: Error, Sendable, Equatable, CustomStringConvertible {
         let text: String
         switch self {
         case .oauth(let error, let description, let status):
-            var message = "the token endpoint refused the request (HTTP \(status), \(Self.clean(error)))"
-            if let description { message += ": \(Self.clean(description))" }
+            var message = "the token endpoint refused the request (HTTP \(status), \(error.value))"
+            if let description { message += ": \(description.value)" }
             text = message
         case .invalidTokenResponse(let reason): text = "invalid token response: \(reason)"
         case .interactionRequired(let reason): text = "interaction required: \(reason)"
@@ -83,15 +84,5 @@ public enum AuthError: Error, Sendable, Equatable, CustomStringConvertible {
         case .store(let reason): text = "token store: \(reason)"
         }
         return Redactor.shared.redact(text)
-    }
-
-    /// Keeps server-provided text short, printable and redacted.
-    static func clean(_ text: String) -> String {
-        let printable = String(
-            String.UnicodeScalarView(
-                text.unicodeScalars.prefix(200).map {
-                    $0.value < 0x20 || $0.value == 0x7f ? " " : $0
-                }))
-        return Redactor.shared.redact(printable)
     }
 }

@@ -1,5 +1,6 @@
 import Foundation
 import HTTP
+import Logging
 
 /// The parts of RFC 8414 / OIDC discovery metadata the token manager uses, verified.
 public struct AuthorizationServerMetadata: Sendable, Equatable {
@@ -26,11 +27,13 @@ public struct AuthorizationServerMetadata: Sendable, Equatable {
             throw .discovery("the metadata issuer does not equal the configured issuer")
         }
         for (name, value) in object where name.hasSuffix("_endpoint") || name == "jwks_uri" {
-            guard let url = value as? String else { throw .discovery("\(name) is not a string") }
+            // The member name is the server's text: cleaned before it goes into a message.
+            let shown = ServerText(name).value
+            guard let url = value as? String else { throw .discovery("\(shown) is not a string") }
             do {
-                try EndpointPolicy.check(url, what: name)
+                try EndpointPolicy.check(url, what: shown)
             } catch {
-                throw .discovery("\(name) is not an https (or loopback http) URL")
+                throw .discovery("\(shown) is not an https (or loopback http) URL")
             }
         }
         guard let tokenEndpoint = object["token_endpoint"] as? String else {

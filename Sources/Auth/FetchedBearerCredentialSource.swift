@@ -1,5 +1,6 @@
 import Foundation
 import HTTP
+import Logging
 import Synchronization
 
 /// A bearer token fetched by a closure (e.g. a `command`) and cached for `cacheDuration`. Renewable:
@@ -35,6 +36,8 @@ public final class FetchedBearerCredentialSource: CredentialSource {
     /// Sets `Authorization: Bearer` from the cache or a (single-flight) fetch; the stamp names the fetched value.
     public func apply(to request: inout HTTPRequest) async throws -> CredentialStamp {
         let (value, version) = try await current()
+        // In use: kept among the redactor's recent tokens (registered again if it was dropped).
+        Redactor.shared.registerToken(value)
         request.headers.set(name: "Authorization", value: "Bearer \(value)")
         return CredentialStamp(version)
     }
@@ -89,8 +92,8 @@ public final class FetchedBearerCredentialSource: CredentialSource {
                 switch result {
                 case .success(let value):
                     return (value, state.cached?.value == value ? state.cached?.version ?? 0 : 0)
-                case .failure:
-                    throw AuthError.configuration("the bearer token could not be fetched")
+                case .failure(let error):
+                    throw (error as? AuthError) ?? AuthError.configuration("the bearer token could not be fetched")
                 }
             }
         }

@@ -26,10 +26,11 @@ public struct SecretProvider: Sendable {
         return SecretProvider { secret }
     }
 
-    /// Resolves the secret and registers it with the redactor.
+    /// Resolves the secret and registers it with the redactor (as a value that may be replaced:
+    /// each resolution marks it as in use).
     public func resolve() async throws -> String {
         let secret = try await resolver()
-        Redactor.shared.register(secret)
+        Redactor.shared.registerToken(secret)
         return secret
     }
 }

@@ -43,7 +43,7 @@ public final class StaticCredentialSource: CredentialSource {
             request.url = Self.appendingQuery(name: name, value: try await secret(provider), to: request.url)
         case .basic(let username, let provider):
             let encoded = Data("\(username):\(try await secret(provider))".utf8).base64EncodedString()
-            Redactor.shared.register(encoded)
+            Redactor.shared.registerToken(encoded)
             request.headers.set(name: "Authorization", value: "Basic \(encoded)")
         case .bearer(let provider):
             request.headers.set(name: "Authorization", value: "Bearer \(try await secret(provider))")
@@ -58,10 +58,15 @@ public final class StaticCredentialSource: CredentialSource {
     public func invalidate(stamp: CredentialStamp) async throws {}
 
     private func secret(_ provider: SecretProvider) async throws -> String {
-        if let value = resolved.withLock({ $0 }) { return value }
+        if let value = resolved.withLock({ $0 }) {
+            Redactor.shared.registerToken(value)  // in use: kept among the redactor's recent values
+            return value
+        }
         let value: String
         do {
             value = try await provider.resolve()
+        } catch let error as AuthError {
+            throw error
         } catch {
             throw AuthError.configuration("the credential's secret could not be resolved")
         }
@@ -71,7 +76,7 @@ public final class StaticCredentialSource: CredentialSource {
 
     /// `url` with `name=value` (both percent-encoded) added to its query, before any fragment.
     static func appendingQuery(name: String, value: String, to url: String) -> String {
-        Redactor.shared.register(RequestURL.queryComponent(value))
+        Redactor.shared.registerToken(RequestURL.queryComponent(value))
         return RequestURL.appendingQuery([(name, value)], to: url)
     }
 }

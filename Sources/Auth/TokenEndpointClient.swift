@@ -47,7 +47,7 @@ struct GrantRequest: Sendable {
         var form = FormBody()
         form.add("grant_type", "refresh_token")
         form.add("refresh_token", refreshToken)
-        Redactor.shared.register(FormBody.encode(refreshToken))
+        Redactor.shared.registerToken(FormBody.encode(refreshToken))
         addCommon(&form, configuration)
         return GrantRequest(form: form)
     }
@@ -106,13 +106,13 @@ public struct TokenEndpointClient: Sendable {
         case .clientSecretBasic:
             guard let secret else { throw .configuration("client_secret_basic needs a client_secret") }
             let value = FormBody.basicAuthorization(clientID: configuration.clientID, secret: secret)
-            Redactor.shared.register(String(value.dropFirst("Basic ".count)))
+            Redactor.shared.registerToken(String(value.dropFirst("Basic ".count)))
             headers.add(name: "Authorization", value: value)
         case .clientSecretPost:
             guard let secret else { throw .configuration("client_secret_post needs a client_secret") }
             form.add("client_id", configuration.clientID)
             form.add("client_secret", secret)
-            Redactor.shared.register(FormBody.encode(secret))
+            Redactor.shared.registerToken(FormBody.encode(secret))
         case .none:
             form.add("client_id", configuration.clientID)
         }

@@ -292,11 +292,11 @@ extension TokenManager {
         }
         session.revision = stored.revision
         session.refreshToken = stored.refreshToken
-        if let refreshToken = stored.refreshToken { Redactor.shared.register(refreshToken) }
+        // One registration for both, so the redactor rebuilds its matcher once.
+        Redactor.shared.registerTokens([stored.refreshToken, stored.accessToken].compactMap { $0 })
         session.invalidated = stored.invalidated
         session.tokenFromStore = stored.accessToken != nil
         if let accessToken = stored.accessToken {
-            Redactor.shared.register(accessToken)
             session.token = Token(
                 accessToken: accessToken, tokenType: stored.tokenType, receivedAt: stored.receivedAt ?? clock.now,
                 expiresAt: stored.expiresAt, refreshToken: stored.refreshToken, scope: stored.scope, version: nextID())
@@ -322,7 +322,7 @@ extension TokenManager {
         {
             throw AuthError.configuration(
                 "client_auth \(configuration.clientAuth.rawValue) is not supported by the issuer (it supports: "
-                    + methods.map { AuthError.clean($0) }.joined(separator: ", ") + ")")
+                    + ServerText(methods.joined(separator: ", ")).value + ")")
         }
         return configuration.tokenURL ?? metadata.tokenEndpoint
     }
@@ -331,6 +331,8 @@ extension TokenManager {
         guard configuration.clientAuth != .none, let provider = configuration.clientSecret else { return nil }
         do {
             return try await provider.resolve()
+        } catch let error as AuthError {
+            throw error
         } catch {
             throw AuthError.configuration("the client secret could not be resolved")
         }

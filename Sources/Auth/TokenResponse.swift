@@ -71,7 +71,9 @@ enum TokenResponseParser {
             throw .invalidTokenResponse("access_token is missing or not a string")
         }
         guard !accessToken.isEmpty else { throw .invalidTokenResponse("access_token is empty") }
-        Redactor.shared.register(accessToken)
+        // Registered before anything else can fail (one registration: one matcher rebuild).
+        let refreshValue = object["refresh_token"] as? String
+        Redactor.shared.registerTokens([accessToken] + (refreshValue.map { [$0] } ?? []))
         guard accessToken.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7f }) else {
             throw .invalidTokenResponse("access_token contains characters not allowed in a header")
         }
@@ -87,7 +89,6 @@ enum TokenResponseParser {
             guard let string = value as? String, !string.isEmpty else {
                 throw .invalidTokenResponse("refresh_token is not a non-empty string")
             }
-            Redactor.shared.register(string)
             guard string.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7f }) else {
                 throw .invalidTokenResponse("refresh_token contains characters not allowed in a form")
             }
@@ -132,8 +133,9 @@ enum TokenResponseParser {
         guard let object = try? jsonObject(body), let error = object["error"] as? String, !error.isEmpty else {
             return nil
         }
-        let description = object["error_description"] as? String
-        return .oauth(error: error, description: description, status: status)
+        // Server text: cleaned here, once, before anything copies it (SPEC §5.3).
+        let description = (object["error_description"] as? String).map { ServerText($0) }
+        return .oauth(error: ServerText(error), description: description, status: status)
     }
 
     /// `Retry-After` in delta-seconds (HTTP dates are ignored: backoff applies instead).

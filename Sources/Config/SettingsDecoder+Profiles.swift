@@ -199,7 +199,8 @@ extension SettingsDecoder {
                     at: node.mark)
             }
             let source = SecretSource(
-                origin: .inline, inlineValue: value.text, file: file, mark: node.mark, resolver: resolver)
+                origin: .inline, inlineValue: value.text, file: file, mark: node.mark, keyPath: path, resolver: resolver
+            )
             secrets.append(source)
             return source
         }
@@ -251,7 +252,7 @@ extension SettingsDecoder {
             let timeout = keys["timeout"].flatMap { duration($0.value, path: "\(path).timeout") } ?? .seconds(10)
             origin = .command(argv: argv, timeout: timeout)
         }
-        let source = SecretSource(origin: origin, file: file, mark: node.mark, resolver: resolver)
+        let source = SecretSource(origin: origin, file: file, mark: node.mark, keyPath: path, resolver: resolver)
         secrets.append(source)
         return source
     }

@@ -28,13 +28,20 @@ final class RecordingServer: Sendable {
         let directory = try TemporaryDirectory.make()
         logPath = directory.appendingPathComponent("requests.log").path
         try Data().write(to: URL(fileURLWithPath: logPath))
+        let (process, ports) = try Self.start("recording_server.py", [logPath], ports: 3)
+        self.process = process
+        (port, otherPort, closedPort) = (ports[0], ports[1], ports[2])
+    }
+
+    /// Starts the Python fixture `script` with `arguments` and reads the `ports` numbers it
+    /// prints on its first line.
+    static func start(_ script: String, _ arguments: [String] = [], ports count: Int) throws -> (Process, [Int]) {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
-        process.arguments = ["-u", Self.fixtures.appendingPathComponent("recording_server.py").path, logPath]
+        process.arguments = ["-u", fixtures.appendingPathComponent(script).path] + arguments
         let output = Pipe()
         process.standardOutput = output
         try process.run()
-        self.process = process
         var line: [UInt8] = []
         let handle = output.fileHandleForReading
         while !line.contains(0x0A) {
@@ -44,11 +51,11 @@ final class RecordingServer: Sendable {
         }
         let ports = String(decoding: line, as: UTF8.self).split(whereSeparator: { $0 == " " || $0 == "\n" })
             .compactMap { Int($0) }
-        guard ports.count == 3 else {
+        guard ports.count == count else {
             kill(process.processIdentifier, SIGKILL)
             throw DidNotStart()
         }
-        (port, otherPort, closedPort) = (ports[0], ports[1], ports[2])
+        return (process, ports)
     }
 
     deinit {

@@ -65,8 +65,15 @@ extension ProfileRuntime {
     static func make(environment: String, settings: ProfileSettings, manager: TokenManager) async throws
         -> ProfileRuntime
     {
+        /// A secret that cannot be resolved says why (where it is declared, never a value), kind `config`.
         func provider(_ source: SecretSource) -> SecretProvider {
-            SecretProvider { try await source.resolve() }
+            SecretProvider {
+                do throws(SecretError) {
+                    return try await source.resolve()
+                } catch {
+                    throw AuthError.configuration("secret unavailable: \(error.description)")
+                }
+            }
         }
         if let configuration = oauthConfiguration(settings) {
             let key = try await manager.register(
