@@ -74,16 +74,25 @@ import Testing
         try await InteropStack.with { stack in
             let server = try RecordingServer()
             let service = ("service", stack.clientCredentials(client: "svc", secretVariable: "SECRET"))
-            let recording = """
+            // The "gone" environment is removed by the reload: its transport is shut down only after
+            // its last in-flight request.
+            let kept = """
                   rec:
                     base_url: \(server.origin)
                     default_profile: keep
                     profiles:
                 \(Self.apiKeyProfile("keep"))
+
+                """
+            let gone = """
+                  gone:
+                    base_url: \(server.origin)
+                    default_profile: gone
+                    profiles:
                 \(Self.apiKeyProfile("gone"))
 
                 """
-            let file = try ConfigFile(Self.interopConfig(stack, profiles: [service], extra: recording))
+            let file = try ConfigFile(Self.interopConfig(stack, profiles: [service], extra: kept + gone))
             let relay = try RelayProcess(
                 ["--config", file.path, "--log-level", "info"],
                 environment: ["SECRET": "svc-secret", "KEY": "k-secret"])
@@ -93,12 +102,12 @@ import Testing
                 subs.allSatisfy { lines.ticks(of: $0).count >= 2 }
             }
             // 100 requests held at the server until the test marks "go": 50 on a profile the reload
-            // keeps, 50 on one it removes.
+            // keeps, 50 on an environment it removes.
             var text = ""
             for index in 0..<100 {
-                let profile = index % 2 == 0 ? "keep" : "gone"
+                let environment = index % 2 == 0 ? "rec" : "gone"
                 let params =
-                    #"{"environment":"rec","profile":"\#(profile)","path":"/await","query":{"event":"go","timeout":"300"},"timeoutMs":300000}"#
+                    #"{"environment":"\#(environment)","path":"/await","query":{"event":"go","timeout":"300"},"timeoutMs":300000}"#
                 text += #"{"jsonrpc":"2.0","id":"r\#(index)","method":"request","params":\#(params)}"# + "\n"
             }
             try relay.write(text)
@@ -106,23 +115,13 @@ import Testing
                 server.logText.split(separator: "\n").filter { $0 == #"{"event": "waiting-go"}"# }.count >= 100
             }
 
-            try file.write(
-                Self.interopConfig(
-                    stack, profiles: [service],
-                    extra: """
-                          rec:
-                            base_url: \(server.origin)
-                            default_profile: keep
-                            profiles:
-                        \(Self.apiKeyProfile("keep"))
-
-                        """))
+            try file.write(Self.interopConfig(stack, profiles: [service], extra: kept))
             let reload = try await relay.call("config-reload")
-            #expect(Self.entries(reload["result"]?["removed"]) == ["rec/gone"], "\(reload.jsonText)")
+            #expect(Self.entries(reload["result"]?["removed"]) == ["gone/gone"], "\(reload.jsonText)")
             #expect(Self.entries(reload["result"]?["changed"]) == [] && Self.entries(reload["result"]?["added"]) == [])
             let ticksAtReload = relay.parsedLines
-            let unknown = try await relay.call("request", ["environment": "rec", "profile": "gone", "path": "/echo"])
-            #expect(unknown["error"]?["data"]?["kind"] == "unknown_profile", "\(unknown.jsonText)")
+            let unknown = try await relay.call("request", ["environment": "gone", "path": "/echo"])
+            #expect(unknown["error"]?["data"]?["kind"] == "unknown_environment", "\(unknown.jsonText)")
 
             let marked = try await relay.call(
                 "request", ["environment": "rec", "path": "/mark", "query": ["event": "go"]])
