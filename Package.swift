@@ -32,6 +32,7 @@ let package = Package(
         .executableTarget(name: "FuzzConfig", dependencies: ["Config"]),
         .executableTarget(name: "FuzzSSE", dependencies: ["HTTP"]),
         .executableTarget(name: "FuzzTokenResponse", dependencies: ["Auth", "HTTP", "Logging"]),
+        .executableTarget(name: "FuzzJOSE", dependencies: ["Auth"]),
 
         // Benchmarks (scripts/bench): the load driver with its libcurl and URLSession references
         // (the only target allowed to import FoundationNetworking), and the bare Foundation
@@ -43,7 +44,7 @@ let package = Package(
         .testTarget(name: "JSONRPCTests", dependencies: ["JSONRPC"]),
         .testTarget(name: "ConfigTests", dependencies: ["Config"]),
         .testTarget(name: "HTTPTests", dependencies: ["HTTP"], exclude: ["Fixtures"]),
-        .testTarget(name: "AuthTests", dependencies: ["Auth", "HTTP", "Logging"]),
+        .testTarget(name: "AuthTests", dependencies: ["Auth", "HTTP", "Logging", "CCrypto"]),
         .testTarget(name: "RelayTests", dependencies: ["Relay", "JSONRPC", "Config", "HTTP", "Auth"]),
         .testTarget(name: "EndToEndTests", dependencies: ["JSONRPC"], exclude: ["Fixtures"]),
     ],

@@ -12,6 +12,12 @@ public struct AuthorizationServerMetadata: Sendable, Equatable {
     public let tokenEndpointAuthMethodsSupported: [String]?
     /// The RFC 7009 revocation endpoint, if offered.
     public let revocationEndpoint: String?
+    /// The authorization endpoint (RFC 6749 §3.1), if offered.
+    public var authorizationEndpoint: String? = nil
+    /// The RFC 8628 device authorization endpoint, if offered.
+    public var deviceAuthorizationEndpoint: String? = nil
+    /// The OpenID Connect JWKS document, if offered.
+    public var jwksURI: String? = nil
 
     /// Verifies a discovery document: one JSON object whose `issuer` equals `expectedIssuer`
     /// exactly and whose endpoints are all allowed URLs.
@@ -48,7 +54,10 @@ public struct AuthorizationServerMetadata: Sendable, Equatable {
         }
         return AuthorizationServerMetadata(
             issuer: issuer, tokenEndpoint: tokenEndpoint, tokenEndpointAuthMethodsSupported: methods,
-            revocationEndpoint: object["revocation_endpoint"] as? String)
+            revocationEndpoint: object["revocation_endpoint"] as? String,
+            authorizationEndpoint: object["authorization_endpoint"] as? String,
+            deviceAuthorizationEndpoint: object["device_authorization_endpoint"] as? String,
+            jwksURI: object["jwks_uri"] as? String)
     }
 
     /// The discovery URLs to try for `issuer`, in order: RFC 8414 (well-known inserted before the

@@ -6,7 +6,7 @@ import Synchronization
 /// A bearer token fetched by a closure (e.g. a `command`) and cached for `cacheDuration`. Renewable:
 /// a 401 `invalid_token` drops the cached value (if it is still the one that failed) so the next
 /// request fetches it again — the command may well return a fresh token. Fetches are single-flight.
-public final class FetchedBearerCredentialSource: CredentialSource {
+public final class FetchedBearerCredentialSource: CredentialSource, BearerTokenSource {
     private struct Cached {
         var value: String
         var fetchedAt: Date
@@ -40,6 +40,11 @@ public final class FetchedBearerCredentialSource: CredentialSource {
         Redactor.shared.registerToken(value)
         request.headers.set(name: "Authorization", value: "Bearer \(value)")
         return CredentialStamp(version)
+    }
+
+    /// The bearer token itself, cached or fetched as for a request (credential-helper mode).
+    public func bearerToken() async throws -> String? {
+        try await current().0
     }
 
     /// A 401 may be recovered by fetching again.

@@ -6,7 +6,7 @@ import Synchronization
 /// Credentials that do not change: an API key (header or query), HTTP Basic, or a static bearer
 /// token. The secret is resolved on first use and kept; `invalidate` does nothing and 401s are
 /// not recovered (renewing would not change the secret).
-public final class StaticCredentialSource: CredentialSource {
+public final class StaticCredentialSource: CredentialSource, BearerTokenSource {
     /// Where an API key goes.
     public enum Placement: Sendable {
         /// In the named header.
@@ -49,6 +49,12 @@ public final class StaticCredentialSource: CredentialSource {
             request.headers.set(name: "Authorization", value: "Bearer \(try await secret(provider))")
         }
         return CredentialStamp(0)
+    }
+
+    /// The token of a static `bearer` credential; `nil` for API keys and Basic.
+    public func bearerToken() async throws -> String? {
+        guard case .bearer(let provider) = credential else { return nil }
+        return try await secret(provider)
     }
 
     /// Static secrets cannot be renewed.

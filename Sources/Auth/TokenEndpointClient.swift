@@ -52,10 +52,41 @@ struct GrantRequest: Sendable {
         return GrantRequest(form: form)
     }
 
+    /// `grant_type=authorization_code` with the code, the same `redirect_uri` as the authorization
+    /// request, and the PKCE verifier (RFC 6749 §4.1.3, RFC 7636 §4.5).
+    static func authorizationCode(
+        _ code: String, redirectURI: String, verifier: String, _ configuration: OAuthClientConfiguration
+    ) -> GrantRequest {
+        var form = FormBody()
+        form.add("grant_type", "authorization_code")
+        form.add("code", code)
+        Redactor.shared.register(FormBody.encode(code))
+        form.add("redirect_uri", redirectURI)
+        form.add("code_verifier", verifier)
+        addTokenParameters(&form, configuration)
+        return GrantRequest(form: form)
+    }
+
+    /// The RFC 8628 §3.4 device access token request.
+    static func deviceCode(_ deviceCode: String, _ configuration: OAuthClientConfiguration) -> GrantRequest {
+        var form = FormBody()
+        form.add("grant_type", "urn:ietf:params:oauth:grant-type:device_code")
+        form.add("device_code", deviceCode)
+        Redactor.shared.register(FormBody.encode(deviceCode))
+        addTokenParameters(&form, configuration)
+        return GrantRequest(form: form)
+    }
+
+    /// The profile's extra `token` parameters (interactive profiles).
+    private static func addTokenParameters(_ form: inout FormBody, _ configuration: OAuthClientConfiguration) {
+        for (name, value) in configuration.grant.interactive?.tokenParameters ?? [] { form.add(name, value) }
+    }
+
     private static func addCommon(_ form: inout FormBody, _ configuration: OAuthClientConfiguration) {
         if !configuration.scopes.isEmpty { form.add("scope", configuration.scopes.joined(separator: " ")) }
         if let audience = configuration.audience { form.add("audience", audience) }
         for resource in configuration.resources { form.add("resource", resource) }
+        addTokenParameters(&form, configuration)
     }
 }
 

@@ -14,6 +14,8 @@ public struct TokenResponse: Sendable, Equatable, CustomStringConvertible {
     public let refreshToken: String?
     /// The granted scope, if sent.
     public let scope: String?
+    /// The OpenID Connect ID token, if sent (validated before anything is stored).
+    public var idToken: String? = nil
 
     /// Redacted: never shows a token.
     public var description: String {
@@ -99,9 +101,17 @@ enum TokenResponseParser {
             guard let string = value as? String else { throw .invalidTokenResponse("scope is not a string") }
             scope = string
         }
+        var idToken: String?
+        if let value = object["id_token"], !(value is NSNull) {
+            guard let string = value as? String, !string.isEmpty else {
+                throw .invalidTokenResponse("id_token is not a non-empty string")
+            }
+            Redactor.shared.register(string)
+            idToken = string
+        }
         return TokenResponse(
             accessToken: accessToken, tokenType: tokenType, expiresIn: expiresIn, refreshToken: refreshToken,
-            scope: scope)
+            scope: scope, idToken: idToken)
     }
 
     /// `expires_in`: a positive integer, a numeric string or an integral float; absent: unknown.

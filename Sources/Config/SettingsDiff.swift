@@ -138,6 +138,19 @@ extension OAuthClientSettings {
     }
 }
 
+extension InteractiveLoginSettings {
+    /// Equal in every setting.
+    public func isSameAsWritten(_ other: InteractiveLoginSettings) -> Bool {
+        authorizationURL == other.authorizationURL && deviceAuthorizationURL == other.deviceAuthorizationURL
+            && redirectPorts == other.redirectPorts && redirectPath == other.redirectPath
+            && openBrowser == other.openBrowser && loginTimeout == other.loginTimeout
+            && authorizationParameters.map(\.0) == other.authorizationParameters.map(\.0)
+            && authorizationParameters.map(\.1) == other.authorizationParameters.map(\.1)
+            && tokenParameters.map(\.0) == other.tokenParameters.map(\.0)
+            && tokenParameters.map(\.1) == other.tokenParameters.map(\.1)
+    }
+}
+
 extension ProfileKind {
     /// Equal as written (secret sources by origin).
     public func isSameAsWritten(_ other: ProfileKind) -> Bool {
@@ -146,10 +159,9 @@ extension ProfileKind {
             return a.isSameAsWritten(b)
         case (.refreshToken(let a, let seedA), .refreshToken(let b, let seedB)):
             return a.isSameAsWritten(b) && seedA.isSameAsWritten(seedB)
-        case (.authorizationCode(let a, let urlA, let portA), .authorizationCode(let b, let urlB, let portB)):
-            return a.isSameAsWritten(b) && urlA == urlB && portA == portB
-        case (.deviceCode(let a, let urlA), .deviceCode(let b, let urlB)):
-            return a.isSameAsWritten(b) && urlA == urlB
+        case (.authorizationCode(let a, let loginA), .authorizationCode(let b, let loginB)),
+            (.deviceCode(let a, let loginA), .deviceCode(let b, let loginB)):
+            return a.isSameAsWritten(b) && loginA.isSameAsWritten(loginB)
         case (.apiKey(let placementA, let valueA), .apiKey(let placementB, let valueB)):
             return placementA == placementB && valueA.isSameAsWritten(valueB)
         case (.basic(let userA, let passwordA), .basic(let userB, let passwordB)):

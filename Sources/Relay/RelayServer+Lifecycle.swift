@@ -6,9 +6,9 @@ extension RelayServer {
     func methodTable() -> [String: MethodHandler] {
         var table: [String: MethodHandler] = [
             "initialize": { [self] params, _ in try initialize(params) },
-            "shutdown": { [self] params, _ in
+            "shutdown": { params, _ in
+                // The dispatcher refuses new requests from here on, in read order.
                 try ParamReader.expectNone(params)
-                markShutdownRequested()
                 return .null
             },
             "ping": { params, _ in
@@ -38,6 +38,7 @@ extension RelayServer {
             try ParamReader.expectNone(params)
             return try await reload()
         }
+        table["login"] = { params, _ in try await runtimes.use { try await LoginMethod(runtime: $0).handle(params) } }
         if options.testMethods {
             table["test/wait"] = { params, _ in
                 var reader = try ParamReader(params, allowed: ["ms", "echo"])
@@ -55,8 +56,8 @@ extension RelayServer {
     /// `notifications/cancelled` are handled by the dispatcher).
     func notificationTable() -> [String: MethodHandler] {
         [
-            "exit": { [termination] _, _ in
-                termination.trigger(.exitNotification)
+            "exit": { [termination] _, context in
+                termination.trigger(.exitNotification(afterShutdown: context.afterShutdown))
                 return .null
             },
             "initialized": { _, _ in .null },

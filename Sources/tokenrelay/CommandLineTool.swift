@@ -3,6 +3,7 @@ import Foundation
 import JSONRPC
 import Logging
 import Relay
+import Synchronization
 
 /// Parses the command line and runs the chosen command; returns the exit code.
 enum CommandLineTool {
@@ -23,6 +24,10 @@ enum CommandLineTool {
           tokenrelay call METHOD PATH [--env E] [--profile P] [-H 'K: V']... [--query k=v]...
                      [--json BODY | --data TEXT] [-v]
           tokenrelay subscribe PATH [--env E] [--profile P] [--last-event-id ID]
+          tokenrelay token [--env E] [--profile P] [--format raw|header|json|exec-credential]
+                     [--min-valid 60s]
+          tokenrelay token --format git get|store|erase [--env E] [--profile P] [--min-valid 60s]
+          tokenrelay login [--env E] [--profile P] [--no-browser]
           tokenrelay status [--config PATH] [--env E] [--json]
           tokenrelay logout [--config PATH] [--env E] [--profile P] [--all]
           tokenrelay store new-key
@@ -58,12 +63,16 @@ enum CommandLineTool {
             return await CallCommand.run(arguments: arguments, environment: environment)
         case "subscribe":
             return await SubscribeCommand.run(arguments: arguments, environment: environment)
+        case "token":
+            return await TokenCommand.run(arguments: arguments, environment: environment)
         case "status":
             return await SessionCommands.status(arguments: arguments, environment: environment)
         case "logout":
             return await SessionCommands.logout(arguments: arguments, environment: environment)
         case "store":
             return await SessionCommands.store(arguments: arguments, environment: environment)
+        case "login":
+            return await LoginCommand.run(arguments: arguments, environment: environment)
         case "check-config":
             return await CheckConfigCommand.run(
                 arguments: arguments, environment: environment,
@@ -80,7 +89,11 @@ enum CommandLineTool {
 
     /// Writes to stdout directly (no buffering: the text is out before the process exits).
     static func writeStandardOutput(_ text: String) { writeAll(STDOUT_FILENO, text) }
-    static func writeStandardError(_ text: String) { writeAll(STDERR_FILENO, text) }
+    /// Writes to stderr directly, after the log lines logged before it.
+    static func writeStandardError(_ text: String) {
+        log.flush()
+        writeAll(STDERR_FILENO, text)
+    }
 
     private static func writeAll(_ fd: Int32, _ text: String) {
         var bytes = Array(text.utf8)
@@ -157,6 +170,19 @@ enum CommandLineTool {
             return usageError(error.message)
         }
         log.configure(level: logLevel, format: logFormat)
+        // SIGHUP (a service manager's "reload", a closed terminal) reloads the configuration
+        // (SPEC §5.7) and never ends the server. Installed before anything slow, so there is no
+        // window in which SIGHUP still kills; until the server runs it is logged and ignored.
+        let reloadTarget = ReloadTarget()
+        let hangupSource = ProcessSetup.onSignals(ProcessSetup.reloading) { number in
+            guard let server = reloadTarget.server.withLock({ $0 }) else {
+                log.info("\(ProcessSetup.name(of: number)) received before serving: ignored")
+                return
+            }
+            log.info("\(ProcessSetup.name(of: number)) received: reloading the configuration")
+            Task { await server.reloadOnSignal() }
+        }
+        defer { withExtendedLifetime(hangupSource) {} }
         options.testMethods = environment["TOKENRELAY_ENABLE_TEST_METHODS"] == "1"
         options.testLeaseGate = environment["TOKENRELAY_TEST_LEASE_GATE"]
 
@@ -177,17 +203,21 @@ enum CommandLineTool {
             log.error("cannot start: \(ErrorMapping.rpcError(error).message)")
             return ExitCode.config
         }
-        let signalSources = ProcessSetup.onSignals([SIGTERM, SIGINT, SIGHUP]) { number in
-            if number == SIGHUP {
-                Task { await server.reloadOnSignal() }
-            } else {
-                server.terminate(TerminationReason.signal(number))
-            }
+        let signalSources = ProcessSetup.onSignals(ProcessSetup.stopping) { number in
+            log.debug("\(ProcessSetup.name(of: number)) received: stopping")
+            server.terminate(TerminationReason.signal(number))
         }
+        reloadTarget.server.withLock { $0 = server }
         let code = await server.run(input: STDIN_FILENO, output: protocolOutput)
         withExtendedLifetime(signalSources) {}
         return code
     }
+}
+
+/// The server SIGHUP reloads, once it exists.
+private final class ReloadTarget: Sendable {
+    /// Guarded by the mutex.
+    let server = Mutex<RelayServer?>(nil)
 }
 
 /// A usage error in the arguments.

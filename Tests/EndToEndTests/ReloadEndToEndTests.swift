@@ -72,7 +72,7 @@ import Testing
 
     @Test func reloadWhileAHundredRequestsAndTenSubscriptionsAreInFlightFailsNone() async throws {
         try await InteropStack.with { stack in
-            let server = try RecordingServer()
+            let server = try await RecordingServer()
             let service = ("service", stack.clientCredentials(client: "svc", secretVariable: "SECRET"))
             // The "gone" environment is removed by the reload: its transport is shut down only after
             // its last in-flight request.
@@ -147,7 +147,7 @@ import Testing
     }
 
     @Test func brokenConfigChangesNothingAndTheErrorHasDiagnostics() async throws {
-        let server = try RecordingServer()
+        let server = try await RecordingServer()
         let file = try ConfigFile(Self.recordingConfig(server, profiles: ["a"]))
         let relay = try RelayProcess(["--config", file.path], environment: ["KEY": "k-secret"])
         #expect(try await relay.call("request", ["path": "/echo"])["result"]?["status"] == 200)
@@ -243,7 +243,7 @@ import Testing
     }
 
     @Test func sighupReloadsLikeTheMethodAndABrokenConfigOnSighupIsLogged() async throws {
-        let server = try RecordingServer()
+        let server = try await RecordingServer()
         let file = try ConfigFile(Self.recordingConfig(server, profiles: ["a"]))
         let relay = try RelayProcess(["--config", file.path, "--log-level", "info"], environment: ["KEY": "k-secret"])
         #expect(try await relay.call("ping")["result"] != nil)
@@ -264,7 +264,7 @@ import Testing
     }
 
     @Test func changedStoreSectionIsRefusedAndNothingElseChanges() async throws {
-        let server = try RecordingServer()
+        let server = try await RecordingServer()
         let file = try ConfigFile(Self.recordingConfig(server, profiles: ["a"]))
         let relay = try RelayProcess(["--config", file.path], environment: ["KEY": "k-secret"])
         #expect(try await relay.call("ping")["result"] != nil)

@@ -18,11 +18,9 @@ import Testing
         let process: Process
         let port: Int
 
-        init() throws {
-            (process, port) = try {
-                let (process, ports) = try RecordingServer.start("echoing_token_server.py", ports: 1)
-                return (process, ports[0])
-            }()
+        init() async throws {
+            let (process, ports) = try await RecordingServer.start("echoing_token_server.py", ports: 1)
+            (self.process, port) = (process, ports[0])
         }
 
         deinit { kill(process.processIdentifier, SIGKILL) }
@@ -66,7 +64,7 @@ import Testing
     }
 
     @Test func anEchoedClientSecretNeverLeavesThroughRequestSubscribeOrAuthFailed() async throws {
-        let server = try EchoingTokenServer()
+        let server = try await EchoingTokenServer()
         let path = try TemporaryDirectory.file(Self.config(server))
         let relay = try RelayProcess(
             ["serve", "--config", path, "--log-level", "trace"], environment: ["E2E_CLIENT_SECRET": Self.secret])

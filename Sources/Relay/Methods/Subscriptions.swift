@@ -48,17 +48,23 @@ final class Subscriptions: Sendable {
         // A subscribe that raced a reload starts over with the new configuration.
         while true {
             let runtime = runtimes.current
-            if let answer = try start(params, runtime: runtime, context: context) { return answer }
+            if let answer = try await start(params, runtime: runtime, context: context) { return answer }
         }
     }
 
     /// Starts the subscription on `runtime`; `nil` when a reload replaced `runtime` meanwhile.
-    private func start(_ params: RequestParams, runtime: RelayRuntime, context: RequestContext) throws -> JSONValue? {
+    private func start(_ params: RequestParams, runtime: RelayRuntime, context: RequestContext) async throws
+        -> JSONValue?
+    {
         let environment = try runtime.environment(params.environment)
         let profile = params.auth ? try runtime.profile(params.profile, in: environment) : nil
         var request = try RequestMethod.httpRequest(params, environment: environment)
         try profile?.checkCanSign(request.headers)
         let allowed = environment.origins.allows(url: request.url)
+        // An interactive session that needs a person fails the call at once (SPEC §5.4).
+        if allowed, let key = profile?.session, let needed = await runtime.manager.loginRequirement(key) {
+            throw needed
+        }
         if allowed {
             for field in environment.headers where !request.headers.contains(field.name) {
                 request.headers.add(name: field.name, value: field.value)

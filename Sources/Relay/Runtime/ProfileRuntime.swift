@@ -1,7 +1,9 @@
 import Auth
 import Config
+import Foundation
 import HTTP
 import JSONRPC
+import Logging
 
 /// One configured profile, ready to sign requests.
 struct ProfileRuntime: Sendable {
@@ -41,11 +43,19 @@ extension ProfileRuntime {
         }
     }
 
-    /// The OAuth client configuration of `settings`, for OAuth profiles this build serves.
-    static func oauthConfiguration(_ settings: ProfileSettings) -> OAuthClientConfiguration? {
-        func provider(_ source: SecretSource) -> SecretProvider {
-            SecretProvider { try await source.resolve() }
+    /// A secret that cannot be resolved says why (where it is declared, never a value), kind `config`.
+    private static func provider(_ source: SecretSource) -> SecretProvider {
+        SecretProvider {
+            do throws(SecretError) {
+                return try await source.resolve()
+            } catch {
+                throw AuthError.configuration("secret unavailable: \(error.description)")
+            }
         }
+    }
+
+    /// The OAuth client configuration of `settings`; `nil` for a profile that is not OAuth.
+    static func oauthConfiguration(_ settings: ProfileSettings) -> OAuthClientConfiguration? {
         func configuration(_ client: OAuthClientSettings, grant: Grant) -> OAuthClientConfiguration {
             OAuthClientConfiguration(
                 issuer: client.issuer, tokenURL: client.tokenURL, clientID: client.clientID,
@@ -54,10 +64,17 @@ extension ProfileRuntime {
                 expirySkew: client.expirySkew, grant: grant)
         }
         switch settings.kind {
-        case .clientCredentials(let client): return configuration(client, grant: .clientCredentials)
+        case .clientCredentials(let client):
+            return configuration(client, grant: .clientCredentials)
         case .refreshToken(let client, let seed):
             return configuration(client, grant: .refreshToken(seed: provider(seed)))
-        default: return nil
+        case .authorizationCode(let client, let login):
+            let flow = InteractiveLogin.Flow.authorizationCode(ports: login.redirectPorts, path: login.redirectPath)
+            return configuration(client, grant: .interactive(interactiveLogin(login, flow: flow)))
+        case .deviceCode(let client, let login):
+            return configuration(client, grant: .interactive(interactiveLogin(login, flow: .deviceCode)))
+        case .apiKey, .basic, .bearer:
+            return nil
         }
     }
 
@@ -65,16 +82,6 @@ extension ProfileRuntime {
     static func make(environment: String, settings: ProfileSettings, manager: TokenManager) async throws
         -> ProfileRuntime
     {
-        /// A secret that cannot be resolved says why (where it is declared, never a value), kind `config`.
-        func provider(_ source: SecretSource) -> SecretProvider {
-            SecretProvider {
-                do throws(SecretError) {
-                    return try await source.resolve()
-                } catch {
-                    throw AuthError.configuration("secret unavailable: \(error.description)")
-                }
-            }
-        }
         if let configuration = oauthConfiguration(settings) {
             let key = try await manager.register(
                 environment: environment, profile: settings.name, configuration: configuration)
@@ -90,14 +97,8 @@ extension ProfileRuntime {
                 secretQueryParameters: query, secretHeaders: header.map { [$0] } ?? [])
         }
         switch settings.kind {
-        case .clientCredentials, .refreshToken:
+        case .clientCredentials, .refreshToken, .authorizationCode, .deviceCode:
             throw AuthError.configuration("profile '\(settings.name)' has no OAuth client configuration")
-        case .authorizationCode, .deviceCode:
-            return ProfileRuntime(
-                name: settings.name, typeName: settings.typeName, exposeToken: settings.exposeToken, credentials: nil,
-                session: nil, credentialHeader: "authorization",
-                unavailableReason: "interactive login (\(settings.typeName)) is not supported by this build yet",
-                secretQueryParameters: [], secretHeaders: [])
         case .apiKey(.header(let name), let value):
             return plain(StaticCredentialSource(.apiKey(.header(name), provider(value))), header: name.lowercased())
         case .apiKey(.query(let name), let value):
@@ -113,6 +114,40 @@ extension ProfileRuntime {
                     header: "authorization")
             }
             return plain(StaticCredentialSource(.bearer(provider(token))), header: "authorization")
+        }
+    }
+
+    /// The Auth side of an interactive profile's settings; `open_browser` becomes a command run
+    /// like a secret command (no shell, clean signal state, bounded in time).
+    private static func interactiveLogin(_ login: InteractiveLoginSettings, flow: InteractiveLogin.Flow)
+        -> InteractiveLogin
+    {
+        let argv: [String]?
+        switch login.openBrowser {
+        case .off: argv = nil
+        case .system:
+            #if os(macOS)
+                argv = ["open"]
+            #else
+                argv = ["xdg-open"]
+            #endif
+        case .command(let command): argv = command
+        }
+        var opener: (@Sendable (String) async -> Void)?
+        if let argv { opener = { url in await openBrowser(argv: argv, url: url) } }
+        return InteractiveLogin(
+            flow: flow, authorizationURL: login.authorizationURL, deviceAuthorizationURL: login.deviceAuthorizationURL,
+            timeout: login.loginTimeout, authorizationParameters: login.authorizationParameters,
+            tokenParameters: login.tokenParameters, openBrowser: opener)
+    }
+
+    /// Runs `argv URL`; a failure is only logged (the URL is in `auth-prompt` anyway).
+    private static func openBrowser(argv: [String], url: String) async {
+        do throws(SecretCommandError) {
+            _ = try await ProcessCommandRunner().run(
+                argv: argv + [url], environment: ProcessInfo.processInfo.environment, timeout: .seconds(30))
+        } catch {
+            log.warn("open_browser: \(argv[0]) failed: \(error.description); open the URL from auth-prompt")
         }
     }
 
