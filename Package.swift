@@ -33,17 +33,20 @@ let package = Package(
         .executableTarget(name: "FuzzFraming", dependencies: ["JSONRPC"]),
         .executableTarget(name: "FuzzConfig", dependencies: ["Config"]),
         .executableTarget(name: "FuzzSSE", dependencies: ["HTTP"]),
+        .executableTarget(name: "FuzzTokenResponse", dependencies: ["Auth", "HTTP", "Logging"]),
+        .executableTarget(name: "FuzzJOSE", dependencies: ["Auth"]),
 
         // Benchmarks (scripts/bench): the load driver with its libcurl and URLSession references
         // (the only target allowed to import FoundationNetworking), and the bare Foundation
         // binary the cold start is compared with.
-        .executableTarget(name: "TokenRelayBench", dependencies: ["CCurl"], linkerSettings: [.linkedLibrary("curl")]),
+        .executableTarget(name: "TokenRelayBench", dependencies: ["CCurl", "Logging"], linkerSettings: [.linkedLibrary("curl")]),
         .executableTarget(name: "BareFoundationEcho"),
 
+        .testTarget(name: "LoggingTests", dependencies: ["Logging"]),
         .testTarget(name: "JSONRPCTests", dependencies: ["JSONRPC"]),
         .testTarget(name: "ConfigTests", dependencies: ["Config", "HTTPFields"]),
         .testTarget(name: "HTTPTests", dependencies: ["HTTP", "HTTPFields"], exclude: ["Fixtures"]),
-        .testTarget(name: "AuthTests", dependencies: ["Auth", "HTTP"]),
+        .testTarget(name: "AuthTests", dependencies: ["Auth", "HTTP", "Logging", "CCrypto"]),
         .testTarget(name: "RelayTests", dependencies: ["Relay", "JSONRPC", "Config", "HTTP", "Auth"]),
         .testTarget(name: "EndToEndTests", dependencies: ["JSONRPC"], exclude: ["Fixtures"]),
     ],

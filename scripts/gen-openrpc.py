@@ -34,8 +34,8 @@ errors = [
     (-32800, "Request cancelled", "cancelled"),
     (-32004, "Configuration problem", "config"), (-32005, "Unknown environment", "unknown_environment"),
     (-32003, "Unknown profile", "unknown_profile"), (-32010, "Token acquisition refused (data.oauthError, data.oauthErrorDescription when the server sent them)", "auth"),
-    (-32011, "Interactive login required", "interaction_required"), (-32020, "Transport failure (DNS, connect, TLS)", "transport"),
-    (-32021, "Timed out", "timeout"), (-32022, "A limit was exceeded (queue, body size)", "limit"),
+    (-32011, "Interactive login required (data.login: true when the login method can fix it)", "interaction_required"), (-32020, "Transport failure (DNS, connect, TLS)", "transport"),
+    (-32021, "Timed out", "timeout"), (-32022, "A limit was exceeded (queue, body size, failed logins)", "limit"),
     (-32030, "The server is shutting down", "shutting_down"), (-32031, "Not supported by this build or configuration", "not_supported"),
 ]
 def err_refs(*kinds):
@@ -101,6 +101,7 @@ method("status", "Per session: token state, expiry, refresh availability, whethe
             "expiresAt": {"type": "string", "format": "date-time"}, "refreshable": boolean,
             "fromStore": {"type": "boolean", "description": "The held token was read from the store (obtained by an earlier or another process)."},
             "lastError": error_obj,
+            "subject": {"type": "string", "description": "Who is logged in (interactive OpenID Connect profiles)."}, "email": string, "name": string,
             "counters": {"type": "object", "properties": {"acquisitions": integer, "renewals": integer, "recoveries": integer, "requests": integer}}}}},
         "subscriptions": integer,
         "store": {"type": "object", "required": ["type", "encrypted"], "properties": {
@@ -108,11 +109,28 @@ method("status", "Per session: token state, expiry, refresh availability, whethe
             "encrypted": {"type": "boolean", "description": "false: tokens are kept in plain text in the 0600 file."},
             "schemaVersion": integer,
             "error": error_obj}}}}})
-method("token-get", "Returns an access token, only for profiles with expose_token: true (credential-helper use).", env_params,
-    {"name": "result", "schema": {"type": "object", "required": ["accessToken"], "properties": {"accessToken": string, "tokenType": string, "expiresAt": {"type": "string", "format": "date-time"}}}},
-    errs=req_errs + err_refs("not_supported"))
-method("login", "Starts an interactive login (authorization code + PKCE, or device code); progress comes as auth-prompt notifications.", env_params,
-    {"name": "result", "schema": {"type": "object"}}, errs=req_errs, status="planned")
+date_time = {"type": "string", "format": "date-time"}
+exec_versions = ["client.authentication.k8s.io/v1", "client.authentication.k8s.io/v1beta1"]
+method("token-get", "Returns an access token, only for profiles with expose_token: true (credential-helper use).",
+    env_params + [
+        {"name": "format", "description": "json (default): {access_token, token_type, expires_at}; header: the string 'Authorization: Bearer ...'; exec-credential: a Kubernetes ExecCredential.", "schema": {"enum": ["json", "header", "exec-credential"]}},
+        {"name": "minValid", "description": "Seconds the returned token must stay valid; a held token expiring sooner is renewed first (default 60). A freshly issued token is returned even when the server grants less.", "schema": {"type": "integer", "minimum": 0, "maximum": 86400}},
+        {"name": "apiVersion", "description": "The ExecCredential apiVersion (format exec-credential only; default client.authentication.k8s.io/v1).", "schema": {"enum": exec_versions}}],
+    {"name": "result", "schema": {"oneOf": [
+        {"title": "json", "type": "object", "required": ["access_token", "token_type"], "properties": {"access_token": string, "token_type": {"const": "Bearer"}, "expires_at": date_time}},
+        {"title": "header", "type": "string", "pattern": "^Authorization: Bearer "},
+        {"title": "exec-credential", "type": "object", "required": ["apiVersion", "kind", "status"], "properties": {
+            "apiVersion": {"enum": exec_versions}, "kind": {"const": "ExecCredential"},
+            "status": {"type": "object", "required": ["token"], "properties": {"token": string, "expirationTimestamp": date_time}}}}]}},
+    errs=req_errs + err_refs("not_supported"),
+    description="Interactive profiles never prompt here: without a session they answer interaction_required. The expiry fields are absent when the token server gave no expires_in.")
+method("login", "Starts (or joins) the interactive login of a session (authorization code + PKCE with a loopback redirect, or device code) and answers once the session is stored; what the person must do comes as one auth-prompt notification. One login per session at a time: concurrent callers join it. At most 3 failed logins per session per 10 minutes, then kind limit. Bounded by the profile's login_timeout (then interaction_required); $/cancelRequest ends it (the last caller leaving stops the listener or the polling).", env_params,
+    {"name": "result", "schema": {"type": "object", "required": ["environment", "profile", "loggedIn"], "properties": {
+        "environment": string, "profile": string, "loggedIn": {"const": True},
+        "expiresAt": {"type": "string", "format": "date-time"},
+        "subject": {"type": "string", "description": "OpenID Connect: the validated ID token's sub."},
+        "email": string, "name": string}}},
+    errs=err_refs("config", "unknown_environment", "unknown_profile", "auth", "interaction_required", "transport", "timeout", "limit", "not_supported", *std))
 method("config-reload", "Reloads the configuration file (also on SIGHUP). A config that fails to load leaves the running one in place.", [],
     {"name": "result", "schema": {"type": "object"}}, errs=err_refs("config", *std), status="planned")
 method("subscribe", "Follows a Server-Sent-Events stream; events arrive as event notifications. Rejected inside a batch.",
@@ -133,10 +151,12 @@ method("subscription-state", "A subscription's connection state.", [
     {"name": "subscription", "required": True, "schema": string}, {"name": "state", "required": True, "schema": {"enum": state_enum}},
     {"name": "attempt", "schema": integer}, {"name": "retryInMs", "schema": integer}, {"name": "status", "schema": integer},
     {"name": "error", "schema": error_obj}], None, notification=True, direction="server-to-client")
-method("auth-prompt", "What the user must do to log in (URL, user code, expiry). tokenrelay never reads the terminal.", [
-    {"name": "environment", "schema": string}, {"name": "profile", "schema": string}, {"name": "url", "schema": string},
-    {"name": "userCode", "schema": string}, {"name": "expiresAt", "schema": {"type": "string", "format": "date-time"}}],
-    None, notification=True, direction="server-to-client", status="planned")
+method("auth-prompt", "What the person must do to log in: open url in a browser (kind browser), or open url and enter userCode (kind device). Sent once per login, however many callers joined it. The URL carries state, nonce and the PKCE challenge, never a secret. tokenrelay never reads the terminal and opens a browser only when the profile's open_browser says so.", [
+    {"name": "environment", "required": True, "schema": string}, {"name": "profile", "required": True, "schema": string},
+    {"name": "kind", "required": True, "schema": {"enum": ["browser", "device"]}}, {"name": "url", "required": True, "schema": string},
+    {"name": "userCode", "schema": string}, {"name": "verificationUriComplete", "schema": string},
+    {"name": "expiresAt", "required": True, "schema": {"type": "string", "format": "date-time"}}],
+    None, notification=True, direction="server-to-client")
 method("auth-failed", "A renewal was refused (refresh grant or re-acquisition rejected, or excessive renewals) — distinct from a request being unauthorized.", [
     {"name": "environment", "required": True, "schema": string}, {"name": "profile", "required": True, "schema": string},
     {"name": "kind", "required": True, "schema": string}, {"name": "message", "schema": string},

@@ -3,8 +3,9 @@ import Logging
 /// Why a credential could not be had. Every description is redacted and never contains a token,
 /// a secret or a response body.
 public enum AuthError: Error, Sendable, Equatable, CustomStringConvertible {
-    /// The token endpoint answered with an OAuth error object (RFC 6749 §5.2).
-    case oauth(error: String, description: String?, status: Int)
+    /// The token endpoint answered with an OAuth error object (RFC 6749 §5.2); its texts are
+    /// cleaned where they are read (``ServerText``).
+    case oauth(error: ServerText, description: ServerText?, status: Int)
     /// The token endpoint's answer was not a valid token response (SPEC §7 "Token responses").
     case invalidTokenResponse(String)
     /// The session needs a new interactive login or a new seed (its refresh token was refused).
@@ -26,12 +27,23 @@ public enum AuthError: Error, Sendable, Equatable, CustomStringConvertible {
     case storage(String)
     /// The token store cannot be used as configured (its file, directory, schema or key).
     case store(String)
+    /// An interactive session has no usable token: a person must log in (`login`); non-interactive
+    /// callers get this at once (wire kind `interaction_required`, `data.login: true`).
+    case loginRequired(String)
+    /// The authorization server refused the login in the redirect or while polling (RFC 6749
+    /// §4.1.2.1, RFC 8628 §3.5), e.g. `access_denied`.
+    case loginRefused(error: ServerText, description: ServerText?)
+    /// Too many failed logins of the session in the window (SPEC §5.4); wire kind `limit`.
+    case loginAttemptsExceeded
+    /// The ID token failed validation (OpenID Connect Core §3.1.3.7); nothing was stored.
+    case invalidIDToken(String)
 
     /// The stable wire `kind` string (SPEC §4.4).
     public var kind: String {
         switch self {
-        case .oauth, .invalidTokenResponse, .excessiveRenewals, .discovery: "auth"
-        case .interactionRequired: "interaction_required"
+        case .oauth, .invalidTokenResponse, .excessiveRenewals, .discovery, .loginRefused, .invalidIDToken: "auth"
+        case .interactionRequired, .loginRequired: "interaction_required"
+        case .loginAttemptsExceeded: "limit"
         case .transport: "transport"
         case .timeout: "timeout"
         case .cancelled: "cancelled"
@@ -40,24 +52,34 @@ public enum AuthError: Error, Sendable, Equatable, CustomStringConvertible {
         }
     }
 
-    /// The OAuth `error` code the server sent, if any.
+    /// The OAuth `error` code the server sent (redacted, bounded), if any.
     public var oauthError: String? {
-        if case .oauth(let error, _, _) = self { return error }
-        return nil
+        switch self {
+        case .oauth(let error, _, _), .loginRefused(let error, _): error.value
+        default: nil
+        }
     }
 
-    /// The OAuth `error_description` the server sent (redacted, shortened), if any.
+    /// Whether a person can fix this by logging in (`data.login: true` on the wire).
+    public var needsLogin: Bool {
+        if case .loginRequired = self { return true }
+        return false
+    }
+
+    /// The OAuth `error_description` the server sent (redacted, bounded), if any.
     public var oauthErrorDescription: String? {
-        if case .oauth(_, let description?, _) = self { return Self.clean(description) }
-        return nil
+        switch self {
+        case .oauth(_, let description?, _), .loginRefused(_, let description?): description.value
+        default: nil
+        }
     }
 
     /// Whether this is a refusal by the authorization server (as opposed to an outage or a local
     /// problem): these are the failures that make a renewal "refused" for `auth-failed`.
     public var isRefusal: Bool {
         switch self {
-        case .oauth(let error, _, let status): error != "temporarily_unavailable" && status < 500
-        case .interactionRequired, .excessiveRenewals: true
+        case .oauth(let error, _, let status): error.value != "temporarily_unavailable" && status < 500
+        case .interactionRequired, .excessiveRenewals, .loginRequired: true
         default: false
         }
     }
@@ -67,8 +89,8 @@ public enum AuthError: Error, Sendable, Equatable, CustomStringConvertible {
         let text: String
         switch self {
         case .oauth(let error, let description, let status):
-            var message = "the token endpoint refused the request (HTTP \(status), \(Self.clean(error)))"
-            if let description { message += ": \(Self.clean(description))" }
+            var message = "the token endpoint refused the request (HTTP \(status), \(error.value))"
+            if let description { message += ": \(description.value)" }
             text = message
         case .invalidTokenResponse(let reason): text = "invalid token response: \(reason)"
         case .interactionRequired(let reason): text = "interaction required: \(reason)"
@@ -81,17 +103,15 @@ public enum AuthError: Error, Sendable, Equatable, CustomStringConvertible {
         case .discovery(let reason): text = "authorization server discovery failed: \(reason)"
         case .storage(let reason): text = "token store failed: \(reason)"
         case .store(let reason): text = "token store: \(reason)"
+        case .loginRequired(let reason): text = "interaction required: \(reason); log in with the login method"
+        case .loginRefused(let error, let description):
+            text =
+                "the authorization server refused the login (\(error.value))"
+                + (description.map { ": \($0.value)" } ?? "")
+        case .loginAttemptsExceeded:
+            text = "too many failed logins for this session (3 in 10 minutes); try again later"
+        case .invalidIDToken(let reason): text = "the ID token is not valid: \(reason)"
         }
         return Redactor.shared.redact(text)
-    }
-
-    /// Keeps server-provided text short, printable and redacted.
-    static func clean(_ text: String) -> String {
-        let printable = String(
-            String.UnicodeScalarView(
-                text.unicodeScalars.prefix(200).map {
-                    $0.value < 0x20 || $0.value == 0x7f ? " " : $0
-                }))
-        return Redactor.shared.redact(printable)
     }
 }

@@ -5,6 +5,8 @@ public enum AuthEvent: Sendable, Equatable {
     /// A renewal was refused (SPEC §7 `auth-failed`): the refresh grant or re-acquisition was
     /// rejected, or renewals were paused as excessive. Never sent for a failed first acquisition.
     case authFailed(AuthFailure)
+    /// A login needs the person (SPEC §5.4 `auth-prompt`): one per login, however many callers joined.
+    case prompt(LoginPrompt)
 }
 
 /// The parameters of an `auth-failed` notification.

@@ -1,5 +1,6 @@
 import Foundation
 import HTTP
+import Logging
 
 /// The parts of RFC 8414 / OIDC discovery metadata the token manager uses, verified.
 public struct AuthorizationServerMetadata: Sendable, Equatable {
@@ -11,6 +12,12 @@ public struct AuthorizationServerMetadata: Sendable, Equatable {
     public let tokenEndpointAuthMethodsSupported: [String]?
     /// The RFC 7009 revocation endpoint, if offered.
     public let revocationEndpoint: String?
+    /// The authorization endpoint (RFC 6749 §3.1), if offered.
+    public var authorizationEndpoint: String? = nil
+    /// The RFC 8628 device authorization endpoint, if offered.
+    public var deviceAuthorizationEndpoint: String? = nil
+    /// The OpenID Connect JWKS document, if offered.
+    public var jwksURI: String? = nil
 
     /// Verifies a discovery document: one JSON object whose `issuer` equals `expectedIssuer`
     /// exactly and whose endpoints are all allowed URLs.
@@ -26,11 +33,13 @@ public struct AuthorizationServerMetadata: Sendable, Equatable {
             throw .discovery("the metadata issuer does not equal the configured issuer")
         }
         for (name, value) in object where name.hasSuffix("_endpoint") || name == "jwks_uri" {
-            guard let url = value as? String else { throw .discovery("\(name) is not a string") }
+            // The member name is the server's text: cleaned before it goes into a message.
+            let shown = ServerText(name).value
+            guard let url = value as? String else { throw .discovery("\(shown) is not a string") }
             do {
-                try EndpointPolicy.check(url, what: name)
+                try EndpointPolicy.check(url, what: shown)
             } catch {
-                throw .discovery("\(name) is not an https (or loopback http) URL")
+                throw .discovery("\(shown) is not an https (or loopback http) URL")
             }
         }
         guard let tokenEndpoint = object["token_endpoint"] as? String else {
@@ -45,7 +54,10 @@ public struct AuthorizationServerMetadata: Sendable, Equatable {
         }
         return AuthorizationServerMetadata(
             issuer: issuer, tokenEndpoint: tokenEndpoint, tokenEndpointAuthMethodsSupported: methods,
-            revocationEndpoint: object["revocation_endpoint"] as? String)
+            revocationEndpoint: object["revocation_endpoint"] as? String,
+            authorizationEndpoint: object["authorization_endpoint"] as? String,
+            deviceAuthorizationEndpoint: object["device_authorization_endpoint"] as? String,
+            jwksURI: object["jwks_uri"] as? String)
     }
 
     /// The discovery URLs to try for `issuer`, in order: RFC 8414 (well-known inserted before the

@@ -1,11 +1,12 @@
 import Foundation
 import HTTP
+import Logging
 import Synchronization
 
 /// A bearer token fetched by a closure (e.g. a `command`) and cached for `cacheDuration`. Renewable:
 /// a 401 `invalid_token` drops the cached value (if it is still the one that failed) so the next
 /// request fetches it again — the command may well return a fresh token. Fetches are single-flight.
-public final class FetchedBearerCredentialSource: CredentialSource {
+public final class FetchedBearerCredentialSource: CredentialSource, BearerTokenSource {
     private struct Cached {
         var value: String
         var fetchedAt: Date
@@ -35,8 +36,15 @@ public final class FetchedBearerCredentialSource: CredentialSource {
     /// Sets `Authorization: Bearer` from the cache or a (single-flight) fetch; the stamp names the fetched value.
     public func apply(to request: inout HTTPRequest) async throws -> CredentialStamp {
         let (value, version) = try await current()
+        // In use: kept among the redactor's recent tokens (registered again if it was dropped).
+        Redactor.shared.registerToken(value)
         request.headers.set(name: "Authorization", value: "Bearer \(value)")
         return CredentialStamp(version)
+    }
+
+    /// The bearer token itself, cached or fetched as for a request (credential-helper mode).
+    public func bearerToken() async throws -> String? {
+        try await current().0
     }
 
     /// A 401 may be recovered by fetching again.
@@ -89,8 +97,8 @@ public final class FetchedBearerCredentialSource: CredentialSource {
                 switch result {
                 case .success(let value):
                     return (value, state.cached?.value == value ? state.cached?.version ?? 0 : 0)
-                case .failure:
-                    throw AuthError.configuration("the bearer token could not be fetched")
+                case .failure(let error):
+                    throw (error as? AuthError) ?? AuthError.configuration("the bearer token could not be fetched")
                 }
             }
         }

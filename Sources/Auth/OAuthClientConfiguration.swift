@@ -26,10 +26,11 @@ public struct SecretProvider: Sendable {
         return SecretProvider { secret }
     }
 
-    /// Resolves the secret and registers it with the redactor.
+    /// Resolves the secret and registers it with the redactor (as a value that may be replaced:
+    /// each resolution marks it as in use).
     public func resolve() async throws -> String {
         let secret = try await resolver()
-        Redactor.shared.register(secret)
+        Redactor.shared.registerToken(secret)
         return secret
     }
 }
@@ -41,13 +42,73 @@ public enum Grant: Sendable {
     /// `refresh_token` seeded out of band; after the first rotation the store holds the current
     /// refresh token.
     case refreshToken(seed: SecretProvider)
+    /// A person logs in (`authorization_code` or `device_code`, SPEC §5.4); renewed by refresh token.
+    case interactive(InteractiveLogin)
 
-    /// The profile type / grant name (`client_credentials`, `refresh_token`).
+    /// The profile type / grant name (`client_credentials`, `refresh_token`, `authorization_code`,
+    /// `device_code`).
     public var name: String {
         switch self {
         case .clientCredentials: "client_credentials"
         case .refreshToken: "refresh_token"
+        case .interactive(let login): login.flow.name
         }
+    }
+
+    /// The interactive login settings, for interactive grants.
+    public var interactive: InteractiveLogin? {
+        if case .interactive(let login) = self { return login }
+        return nil
+    }
+}
+
+/// How a person logs in to an interactive session (SPEC §5.4).
+public struct InteractiveLogin: Sendable {
+    /// The grant of the login.
+    public enum Flow: Sendable, Equatable {
+        /// Authorization code + PKCE S256 with a loopback redirect (RFC 8252): the listener tries
+        /// `ports` in order (0 = ephemeral) and serves `path`.
+        case authorizationCode(ports: [Int], path: String)
+        /// The device authorization grant (RFC 8628).
+        case deviceCode
+
+        /// The profile type name.
+        public var name: String {
+            switch self {
+            case .authorizationCode: "authorization_code"
+            case .deviceCode: "device_code"
+            }
+        }
+    }
+
+    /// The flow.
+    public var flow: Flow
+    /// Overrides the verified discovery's `authorization_endpoint`.
+    public var authorizationURL: String?
+    /// Overrides the verified discovery's `device_authorization_endpoint`.
+    public var deviceAuthorizationURL: String?
+    /// Bounds one login (default 5 minutes).
+    public var timeout: Duration
+    /// Extra parameters of the authorization (and device authorization) request, in order.
+    public var authorizationParameters: [(String, String)]
+    /// Extra parameters of every token endpoint request of the session, in order.
+    public var tokenParameters: [(String, String)]
+    /// Opens the authorization URL for the person (`open_browser`); nil: the URL is only shown.
+    public var openBrowser: (@Sendable (String) async -> Void)?
+
+    /// Creates login settings.
+    public init(
+        flow: Flow, authorizationURL: String? = nil, deviceAuthorizationURL: String? = nil,
+        timeout: Duration = .seconds(300), authorizationParameters: [(String, String)] = [],
+        tokenParameters: [(String, String)] = [], openBrowser: (@Sendable (String) async -> Void)? = nil
+    ) {
+        self.flow = flow
+        self.authorizationURL = authorizationURL
+        self.deviceAuthorizationURL = deviceAuthorizationURL
+        self.timeout = timeout
+        self.authorizationParameters = authorizationParameters
+        self.tokenParameters = tokenParameters
+        self.openBrowser = openBrowser
     }
 }
 
@@ -99,6 +160,9 @@ public struct OAuthClientConfiguration: Sendable {
         self.acquisitionTimeout = acquisitionTimeout
     }
 
+    /// Whether the session is OpenID Connect (`openid` among the scopes): its ID token is validated.
+    public var isOpenIDConnect: Bool { scopes.contains("openid") }
+
     /// Checks what can be checked without the network: an endpoint or issuer is present and
     /// allowed, a secret is present when the method needs one.
     public func validate() throws(AuthError) {
@@ -107,6 +171,12 @@ public struct OAuthClientConfiguration: Sendable {
         }
         if let tokenURL { try EndpointPolicy.precheck(tokenURL, what: "token_url") }
         if let issuer { try EndpointPolicy.precheck(issuer, what: "issuer") }
+        if let login = grant.interactive {
+            if let url = login.authorizationURL { try EndpointPolicy.precheck(url, what: "authorization_url") }
+            if let url = login.deviceAuthorizationURL {
+                try EndpointPolicy.precheck(url, what: "device_authorization_url")
+            }
+        }
         if clientAuth != .none && clientSecret == nil {
             throw .configuration("client_auth \(clientAuth.rawValue) needs a client_secret")
         }

@@ -46,13 +46,16 @@ public struct SessionStatus: Sendable, Equatable {
     public let lastError: (kind: String, message: String)?
     /// The counters.
     public let counters: Counters
+    /// Who is logged in (interactive OpenID Connect sessions).
+    public var identity: LoginIdentity? = nil
     /// Whether the held token was read from the store (obtained by an earlier or another process).
     public let fromStore: Bool
 
     /// Creates a snapshot.
     public init(
         environment: String, profile: String, type: String, state: State, expiresAt: Date?, refreshable: Bool,
-        lastError: (kind: String, message: String)?, counters: Counters, fromStore: Bool = false
+        lastError: (kind: String, message: String)?, counters: Counters, fromStore: Bool = false,
+        identity: LoginIdentity? = nil
     ) {
         self.environment = environment
         self.profile = profile
@@ -63,6 +66,7 @@ public struct SessionStatus: Sendable, Equatable {
         self.lastError = lastError
         self.counters = counters
         self.fromStore = fromStore
+        self.identity = identity
     }
 
     /// Field-wise equality (the error tuple compared by kind and message).
@@ -70,6 +74,6 @@ public struct SessionStatus: Sendable, Equatable {
         lhs.environment == rhs.environment && lhs.profile == rhs.profile && lhs.type == rhs.type
             && lhs.state == rhs.state && lhs.expiresAt == rhs.expiresAt && lhs.refreshable == rhs.refreshable
             && lhs.lastError?.kind == rhs.lastError?.kind && lhs.lastError?.message == rhs.lastError?.message
-            && lhs.counters == rhs.counters && lhs.fromStore == rhs.fromStore
+            && lhs.counters == rhs.counters && lhs.fromStore == rhs.fromStore && lhs.identity == rhs.identity
     }
 }

@@ -6,7 +6,7 @@ import Synchronization
 /// Credentials that do not change: an API key (header or query), HTTP Basic, or a static bearer
 /// token. The secret is resolved on first use and kept; `invalidate` does nothing and 401s are
 /// not recovered (renewing would not change the secret).
-public final class StaticCredentialSource: CredentialSource {
+public final class StaticCredentialSource: CredentialSource, BearerTokenSource {
     /// Where an API key goes.
     public enum Placement: Sendable {
         /// In the named header.
@@ -43,12 +43,18 @@ public final class StaticCredentialSource: CredentialSource {
             request.url = Self.appendingQuery(name: name, value: try await secret(provider), to: request.url)
         case .basic(let username, let provider):
             let encoded = Data("\(username):\(try await secret(provider))".utf8).base64EncodedString()
-            Redactor.shared.register(encoded)
+            Redactor.shared.registerToken(encoded)
             request.headers.set(name: "Authorization", value: "Basic \(encoded)")
         case .bearer(let provider):
             request.headers.set(name: "Authorization", value: "Bearer \(try await secret(provider))")
         }
         return CredentialStamp(0)
+    }
+
+    /// The token of a static `bearer` credential; `nil` for API keys and Basic.
+    public func bearerToken() async throws -> String? {
+        guard case .bearer(let provider) = credential else { return nil }
+        return try await secret(provider)
     }
 
     /// Static secrets cannot be renewed.
@@ -58,10 +64,15 @@ public final class StaticCredentialSource: CredentialSource {
     public func invalidate(stamp: CredentialStamp) async throws {}
 
     private func secret(_ provider: SecretProvider) async throws -> String {
-        if let value = resolved.withLock({ $0 }) { return value }
+        if let value = resolved.withLock({ $0 }) {
+            Redactor.shared.registerToken(value)  // in use: kept among the redactor's recent values
+            return value
+        }
         let value: String
         do {
             value = try await provider.resolve()
+        } catch let error as AuthError {
+            throw error
         } catch {
             throw AuthError.configuration("the credential's secret could not be resolved")
         }
@@ -71,7 +82,7 @@ public final class StaticCredentialSource: CredentialSource {
 
     /// `url` with `name=value` (both percent-encoded) added to its query, before any fragment.
     static func appendingQuery(name: String, value: String, to url: String) -> String {
-        Redactor.shared.register(RequestURL.queryComponent(value))
+        Redactor.shared.registerToken(RequestURL.queryComponent(value))
         return RequestURL.appendingQuery([(name, value)], to: url)
     }
 }

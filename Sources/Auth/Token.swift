@@ -40,6 +40,13 @@ public struct Token: Sendable, Equatable, CustomStringConvertible {
         return now >= expiresAt.addingTimeInterval(-margin)
     }
 
+    /// Whether the token stays valid for at least `duration` after `now`. Tokens of unknown expiry
+    /// always do (nothing says otherwise; a 401 invalidates them).
+    public func isValid(for duration: Duration, at now: Date) -> Bool {
+        guard let expiresAt else { return true }
+        return expiresAt.timeIntervalSince(now) >= duration.timeInterval
+    }
+
     /// Redacted: shows the version and expiry, never the token.
     public var description: String {
         "Token(version: \(version), type: \(tokenType), expiresAt: \(expiresAt.map { "\($0)" } ?? "unknown"), "

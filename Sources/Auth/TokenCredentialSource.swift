@@ -1,5 +1,6 @@
 import Foundation
 import HTTP
+import Logging
 
 /// Attaches OAuth access tokens from a ``TokenManager`` session as `Authorization: Bearer`.
 public struct TokenCredentialSource: CredentialSource {
@@ -21,6 +22,8 @@ public struct TokenCredentialSource: CredentialSource {
     public func apply(to request: inout HTTPRequest) async throws -> CredentialStamp {
         let deadline = request.effectiveTimeout(now: .now).map { clock.now.addingTimeInterval($0.timeInterval) }
         let token = try await manager.token(for: key, deadline: deadline)
+        // In use: kept among the redactor's recent tokens (registered again if it was dropped).
+        Redactor.shared.registerToken(token.accessToken)
         request.headers.set(name: "Authorization", value: "Bearer \(token.accessToken)")
         return CredentialStamp(token.version)
     }

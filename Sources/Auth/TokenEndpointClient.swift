@@ -47,15 +47,46 @@ struct GrantRequest: Sendable {
         var form = FormBody()
         form.add("grant_type", "refresh_token")
         form.add("refresh_token", refreshToken)
-        Redactor.shared.register(FormBody.encode(refreshToken))
+        Redactor.shared.registerToken(FormBody.encode(refreshToken))
         addCommon(&form, configuration)
         return GrantRequest(form: form)
+    }
+
+    /// `grant_type=authorization_code` with the code, the same `redirect_uri` as the authorization
+    /// request, and the PKCE verifier (RFC 6749 §4.1.3, RFC 7636 §4.5).
+    static func authorizationCode(
+        _ code: String, redirectURI: String, verifier: String, _ configuration: OAuthClientConfiguration
+    ) -> GrantRequest {
+        var form = FormBody()
+        form.add("grant_type", "authorization_code")
+        form.add("code", code)
+        Redactor.shared.register(FormBody.encode(code))
+        form.add("redirect_uri", redirectURI)
+        form.add("code_verifier", verifier)
+        addTokenParameters(&form, configuration)
+        return GrantRequest(form: form)
+    }
+
+    /// The RFC 8628 §3.4 device access token request.
+    static func deviceCode(_ deviceCode: String, _ configuration: OAuthClientConfiguration) -> GrantRequest {
+        var form = FormBody()
+        form.add("grant_type", "urn:ietf:params:oauth:grant-type:device_code")
+        form.add("device_code", deviceCode)
+        Redactor.shared.register(FormBody.encode(deviceCode))
+        addTokenParameters(&form, configuration)
+        return GrantRequest(form: form)
+    }
+
+    /// The profile's extra `token` parameters (interactive profiles).
+    private static func addTokenParameters(_ form: inout FormBody, _ configuration: OAuthClientConfiguration) {
+        for (name, value) in configuration.grant.interactive?.tokenParameters ?? [] { form.add(name, value) }
     }
 
     private static func addCommon(_ form: inout FormBody, _ configuration: OAuthClientConfiguration) {
         if !configuration.scopes.isEmpty { form.add("scope", configuration.scopes.joined(separator: " ")) }
         if let audience = configuration.audience { form.add("audience", audience) }
         for resource in configuration.resources { form.add("resource", resource) }
+        addTokenParameters(&form, configuration)
     }
 }
 
@@ -106,13 +137,13 @@ public struct TokenEndpointClient: Sendable {
         case .clientSecretBasic:
             guard let secret else { throw .configuration("client_secret_basic needs a client_secret") }
             let value = FormBody.basicAuthorization(clientID: configuration.clientID, secret: secret)
-            Redactor.shared.register(String(value.dropFirst("Basic ".count)))
+            Redactor.shared.registerToken(String(value.dropFirst("Basic ".count)))
             headers.add(name: "Authorization", value: value)
         case .clientSecretPost:
             guard let secret else { throw .configuration("client_secret_post needs a client_secret") }
             form.add("client_id", configuration.clientID)
             form.add("client_secret", secret)
-            Redactor.shared.register(FormBody.encode(secret))
+            Redactor.shared.registerToken(FormBody.encode(secret))
         case .none:
             form.add("client_id", configuration.clientID)
         }

@@ -73,6 +73,36 @@ extension TokenManager {
         return count
     }
 
+    /// A client reports that `accessToken` was rejected (git's credential `erase`). Invalidates the
+    /// session only when that is its current token (reading the store first when no renewal is
+    /// under way), and records the invalidation in the store (refresh state kept), so that no
+    /// process hands that token out again. A token that is no longer the current one changes
+    /// nothing. Returns whether the session was invalidated.
+    @discardableResult
+    public func invalidate(_ key: SessionKey, ifAccessToken accessToken: String) async throws(AuthError) -> Bool {
+        guard let session = sessions[key] else { return false }
+        let storeKey: StoreKey
+        do {
+            storeKey = try await resolveStoreKey(session).key
+            if session.flight == nil { try await reload(session, storeKey) }
+        } catch let error as AuthError {
+            throw error
+        } catch {
+            throw .storage("the token store could not be read")
+        }
+        guard let token = session.token, !session.invalidated,
+            Self.digest(token.accessToken) == Self.digest(accessToken)
+        else { return false }
+        do {
+            _ = try store.recordInvalidation(storeKey, revision: session.revision)
+        } catch {
+            throw .storage("the rejected token could not be invalidated in the store")
+        }
+        guard session.token?.version == token.version else { return false }
+        session.invalidated = true
+        return true
+    }
+
     /// Drops every token of the matching sessions, refresh state included, and removes them from
     /// the store; clears `interaction_required`. Then, where the issuer's metadata names an RFC 7009
     /// revocation endpoint, revokes the dropped refresh and access tokens there (bounded in time; a
@@ -95,6 +125,7 @@ extension TokenManager {
             session.interactionRequired = false
             session.lastError = nil
             session.loaded = true
+            session.identity = nil
         }
         var failure: AuthError?
         var revocations: [TokenRevocation] = []
@@ -167,7 +198,7 @@ extension TokenManager {
             )
         }.map { session in
             let state: SessionStatus.State
-            if session.interactionRequired {
+            if session.interactionRequired || (session.token == nil && session.lastError?.needsLogin == true) {
                 state = .interactionRequired
             } else if session.flight != nil {
                 state = .renewing
@@ -182,7 +213,7 @@ extension TokenManager {
                 environment: session.key.environment, profile: session.key.profile, type: session.key.grant,
                 state: state, expiresAt: session.token?.expiresAt, refreshable: session.refreshToken != nil,
                 lastError: session.lastError.map { ($0.kind, $0.description) }, counters: session.counters,
-                fromStore: session.token != nil && session.tokenFromStore)
+                fromStore: session.token != nil && session.tokenFromStore, identity: session.identity)
         }
     }
 
@@ -216,6 +247,7 @@ extension TokenManager {
     /// waits for them. Later calls to ``token(for:deadline:)`` fail with ``AuthError/cancelled``.
     public func close() async {
         closed = true
+        endLogins()
         var committing: [Task<Void, Never>] = []
         for session in sessions.values {
             guard let flight = session.flight else { continue }

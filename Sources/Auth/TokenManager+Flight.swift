@@ -98,20 +98,17 @@ extension TokenManager {
     private func acquire(_ session: Session, _ flight: Flight) async throws -> FlightOutcome {
         let key = session.key
         let configuration = session.configuration
-        var seedValue: String?
-        let storeKey: StoreKey
-        if let known = session.storeKey {
-            storeKey = known
-        } else {
-            let resolved = try await resolveSeed(configuration)
-            seedValue = resolved
-            storeKey = StoreKey(
-                session: key, seedFingerprint: resolved.map { StoreKey.hex(Self.digest($0)) })
-            session.storeKey = storeKey
-        }
+        let (storeKey, seedValue) = try await resolveStoreKey(session)
         if !session.loaded {
             try await reload(session, storeKey)
-            if let token = usableToken(session, now: clock.now) { return .stored(token) }
+            if let token = usableToken(session, now: clock.now, minimumValidity: flight.minimumValidity) {
+                return .stored(token)
+            }
+        }
+        // An interactive session without a refresh token needs a person: say so at once, without
+        // touching the network (a login is started by `login` only).
+        if session.refreshToken == nil, configuration.grant.interactive != nil {
+            throw AuthError.loginRequired("profile '\(key.profile)' needs a person to log in")
         }
         try Task.checkCancellation()
         let lease = try await store.acquireLease(
@@ -121,7 +118,9 @@ extension TokenManager {
         if let afterLease { await afterLease() }
         try Task.checkCancellation()
         try await reload(session, storeKey)
-        if let token = usableToken(session, now: clock.now) { return .stored(token) }
+        if let token = usableToken(session, now: clock.now, minimumValidity: flight.minimumValidity) {
+            return .stored(token)
+        }
         if session.interactionRequired {
             throw session.lastError ?? AuthError.interactionRequired("the refresh token was refused")
         }
@@ -175,7 +174,10 @@ extension TokenManager {
                 try await dropRefreshState(session, refused: refreshToken)
                 guard case .clientCredentials = configuration.grant else {
                     session.interactionRequired = true
-                    let ended = AuthError.interactionRequired("the refresh token was refused (invalid_grant)")
+                    let ended =
+                        configuration.grant.interactive != nil
+                        ? AuthError.loginRequired("the refresh token was refused (invalid_grant)")
+                        : AuthError.interactionRequired("the refresh token was refused (invalid_grant)")
                     session.lastError = ended
                     throw ended
                 }
@@ -213,8 +215,20 @@ extension TokenManager {
         }
     }
 
+    /// The session's key in the store: what the token means plus, for a `refresh_token` profile,
+    /// the seed's fingerprint. The seed is resolved once per session; `resolvedSeed` is its value
+    /// when it was resolved by this call.
+    func resolveStoreKey(_ session: Session) async throws -> (key: StoreKey, resolvedSeed: String?) {
+        if let known = session.storeKey { return (known, nil) }
+        let resolved = try await resolveSeed(session.configuration)
+        let storeKey = StoreKey(
+            session: session.key, seedFingerprint: resolved.map { StoreKey.hex(Self.digest($0)) })
+        session.storeKey = storeKey
+        return (storeKey, resolved)
+    }
+
     /// Reads the session's entry and makes it the session's state.
-    private func reload(_ session: Session, _ storeKey: StoreKey) async throws {
+    func reload(_ session: Session, _ storeKey: StoreKey) async throws {
         let stored: StoredTokens?
         do {
             stored = try await store.load(storeKey)
@@ -230,7 +244,7 @@ extension TokenManager {
     /// Builds the token, commits it (with the rotated or kept refresh token) to the store, and only
     /// then makes it the session's refresh state. A store failure fails the renewal but keeps the
     /// rotated refresh token in memory (the old one is already spent at the server).
-    private func commit(
+    func commit(
         _ response: TokenResponse, previousRefreshToken: String?, session: Session, storeKey: StoreKey
     ) async throws -> Token {
         let now = clock.now
@@ -292,11 +306,11 @@ extension TokenManager {
         }
         session.revision = stored.revision
         session.refreshToken = stored.refreshToken
-        if let refreshToken = stored.refreshToken { Redactor.shared.register(refreshToken) }
+        // One registration for both, so the redactor rebuilds its matcher once.
+        Redactor.shared.registerTokens([stored.refreshToken, stored.accessToken].compactMap { $0 })
         session.invalidated = stored.invalidated
         session.tokenFromStore = stored.accessToken != nil
         if let accessToken = stored.accessToken {
-            Redactor.shared.register(accessToken)
             session.token = Token(
                 accessToken: accessToken, tokenType: stored.tokenType, receivedAt: stored.receivedAt ?? clock.now,
                 expiresAt: stored.expiresAt, refreshToken: stored.refreshToken, scope: stored.scope, version: nextID())
@@ -307,7 +321,7 @@ extension TokenManager {
 
     /// Where tokens are fetched: discovery (verifying the issuer and the client-authentication
     /// method) when an issuer is configured, with `token_url` overriding the endpoint.
-    private func tokenEndpoint(
+    func tokenEndpoint(
         for configuration: OAuthClientConfiguration, discovery: DiscoveryClient, deadline: Date
     ) async throws -> String {
         guard let issuer = configuration.issuer else {
@@ -317,20 +331,24 @@ extension TokenManager {
             return tokenURL
         }
         let metadata = try await discovery.metadata(for: issuer, deadline: deadline)
-        if let methods = metadata.tokenEndpointAuthMethodsSupported,
+        // A public client (`none`) sends no secret, so there is nothing to agree on: servers often
+        // leave `none` out of the list yet accept PKCE public clients (Django OAuth Toolkit does).
+        if configuration.clientAuth != .none, let methods = metadata.tokenEndpointAuthMethodsSupported,
             !methods.contains(configuration.clientAuth.rawValue)
         {
             throw AuthError.configuration(
                 "client_auth \(configuration.clientAuth.rawValue) is not supported by the issuer (it supports: "
-                    + methods.map { AuthError.clean($0) }.joined(separator: ", ") + ")")
+                    + ServerText(methods.joined(separator: ", ")).value + ")")
         }
         return configuration.tokenURL ?? metadata.tokenEndpoint
     }
 
-    private func clientSecret(for configuration: OAuthClientConfiguration) async throws -> String? {
+    func clientSecret(for configuration: OAuthClientConfiguration) async throws -> String? {
         guard configuration.clientAuth != .none, let provider = configuration.clientSecret else { return nil }
         do {
             return try await provider.resolve()
+        } catch let error as AuthError {
+            throw error
         } catch {
             throw AuthError.configuration("the client secret could not be resolved")
         }

@@ -28,6 +28,9 @@ public actor TokenManager {
         var isRenewal = false
         /// The session's generation when the flight started.
         var generation: UInt64 = 0
+        /// The longest validity a waiter asked for (`min_valid`): a stored token that does not
+        /// last that long is renewed instead of being handed out.
+        var minimumValidity: Duration?
         var task: Task<Void, Never>?
 
         init(id: UInt64, deadline: Date) {
@@ -64,6 +67,14 @@ public actor TokenManager {
         var counters = SessionStatus.Counters()
         /// Bumped by `logout`; a flight started before it commits nothing.
         var generation: UInt64 = 0
+        /// The interactive login in progress (one per session at a time).
+        var login: LoginFlight?
+        /// When logins of this session failed, within the window (SPEC §5.4: at most 3 in 10 minutes).
+        var failedLogins: [Date] = []
+        /// Digests of the authorization codes this session already exchanged.
+        var consumedCodes = ConsumedCodes()
+        /// Who logged in (OpenID Connect), when known.
+        var identity: LoginIdentity?
 
         init(key: SessionKey, configuration: OAuthClientConfiguration) {
             self.key = key
@@ -94,6 +105,8 @@ public actor TokenManager {
     /// such a seed is spent (or rotated) and is never sent again (the store remembers them across
     /// processes too).
     var consumedSeeds: Set<[UInt8]> = []
+    /// Issuers' signing keys by verified `jwks_uri` (OpenID Connect logins).
+    var jwksCache: [String: JSONWebKeySet] = [:]
     /// Test hook: awaited right after a renewal lease is taken (end-to-end tests hold a holder there).
     let afterLease: (@Sendable () async -> Void)?
     private var lastID: UInt64 = 0
@@ -157,14 +170,20 @@ public actor TokenManager {
     /// A usable access token for `key`: the held one, or one acquired/renewed single-flight.
     /// A cancelled caller gets `CancellationError` at once; one whose `deadline` passes gets
     /// ``AuthError/timeout`` at once. Neither disturbs the other callers.
-    public func token(for key: SessionKey, deadline: Date? = nil) async throws -> Token {
+    ///
+    /// With `minimumValidity` (a credential helper's `min_valid`), a held token that expires
+    /// sooner than that is renewed first; a freshly issued token is returned as it is, even when
+    /// the server grants a shorter lifetime (nothing better can be had).
+    public func token(for key: SessionKey, deadline: Date? = nil, minimumValidity: Duration? = nil) async throws
+        -> Token
+    {
         try Task.checkCancellation()
         guard !closed else { throw AuthError.cancelled }
         guard let session = sessions[key] else { throw AuthError.configuration("unknown session \(key)") }
         session.counters.requests += 1
         if store.changedElsewhere() { markStale() }
         let now = clock.now
-        if let token = usableToken(session, now: now) { return token }
+        if let token = usableToken(session, now: now, minimumValidity: minimumValidity) { return token }
         if session.interactionRequired {
             throw session.lastError ?? AuthError.interactionRequired("the refresh token was refused")
         }
@@ -176,18 +195,21 @@ public actor TokenManager {
         let waiterID = nextID()
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { continuation in
-                enqueue(session, waiterID: waiterID, deadline: deadline, continuation: continuation)
+                enqueue(
+                    session, waiterID: waiterID, deadline: deadline, minimumValidity: minimumValidity,
+                    continuation: continuation)
             }
         } onCancel: {
             Task { await self.dropWaiter(key, waiterID: waiterID, error: CancellationError()) }
         }
     }
 
-    /// The held token if it may be used at `now`.
-    func usableToken(_ session: Session, now: Date) -> Token? {
+    /// The held token if it may be used at `now` (and stays valid for `minimumValidity`).
+    func usableToken(_ session: Session, now: Date, minimumValidity: Duration? = nil) -> Token? {
         guard session.loaded, !session.invalidated, let token = session.token,
             !token.needsRenewal(at: now, skew: session.configuration.expirySkew)
         else { return nil }
+        if let minimumValidity, !token.isValid(for: minimumValidity, at: now) { return nil }
         return token
     }
 
@@ -207,13 +229,17 @@ public actor TokenManager {
     }
 
     private func enqueue(
-        _ session: Session, waiterID: UInt64, deadline: Date?, continuation: CheckedContinuation<Token, any Error>
+        _ session: Session, waiterID: UInt64, deadline: Date?, minimumValidity: Duration?,
+        continuation: CheckedContinuation<Token, any Error>
     ) {
         if Task.isCancelled {
             continuation.resume(throwing: CancellationError())
             return
         }
         let flight = session.flight ?? startFlight(session)
+        if let minimumValidity, minimumValidity > (flight.minimumValidity ?? .zero) {
+            flight.minimumValidity = minimumValidity
+        }
         var waiter = Waiter(continuation: continuation, timer: nil)
         if let deadline {
             let key = session.key

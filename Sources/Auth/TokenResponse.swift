@@ -14,6 +14,8 @@ public struct TokenResponse: Sendable, Equatable, CustomStringConvertible {
     public let refreshToken: String?
     /// The granted scope, if sent.
     public let scope: String?
+    /// The OpenID Connect ID token, if sent (validated before anything is stored).
+    public var idToken: String? = nil
 
     /// Redacted: never shows a token.
     public var description: String {
@@ -71,7 +73,9 @@ enum TokenResponseParser {
             throw .invalidTokenResponse("access_token is missing or not a string")
         }
         guard !accessToken.isEmpty else { throw .invalidTokenResponse("access_token is empty") }
-        Redactor.shared.register(accessToken)
+        // Registered before anything else can fail (one registration: one matcher rebuild).
+        let refreshValue = object["refresh_token"] as? String
+        Redactor.shared.registerTokens([accessToken] + (refreshValue.map { [$0] } ?? []))
         guard accessToken.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7f }) else {
             throw .invalidTokenResponse("access_token contains characters not allowed in a header")
         }
@@ -87,7 +91,6 @@ enum TokenResponseParser {
             guard let string = value as? String, !string.isEmpty else {
                 throw .invalidTokenResponse("refresh_token is not a non-empty string")
             }
-            Redactor.shared.register(string)
             guard string.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7f }) else {
                 throw .invalidTokenResponse("refresh_token contains characters not allowed in a form")
             }
@@ -98,9 +101,17 @@ enum TokenResponseParser {
             guard let string = value as? String else { throw .invalidTokenResponse("scope is not a string") }
             scope = string
         }
+        var idToken: String?
+        if let value = object["id_token"], !(value is NSNull) {
+            guard let string = value as? String, !string.isEmpty else {
+                throw .invalidTokenResponse("id_token is not a non-empty string")
+            }
+            Redactor.shared.register(string)
+            idToken = string
+        }
         return TokenResponse(
             accessToken: accessToken, tokenType: tokenType, expiresIn: expiresIn, refreshToken: refreshToken,
-            scope: scope)
+            scope: scope, idToken: idToken)
     }
 
     /// `expires_in`: a positive integer, a numeric string or an integral float; absent: unknown.
@@ -132,8 +143,9 @@ enum TokenResponseParser {
         guard let object = try? jsonObject(body), let error = object["error"] as? String, !error.isEmpty else {
             return nil
         }
-        let description = object["error_description"] as? String
-        return .oauth(error: error, description: description, status: status)
+        // Server text: cleaned here, once, before anything copies it (SPEC §5.3).
+        let description = (object["error_description"] as? String).map { ServerText($0) }
+        return .oauth(error: ServerText(error), description: description, status: status)
     }
 
     /// `Retry-After` in delta-seconds (HTTP dates are ignored: backoff applies instead).

@@ -37,8 +37,7 @@ extension TokenEndpointClient {
     ) throws(AuthError) -> HTTPRequest {
         var form = FormBody()
         form.add("token", token)
-        Redactor.shared.register(token)
-        Redactor.shared.register(FormBody.encode(token))
+        Redactor.shared.registerTokens([token, FormBody.encode(token)])
         form.add("token_type_hint", hint)
         return try Self.authenticatedPost(
             endpoint: endpoint, what: "revocation endpoint", form: form, configuration: configuration, secret: secret)
@@ -123,6 +122,8 @@ extension TokenManager {
         guard configuration.clientAuth != .none, let provider = configuration.clientSecret else { return nil }
         do {
             return try await provider.resolve()
+        } catch let error as AuthError {
+            throw error
         } catch {
             throw AuthError.configuration("the client secret could not be resolved")
         }

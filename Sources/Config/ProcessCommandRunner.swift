@@ -16,13 +16,13 @@ public enum SecretCommandError: Error, Sendable, CustomStringConvertible {
     case notFound(command: String)
     /// `posix_spawn` failed.
     case spawnFailed(command: String, reason: String)
-    /// The command ran past its time limit and was killed with SIGKILL.
+    /// The command ran past its time limit; its process group was ended.
     case timedOut(command: String, limit: Duration)
     /// The command exited non-zero or was killed by a signal; `stderr` is redacted and bounded.
     case failed(command: String, status: String, stderr: String)
     /// The command printed more than the allowed amount.
     case outputTooLarge(command: String, limit: Int)
-    /// The calling task was cancelled; the command was killed.
+    /// The calling task was cancelled; the command's process group was ended.
     case cancelled(command: String)
 
     public var description: String {
@@ -51,15 +51,23 @@ public protocol SecretCommandRunner: Sendable {
 
 /// Runs commands with `posix_spawn`: no shell, an empty signal mask and default signal
 /// dispositions in the child (the parent may block or ignore signals), stdin `/dev/null`,
-/// stdout and stderr captured through pipes, SIGKILL when the time limit passes or the calling
-/// task is cancelled. The blocking wait happens on its own thread, never on the cooperative pool.
+/// stdout and stderr captured through pipes. Each command runs in a process group of its own;
+/// when the time limit passes, the output is too large or the calling task is cancelled, the
+/// whole group is ended (SIGTERM, then SIGKILL after ``terminationGrace``) and the run returns
+/// only once no process of the group is left running, so nothing a command started outlives it.
+/// The blocking wait happens on its own thread, never on the cooperative pool.
 public struct ProcessCommandRunner: SecretCommandRunner {
     /// The most stdout accepted (1 MiB).
     public static let maxOutputBytes = 1024 * 1024
     /// How much stderr is kept for the error message.
     public static let maxErrorBytes = 512
 
-    public init() {}
+    /// How long an ended command's group has between SIGTERM and SIGKILL.
+    public let terminationGrace: Duration
+
+    public init(terminationGrace: Duration = .seconds(1)) {
+        self.terminationGrace = terminationGrace
+    }
 
     public func run(argv: [String], environment: [String: String], timeout: Duration) async throws(SecretCommandError)
         -> [UInt8]
@@ -68,7 +76,8 @@ public struct ProcessCommandRunner: SecretCommandRunner {
         guard let executable = Self.locate(command, path: environment["PATH"]) else {
             throw .notFound(command: command)
         }
-        let child = ChildProcess(executable: executable, argv: argv, environment: environment, timeout: timeout)
+        let child = ChildProcess(
+            executable: executable, argv: argv, environment: environment, timeout: timeout, grace: terminationGrace)
         let result: Result<[UInt8], SecretCommandError> = await withTaskCancellationHandler {
             await withCheckedContinuation { continuation in
                 Thread.detachNewThread { continuation.resume(returning: child.runToCompletion()) }
@@ -104,25 +113,32 @@ private final class ChildProcess: Sendable {
     let argv: [String]
     let environment: [String: String]
     let timeout: Duration
-    /// Guarded by the mutex: the running child's pid (0 before spawn / after reaping) and
-    /// whether cancellation was requested.
+    let grace: Duration
+    /// Guarded by the mutex: the running child's pid (0 before spawn / after reaping; it is also
+    /// the id of the child's process group) and whether cancellation was requested.
     let state = Mutex<(pid: pid_t, cancelled: Bool)>((0, false))
 
-    init(executable: String, argv: [String], environment: [String: String], timeout: Duration) {
+    init(executable: String, argv: [String], environment: [String: String], timeout: Duration, grace: Duration) {
         self.executable = executable
         self.argv = argv
         self.environment = environment
         self.timeout = timeout
+        self.grace = grace
     }
 
     var name: String { argv.first ?? executable }
 
+    /// Asks the command's group to stop now (SIGTERM); the running thread notices the flag
+    /// within 100 ms and ends the group for good (``endGroup(_:)``).
     func cancel() {
         state.withLock { state in
             state.cancelled = true
-            if state.pid > 0 { kill(state.pid, SIGKILL) }
+            // The child is not reaped yet, so its pid still names its group.
+            if state.pid > 0 { kill(-state.pid, SIGTERM) }
         }
     }
+
+    private var isCancelled: Bool { state.withLock { $0.cancelled } }
 
     /// Spawns, collects output until both pipes close or the deadline passes, reaps.
     func runToCompletion() -> Result<[UInt8], SecretCommandError> {
@@ -142,11 +158,7 @@ private final class ChildProcess: Sendable {
         case .failure(let error): return .failure(error)
         case .success(let value): pid = value
         }
-        let alreadyCancelled = state.withLock { state -> Bool in
-            state.pid = pid
-            return state.cancelled
-        }
-        if alreadyCancelled { kill(pid, SIGKILL) }
+        state.withLock { $0.pid = pid }
 
         let deadline = ContinuousClock.now.advanced(by: timeout)
         var stdout: [UInt8] = []
@@ -154,9 +166,14 @@ private final class ChildProcess: Sendable {
         var open = [outPipe[0], errPipe[0]]
         var timedOut = false
         var tooLarge = false
+        var cancelled = false
         var buffer = [UInt8](repeating: 0, count: 16384)
         var exited: Int32?
         while !open.isEmpty {
+            if isCancelled {
+                cancelled = true
+                break
+            }
             let remaining = ContinuousClock.now.duration(to: deadline)
             if remaining <= .zero {
                 timedOut = true
@@ -197,14 +214,18 @@ private final class ChildProcess: Sendable {
             }
             if tooLarge { break }
         }
-        if exited == nil, timedOut || tooLarge { kill(pid, SIGKILL) }
-        let status = exited ?? reap(pid, deadline: deadline)
-        if state.withLock({ $0.cancelled }) { return .failure(.cancelled(command: name)) }
-        if timedOut || status == nil {
-            return .failure(.timedOut(command: name, limit: timeout))
+        if timedOut || tooLarge || cancelled {
+            // Ended by us: the whole group goes, even when the child itself has exited already
+            // and only what it started is left (holding the pipes, or writing past the limit).
+            endGroup(pid)
+            if cancelled || isCancelled { return .failure(.cancelled(command: name)) }
+            if timedOut { return .failure(.timedOut(command: name, limit: timeout)) }
+            return .failure(.outputTooLarge(command: name, limit: ProcessCommandRunner.maxOutputBytes))
         }
-        if tooLarge { return .failure(.outputTooLarge(command: name, limit: ProcessCommandRunner.maxOutputBytes)) }
-        let code = status ?? 0
+        let status = exited ?? reap(pid, deadline: deadline)
+        if isCancelled { return .failure(.cancelled(command: name)) }
+        guard let status else { return .failure(.timedOut(command: name, limit: timeout)) }
+        let code = status
         let signal = code & 0x7f
         let exitStatus = (code >> 8) & 0xff
         if signal == 0 && exitStatus == 0 { return .success(stdout) }
@@ -212,17 +233,42 @@ private final class ChildProcess: Sendable {
         return .failure(.failed(command: name, status: statusText, stderr: Self.summarise(stderr)))
     }
 
-    /// Waits for the child; kills it if it is still running past the deadline. Returns the raw
-    /// wait status, or `nil` when it had to be killed for the deadline.
+    /// Waits for the child; ends its group if it is still running past the deadline (or the
+    /// task is cancelled meanwhile). Returns the raw wait status, or `nil` when the group had to
+    /// be ended.
     private func reap(_ pid: pid_t, deadline: ContinuousClock.Instant) -> Int32? {
-        var killed = false
         while true {
-            if let status = tryReap(pid) { return killed ? nil : status }
-            if !killed && ContinuousClock.now >= deadline {
-                kill(pid, SIGKILL)
-                killed = true
+            if let status = tryReap(pid) { return status }
+            if ContinuousClock.now >= deadline || isCancelled {
+                endGroup(pid)
+                return nil
             }
-            // The child closed its pipes but has not exited yet (or is being killed): wait a little.
+            // The child closed its pipes but has not exited yet: wait a little.
+            _ = poll(nil, 0, 5)
+        }
+    }
+
+    /// Ends process group `group` (the child's pid): SIGTERM (and SIGCONT, so a stopped member
+    /// can act on it), up to ``grace`` for every member to stop, then SIGKILL; returns once no
+    /// member is left running and the child is reaped (bounded, in case a member is stuck in the
+    /// kernel).
+    private func endGroup(_ group: pid_t) {
+        kill(-group, SIGTERM)
+        kill(-group, SIGCONT)
+        if !waitForGroup(group, within: grace) {
+            kill(-group, SIGKILL)
+            _ = waitForGroup(group, within: .seconds(5))
+        }
+    }
+
+    /// Polls until no process of `group` is running (reaping the child on the way); `false`
+    /// when `limit` passed first.
+    private func waitForGroup(_ group: pid_t, within limit: Duration) -> Bool {
+        let end = ContinuousClock.now.advanced(by: limit)
+        while true {
+            _ = tryReap(group)
+            if !ProcessGroup.isRunning(group) { return true }
+            if ContinuousClock.now >= end { return false }
             _ = poll(nil, 0, 5)
         }
     }
@@ -265,7 +311,11 @@ private final class ChildProcess: Sendable {
         sigfillset(&allSignals)
         posix_spawnattr_setsigmask(&attributes, &emptyMask)
         posix_spawnattr_setsigdefault(&attributes, &allSignals)
-        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
+        // A process group of its own (id = the child's pid): it and everything it starts can be
+        // ended together.
+        posix_spawnattr_setpgroup(&attributes, 0)
+        posix_spawnattr_setflags(
+            &attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP))
 
         let arguments = argv.map { strdup($0) } + [nil]
         let variables = environment.sorted { $0.key < $1.key }.map { strdup("\($0.key)=\($0.value)") } + [nil]
@@ -292,11 +342,9 @@ private final class ChildProcess: Sendable {
     /// Redacted, bounded, single-line stderr for an error message.
     private static func summarise(_ bytes: [UInt8]) -> String {
         let text = Redactor.shared.redact(String(decoding: bytes, as: UTF8.self))
-        var line = text.split(whereSeparator: \.isNewline).joined(separator: " | ")
-        if line.utf8.count > ProcessCommandRunner.maxErrorBytes {
-            line = String(line.prefix(ProcessCommandRunner.maxErrorBytes)) + "…"
-        }
-        return line
+        let line = text.split(whereSeparator: \.isNewline).joined(separator: " | ")
+        guard line.utf8.count > ProcessCommandRunner.maxErrorBytes else { return line }
+        return ServerText.prefix(line, maximumBytes: ProcessCommandRunner.maxErrorBytes) + "…"
     }
 
     /// A pipe whose both ends close on exec (the child gets its copies through dup2).

@@ -60,15 +60,21 @@ public struct SecretSource: Sendable, CustomStringConvertible, CustomDebugString
     public let file: String
     /// Where in that file.
     public let mark: SourceMark
+    /// The key that declared it (`profiles.api.auth.client_secret`), for messages.
+    public let keyPath: String
     /// Only for `.inline`: the value (registered with the redactor when decoded).
     private let inlineValue: String?
     private let resolver: SecretResolver
 
-    init(origin: Origin, inlineValue: String? = nil, file: String, mark: SourceMark, resolver: SecretResolver) {
+    init(
+        origin: Origin, inlineValue: String? = nil, file: String, mark: SourceMark, keyPath: String = "secret",
+        resolver: SecretResolver
+    ) {
         self.origin = origin
         self.inlineValue = inlineValue
         self.file = file
         self.mark = mark
+        self.keyPath = keyPath
         self.resolver = resolver
         if let inlineValue { Redactor.shared.register(inlineValue) }
     }
@@ -126,9 +132,20 @@ public struct SecretSource: Sendable, CustomStringConvertible, CustomDebugString
             }
             value = Self.trimmingOneNewline(text)
         }
-        Redactor.shared.register(value)
+        switch origin {
+        case .inline, .environment: Redactor.shared.register(value)
+        // Files and commands may give a new value each time: kept while recent (see Redactor).
+        case .file, .command: Redactor.shared.registerToken(value)
+        }
         guard !value.isEmpty else {
             throw SecretError(location: location, message: "the secret from \(originDescription) is empty")
+        }
+        guard value.utf8.count >= Redactor.minimumSecretLength else {
+            // The redactor cannot mask a value this short without destroying every log line.
+            throw SecretError(
+                location: location,
+                message: "the secret '\(keyPath)' from \(originDescription) is shorter than "
+                    + "\(Redactor.minimumSecretLength) bytes; such a value cannot be kept out of logs and is refused")
         }
         return value
     }

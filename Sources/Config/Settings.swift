@@ -181,16 +181,24 @@ public struct ProfileSettings: Sendable, CustomStringConvertible {
     public var typeName: String
     /// Whether `token-get` may return this profile's access token.
     public var exposeToken: Bool
+    /// The `username` the git credential helper answers with (`git_username`).
+    public var gitUsername: String
     /// The type and its settings.
     public var kind: ProfileKind
     /// Where the profile is defined.
     public var mark: SourceMark
 
-    public init(name: String, typeName: String, exposeToken: Bool = false, kind: ProfileKind, mark: SourceMark = .file)
-    {
+    /// The `git_username` used when the profile sets none (what GitHub and most forges accept).
+    public static let defaultGitUsername = "x-access-token"
+
+    public init(
+        name: String, typeName: String, exposeToken: Bool = false, gitUsername: String = defaultGitUsername,
+        kind: ProfileKind, mark: SourceMark = .file
+    ) {
         self.name = name
         self.typeName = typeName
         self.exposeToken = exposeToken
+        self.gitUsername = gitUsername
         self.kind = kind
         self.mark = mark
     }
@@ -213,15 +221,60 @@ public enum ProfileKind: Sendable {
     /// OAuth 2 refresh grant, seeded with a refresh token provisioned out of band.
     case refreshToken(OAuthClientSettings, refreshToken: SecretSource)
     /// Authorization code + PKCE with a loopback redirect (interactive).
-    case authorizationCode(OAuthClientSettings, authorizationURL: String?, redirectPort: Int?)
+    case authorizationCode(OAuthClientSettings, InteractiveLoginSettings)
     /// Device authorization grant (interactive).
-    case deviceCode(OAuthClientSettings, deviceAuthorizationURL: String?)
+    case deviceCode(OAuthClientSettings, InteractiveLoginSettings)
     /// A static key in a header or a query parameter.
     case apiKey(placement: APIKeyPlacement, value: SecretSource)
     /// HTTP Basic authentication.
     case basic(username: String, password: SecretSource)
     /// A static bearer token, possibly from a command, cached for `cache`.
     case bearer(token: SecretSource, cache: Duration?)
+}
+
+/// The login settings of an interactive profile (SPEC §5.4).
+public struct InteractiveLoginSettings: Sendable {
+    /// What `open_browser` asks for.
+    public enum BrowserOpening: Sendable, Equatable {
+        /// Only show the URL (the default).
+        case off
+        /// `xdg-open URL` (`open` on macOS).
+        case system
+        /// This argv with the URL appended, run like a secret command (no shell).
+        case command([String])
+    }
+
+    /// `authorization_url`: overrides the discovered authorization endpoint.
+    public var authorizationURL: String?
+    /// `device_authorization_url`: overrides the discovered device authorization endpoint.
+    public var deviceAuthorizationURL: String?
+    /// `redirect.port`: ports tried in order (0 = ephemeral; the default).
+    public var redirectPorts: [Int]
+    /// `redirect.path` (default `/callback`).
+    public var redirectPath: String
+    /// `open_browser`.
+    public var openBrowser: BrowserOpening
+    /// `login_timeout` (default 5 minutes).
+    public var loginTimeout: Duration
+    /// `parameters.authorization`, in order.
+    public var authorizationParameters: [(String, String)]
+    /// `parameters.token`, in order.
+    public var tokenParameters: [(String, String)]
+
+    public init(
+        authorizationURL: String? = nil, deviceAuthorizationURL: String? = nil, redirectPorts: [Int] = [0],
+        redirectPath: String = "/callback", openBrowser: BrowserOpening = .off, loginTimeout: Duration = .seconds(300),
+        authorizationParameters: [(String, String)] = [], tokenParameters: [(String, String)] = []
+    ) {
+        self.authorizationURL = authorizationURL
+        self.deviceAuthorizationURL = deviceAuthorizationURL
+        self.redirectPorts = redirectPorts
+        self.redirectPath = redirectPath
+        self.openBrowser = openBrowser
+        self.loginTimeout = loginTimeout
+        self.authorizationParameters = authorizationParameters
+        self.tokenParameters = tokenParameters
+    }
 }
 
 /// Where an API key goes.

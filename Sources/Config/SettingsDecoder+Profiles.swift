@@ -24,6 +24,9 @@ extension SettingsDecoder {
             let keys = fields(
                 node, path: path, context: context, allowed: allowed,
                 unknownHint: { key in
+                    if key == "redirect_port" {
+                        return "'redirect_port' was replaced by 'redirect: { port: N }' (a number, 0 or a list)"
+                    }
                     let owners = Self.profileTypes.filter { Self.profileKeys[$0]?.contains(key) == true }
                     return owners.isEmpty
                         ? nil : "'\(key)' applies to \(owners.joined(separator: ", ")) profiles, not \(type)"
@@ -33,6 +36,18 @@ extension SettingsDecoder {
         var exposeToken = false
         if let pair = keys["expose_token"], let value = boolean(pair.value, path: "\(path).expose_token") {
             exposeToken = value
+        }
+
+        var gitUsername = ProfileSettings.defaultGitUsername
+        if let pair = keys["git_username"], let value = nonEmptyString(pair.value, path: "\(path).git_username") {
+            // It becomes a `username=` line of the git credential protocol: a control character
+            // would end or forge a line.
+            if value.text.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) {
+                sink.error(
+                    "'\(path).git_username' must not contain control characters (newlines, tabs)", at: pair.value.mark)
+            } else {
+                gitUsername = value.text
+            }
         }
 
         let kind: ProfileKind?
@@ -52,19 +67,19 @@ extension SettingsDecoder {
             if let client, let seed { kind = .refreshToken(client, refreshToken: seed) } else { kind = nil }
         case "authorization_code":
             let client = decodeOAuth(keys, node: node, path: path)
-            let authorizationURL = keys["authorization_url"].flatMap {
+            var login = decodeInteractive(keys, path: path)
+            login.authorizationURL = keys["authorization_url"].flatMap {
                 httpURL($0.value, path: "\(path).authorization_url")
             }
-            let port = keys["redirect_port"].flatMap {
-                integer($0.value, path: "\(path).redirect_port", range: 1...65535)
-            }
-            kind = client.map { .authorizationCode($0, authorizationURL: authorizationURL, redirectPort: port) }
+            if let pair = keys["redirect"] { decodeRedirect(pair.value, path: "\(path).redirect", into: &login) }
+            kind = client.map { .authorizationCode($0, login) }
         case "device_code":
             let client = decodeOAuth(keys, node: node, path: path)
-            let deviceURL = keys["device_authorization_url"].flatMap {
+            var login = decodeInteractive(keys, path: path)
+            login.deviceAuthorizationURL = keys["device_authorization_url"].flatMap {
                 httpURL($0.value, path: "\(path).device_authorization_url")
             }
-            kind = client.map { .deviceCode($0, deviceAuthorizationURL: deviceURL) }
+            kind = client.map { .deviceCode($0, login) }
         case "api_key":
             kind = decodeAPIKey(keys, node: node, path: path, name: name)
         case "basic":
@@ -89,17 +104,95 @@ extension SettingsDecoder {
             }
             kind = token.map { .bearer(token: $0, cache: cache) }
         }
-        if type == "authorization_code" || type == "device_code" {
-            let message =
-                "profile '\(name)' uses type \(type), an interactive login that this version of tokenrelay does not implement yet"
-            if mode.isServe {
-                sink.error(message, at: typePair.value.mark)
-            } else {
-                sink.warning(message + " (serve will refuse it)", at: typePair.value.mark)
+        guard let kind else { return nil }
+        return ProfileSettings(
+            name: name, typeName: type, exposeToken: exposeToken, gitUsername: gitUsername, kind: kind, mark: node.mark)
+    }
+
+    /// `open_browser`, `login_timeout` and `parameters` of an interactive profile.
+    private mutating func decodeInteractive(_ keys: [String: YAMLPair], path: String) -> InteractiveLoginSettings {
+        var login = InteractiveLoginSettings()
+        if let pair = keys["login_timeout"], let value = duration(pair.value, path: "\(path).login_timeout") {
+            login.loginTimeout = value
+        }
+        if let pair = keys["open_browser"] {
+            if pair.value.items != nil {
+                if let argv = stringList(pair.value, path: "\(path).open_browser") {
+                    if argv.isEmpty {
+                        sink.error("'\(path).open_browser' must name a program", at: pair.value.mark)
+                    } else {
+                        login.openBrowser = .command(argv)
+                    }
+                }
+            } else if let value = boolean(pair.value, path: "\(path).open_browser") {
+                login.openBrowser = value ? .system : .off
             }
         }
-        guard let kind else { return nil }
-        return ProfileSettings(name: name, typeName: type, exposeToken: exposeToken, kind: kind, mark: node.mark)
+        if let pair = keys["parameters"],
+            let categories = fields(
+                pair.value, path: "\(path).parameters", context: "'\(path).parameters'",
+                allowed: Self.parameterCategories)
+        {
+            for (category, entry) in categories.sorted(by: { $0.key < $1.key }) {
+                let categoryPath = "\(path).parameters.\(category)"
+                guard let pairs = fields(entry.value, path: categoryPath, context: "'\(categoryPath)'", allowed: nil)
+                else { continue }
+                var list: [(String, String)] = []
+                for parameter in entry.value.pairs ?? [] {
+                    guard let name = parameter.key.scalar?.value, pairs[name] != nil,
+                        let value = self.scalar(
+                            parameter.value, path: "\(categoryPath).\(name)", expected: "a string parameter value")
+                    else { continue }
+                    if Self.reservedParameters.contains(name) {
+                        sink.error(
+                            "'\(categoryPath).\(name)' is set by tokenrelay itself and cannot be overridden",
+                            at: parameter.key.mark)
+                        continue
+                    }
+                    list.append((name, value.text))
+                }
+                if category == "authorization" {
+                    login.authorizationParameters = list
+                } else {
+                    login.tokenParameters = list
+                }
+            }
+        }
+        return login
+    }
+
+    /// Parameters tokenrelay sends itself (PKCE, state, client authentication, the grant).
+    static let reservedParameters: Set<String> = [
+        "response_type", "client_id", "client_secret", "redirect_uri", "state", "nonce", "code_challenge",
+        "code_challenge_method", "code", "code_verifier", "grant_type", "device_code", "refresh_token",
+    ]
+
+    /// `redirect: { port: 0 | N | [N...], path: /callback }`.
+    private mutating func decodeRedirect(_ node: YAMLNode, path: String, into login: inout InteractiveLoginSettings) {
+        guard let keys = fields(node, path: path, context: "'\(path)'", allowed: Self.redirectKeys) else { return }
+        if let pair = keys["port"] {
+            if let items = pair.value.items {
+                var ports: [Int] = []
+                for (index, item) in items.enumerated() {
+                    if let port = integer(item, path: "\(path).port[\(index)]", range: 0...65535) { ports.append(port) }
+                }
+                if items.isEmpty { sink.error("'\(path).port' must list at least one port", at: pair.value.mark) }
+                if !ports.isEmpty { login.redirectPorts = ports }
+            } else if let port = integer(pair.value, path: "\(path).port", range: 0...65535) {
+                login.redirectPorts = [port]
+            }
+        }
+        if let pair = keys["path"], let value = nonEmptyString(pair.value, path: "\(path).path") {
+            if !value.text.hasPrefix("/") || value.text.contains("?") || value.text.contains("#")
+                || value.text.unicodeScalars.contains(where: { $0.value <= 0x20 || $0.value == 0x7F })
+            {
+                sink.error(
+                    "'\(path).path' must be an absolute path like /callback (no query, fragment or spaces)",
+                    at: pair.value.mark)
+            } else {
+                login.redirectPath = value.text
+            }
+        }
     }
 
     /// A required secret-source key.
@@ -198,7 +291,8 @@ extension SettingsDecoder {
                     at: node.mark)
             }
             let source = SecretSource(
-                origin: .inline, inlineValue: value.text, file: file, mark: node.mark, resolver: resolver)
+                origin: .inline, inlineValue: value.text, file: file, mark: node.mark, keyPath: path, resolver: resolver
+            )
             secrets.append(source)
             return source
         }
@@ -250,7 +344,7 @@ extension SettingsDecoder {
             let timeout = keys["timeout"].flatMap { duration($0.value, path: "\(path).timeout") } ?? .seconds(10)
             origin = .command(argv: argv, timeout: timeout)
         }
-        let source = SecretSource(origin: origin, file: file, mark: node.mark, resolver: resolver)
+        let source = SecretSource(origin: origin, file: file, mark: node.mark, keyPath: path, resolver: resolver)
         secrets.append(source)
         return source
     }

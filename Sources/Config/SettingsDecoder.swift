@@ -59,18 +59,23 @@ struct SettingsDecoder {
     /// Keys allowed in a secret source mapping.
     static let secretSourceKeys: Set<String> = ["env", "file", "command", "timeout"]
     /// Keys every profile accepts.
-    static let profileCommonKeys: Set<String> = ["type", "expose_token"]
+    static let profileCommonKeys: Set<String> = ["type", "expose_token", "git_username"]
     /// Keys every OAuth profile accepts.
     static let oauthKeys: Set<String> = profileCommonKeys.union([
         "issuer", "token_url", "client_id", "client_secret", "client_auth", "scopes", "audience", "resource",
         "expiry_skew",
     ])
     /// Keys allowed per profile type.
+    /// Keys of both interactive profile types.
+    static let interactiveKeys: Set<String> = ["open_browser", "login_timeout", "parameters"]
+    /// Keys of `redirect` and of `parameters`.
+    static let redirectKeys: Set<String> = ["port", "path"]
+    static let parameterCategories: Set<String> = ["authorization", "token"]
     static let profileKeys: [String: Set<String>] = [
         "client_credentials": oauthKeys,
         "refresh_token": oauthKeys.union(["refresh_token"]),
-        "authorization_code": oauthKeys.union(["authorization_url", "redirect_port"]),
-        "device_code": oauthKeys.union(["device_authorization_url"]),
+        "authorization_code": oauthKeys.union(interactiveKeys).union(["authorization_url", "redirect"]),
+        "device_code": oauthKeys.union(interactiveKeys).union(["device_authorization_url"]),
         "api_key": profileCommonKeys.union(["header", "query", "value"]),
         "basic": profileCommonKeys.union(["username", "password"]),
         "bearer": profileCommonKeys.union(["token", "cache"]),

@@ -43,6 +43,8 @@ public final class Dispatcher: Sendable {
         var queued: [RequestID: Pending] = [:]
         var inFlight: [RequestID: Entry] = [:]
         var shuttingDown = false
+        /// The shutdown request has been read (not merely ``beginShutdown()``).
+        var shutdownReceived = false
         var idleWaiters: [CheckedContinuation<Void, Never>] = []
 
         var queuedCount: Int { queued.count }
@@ -160,7 +162,8 @@ public final class Dispatcher: Sendable {
                 log.debug("ignoring unknown notification \(request.method)")
                 return
             }
-            let context = RequestContext(id: nil, inBatch: false, sink: sink)
+            let afterShutdown = state.withLock { $0.shutdownReceived }
+            let context = RequestContext(id: nil, inBatch: false, sink: sink, afterShutdown: afterShutdown)
             Task.detached {
                 do {
                     _ = try await handler(request.params, context)
@@ -187,7 +190,10 @@ public final class Dispatcher: Sendable {
             if state.inFlight[id] != nil {
                 return .reject(.invalidRequest("a request with id \(id) is already in flight"))
             }
-            if request.method == shutdownMethod { state.shuttingDown = true }
+            if request.method == shutdownMethod {
+                state.shuttingDown = true
+                state.shutdownReceived = true
+            }
             if state.running < limits.maximumConcurrent {
                 state.running += 1
                 state.inFlight[id] = Entry()

@@ -7,16 +7,21 @@ public enum Framing: String, Sendable, CaseIterable {
 
     /// Wraps one serialized message for the wire.
     public func frame(_ body: [UInt8]) -> [UInt8] {
+        // Sized exactly: a serialized body carries up to as much spare capacity again, and
+        // queued frames are bounded by their byte count (StdioWriter).
+        var out: [UInt8] = []
         switch self {
         case .ndjson:
-            var out = body
-            out.append(0x0A)
-            return out
-        case .lsp:
-            var out = Array("Content-Length: \(body.count)\r\n\r\n".utf8)
+            out.reserveCapacity(body.count + 1)
             out.append(contentsOf: body)
-            return out
+            out.append(0x0A)
+        case .lsp:
+            let header = "Content-Length: \(body.count)\r\n\r\n".utf8
+            out.reserveCapacity(header.count + body.count)
+            out.append(contentsOf: header)
+            out.append(contentsOf: body)
         }
+        return out
     }
 }
 

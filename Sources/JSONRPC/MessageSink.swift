@@ -7,8 +7,9 @@ public protocol MessageSink: Sendable {
     /// (back-pressure for a slow peer).
     func send(_ message: [UInt8]) async
 
-    /// Hands over one serialized JSON message without waiting. For the reader thread, which
-    /// must never block on output.
+    /// Hands over one serialized JSON message without waiting (and never drops it). For the
+    /// reader thread, which must not block in the middle of a frame; it waits for room before
+    /// its next read instead (``StdioWriter/waitForRoom()``).
     func sendNow(_ message: [UInt8])
 }
 

@@ -8,12 +8,19 @@ public struct RequestContext: Sendable {
     /// that must follow the reply wait for it.
     public let replyHandedOver: OneShotSignal
     public let sink: MessageSink
+    /// Whether the dispatcher's shutdown request had been read before this message (read order,
+    /// whatever order the handlers run in): `exit` takes its exit code from it.
+    public let afterShutdown: Bool
 
-    public init(id: RequestID?, inBatch: Bool, sink: MessageSink, replyHandedOver: OneShotSignal = OneShotSignal()) {
+    public init(
+        id: RequestID?, inBatch: Bool, sink: MessageSink, replyHandedOver: OneShotSignal = OneShotSignal(),
+        afterShutdown: Bool = false
+    ) {
         self.id = id
         self.inBatch = inBatch
         self.sink = sink
         self.replyHandedOver = replyHandedOver
+        self.afterShutdown = afterShutdown
     }
 
     /// Sends a notification to the peer (waits while the output is backed up).

@@ -9,7 +9,10 @@ import Synchronization
 /// Writes log lines to stderr (never stdout), at or above a level, as text or JSON lines,
 /// with every registered secret masked by the ``Redactor``.
 ///
-/// One lock serialises whole lines, so concurrent loggers never interleave.
+/// A line is formatted by the thread that logs, under no lock, and handed to one writer thread
+/// (``LogWriter``) that writes whole lines, so lines never interleave and a slow stderr never
+/// blocks the caller: past a bounded queue lines are dropped and counted, and the log says how
+/// many once it has caught up. Call ``flush()`` before exiting.
 public final class Logger: Sendable {
     /// The process-wide logger. Configure it once at start with ``configure(level:format:)``.
     public static let shared = Logger()
@@ -19,24 +22,41 @@ public final class Logger: Sendable {
         var format: LogFormat = .text
     }
 
-    /// Guarded by the mutex: level and format. Lines are written while holding it.
-    private let settings = Mutex(Settings())
-    private let redactor: Redactor
-    private let fileDescriptor: Int32
+    private final class SettingsBox: Sendable {
+        /// Guarded by the mutex: level and format (read briefly, never held while writing).
+        let state = Mutex(Settings())
+    }
 
-    /// Creates a logger writing to `fileDescriptor` (stderr by default).
-    public init(redactor: Redactor = .shared, fileDescriptor: Int32 = 2) {
+    private let settings = SettingsBox()
+    private let redactor: Redactor
+    private let writer: LogWriter
+
+    /// Creates a logger writing to `fileDescriptor` (stderr by default); past `queueBound`
+    /// bytes of lines waiting for a slow reader, lines are dropped.
+    public init(redactor: Redactor = .shared, fileDescriptor: Int32 = 2, queueBound: Int = LogWriter.defaultBound) {
         self.redactor = redactor
-        self.fileDescriptor = fileDescriptor
+        let settings = self.settings
+        writer = LogWriter(fileDescriptor: fileDescriptor, bound: queueBound) { count in
+            let format = settings.state.withLock { $0.format }
+            return Self.render(
+                .warn, "\(count) log line(s) dropped: stderr was not read fast enough", [], format: format)
+        }
     }
 
     /// Sets the threshold and the rendering.
     public func configure(level: LogLevel, format: LogFormat) {
-        settings.withLock { $0 = Settings(level: level, format: format) }
+        settings.state.withLock { $0 = Settings(level: level, format: format) }
     }
 
     /// The current threshold.
-    public var level: LogLevel { settings.withLock { $0.level } }
+    public var level: LogLevel { settings.state.withLock { $0.level } }
+
+    /// Waits (at most `timeout`) until every line logged so far is written: before exiting.
+    public func flush(timeout: Duration = .seconds(2)) {
+        let milliseconds = Int(
+            timeout.components.seconds * 1000 + timeout.components.attoseconds / 1_000_000_000_000_000)
+        writer.flush(timeout: .milliseconds(milliseconds))
+    }
 
     /// Whether a line at `level` would be written (use it to skip building costly messages).
     public func isEnabled(_ level: LogLevel) -> Bool { level <= self.level }
@@ -61,26 +81,27 @@ public final class Logger: Sendable {
     public func log(
         _ level: LogLevel, _ message: @autoclosure () -> String, _ fields: @autoclosure () -> [(String, String)] = []
     ) {
-        let current = settings.withLock { $0 }
+        let current = settings.state.withLock { $0 }
         guard level <= current.level else { return }
         let text = redactor.redact(message())
         let redactedFields = fields().map { ($0.0, redactor.redact($0.1)) }
-        let line: String
-        switch current.format {
-        case .text:
-            var rendered = "tokenrelay \(level): \(text)"
-            for (key, value) in redactedFields { rendered += " \(key)=\(value)" }
-            line = rendered + "\n"
-        case .json:
-            var rendered = "{\"level\":\(Self.quoted(level.description)),\"message\":\(Self.quoted(text))"
-            for (key, value) in redactedFields { rendered += ",\(Self.quoted(key)):\(Self.quoted(value))" }
-            line = rendered + "}\n"
-        }
-        settings.withLock { _ in writeAll(line) }
+        writer.enqueue(Self.render(level, text, redactedFields, format: current.format))
     }
 
-    private func writeAll(_ line: String) {
-        OutputFile.writeAll(fileDescriptor, Array(line.utf8))
+    /// One whole line, newline included.
+    private static func render(_ level: LogLevel, _ text: String, _ fields: [(String, String)], format: LogFormat)
+        -> [UInt8]
+    {
+        switch format {
+        case .text:
+            var rendered = "tokenrelay \(level): \(text)"
+            for (key, value) in fields { rendered += " \(key)=\(value)" }
+            return Array((rendered + "\n").utf8)
+        case .json:
+            var rendered = "{\"level\":\(Self.quoted(level.description)),\"message\":\(Self.quoted(text))"
+            for (key, value) in fields { rendered += ",\(Self.quoted(key)):\(Self.quoted(value))" }
+            return Array((rendered + "}\n").utf8)
+        }
     }
 
     /// A JSON string literal for `text`.

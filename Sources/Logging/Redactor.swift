@@ -3,9 +3,20 @@ import Synchronization
 /// Masks every secret value it has been told about (config secrets, tokens) in any text
 /// that is about to leave the process as a log line or an error message.
 ///
-/// Secrets are registered as soon as they are resolved or received; the redactor keeps them
-/// for the life of the process. Values shorter than `minimumLength` are not registered: masking
-/// two-letter strings everywhere would destroy logs without protecting anything.
+/// Guarantees:
+/// - Matching is on UTF-8 bytes: a secret is masked wherever its bytes occur, whatever follows
+///   it (a combining mark directly after a secret does not hide it). Overlapping or nested
+///   secrets are masked as one run; the bytes around them are kept.
+/// - Values shorter than ``minimumLength`` (4 bytes) are never masked; the configuration refuses
+///   such secrets when it resolves them (`SecretSource`), so none is in use unmasked.
+/// - Configured secrets (``register(_:)``) are kept for the life of the process. Issued
+///   credentials (``registerTokens(_:)``: access and refresh tokens, fetched bearer tokens, secrets
+///   a command produced) are kept while they are among the ``tokenCapacity`` most recently
+///   registered or used: a current token is registered again each time it is used, so only
+///   long-replaced tokens are forgotten, and memory stays bounded however many were issued.
+/// - The cost of ``redact(_:)`` is one pass over the text's bytes (``SecretMatcher``), whatever
+///   the number of registered values; the matcher is rebuilt when a value is added or dropped,
+///   at registration, never while redacting.
 public final class Redactor: Sendable {
     /// The process-wide redactor used by the logger and by error descriptions.
     public static let shared = Redactor()
@@ -13,64 +24,124 @@ public final class Redactor: Sendable {
     /// The replacement text for a secret.
     public static let mask = "[REDACTED]"
 
-    /// Secrets shorter than this are ignored.
+    /// The shortest value masked, in UTF-8 bytes.
+    public static let minimumSecretLength = 4
+
+    /// Values shorter than this (in UTF-8 bytes) are ignored.
     public let minimumLength: Int
+    /// How many issued credentials are kept (the most recently registered or used).
+    public let tokenCapacity: Int
 
-    /// Guarded by the mutex: registered secrets, longest first so that a secret containing
-    /// another is masked whole.
-    private let secrets = Mutex<[String]>([])
+    private struct Registry {
+        /// Configured secrets, kept for the life of the process.
+        var secrets: Set<[UInt8]> = []
+        /// Issued credentials with the tick of their last registration.
+        var tokens: [[UInt8]: UInt64] = [:]
+        var tick: UInt64 = 0
+        /// The matcher for exactly `secrets` and `tokens` as of the last rebuild.
+        var matcher = SecretMatcher(patterns: [])
+        /// Whether `secrets` or `tokens` changed and the matching matcher is not published yet.
+        var pending = false
 
-    public init(minimumLength: Int = 4) {
-        self.minimumLength = minimumLength
+        var patterns: [[UInt8]] { Array(secrets) + tokens.keys.filter { !secrets.contains($0) } }
     }
 
-    /// Registers a secret value; it is masked in every later `redact(_:)` call.
+    /// Guarded by the mutex: what is registered and the matcher built from it.
+    private let registry = Mutex(Registry())
+    /// Serialises rebuilds so that matchers are published in registration order and a
+    /// registration returns only once its value is masked. `redact(_:)` never takes it.
+    private let rebuild = Mutex(())
+
+    public init(minimumLength: Int = Redactor.minimumSecretLength, tokenCapacity: Int = 1024) {
+        self.minimumLength = max(1, minimumLength)
+        self.tokenCapacity = max(1, tokenCapacity)
+    }
+
+    /// Registers a configured secret (or a form of it, e.g. percent-encoded); it is masked in
+    /// every later ``redact(_:)`` call, for the life of the process.
     public func register(_ secret: String) {
-        guard secret.utf8.count >= minimumLength else { return }
-        secrets.withLock { list in
-            guard !list.contains(secret) else { return }
-            list.append(secret)
-            list.sort { $0.utf8.count > $1.utf8.count }
+        let bytes = Array(secret.utf8)
+        guard bytes.count >= minimumLength else { return }
+        if registry.withLock({ !$0.pending && $0.secrets.contains(bytes) }) { return }
+        update { registry in registry.secrets.insert(bytes).inserted }
+    }
+
+    /// Registers issued credentials (tokens and their encoded forms); registering a value that
+    /// is already known only marks it as recently used.
+    public func registerTokens(_ tokens: [String]) {
+        let values = tokens.map { Array($0.utf8) }.filter { $0.count >= minimumLength }
+        guard !values.isEmpty else { return }
+        let known = registry.withLock { registry in
+            guard !registry.pending,
+                values.allSatisfy({ registry.tokens[$0] != nil || registry.secrets.contains($0) })
+            else {
+                return false
+            }
+            for value in values where registry.tokens[value] != nil {
+                registry.tick += 1
+                registry.tokens[value] = registry.tick
+            }
+            return true
         }
-        // A secret may also reach a log line percent-encoded or base64-encoded as part of a
-        // header; the callers that build such forms register those forms too.
+        if known { return }
+        update { registry in
+            var changed = false
+            for value in values where !registry.secrets.contains(value) {
+                registry.tick += 1
+                if registry.tokens.updateValue(registry.tick, forKey: value) == nil { changed = true }
+            }
+            while registry.tokens.count > tokenCapacity, let oldest = registry.tokens.min(by: { $0.value < $1.value }) {
+                registry.tokens[oldest.key] = nil
+            }
+            return changed
+        }
+    }
+
+    /// Registers one issued credential (see ``registerTokens(_:)``).
+    public func registerToken(_ token: String) { registerTokens([token]) }
+
+    /// Applies `change` to the registry and, when it changed what is registered, publishes a
+    /// matcher built (outside the registry's lock) from the new contents.
+    private func update(_ change: (inout Registry) -> Bool) {
+        rebuild.withLock { _ in
+            let patterns: [[UInt8]]? = registry.withLock { registry in
+                guard change(&registry) else { return nil }
+                registry.pending = true
+                return registry.patterns
+            }
+            guard let patterns else { return }
+            let matcher = SecretMatcher(patterns: patterns)
+            registry.withLock { registry in
+                registry.matcher = matcher
+                registry.pending = false
+            }
+        }
     }
 
     /// Whether any secret has been registered.
-    public var isEmpty: Bool { secrets.withLock { $0.isEmpty } }
+    public var isEmpty: Bool { registry.withLock { $0.matcher.isEmpty } }
 
-    /// Returns `text` with every registered secret replaced by ``mask``.
+    /// How many values are registered (configured secrets and kept tokens).
+    public var count: Int { registry.withLock { $0.secrets.count + $0.tokens.count } }
+
+    /// Returns `text` with every run of registered secrets replaced by ``mask``.
     public func redact(_ text: String) -> String {
-        let list = secrets.withLock { $0 }
-        guard !list.isEmpty else { return text }
-        var result = text
-        for secret in list where result.contains(secret) {
-            result = result.replacingAll(secret, with: Redactor.mask)
-        }
-        return result
-    }
-}
-
-extension String {
-    /// Replaces every occurrence of `target` (non-empty) with `replacement`, without Foundation.
-    func replacingAll(_ target: String, with replacement: String) -> String {
-        let source = Array(utf8)
-        let needle = Array(target.utf8)
-        guard !needle.isEmpty, source.count >= needle.count else { return self }
-        var output: [UInt8] = []
-        output.reserveCapacity(source.count)
-        var index = 0
-        while index < source.count {
-            if index + needle.count <= source.count, source[index] == needle[0],
-                source[index..<(index + needle.count)].elementsEqual(needle)
-            {
-                output.append(contentsOf: replacement.utf8)
-                index += needle.count
-            } else {
-                output.append(source[index])
-                index += 1
+        let matcher = registry.withLock { $0.matcher }
+        guard !matcher.isEmpty else { return text }
+        var text = text
+        return text.withUTF8 { bytes in
+            let runs = matcher.matches(in: bytes)
+            guard !runs.isEmpty else { return nil }
+            var output: [UInt8] = []
+            output.reserveCapacity(bytes.count)
+            var position = 0
+            for run in runs {
+                output.append(contentsOf: bytes[position..<run.lowerBound])
+                output.append(contentsOf: Redactor.mask.utf8)
+                position = run.upperBound
             }
-        }
-        return String(decoding: output, as: UTF8.self)
+            output.append(contentsOf: bytes[position...])
+            return String(decoding: output, as: UTF8.self)
+        } ?? text
     }
 }

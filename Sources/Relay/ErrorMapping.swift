@@ -44,11 +44,13 @@ public enum ErrorMapping {
             case "cancelled": .requestCancelled
             case "config": .config
             case "auth": .auth
+            case "limit": .limit
             default: .internalError
             }
         var data = JSONObject()
         if let oauthError = error.oauthError { data["oauthError"] = .string(oauthError) }
         if let description = error.oauthErrorDescription { data["oauthErrorDescription"] = .string(description) }
+        if error.needsLogin { data["login"] = true }
         return RPCError(code: code, message: error.description, kind: error.kind, data: data)
     }
 }

@@ -10,17 +10,28 @@ public enum OneShot {
     public static func call(settings: Settings, environment: String?, params: JSONValue) async -> Result<
         (response: HTTPResponse, elapsed: Duration), RPCError
     > {
+        await withRuntime(settings: settings, environment: environment) { runtime in
+            let decoded = try RequestParams.decode(params)
+            let (response, elapsed) = try await RequestMethod(runtime: runtime).perform(decoded)
+            return (response, elapsed)
+        }
+    }
+
+    /// Runs `body` on a runtime built from `settings` (`environment` overriding the default
+    /// environment), closing it afterwards; every error comes back as the wire error it would
+    /// have been.
+    static func withRuntime<Value>(
+        settings: Settings, environment: String?, _ body: (RelayRuntime) async throws -> Value
+    ) async -> Result<Value, RPCError> {
         let runtime: RelayRuntime
         do {
             runtime = try await RelayRuntime.make(settings: settings, environmentOverride: environment)
         } catch {
             return .failure(ErrorMapping.rpcError(error))
         }
-        let result: Result<(response: HTTPResponse, elapsed: Duration), RPCError>
+        let result: Result<Value, RPCError>
         do {
-            let decoded = try RequestParams.decode(params)
-            let (response, elapsed) = try await RequestMethod(runtime: runtime).perform(decoded)
-            result = .success((response, elapsed))
+            result = .success(try await body(runtime))
         } catch {
             result = .failure(ErrorMapping.rpcError(error))
         }

@@ -738,6 +738,16 @@ public enum OpenRPCDocument {
                       }
                     }
                   },
+                  "subject": {
+                    "type": "string",
+                    "description": "Who is logged in (interactive OpenID Connect profiles)."
+                  },
+                  "email": {
+                    "type": "string"
+                  },
+                  "name": {
+                    "type": "string"
+                  },
                   "counters": {
                     "type": "object",
                     "properties": {
@@ -839,27 +849,104 @@ public enum OpenRPCDocument {
           "schema": {
             "type": "string"
           }
+        },
+        {
+          "name": "format",
+          "description": "json (default): {access_token, token_type, expires_at}; header: the string 'Authorization: Bearer ...'; exec-credential: a Kubernetes ExecCredential.",
+          "schema": {
+            "enum": [
+              "json",
+              "header",
+              "exec-credential"
+            ]
+          }
+        },
+        {
+          "name": "minValid",
+          "description": "Seconds the returned token must stay valid; a held token expiring sooner is renewed first (default 60). A freshly issued token is returned even when the server grants less.",
+          "schema": {
+            "type": "integer",
+            "minimum": 0,
+            "maximum": 86400
+          }
+        },
+        {
+          "name": "apiVersion",
+          "description": "The ExecCredential apiVersion (format exec-credential only; default client.authentication.k8s.io/v1).",
+          "schema": {
+            "enum": [
+              "client.authentication.k8s.io/v1",
+              "client.authentication.k8s.io/v1beta1"
+            ]
+          }
         }
       ],
+      "description": "Interactive profiles never prompt here: without a session they answer interaction_required. The expiry fields are absent when the token server gave no expires_in.",
       "result": {
         "name": "result",
         "schema": {
-          "type": "object",
-          "required": [
-            "accessToken"
-          ],
-          "properties": {
-            "accessToken": {
-              "type": "string"
+          "oneOf": [
+            {
+              "title": "json",
+              "type": "object",
+              "required": [
+                "access_token",
+                "token_type"
+              ],
+              "properties": {
+                "access_token": {
+                  "type": "string"
+                },
+                "token_type": {
+                  "const": "Bearer"
+                },
+                "expires_at": {
+                  "type": "string",
+                  "format": "date-time"
+                }
+              }
             },
-            "tokenType": {
-              "type": "string"
-            },
-            "expiresAt": {
+            {
+              "title": "header",
               "type": "string",
-              "format": "date-time"
+              "pattern": "^Authorization: Bearer "
+            },
+            {
+              "title": "exec-credential",
+              "type": "object",
+              "required": [
+                "apiVersion",
+                "kind",
+                "status"
+              ],
+              "properties": {
+                "apiVersion": {
+                  "enum": [
+                    "client.authentication.k8s.io/v1",
+                    "client.authentication.k8s.io/v1beta1"
+                  ]
+                },
+                "kind": {
+                  "const": "ExecCredential"
+                },
+                "status": {
+                  "type": "object",
+                  "required": [
+                    "token"
+                  ],
+                  "properties": {
+                    "token": {
+                      "type": "string"
+                    },
+                    "expirationTimestamp": {
+                      "type": "string",
+                      "format": "date-time"
+                    }
+                  }
+                }
+              }
             }
-          }
+          ]
         }
       },
       "errors": [
@@ -908,7 +995,7 @@ public enum OpenRPCDocument {
     },
     {
       "name": "login",
-      "summary": "Starts an interactive login (authorization code + PKCE, or device code); progress comes as auth-prompt notifications.",
+      "summary": "Starts (or joins) the interactive login of a session (authorization code + PKCE with a loopback redirect, or device code) and answers once the session is stored; what the person must do comes as one auth-prompt notification. One login per session at a time: concurrent callers join it. At most 3 failed logins per session per 10 minutes, then kind limit. Bounded by the profile's login_timeout (then interaction_required); $/cancelRequest ends it (the last caller leaving stops the listener or the polling).",
       "paramStructure": "by-name",
       "params": [
         {
@@ -929,7 +1016,37 @@ public enum OpenRPCDocument {
       "result": {
         "name": "result",
         "schema": {
-          "type": "object"
+          "type": "object",
+          "required": [
+            "environment",
+            "profile",
+            "loggedIn"
+          ],
+          "properties": {
+            "environment": {
+              "type": "string"
+            },
+            "profile": {
+              "type": "string"
+            },
+            "loggedIn": {
+              "const": true
+            },
+            "expiresAt": {
+              "type": "string",
+              "format": "date-time"
+            },
+            "subject": {
+              "type": "string",
+              "description": "OpenID Connect: the validated ID token's sub."
+            },
+            "email": {
+              "type": "string"
+            },
+            "name": {
+              "type": "string"
+            }
+          }
         }
       },
       "errors": [
@@ -958,6 +1075,9 @@ public enum OpenRPCDocument {
           "$ref": "#/components/errors/limit"
         },
         {
+          "$ref": "#/components/errors/not_supported"
+        },
+        {
           "$ref": "#/components/errors/invalid_params"
         },
         {
@@ -970,7 +1090,7 @@ public enum OpenRPCDocument {
           "$ref": "#/components/errors/shutting_down"
         }
       ],
-      "x-status": "planned",
+      "x-status": "implemented",
       "x-direction": "client-to-server"
     },
     {
@@ -1334,23 +1454,36 @@ public enum OpenRPCDocument {
     },
     {
       "name": "auth-prompt",
-      "summary": "What the user must do to log in (URL, user code, expiry). tokenrelay never reads the terminal.",
+      "summary": "What the person must do to log in: open url in a browser (kind browser), or open url and enter userCode (kind device). Sent once per login, however many callers joined it. The URL carries state, nonce and the PKCE challenge, never a secret. tokenrelay never reads the terminal and opens a browser only when the profile's open_browser says so.",
       "paramStructure": "by-name",
       "params": [
         {
           "name": "environment",
+          "required": true,
           "schema": {
             "type": "string"
           }
         },
         {
           "name": "profile",
+          "required": true,
           "schema": {
             "type": "string"
           }
         },
         {
+          "name": "kind",
+          "required": true,
+          "schema": {
+            "enum": [
+              "browser",
+              "device"
+            ]
+          }
+        },
+        {
           "name": "url",
+          "required": true,
           "schema": {
             "type": "string"
           }
@@ -1362,14 +1495,21 @@ public enum OpenRPCDocument {
           }
         },
         {
+          "name": "verificationUriComplete",
+          "schema": {
+            "type": "string"
+          }
+        },
+        {
           "name": "expiresAt",
+          "required": true,
           "schema": {
             "type": "string",
             "format": "date-time"
           }
         }
       ],
-      "x-status": "planned",
+      "x-status": "implemented",
       "x-direction": "server-to-client",
       "x-notification": true
     },
@@ -1519,7 +1659,7 @@ public enum OpenRPCDocument {
       },
       "interaction_required": {
         "code": -32011,
-        "message": "Interactive login required",
+        "message": "Interactive login required (data.login: true when the login method can fix it)",
         "data": {
           "kind": "interaction_required"
         }
@@ -1540,7 +1680,7 @@ public enum OpenRPCDocument {
       },
       "limit": {
         "code": -32022,
-        "message": "A limit was exceeded (queue, body size)",
+        "message": "A limit was exceeded (queue, body size, failed logins)",
         "data": {
           "kind": "limit"
         }

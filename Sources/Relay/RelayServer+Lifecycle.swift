@@ -6,9 +6,9 @@ extension RelayServer {
     func methodTable() -> [String: MethodHandler] {
         var table: [String: MethodHandler] = [
             "initialize": { [self] params, _ in try initialize(params) },
-            "shutdown": { [self] params, _ in
+            "shutdown": { params, _ in
+                // The dispatcher refuses new requests from here on, in read order.
                 try ParamReader.expectNone(params)
-                markShutdownRequested()
                 return .null
             },
             "ping": { params, _ in
@@ -30,6 +30,8 @@ extension RelayServer {
         table["logout"] = { params, _ in try await tokens.logout(params) }
         table["status"] = { params, _ in try await tokens.status(params) }
         table["token-get"] = { params, _ in try await tokens.tokenGet(params) }
+        let login = LoginMethod(runtime: runtime)
+        table["login"] = { params, _ in try await login.handle(params) }
         if options.testMethods {
             table["test/wait"] = { params, _ in
                 var reader = try ParamReader(params, allowed: ["ms", "echo"])
@@ -47,8 +49,8 @@ extension RelayServer {
     /// `notifications/cancelled` are handled by the dispatcher).
     func notificationTable() -> [String: MethodHandler] {
         [
-            "exit": { [termination] _, _ in
-                termination.trigger(.exitNotification)
+            "exit": { [termination] _, context in
+                termination.trigger(.exitNotification(afterShutdown: context.afterShutdown))
                 return .null
             },
             "initialized": { _, _ in .null },

@@ -7,7 +7,7 @@ import Synchronization
 
 /// The tokenrelay JSON-RPC server: reads frames from stdin, dispatches them to the methods,
 /// writes answers and notifications through one serial writer, and stops cleanly on stdin EOF,
-/// SIGTERM/SIGINT, `exit`, EPIPE or the death of the parent named in `initialize`.
+/// SIGTERM/SIGINT/SIGQUIT, `exit`, EPIPE or the death of the parent named in `initialize`.
 public final class RelayServer: Sendable {
     /// Server name and version as `initialize` reports them.
     public static let name = "tokenrelay"
@@ -16,7 +16,6 @@ public final class RelayServer: Sendable {
     public static let protocolVersion = "2026-12-01"
 
     private struct State {
-        var shutdownRequested = false
         var watchdog: Task<Void, Never>?
     }
 
@@ -80,10 +79,14 @@ public final class RelayServer: Sendable {
                     if let code = failure.oauthError { params["oauthError"] = .string(code) }
                     if let text = failure.oauthErrorDescription { params["oauthErrorDescription"] = .string(text) }
                     await notifier.notify("auth-failed", .object(params))
+                case .prompt(let prompt):
+                    await notifier.notify("auth-prompt", LoginMethod.promptParams(prompt))
                 }
             }
         }
-        let reader = StdioReader(fileDescriptor: input, framing: options.framing, limits: options.framingLimits)
+        let reader = StdioReader(
+            fileDescriptor: input, framing: options.framing, limits: options.framingLimits,
+            waitForRoom: { writer.waitForRoom() })
         reader.start(
             onFraming: { writer.framing = $0 },
             onMessage: { dispatcher.receive($0) },
@@ -105,9 +108,7 @@ public final class RelayServer: Sendable {
         authEvents.cancel()
         await writer.flush()
         state.withLock { $0.watchdog?.cancel() }
-        if reason == .exitNotification {
-            return state.withLock { $0.shutdownRequested } ? 0 : 1
-        }
+        if case .exitNotification(let afterShutdown) = reason { return afterShutdown ? 0 : 1 }
         return 0
     }
 
@@ -138,10 +139,6 @@ public final class RelayServer: Sendable {
     }
 
     // MARK: - Lifecycle state used by the methods
-
-    func markShutdownRequested() {
-        state.withLock { $0.shutdownRequested = true }
-    }
 
     /// Stops when the parent process dies (checked every two seconds, as LSP servers do).
     func watchParent(_ pid: Int32) {

@@ -4,10 +4,11 @@ import Synchronization
 public enum TerminationReason: Sendable, Equatable {
     /// stdin reached end of input.
     case endOfInput
-    /// SIGTERM or SIGINT.
+    /// SIGTERM, SIGINT or SIGQUIT.
     case signal(Int32)
-    /// The `exit` notification.
-    case exitNotification
+    /// The `exit` notification; `afterShutdown` tells whether the `shutdown` request was read
+    /// before it (decided by the dispatcher in read order), which makes the exit code 0.
+    case exitNotification(afterShutdown: Bool)
     /// stdout was closed by the peer (EPIPE).
     case peerGone
     /// The parent process named in `initialize` died.

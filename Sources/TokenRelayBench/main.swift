@@ -13,12 +13,13 @@ import Foundation
 //   coldstart  --command "BIN ARGS" --bare BIN [--runs K]
 //   storm      --command "BIN ARGS" --body JSON-TAIL --count 1000 --wait S [--expect BYTES]
 //   subscribe  --command "BIN ARGS" --body JSON-TAIL --count 1000 [--settle S] [--measure S]
+//   redactor   --tokens N [--lines L]          (cost of redacting one log line with N tokens)
 // JSON-TAIL is what follows the id in a request, e.g. "method":"request","params":{...}.
 
 signal(SIGPIPE, SIG_IGN)
 let arguments = Array(CommandLine.arguments.dropFirst())
 guard let mode = arguments.first else {
-    die("usage: TokenRelayBench rpc|curl|urlsession|coldstart|storm|subscribe --help")
+    die("usage: TokenRelayBench rpc|curl|urlsession|coldstart|storm|subscribe|redactor --help")
 }
 let options = Options(Array(arguments.dropFirst()))
 
@@ -130,6 +131,8 @@ case "storm":
     child.stop()
     printJSON(output)
 
+case "redactor":
+    printJSON(RedactorBench.run(tokens: options.int("tokens", 10), lines: options.int("lines", 200_000)))
 case "subscribe":
     let child = ChildProcess.spawn(commandWords(), stderrPath: options.optional("stderr"))
     let connection = RPCConnection(child: child)

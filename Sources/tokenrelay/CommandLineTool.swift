@@ -23,6 +23,10 @@ enum CommandLineTool {
           tokenrelay call METHOD PATH [--env E] [--profile P] [-H 'K: V']... [--query k=v]...
                      [--json BODY | --data TEXT] [-v]
           tokenrelay subscribe PATH [--env E] [--profile P] [--last-event-id ID]
+          tokenrelay token [--env E] [--profile P] [--format raw|header|json|exec-credential]
+                     [--min-valid 60s]
+          tokenrelay token --format git get|store|erase [--env E] [--profile P] [--min-valid 60s]
+          tokenrelay login [--env E] [--profile P] [--no-browser]
           tokenrelay status [--config PATH] [--env E] [--json]
           tokenrelay logout [--config PATH] [--env E] [--profile P] [--all]
           tokenrelay store new-key
@@ -58,12 +62,16 @@ enum CommandLineTool {
             return await CallCommand.run(arguments: arguments, environment: environment)
         case "subscribe":
             return await SubscribeCommand.run(arguments: arguments, environment: environment)
+        case "token":
+            return await TokenCommand.run(arguments: arguments, environment: environment)
         case "status":
             return await SessionCommands.status(arguments: arguments, environment: environment)
         case "logout":
             return await SessionCommands.logout(arguments: arguments, environment: environment)
         case "store":
             return await SessionCommands.store(arguments: arguments, environment: environment)
+        case "login":
+            return await LoginCommand.run(arguments: arguments, environment: environment)
         case "check-config":
             return await CheckConfigCommand.run(
                 arguments: arguments, environment: environment,
@@ -80,7 +88,11 @@ enum CommandLineTool {
 
     /// Writes to stdout directly (no buffering: the text is out before the process exits).
     static func writeStandardOutput(_ text: String) { writeAll(STDOUT_FILENO, text) }
-    static func writeStandardError(_ text: String) { writeAll(STDERR_FILENO, text) }
+    /// Writes to stderr directly, after the log lines logged before it.
+    static func writeStandardError(_ text: String) {
+        log.flush()
+        writeAll(STDERR_FILENO, text)
+    }
 
     private static func writeAll(_ fd: Int32, _ text: String) {
         var bytes = Array(text.utf8)
@@ -152,6 +164,13 @@ enum CommandLineTool {
             return usageError(error.message)
         }
         log.configure(level: logLevel, format: logFormat)
+        // Until reload exists, SIGHUP (a closed terminal, a service manager's "reload") must not
+        // end the server and its in-flight requests: it is logged and ignored. Installed before
+        // anything slow, so there is no window in which SIGHUP still kills.
+        let hangupSource = ProcessSetup.onSignals(ProcessSetup.ignoredWhileServing) { number in
+            log.info("\(ProcessSetup.name(of: number)) received: ignored (configuration reload is not supported yet)")
+        }
+        defer { withExtendedLifetime(hangupSource) {} }
         options.testMethods = environment["TOKENRELAY_ENABLE_TEST_METHODS"] == "1"
         options.testLeaseGate = environment["TOKENRELAY_TEST_LEASE_GATE"]
 
@@ -169,7 +188,8 @@ enum CommandLineTool {
             log.error("cannot start: \(ErrorMapping.rpcError(error).message)")
             return ExitCode.config
         }
-        let signalSources = ProcessSetup.onSignals([SIGTERM, SIGINT]) { number in
+        let signalSources = ProcessSetup.onSignals(ProcessSetup.stopping) { number in
+            log.debug("\(ProcessSetup.name(of: number)) received: stopping")
             server.terminate(TerminationReason.signal(number))
         }
         let code = await server.run(input: STDIN_FILENO, output: protocolOutput)

@@ -24,6 +24,25 @@ enum ProcessSetup {
         return protocolOutput
     }
 
+    /// Signals that stop `serve` cleanly (stop reading, drain in-flight requests, exit 0) and end
+    /// the one-shot commands.
+    static let stopping: [Int32] = [SIGTERM, SIGINT, SIGQUIT]
+    /// Signals `serve` logs and ignores (SIGHUP: reload is not supported yet); the one-shot
+    /// commands end on them as on SIGTERM. (`call` keeps the default actions: it dies by the
+    /// signal, as curl does.)
+    static let ignoredWhileServing: [Int32] = [SIGHUP]
+
+    /// The conventional name of a signal, for log lines.
+    static func name(of number: Int32) -> String {
+        switch number {
+        case SIGHUP: "SIGHUP"
+        case SIGINT: "SIGINT"
+        case SIGQUIT: "SIGQUIT"
+        case SIGTERM: "SIGTERM"
+        default: "signal \(number)"
+        }
+    }
+
     /// Calls `handler` on a dispatch queue for each delivery of `signals` (their default action
     /// is switched off). The returned sources must be kept alive.
     static func onSignals(_ signals: [Int32], handler: @escaping @Sendable (Int32) -> Void)

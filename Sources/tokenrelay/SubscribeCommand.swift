@@ -5,7 +5,8 @@ import Logging
 import Relay
 
 /// `tokenrelay subscribe PATH`: follows an event stream and prints one JSON line per event
-/// (`{"id"?, "event", "data", "retry"?}`) until SIGINT/SIGTERM or the stream closes.
+/// (`{"id"?, "event", "data", "retry"?}`) until SIGHUP/SIGINT/SIGQUIT/SIGTERM or the stream
+/// closes (then exit 0).
 enum SubscribeCommand {
     static func run(arguments: [String], environment: [String: String]) async -> Int32 {
         var parser = ArgumentParser(arguments)
@@ -49,7 +50,10 @@ enum SubscribeCommand {
             return CallCommand.ExitCode.config
         }
         let handle = OneShot.SubscriptionHandle()
-        let signalSources = ProcessSetup.onSignals([SIGTERM, SIGINT]) { _ in handle.stop() }
+        // A one-shot command ends on SIGHUP as on SIGTERM: its terminal may have gone away.
+        let signalSources = ProcessSetup.onSignals(ProcessSetup.stopping + ProcessSetup.ignoredWhileServing) { _ in
+            handle.stop()
+        }
         defer { withExtendedLifetime(signalSources) {} }
         let end = await OneShot.subscribe(
             settings: settings, environment: environmentName, params: .object(params), handle: handle

@@ -9,4 +9,5 @@ import Relay
 ProcessSetup.resetSignals()
 let arguments = Array(CommandLine.arguments.dropFirst())
 let exitCode = await CommandLineTool.run(arguments: arguments, environment: ProcessInfo.processInfo.environment)
+log.flush()
 exit(exitCode)

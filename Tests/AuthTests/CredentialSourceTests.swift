@@ -1,5 +1,6 @@
 import Foundation
 import HTTP
+import Logging
 import Synchronization
 import Testing
 
@@ -125,12 +126,13 @@ struct CredentialSourceTests {
         let status = try #require(await h.manager.status().first)
         texts.append(status.lastError?.message ?? "")
         let errors: [AuthError] = [
-            .oauth(error: canaryToken, description: clientSecretCanary, status: 400),
+            .oauth(error: ServerText(canaryToken), description: ServerText(clientSecretCanary), status: 400),
             .invalidTokenResponse(canaryToken),
             .transport(canaryRefresh), .configuration(clientSecretCanary), .discovery(canaryToken),
         ]
         texts += errors.map(\.description)
         texts += errors.compactMap(\.oauthErrorDescription)
+        texts += errors.compactMap(\.oauthError)
         for text in texts {
             for canary in [canaryToken, canaryRefresh, clientSecretCanary] {
                 #expect(!text.contains(canary), "leaked in: \(text)")

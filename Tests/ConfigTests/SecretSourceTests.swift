@@ -208,3 +208,21 @@ func resolutionError(_ source: SecretSource) async -> String? {
         #expect(try await source.resolve() == value)
     }
 }
+
+@Suite struct ShortSecretTests {
+    @Test(arguments: ["ab", "abc", "é"])
+    func aSecretShorterThanFourBytesIsRefusedNamingTheKeyButNotTheValue(value: String) async throws {
+        let source = try bearerSource(await decodeConfig(bearerConfig("{ env: SHORT }"), environment: ["SHORT": value]))
+        let error = try #require(await resolutionError(source))
+        #expect(error.contains("shorter than 4 bytes"), "\(error)")
+        #expect(error.contains("profiles.p.token"), "names the profile and key: \(error)")
+        #expect(error.hasPrefix("\(testConfigPath):"), "says where it is declared: \(error)")
+        #expect(!error.contains("'\(value)'") && !error.hasSuffix(value), "\(error)")
+    }
+
+    @Test func aFourByteSecretIsAcceptedAndMasked() async throws {
+        let source = try bearerSource(await decodeConfig(bearerConfig("{ env: FOUR }"), environment: ["FOUR": "w9#q"]))
+        #expect(try await source.resolve() == "w9#q")
+        #expect(Redactor.shared.redact("x w9#q y") == "x \(Redactor.mask) y")
+    }
+}

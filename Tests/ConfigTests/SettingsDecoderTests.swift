@@ -50,7 +50,12 @@ import Testing
                 issuer: https://auth.example.com
                 client_id: public-client
                 authorization_url: https://auth.example.com/authorize
-                redirect_port: 8765
+                redirect: { port: [8765, 0], path: /cb }
+                open_browser: [firefox, --new-tab]
+                login_timeout: 2m
+                parameters:
+                  authorization: { prompt: consent, login_hint: alice }
+                  token: { resource_hint: x }
               tv:
                 type: device_code
                 issuer: https://auth.example.com
@@ -119,15 +124,23 @@ import Testing
         #expect(seeded.clientAuth == ClientAuthMethod.none)
         #expect(seeded.expirySkew == .seconds(30))
 
-        guard case .authorizationCode(_, let authorizationURL, let port) = staging.profile(named: "me")?.kind else {
+        guard case .authorizationCode(_, let login) = staging.profile(named: "me")?.kind else {
             Issue.record("me"); return
         }
-        #expect(authorizationURL == "https://auth.example.com/authorize")
-        #expect(port == 8765)
-        guard case .deviceCode(_, let deviceURL) = staging.profile(named: "tv")?.kind else {
+        #expect(login.authorizationURL == "https://auth.example.com/authorize")
+        #expect(login.redirectPorts == [8765, 0])
+        #expect(login.redirectPath == "/cb")
+        #expect(login.openBrowser == .command(["firefox", "--new-tab"]))
+        #expect(login.loginTimeout == .seconds(120))
+        #expect(login.authorizationParameters.map { "\($0.0)=\($0.1)" } == ["prompt=consent", "login_hint=alice"])
+        #expect(login.tokenParameters.map { "\($0.0)=\($0.1)" } == ["resource_hint=x"])
+        guard case .deviceCode(_, let device) = staging.profile(named: "tv")?.kind else {
             Issue.record("tv"); return
         }
-        #expect(deviceURL == "https://auth.example.com/device")
+        #expect(device.deviceAuthorizationURL == "https://auth.example.com/device")
+        #expect(device.redirectPorts == [0])
+        #expect(device.openBrowser == .off)
+        #expect(device.loginTimeout == .seconds(300))
         guard case .apiKey(let placement, let value) = staging.profile(named: "key")?.kind else {
             Issue.record("key"); return
         }
@@ -149,20 +162,24 @@ import Testing
         #expect(local.connectTimeout == .seconds(10))
         #expect(local.maxResponseBytes == 32 * 1024 * 1024)
         #expect(local.events == EventsSettings())
-        // Interactive types are parsed now but announced as not implemented.
-        #expect(
-            result.warnings.contains {
-                $0.message.contains("authorization_code") && $0.message.contains("not implement")
-            })
+        // Interactive types are served now: nothing announces them as missing.
+        #expect(!result.diagnostics.contains { $0.message.contains("not implement") })
         // A refresh_token profile on a memory store is warned about.
         #expect(result.warnings.contains { $0.message.contains("'seeded'") && $0.message.contains("memory") })
     }
 
-    @Test func interactiveProfilesAreErrorsWhenServing() async {
+    @Test func interactiveProfilesAreServedWithLoginDefaults() async throws {
         let result = await decodeConfig(profileConfig("type: device_code\nissuer: https://a.example.com\nclient_id: x"))
-        #expect(result.settings == nil)
-        #expect(result.errors.map(\.line) == [7])
-        #expect(result.errors.first?.message.contains("not implement") == true)
+        #expect(result.errors.isEmpty)
+        guard case .deviceCode(let client, let login)? = result.settings?.environments.first?.profiles.first?.kind
+        else {
+            Issue.record("\(result.diagnostics)")
+            return
+        }
+        #expect(client.clientAuth == .none)
+        #expect(login.loginTimeout == .seconds(300))
+        #expect(login.openBrowser == .off)
+        #expect(login.redirectPath == "/callback")
     }
 
     @Test func sqliteStoreTakesItsPathAndKeySource() async throws {

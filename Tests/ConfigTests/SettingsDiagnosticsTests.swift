@@ -66,15 +66,37 @@ private let cc = "type: client_credentials\ntoken_url: https://auth.example.com/
             yaml: profileConfig("type: refresh_token\ntoken_url: https://a.example.com/t\nclient_id: c"), line: 7,
             fragment: "needs a 'refresh_token' secret source"),
         .init(
-            name: "quoted redirect_port",
+            name: "quoted redirect port",
             yaml: profileConfig(
-                "type: authorization_code\nissuer: https://a.example.com\nclient_id: c\nredirect_port: \"8080\""),
+                "type: authorization_code\nissuer: https://a.example.com\nclient_id: c\nredirect: { port: \"8080\" }"),
             line: 10, fragment: "must be an integer, found a quoted string"),
         .init(
-            name: "redirect_port out of range",
+            name: "redirect port out of range",
             yaml: profileConfig(
-                "type: authorization_code\nissuer: https://a.example.com\nclient_id: c\nredirect_port: 70000"),
-            line: 10, fragment: "between 1 and 65535"),
+                "type: authorization_code\nissuer: https://a.example.com\nclient_id: c\nredirect: { port: [8080, 70000] }"
+            ),
+            line: 10, fragment: "between 0 and 65535"),
+        .init(
+            name: "redirect_port was replaced",
+            yaml: profileConfig(
+                "type: authorization_code\nissuer: https://a.example.com\nclient_id: c\nredirect_port: 8080"),
+            line: 10, fragment: "replaced by 'redirect: { port: N }'"),
+        .init(
+            name: "redirect path without slash",
+            yaml: profileConfig(
+                "type: authorization_code\nissuer: https://a.example.com\nclient_id: c\nredirect: { path: cb }"),
+            line: 10, fragment: "must be an absolute path"),
+        .init(
+            name: "reserved login parameter",
+            yaml: profileConfig(
+                "type: authorization_code\nissuer: https://a.example.com\nclient_id: c\nparameters:\n  authorization: { state: x }"
+            ),
+            line: 11, fragment: "set by tokenrelay itself"),
+        .init(
+            name: "unknown parameter category",
+            yaml: profileConfig(
+                "type: device_code\nissuer: https://a.example.com\nclient_id: c\nparameters: { refresh: { a: b } }"),
+            line: 10, fragment: "unknown key 'refresh'"),
         .init(
             name: "device url on authorization_code",
             yaml: profileConfig(

@@ -12,8 +12,8 @@ import Testing
         let server: RecordingServer
         let configPath: String
 
-        init() throws {
-            server = try RecordingServer()
+        init() async throws {
+            server = try await RecordingServer()
             configPath = try TemporaryDirectory.file(
                 """
                 version: 1
@@ -48,7 +48,7 @@ import Testing
     }
 
     @Test func printsTheBodyAndExitsZeroFor2xx() async throws {
-        let setup = try Setup()
+        let setup = try await Setup()
         let (code, process) = try await setup.call(["GET", "/status/200"])
         #expect(code == 0)
         #expect(process.stdoutText == "status 200")
@@ -58,14 +58,14 @@ import Testing
 
     @Test(arguments: [(404, Int32(4)), (500, Int32(5)), (302, Int32(6))])
     func exitCodeFollowsTheStatusClass(status: Int, expected: Int32) async throws {
-        let setup = try Setup()
+        let setup = try await Setup()
         let (code, process) = try await setup.call(["GET", "/status/\(status)"])
         #expect(code == expected)
         #expect(process.stdoutText == "status \(status)")
     }
 
     @Test func connectionRefusedExitsSevenUnknownEnvironmentThreeBadUsageTwo() async throws {
-        let setup = try Setup()
+        let setup = try await Setup()
         let refused = try await setup.call(["GET", "/x", "--env", "down"])
         #expect(refused.code == 7)
         #expect(refused.process.stdoutText.isEmpty)
@@ -86,7 +86,7 @@ import Testing
     }
 
     @Test func verbosePrintsTheStatusLineOnStderrOnly() async throws {
-        let setup = try Setup()
+        let setup = try await Setup()
         let (code, process) = try await setup.call(["get", "/status/201", "-v"])
         #expect(code == 0)
         #expect(process.stdoutText == "status 201")
@@ -96,7 +96,7 @@ import Testing
     }
 
     @Test func queryHeadersAndJSONBodyAreSent() async throws {
-        let setup = try Setup()
+        let setup = try await Setup()
         let (code, process) = try await setup.call([
             "POST", "/echo", "--query", "tag=a", "--query", "tag=b", "--query", "n=5",
             "-H", "X-Trace: abc 123", "--json", #"{"id":12345678901234567890,"ok":true}"#,
@@ -114,7 +114,7 @@ import Testing
     }
 
     @Test func dataSendsTextAndNoAuthSendsNoCredentials() async throws {
-        let setup = try Setup()
+        let setup = try await Setup()
         let (code, process) = try await setup.call([
             "PUT", "/reflect", "--data", "plain text ✓", "-H", "Content-Type: text/plain", "--no-auth",
         ])
@@ -126,7 +126,7 @@ import Testing
     }
 
     @Test func traceLoggingNeverPrintsTheKey() async throws {
-        let setup = try Setup()
+        let setup = try await Setup()
         let (code, process) = try await setup.call(["GET", "/status/200", "-v", "--log-level", "trace"])
         #expect(code == 0)
         #expect(process.stderrText.contains("/status/200"), "trace logging is on: \(process.stderrText)")
@@ -136,7 +136,7 @@ import Testing
     }
 
     @Test func callerAuthorizationWithAnAuthorizationProfileIsAUsageError() async throws {
-        let setup = try Setup()
+        let setup = try await Setup()
         let (code, process) = try await setup.call([
             "GET", "/echo", "--profile", "basic", "-H", "authorization: Bearer mine",
         ])

@@ -203,7 +203,7 @@ import Testing
                 ],
                 environment: ["SECRET": "svc-secret", "POST_SECRET": "svcpost-secret"])
             let got = try await relay.call("token-get", ["profile": "exposed"])
-            let token = got["result"]?["accessToken"]?.stringValue
+            let token = got["result"]?["access_token"]?.stringValue
             #expect(token != nil, "\(got["error"]?.jsonText ?? "")")
             #expect(try await stack.issuedValues(client: "svc", kind: "access") == [token ?? "-"])
             let direct = try await stack.curl([

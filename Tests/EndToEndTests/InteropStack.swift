@@ -283,19 +283,28 @@ struct InteropStack: Sendable {
     // MARK: - Child processes
 
     /// Runs `executable` to completion with stdout and stderr in files (a daemon it leaves
-    /// behind cannot hold a pipe open); SIGKILLed past `timeout`.
-    static func run(_ executable: String, _ arguments: [String], in directory: URL, timeout: Duration) async throws
+    /// behind cannot hold a pipe open); SIGKILLed past `timeout`. `stdin` is its input (none when
+    /// `nil`); `environment`, when given, replaces the inherited environment.
+    static func run(
+        _ executable: String, _ arguments: [String], in directory: URL, timeout: Duration, stdin: String? = nil,
+        environment: [String: String]? = nil
+    ) async throws
         -> (status: Int32, stdout: String, stderr: String)
     {
         let name = UUID().uuidString
         let outURL = directory.appendingPathComponent(".run-\(name).out")
         let errURL = directory.appendingPathComponent(".run-\(name).err")
+        let inURL = directory.appendingPathComponent(".run-\(name).in")
         _ = FileManager.default.createFile(atPath: outURL.path, contents: nil)
         _ = FileManager.default.createFile(atPath: errURL.path, contents: nil)
+        _ = FileManager.default.createFile(atPath: inURL.path, contents: Data((stdin ?? "").utf8))
         defer {
             try? FileManager.default.removeItem(at: outURL)
             try? FileManager.default.removeItem(at: errURL)
+            try? FileManager.default.removeItem(at: inURL)
         }
+        let inHandle = try FileHandle(forReadingFrom: inURL)
+        defer { try? inHandle.close() }
         let outHandle = try FileHandle(forWritingTo: outURL)
         let errHandle = try FileHandle(forWritingTo: errURL)
         defer {
@@ -306,7 +315,8 @@ struct InteropStack: Sendable {
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = arguments
         process.currentDirectoryURL = repositoryRoot
-        process.standardInput = FileHandle.nullDevice
+        process.standardInput = stdin == nil ? FileHandle.nullDevice : inHandle
+        if let environment { process.environment = environment }
         process.standardOutput = outHandle
         process.standardError = errHandle
         let exit = ExitSignal()

@@ -12,11 +12,35 @@ final class RelayProcess: Sendable {
         var description: String { "timed out waiting for \(what)" }
     }
 
-    private final class OutputBox: Sendable {
+    final class OutputBox: Sendable {
+        /// Guarded by the mutex: everything read so far and who waits for more.
         let state = Mutex(Output())
+
+        func append(_ bytes: ArraySlice<UInt8>, isStdout: Bool) {
+            let waiters: [CheckedContinuation<Void, Never>] = state.withLock { state in
+                if isStdout {
+                    state.stdout.append(contentsOf: bytes)
+                    state.stdoutLines += bytes.lazy.filter { $0 == 0x0A }.count
+                } else {
+                    state.stderr.append(contentsOf: bytes)
+                }
+                defer { state.waiters = [] }
+                return state.waiters
+            }
+            for waiter in waiters { waiter.resume() }
+        }
+
+        func end(isStdout: Bool) {
+            let waiters: [CheckedContinuation<Void, Never>] = state.withLock { state in
+                if isStdout { state.stdoutClosed = true } else { state.stderrClosed = true }
+                defer { state.waiters = [] }
+                return state.waiters
+            }
+            for waiter in waiters { waiter.resume() }
+        }
     }
 
-    private struct Output {
+    struct Output {
         var stdout: [UInt8] = []
         var stderr: [UInt8] = []
         var stdoutClosed = false
@@ -55,11 +79,14 @@ final class RelayProcess: Sendable {
     }
 
     let process: Process
-    private let stdinHandle: FileHandle
+    /// The write end of the child's stdin; -1 once closed. Guarded by the mutex.
+    private let stdinDescriptor: Mutex<Int32>
     private let output = OutputBox()
-    private let stdinOpen = Mutex(true)
+    private let stdoutReader: PipeReader
+    private let stderrReader: PipeReader
 
     init(_ arguments: [String] = [], environment: [String: String] = [:], testMethods: Bool = true) throws {
+        _ = Self.ignoreBrokenPipes
         process = Process()
         process.executableURL = URL(fileURLWithPath: Self.binaryPath)
         process.arguments = arguments
@@ -71,13 +98,15 @@ final class RelayProcess: Sendable {
         env["XDG_STATE_HOME"] = Self.freshStateHome()
         for (key, value) in environment { env[key] = value }
         process.environment = env
-        let stdinPipe = Pipe()
-        let stdoutPipe = Pipe()
-        let stderrPipe = Pipe()
-        process.standardInput = stdinPipe
-        process.standardOutput = stdoutPipe
-        process.standardError = stderrPipe
-        stdinHandle = stdinPipe.fileHandleForWriting
+        // Pipes made here rather than with `Pipe()`: every descriptor has exactly one owner, so
+        // none is closed behind a blocked reader's back or reused by another test while in use.
+        let stdinPipe = try Self.makePipe()
+        let stdoutPipe = try Self.makePipe()
+        let stderrPipe = try Self.makePipe()
+        process.standardInput = FileHandle(fileDescriptor: stdinPipe.read, closeOnDealloc: false)
+        process.standardOutput = FileHandle(fileDescriptor: stdoutPipe.write, closeOnDealloc: false)
+        process.standardError = FileHandle(fileDescriptor: stderrPipe.write, closeOnDealloc: false)
+        stdinDescriptor = Mutex(stdinPipe.write)
         process.terminationHandler = { [output] process in
             let waiters: [CheckedContinuation<Void, Never>] = output.state.withLock { state in
                 state.exitCode = process.terminationStatus
@@ -86,59 +115,179 @@ final class RelayProcess: Sendable {
             }
             for waiter in waiters { waiter.resume() }
         }
-        try process.run()
-        Self.drain(stdoutPipe.fileHandleForReading.fileDescriptor, into: output, isStdout: true)
-        Self.drain(stderrPipe.fileHandleForReading.fileDescriptor, into: output, isStdout: false)
+        defer {
+            // The child holds its own copies now (or never started).
+            close(stdinPipe.read)
+            close(stdoutPipe.write)
+            close(stderrPipe.write)
+        }
+        do {
+            try process.run()
+        } catch {
+            for fd in [stdinPipe.write, stdoutPipe.read, stderrPipe.read] { close(fd) }
+            throw error
+        }
+        stdoutReader = PipeReader(stdoutPipe.read, into: output, isStdout: true)
+        stderrReader = PipeReader(stderrPipe.read, into: output, isStdout: false)
     }
 
     deinit {
         if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+        stdinDescriptor.withLock { fd in
+            if fd >= 0 { close(fd) }
+            fd = -1
+        }
+        stdoutReader.close()
+        stderrReader.close()
     }
 
-    private static func drain(_ fd: Int32, into output: OutputBox, isStdout: Bool) {
-        let thread = Thread {
-            var buffer = [UInt8](repeating: 0, count: 65536)
-            while true {
-                let count = buffer.withUnsafeMutableBytes { raw in read(fd, raw.baseAddress, raw.count) }
-                if count < 0 && errno == EINTR { continue }
-                let waiters: [CheckedContinuation<Void, Never>] = output.state.withLock { state in
-                    if count > 0 {
-                        if isStdout {
-                            state.stdout.append(contentsOf: buffer[0..<count])
-                            state.stdoutLines += buffer[0..<count].lazy.filter { $0 == 0x0A }.count
-                        } else {
-                            state.stderr.append(contentsOf: buffer[0..<count])
-                        }
-                    } else if isStdout {
-                        state.stdoutClosed = true
-                    } else {
-                        state.stderrClosed = true
-                    }
-                    defer { state.waiters = [] }
-                    return state.waiters
-                }
-                for waiter in waiters { waiter.resume() }
-                if count <= 0 { break }
+    /// Writing to a child that has exited is an EPIPE error for the test, not the death of the
+    /// test process.
+    private static let ignoreBrokenPipes: Void = { _ = Glibc.signal(SIGPIPE, SIG_IGN) }()
+
+    /// A close-on-exec pipe: (read end, write end). Made close-on-exec atomically (`pipe2`), so
+    /// a child another test spawns at the same moment cannot inherit it and hold it open.
+    static func makePipe(flags: Int32 = 0) throws -> (read: Int32, write: Int32) {
+        var fds: [Int32] = [-1, -1]
+        guard let pipe2 = Self.pipe2, pipe2(&fds, O_CLOEXEC | flags) == 0 else {
+            throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO)
+        }
+        return (fds[0], fds[1])
+    }
+
+    /// glibc's `pipe2`, which the Glibc module does not export (it is a `_GNU_SOURCE` function).
+    private static let pipe2: (@convention(c) (UnsafeMutablePointer<Int32>, Int32) -> Int32)? = {
+        guard let symbol = dlsym(nil, "pipe2") else { return nil }
+        return unsafeBitCast(symbol, to: (@convention(c) (UnsafeMutablePointer<Int32>, Int32) -> Int32).self)
+    }()
+
+    /// Reads one output pipe on a thread of its own, which is also the only closer of the
+    /// descriptor: ``close()`` and ``pause(_:)`` are requests the thread acts on (a descriptor
+    /// closed while another thread is blocked in `read` on it keeps the pipe open, and its
+    /// number may be reused by another test's pipe).
+    final class PipeReader: Sendable {
+        private struct Control {
+            var paused = false
+            var closeRequested = false
+        }
+
+        private final class ControlBox: Sendable {
+            /// Guarded by the mutex: what the reader thread should do next.
+            let state = Mutex(Control())
+        }
+
+        /// A pipe that wakes the reader thread out of `poll`; closed when both the reader and
+        /// its thread are done with it, so its numbers are never reused under either.
+        private final class WakePipe: Sendable {
+            let read: Int32
+            let write: Int32
+            init() {
+                let fds = (try? RelayProcess.makePipe(flags: O_NONBLOCK)) ?? (read: -1, write: -1)
+                (read, write) = fds
+            }
+            func wake() {
+                var byte: UInt8 = 1
+                _ = Glibc.write(write, &byte, 1)
+            }
+            deinit {
+                Glibc.close(read)
+                Glibc.close(write)
             }
         }
-        thread.start()
+
+        private let control = ControlBox()
+        private let wakePipe = WakePipe()
+        /// Fires once the thread has closed the pipe.
+        let closed = OneShotSignal()
+
+        init(_ fd: Int32, into output: OutputBox, isStdout: Bool) {
+            let thread = Thread { [control, closed, wakePipe] in
+                var buffer = [UInt8](repeating: 0, count: 65536)
+                var ended = false
+                while !ended {
+                    let (paused, closing) = control.state.withLock { ($0.paused, $0.closeRequested) }
+                    if closing { break }
+                    var fds = [
+                        pollfd(fd: wakePipe.read, events: Int16(POLLIN), revents: 0),
+                        pollfd(fd: paused ? -1 : fd, events: Int16(POLLIN), revents: 0),
+                    ]
+                    if poll(&fds, 2, -1) < 0 { continue }
+                    if fds[0].revents != 0 {
+                        var scratch = [UInt8](repeating: 0, count: 64)
+                        _ = scratch.withUnsafeMutableBytes { read(wakePipe.read, $0.baseAddress, $0.count) }
+                    }
+                    guard !paused, fds[1].revents != 0 else { continue }
+                    let count = buffer.withUnsafeMutableBytes { raw in read(fd, raw.baseAddress, raw.count) }
+                    if count < 0 && errno == EINTR { continue }
+                    ended = count <= 0
+                    if !ended { output.append(buffer[0..<count], isStdout: isStdout) }
+                }
+                Glibc.close(fd)
+                output.end(isStdout: isStdout)
+                closed.fire()
+            }
+            thread.start()
+        }
+
+        /// Stops (true) or resumes (false) reading: a stalled peer.
+        func pause(_ paused: Bool) {
+            control.state.withLock { $0.paused = paused }
+            wakePipe.wake()
+        }
+
+        /// Closes the pipe (a writer then gets EPIPE); idempotent.
+        func close() {
+            control.state.withLock { $0.closeRequested = true }
+            wakePipe.wake()
+        }
     }
 
     /// Writes raw bytes to the process's stdin.
-    func write(_ text: String) throws {
-        try stdinHandle.write(contentsOf: Data(text.utf8))
+    func write(_ text: String) throws { try write(Array(text.utf8)) }
+
+    /// Writes raw bytes to the process's stdin (blocks while the pipe is full).
+    func write(_ bytes: [UInt8]) throws {
+        let fd = stdinDescriptor.withLock { $0 }
+        guard fd >= 0 else { throw POSIXError(.EBADF) }
+        try bytes.withUnsafeBytes { raw in
+            guard let base = raw.baseAddress else { return }
+            var offset = 0
+            while offset < raw.count {
+                let written = Glibc.write(fd, base + offset, raw.count - offset)
+                if written < 0 {
+                    if errno == EINTR { continue }
+                    throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO)
+                }
+                offset += written
+            }
+        }
     }
 
     /// Writes one NDJSON line.
     func send(_ json: String) throws { try write(json + "\n") }
 
     func closeStdin() throws {
-        let wasOpen = stdinOpen.withLock { open in
-            defer { open = false }
-            return open
+        let fd = stdinDescriptor.withLock { fd in
+            defer { fd = -1 }
+            return fd
         }
-        if wasOpen { try stdinHandle.close() }
+        if fd >= 0 { close(fd) }
     }
+
+    /// Stops reading the child's stdout (its writes block once the pipe is full), or resumes.
+    func pauseStdout(_ paused: Bool) { stdoutReader.pause(paused) }
+
+    /// Stops reading the child's stderr (its log writes block once the pipe is full), or resumes.
+    func pauseStderr(_ paused: Bool) { stderrReader.pause(paused) }
+
+    /// Closes our end of the child's stdout: its next write fails with EPIPE.
+    func closeStdout() async {
+        stdoutReader.close()
+        await stdoutReader.closed.wait()
+    }
+
+    /// The child's process id.
+    var pid: Int32 { process.processIdentifier }
 
     var stdoutText: String { output.state.withLock { String(decoding: $0.stdout, as: UTF8.self) } }
     var stderrText: String { output.state.withLock { String(decoding: $0.stderr, as: UTF8.self) } }
@@ -176,6 +325,18 @@ final class RelayProcess: Sendable {
         let lines = text.split(separator: "\n", omittingEmptySubsequences: true)
         guard lines.count >= count else { throw TimedOut(what: "\(count) lines (stdout closed after \(lines.count))") }
         return try lines.map { try JSONParser.parse(String($0)) }
+    }
+
+    /// The first stderr line containing `text`, once it arrived (re-checked on every output change).
+    func stderrLine(containing text: String, timeout: Duration = .seconds(60)) async throws -> String {
+        @Sendable func find(_ bytes: [UInt8]) -> String? {
+            String(decoding: bytes, as: UTF8.self).split(separator: "\n").first { $0.contains(text) }.map(String.init)
+        }
+        try await withSafetyTimer(timeout) {
+            try await self.waitUntil("stderr containing \(text)", timeout: timeout) { find($0.stderr) != nil }
+        }
+        guard let line = find(output.state.withLock { $0.stderr }) else { throw TimedOut(what: "stderr \(text)") }
+        return line
     }
 
     /// Waits until `condition` holds on the stdout bytes received so far (for LSP framing, where

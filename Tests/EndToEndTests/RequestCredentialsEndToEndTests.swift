@@ -19,8 +19,8 @@ import Testing
             ["E2E_API_KEY": apiKey, "E2E_PASSWORD": password, "E2E_BEARER": staticToken]
         }
 
-        init() throws {
-            server = try RecordingServer()
+        init() async throws {
+            server = try await RecordingServer()
             countFile = try TemporaryDirectory.make().appendingPathComponent("runs.txt").path
         }
 
@@ -98,7 +98,7 @@ import Testing
     }
 
     @Test func apiKeyHeaderReachesTheServerButNeverStdoutOrStderrAtTrace() async throws {
-        let setup = try Setup()
+        let setup = try await Setup()
         let client = try setup.client()
         #expect(try await client.request(#"{"path":"/status/200"}"#)["result"]?["status"] == .int(200))
         #expect(try await client.request(#"{"path":"/status/401"}"#)["result"]?["status"] == .int(401))
@@ -110,7 +110,7 @@ import Testing
     }
 
     @Test func apiKeyInQueryPlacementReachesTheServerButNeverTheLogs() async throws {
-        let setup = try Setup()
+        let setup = try await Setup()
         let client = try setup.client()
         let reply = try await client.request(#"{"profile":"querykey","path":"/status/200","query":{"page":2}}"#)
         #expect(reply["result"]?["status"] == .int(200))
@@ -123,7 +123,7 @@ import Testing
     }
 
     @Test func basicCredentialsReachTheServerButTheCanaryPasswordIsNeverPrinted() async throws {
-        let setup = try Setup()
+        let setup = try await Setup()
         let client = try setup.client()
         let reply = try await client.request(#"{"profile":"basic","path":"/status/200"}"#)
         #expect(reply["result"]?["status"] == .int(200))
@@ -134,7 +134,7 @@ import Testing
     }
 
     @Test func bearerFromACommandRunsOnceWhileCachedAndAgainAfterTokenInvalidate() async throws {
-        let setup = try Setup()
+        let setup = try await Setup()
         let client = try setup.client()
         for _ in 0..<3 {
             let reply = try await client.request(#"{"profile":"helper","path":"/status/200"}"#)
@@ -154,7 +154,7 @@ import Testing
     }
 
     @Test func crossOriginURLGoesWithoutCredentialsOrEnvironmentHeaders() async throws {
-        let setup = try Setup()
+        let setup = try await Setup()
         let client = try setup.client()
         let server = setup.server
         _ = try await client.request(#"{"url":"\#(server.otherOrigin)/foreign"}"#)
@@ -184,7 +184,7 @@ import Testing
     }
 
     @Test func environmentHeadersAreSentAndPerRequestHeadersWin() async throws {
-        let setup = try Setup()
+        let setup = try await Setup()
         let client = try setup.client(trace: false)
         _ = try await client.request(#"{"path":"/echo","headers":{"x-both":"caller","X-Extra":"yes"}}"#)
         let record = try #require(try setup.server.last("/api/echo"))
@@ -194,7 +194,7 @@ import Testing
     }
 
     @Test func callerAuthorizationConflictsWithAProfileThatSetsIt() async throws {
-        let setup = try Setup()
+        let setup = try await Setup()
         let client = try setup.client(trace: false)
         for (profile, name) in [("basic", "Authorization"), ("static", "AUTHORIZATION"), ("helper", "authorization")] {
             let reply = try await client.request(
@@ -221,7 +221,7 @@ import Testing
     }
 
     @Test func failuresWithAQueryKeyNeverCarryItInErrorsOrLogs() async throws {
-        let setup = try Setup()
+        let setup = try await Setup()
         let client = try setup.client()
         let refused = try await client.request(#"{"environment":"down","path":"/x"}"#)
         #expect(refused["error"]?["data"]?["kind"] == "transport")

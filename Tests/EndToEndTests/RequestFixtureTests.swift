@@ -24,31 +24,32 @@ final class RecordingServer: Sendable {
 
     static let fixtures = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Fixtures")
 
-    init() throws {
+    init() async throws {
         let directory = try TemporaryDirectory.make()
         logPath = directory.appendingPathComponent("requests.log").path
         try Data().write(to: URL(fileURLWithPath: logPath))
+        let (process, ports) = try await Self.start("recording_server.py", [logPath], ports: 3)
+        self.process = process
+        (port, otherPort, closedPort) = (ports[0], ports[1], ports[2])
+    }
+
+    /// Starts the Python fixture `script` with `arguments` and reads the `ports` numbers it
+    /// prints on its first line.
+    static func start(_ script: String, _ arguments: [String] = [], ports count: Int) async throws -> (Process, [Int]) {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
-        process.arguments = ["-u", Self.fixtures.appendingPathComponent("recording_server.py").path, logPath]
+        process.arguments = ["-u", fixtures.appendingPathComponent(script).path] + arguments
         let output = Pipe()
         process.standardOutput = output
         try process.run()
-        self.process = process
-        var line: [UInt8] = []
-        let handle = output.fileHandleForReading
-        while !line.contains(0x0A) {
-            let data = handle.availableData
-            if data.isEmpty { break }
-            line.append(contentsOf: data)
-        }
+        let line = await firstLine(of: output.fileHandleForReading)
         let ports = String(decoding: line, as: UTF8.self).split(whereSeparator: { $0 == " " || $0 == "\n" })
             .compactMap { Int($0) }
-        guard ports.count == 3 else {
+        guard ports.count == count else {
             kill(process.processIdentifier, SIGKILL)
             throw DidNotStart()
         }
-        (port, otherPort, closedPort) = (ports[0], ports[1], ports[2])
+        return (process, ports)
     }
 
     deinit {
@@ -175,7 +176,7 @@ func decodedBase64(_ value: JSONValue?) -> [UInt8]? {
 
 @Suite struct RequestFixtureTests {
     @Test func recordingServerLogsEveryRequestItAnswers() async throws {
-        let server = try RecordingServer()
+        let server = try await RecordingServer()
         let client = try RelayClient(
             config: """
                 version: 1
@@ -186,5 +187,22 @@ func decodedBase64(_ value: JSONValue?) -> [UInt8]? {
         let reply = try await client.request(#"{"path":"/status/204"}"#)
         #expect(reply["result"]?["status"] == .int(204))
         #expect(try server.last("/status/204")?.method == "GET")
+    }
+}
+
+/// Reads a fixture server's first line (its ports) on a thread of its own: a test must never
+/// block a cooperative-pool thread while a Python process starts on a busy machine, or every
+/// other test in the process stalls behind it.
+func firstLine(of handle: FileHandle) async -> [UInt8] {
+    await withCheckedContinuation { (continuation: CheckedContinuation<[UInt8], Never>) in
+        Thread {
+            var line: [UInt8] = []
+            while !line.contains(0x0A) {
+                let data = handle.availableData
+                if data.isEmpty { break }
+                line.append(contentsOf: data)
+            }
+            continuation.resume(returning: line)
+        }.start()
     }
 }

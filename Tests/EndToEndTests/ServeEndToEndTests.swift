@@ -166,7 +166,7 @@ import Testing
 
     @Test func closedStdoutMeansThePeerIsGoneAndTheProcessExitsCleanly() async throws {
         let relay = try RelayProcess()
-        (relay.process.standardOutput as? Pipe)?.fileHandleForReading.closeFile()
+        await relay.closeStdout()
         try relay.send(#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#)
         #expect(try await relay.exitCode() == 0)
     }

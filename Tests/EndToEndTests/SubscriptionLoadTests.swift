@@ -60,29 +60,35 @@ import Testing
     @Test func stalledReaderKeepsMemoryBoundedAndLosesNoEvent() async throws {
         try await InteropStack.with { stack in
             let config = try stack.writeConfig(profiles: SubscriptionInteropTests.serviceProfile(stack))
-            let relay = try StalledReaderRelay(
-                ["--config", config, "--log-level", "warn"], environment: ["SECRET": "svc-secret"])
-            defer { relay.kill() }
+            let relay = try RelayProcess(
+                ["--config", config, "--log-level", "debug"], environment: ["SECRET": "svc-secret"], testMethods: false)
             let params = #"{"path":"/public/events?count=-1&interval=0&size=1024","auth":false}"#
+            // Nobody reads stdout now: the pipe fills, then the writer's queue, then the
+            // subscription must wait and its transfer pause.
+            relay.pauseStdout(true)
             try relay.send(#"{"jsonrpc":"2.0","id":1,"method":"subscribe","params":\#(params)}"#)
-            // Nobody reads stdout now: the pipe fills, writes block, the transfer must pause.
-            // The scenario needs real time to pass while the server keeps trying to produce.
-            try await Task.sleep(for: .seconds(3))
+            try await relay.waitForStderr("stdout backed up", timeout: .seconds(180))
             let firstRSS = try #require(relay.residentBytes)
             let firstSent = try await Self.eventsSent(stack)
+            // From the moment the output is full, nothing may grow: that takes time to show.
             try await Task.sleep(for: .seconds(5))
             let secondRSS = try #require(relay.residentBytes)
             let secondSent = try await Self.eventsSent(stack)
             print(
-                "stalled reader: RSS \(firstRSS / 1024) KiB then \(secondRSS / 1024) KiB 5 s later; "
-                    + "RS events sent \(firstSent) then \(secondSent)")
+                "stalled reader: RSS \(firstRSS / 1024) KiB when the output was full, \(secondRSS / 1024) KiB 5 s "
+                    + "later; RS events sent \(firstSent) then \(secondSent)")
             #expect(secondRSS < 100 * 1024 * 1024, "RSS \(secondRSS) bytes")
             #expect(secondRSS - firstRSS < 16 * 1024 * 1024, "RSS grew from \(firstRSS) to \(secondRSS) bytes")
 
             // Read again: everything the server sent so far arrives, in order, nothing dropped.
             let wanted = secondSent + 200
-            let lines = try await relay.readLines(untilTicks: wanted, timeout: .seconds(180))
-            let parsed = lines.compactMap { try? JSONParser.parse($0) }
+            relay.pauseStdout(false)
+            let parsed = try await relay.waitForLines(
+                minimum: wanted + 3, timeout: .seconds(180), what: "\(wanted) ticks after the stall"
+            ) { lines in
+                let sub = lines.first?["result"]?["subscription"]?.stringValue ?? "sub-1"
+                return lines.ticks(of: sub).count >= wanted
+            }
             #expect(
                 parsed.first?["id"] == 1 && parsed.first?["result"]?["subscription"] != nil, "the reply comes first")
             let sub = parsed.first?["result"]?["subscription"]?.stringValue ?? "sub-1"
@@ -115,73 +121,5 @@ import Testing
     static func eventsSent(_ stack: InteropStack) async throws -> Int {
         let health = try await stack.curl(["-sS", "\(stack.rsURL)/healthz"])
         return health.body?["events_sent"]?.intValue ?? 0
-    }
-}
-
-/// tokenrelay `serve` whose stdout is not read until ``readLines(untilTicks:timeout:)``: a
-/// deliberately stalled peer. Stderr goes to /dev/null.
-final class StalledReaderRelay: Sendable {
-    let process: Process
-    private let stdinHandle: FileHandle
-    private let stdoutDescriptor: Int32
-
-    init(_ arguments: [String], environment: [String: String]) throws {
-        process = Process()
-        process.executableURL = URL(fileURLWithPath: RelayProcess.binaryPath)
-        process.arguments = arguments
-        var env = ProcessInfo.processInfo.environment
-        env["TOKENRELAY_CONFIG"] = nil
-        env["XDG_STATE_HOME"] = RelayProcess.freshStateHome()
-        for (key, value) in environment { env[key] = value }
-        process.environment = env
-        let stdinPipe = Pipe()
-        let stdoutPipe = Pipe()
-        process.standardInput = stdinPipe
-        process.standardOutput = stdoutPipe
-        process.standardError = FileHandle.nullDevice
-        stdinHandle = stdinPipe.fileHandleForWriting
-        stdoutDescriptor = stdoutPipe.fileHandleForReading.fileDescriptor
-        try process.run()
-    }
-
-    func send(_ json: String) throws { try stdinHandle.write(contentsOf: Data((json + "\n").utf8)) }
-
-    var residentBytes: Int? { RelayProcess.residentBytes(pid: process.processIdentifier) }
-
-    func kill() { if process.isRunning { Foundation.kill(process.processIdentifier, SIGKILL) } }
-
-    /// Reads stdout on a thread of its own until the lines hold `untilTicks` tick events (or
-    /// stdout ends); past `timeout` the process is killed, which ends the read.
-    func readLines(untilTicks wanted: Int, timeout: Duration) async throws -> [String] {
-        let watchdog = Task { [process] in
-            try await Task.sleep(for: timeout)
-            if process.isRunning { Foundation.kill(process.processIdentifier, SIGKILL) }
-        }
-        defer { watchdog.cancel() }
-        let fd = stdoutDescriptor
-        return await withCheckedContinuation { (continuation: CheckedContinuation<[String], Never>) in
-            let thread = Thread {
-                var pending: [UInt8] = []
-                var lines: [String] = []
-                var ticks = 0
-                var buffer = [UInt8](repeating: 0, count: 65536)
-                while ticks < wanted {
-                    let count = buffer.withUnsafeMutableBytes { raw in read(fd, raw.baseAddress, raw.count) }
-                    if count < 0 && errno == EINTR { continue }
-                    if count <= 0 { break }
-                    pending.append(contentsOf: buffer[0..<count])
-                    var start = 0
-                    while let newline = pending[start...].firstIndex(of: 0x0A) {
-                        let line = String(decoding: pending[start..<newline], as: UTF8.self)
-                        if line.contains(#""event":"tick""#) { ticks += 1 }
-                        lines.append(line)
-                        start = newline + 1
-                    }
-                    pending.removeFirst(start)
-                }
-                continuation.resume(returning: lines)
-            }
-            thread.start()
-        }
     }
 }

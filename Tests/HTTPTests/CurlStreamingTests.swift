@@ -9,8 +9,8 @@ import Testing
     let server: TestServer
     let transport: CurlTransport
 
-    init() throws {
-        server = try TestServer()
+    init() async throws {
+        server = try await TestServer()
         transport = try CurlTransport(options: .init(streamBufferBytes: Self.capacity))
     }
 

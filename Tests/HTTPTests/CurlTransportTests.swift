@@ -22,8 +22,8 @@ func withSafetyNet<T: Sendable>(seconds: Int = 20, _ body: @escaping @Sendable (
     let server: TestServer
     let transport: CurlTransport
 
-    init() throws {
-        server = try TestServer()
+    init() async throws {
+        server = try await TestServer()
         transport = try CurlTransport(options: .init(maxResponseBytes: 1 << 20, streamBufferBytes: 64 << 10))
     }
 

@@ -10,8 +10,8 @@ import Testing
     let sleeper = RecordingSleep()
     static let bufferBytes = 16 << 10
 
-    init() throws {
-        server = try EventStreamServer()
+    init() async throws {
+        server = try await EventStreamServer()
         transport = try CurlTransport(options: .init(streamBufferBytes: Self.bufferBytes))
     }
 

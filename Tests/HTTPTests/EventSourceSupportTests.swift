@@ -13,7 +13,7 @@ final class EventStreamServer: Sendable {
     let process: Process
     let port: Int
 
-    init() throws {
+    init() async throws {
         let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
             .appendingPathComponent("Fixtures/sse_server.py").path
         let process = Process()
@@ -23,14 +23,8 @@ final class EventStreamServer: Sendable {
         process.standardOutput = output
         try process.run()
         self.process = process
-        // Block until the first line: the server prints its port as soon as it listens.
-        var line: [UInt8] = []
-        let handle = output.fileHandleForReading
-        while !line.contains(0x0A) {
-            let data = handle.availableData
-            if data.isEmpty { break }
-            line.append(contentsOf: data)
-        }
+        // The first line: the server prints its port as soon as it listens.
+        let line = await firstLine(of: output.fileHandleForReading)
         guard let port = Int(String(decoding: line, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines))
         else {
             kill(process.processIdentifier, SIGKILL)
@@ -132,9 +126,10 @@ struct PendingCredentials: CredentialSource {
     func invalidate(stamp: CredentialStamp) async throws {}
 }
 
-/// Runs `body`, cancelling it after `seconds` as a safety net (never expected to fire); `nil` when it did.
+/// Runs `body`, cancelling it after `seconds` as a safety net (never expected to fire: generous,
+/// for a loaded machine); `nil` when it did.
 func withSafetyNet<T: Sendable>(
-    seconds: Int = 30, _ body: @escaping @Sendable () async -> T
+    seconds: Int = 300, _ body: @escaping @Sendable () async -> T
 ) async -> T? {
     await withTaskGroup(of: T?.self) { group in
         group.addTask { await body() }

@@ -10,8 +10,8 @@ import Testing
     let transport: CurlTransport
     let sleeper = RecordingSleep()
 
-    init() throws {
-        server = try EventStreamServer()
+    init() async throws {
+        server = try await EventStreamServer()
         transport = try CurlTransport(options: .init(streamBufferBytes: 16 << 10))
     }
 

@@ -39,6 +39,7 @@ import Testing
             body: Array(canary.utf8))
         let response = try await client.send(request)
         #expect(response.status == 200)
+        logger.flush()  // lines are written by the logger's own thread
         try pipe.fileHandleForWriting.close()
         let output = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         #expect(output.contains("http request"))

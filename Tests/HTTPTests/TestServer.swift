@@ -20,7 +20,7 @@ final class TestServer: Sendable {
     static let certificatePath = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
         .appendingPathComponent("Fixtures/test_cert.pem").path
 
-    init() throws {
+    init() async throws {
         let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
             .appendingPathComponent("Fixtures/test_server.py").path
         let process = Process()
@@ -30,14 +30,8 @@ final class TestServer: Sendable {
         process.standardOutput = output
         try process.run()
         self.process = process
-        // Block until the first line: the server prints it as soon as it listens.
-        var line: [UInt8] = []
-        let handle = output.fileHandleForReading
-        while !line.contains(0x0A) {
-            let data = handle.availableData
-            if data.isEmpty { break }
-            line.append(contentsOf: data)
-        }
+        // The first line: the server prints it as soon as it listens.
+        let line = await firstLine(of: output.fileHandleForReading)
         let ports = String(decoding: line, as: UTF8.self).split(whereSeparator: { $0 == " " || $0 == "\n" })
             .compactMap { Int($0) }
         guard ports.count == 4 else {
@@ -73,5 +67,22 @@ struct Echo: Decodable {
 
     init(_ response: HTTPResponse) throws {
         self = try JSONDecoder().decode(Echo.self, from: Data(response.body))
+    }
+}
+
+/// Reads a fixture server's first line (its ports) on a thread of its own: a test must never
+/// block a cooperative-pool thread while a Python process starts on a busy machine, or every
+/// other test in the process stalls behind it.
+func firstLine(of handle: FileHandle) async -> [UInt8] {
+    await withCheckedContinuation { (continuation: CheckedContinuation<[UInt8], Never>) in
+        Thread {
+            var line: [UInt8] = []
+            while !line.contains(0x0A) {
+                let data = handle.availableData
+                if data.isEmpty { break }
+                line.append(contentsOf: data)
+            }
+            continuation.resume(returning: line)
+        }.start()
     }
 }

@@ -1,3 +1,4 @@
+import Synchronization
 import Testing
 
 @testable import JSONRPC
@@ -148,5 +149,52 @@ import Testing
             let pointers = (error.data["diagnostics"]?.arrayValue ?? []).compactMap { $0["pointer"]?.stringValue }
             #expect(Set(pointers) == ["/a", "/zzz"])
         }
+    }
+}
+
+/// `shutdown` then `exit`: the exit code is decided in read order, not by which handler runs
+/// first (SPEC §4.2: exit code 0 after shutdown, 1 without).
+@Suite struct ShutdownOrderTests {
+    final class Seen: Sendable {
+        let values = Mutex<[Bool]>([])
+        let signal = OneShotSignal()
+    }
+
+    static func dispatcher(_ seen: Seen, sink: RecordingSink) -> Dispatcher {
+        Dispatcher(
+            methods: [
+                // A shutdown handler that has not run yet when `exit` is read.
+                "shutdown": { _, _ in
+                    try await Task.sleep(for: .seconds(3600))
+                    return .null
+                }
+            ],
+            notifications: [
+                "exit": { _, context in
+                    seen.values.withLock { $0.append(context.afterShutdown) }
+                    seen.signal.fire()
+                    return .null
+                }
+            ], sink: sink, errorMapper: { _ in RPCError(code: .internalError, message: "x") })
+    }
+
+    @Test func exitReadAfterShutdownKnowsItWhileTheShutdownHandlerIsStillRunning() async {
+        let seen = Seen()
+        let dispatcher = Self.dispatcher(seen, sink: RecordingSink())
+        dispatcher.receive(Array(#"{"jsonrpc":"2.0","id":1,"method":"shutdown"}"#.utf8))
+        dispatcher.receive(Array(#"{"jsonrpc":"2.0","method":"exit"}"#.utf8))
+        await seen.signal.wait()
+        #expect(seen.values.withLock { $0 } == [true])
+        dispatcher.cancelAll()
+    }
+
+    @Test func exitReadBeforeShutdownDoesNotCountAShutdownReadLater() async {
+        let seen = Seen()
+        let dispatcher = Self.dispatcher(seen, sink: RecordingSink())
+        dispatcher.receive(Array(#"{"jsonrpc":"2.0","method":"exit"}"#.utf8))
+        dispatcher.receive(Array(#"{"jsonrpc":"2.0","id":1,"method":"shutdown"}"#.utf8))
+        await seen.signal.wait()
+        #expect(seen.values.withLock { $0 } == [false])
+        dispatcher.cancelAll()
     }
 }

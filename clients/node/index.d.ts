@@ -54,9 +54,9 @@ export interface SubscribeOptions extends TargetOptions {
 
 /** A `token-get` result (only for profiles with `expose_token: true`). */
 export interface AccessToken {
-  accessToken: string;
-  tokenType: string;
-  expiresAt?: string;
+  access_token: string;
+  token_type: string;
+  expires_at?: string;
 }
 
 export interface RelayEvent {

@@ -80,10 +80,15 @@ public struct LoggingMiddleware: HTTPMiddleware {
         return result  // the fragment never leaves the client: not logged
     }
 
-    /// Header fields for a trace line, credentials masked.
+    /// Header fields for a trace line, credentials masked; a response's fields are the server's
+    /// text (a challenge may echo anything), so every name and value is cleaned and bounded
+    /// like any server text (``ServerText``).
     public func redactedFields(_ headers: HTTPHeaders) -> [(String, String)] {
         headers.fields.map { field in
-            (field.name, secretHeaders.contains(field.name.lowercased()) ? Redactor.mask : field.value)
+            (
+                ServerText(field.name).value,
+                secretHeaders.contains(field.name.lowercased()) ? Redactor.mask : ServerText(field.value).value
+            )
         }
     }
 

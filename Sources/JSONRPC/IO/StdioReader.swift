@@ -2,18 +2,25 @@ import Foundation
 import Logging
 
 /// Reads the peer's byte stream on a dedicated thread with blocking `read(2)` calls, splits it
-/// into frames and hands each to the dispatcher. It never waits for output, so a client that
-/// writes everything before reading cannot deadlock the server. At end of input it calls
-/// `onEnd` once.
+/// into frames and hands each to the dispatcher. Before each read it calls `waitForRoom`, which
+/// blocks while too many replies wait to be written (``StdioWriter/waitForRoom()``): a client
+/// that writes everything before reading cannot deadlock the server as long as its replies fit
+/// in that bound, and a peer that never reads stops the reading instead of growing memory. At
+/// end of input it calls `onEnd` once.
 public final class StdioReader: Sendable {
     private let fileDescriptor: Int32
     private let framing: Framing?
     private let limits: FramingLimits
+    private let waitForRoom: @Sendable () -> Void
 
-    public init(fileDescriptor: Int32 = 0, framing: Framing?, limits: FramingLimits) {
+    public init(
+        fileDescriptor: Int32 = 0, framing: Framing?, limits: FramingLimits,
+        waitForRoom: @escaping @Sendable () -> Void = {}
+    ) {
         self.fileDescriptor = fileDescriptor
         self.framing = framing
         self.limits = limits
+        self.waitForRoom = waitForRoom
     }
 
     /// Starts the reader thread.
@@ -31,6 +38,7 @@ public final class StdioReader: Sendable {
         let fileDescriptor = fileDescriptor
         let framing = framing
         let limits = limits
+        let waitForRoom = waitForRoom
         let thread = Thread {
             var framer = MessageFramer(framing: framing, limits: limits)
             var announced = false
@@ -48,6 +56,7 @@ public final class StdioReader: Sendable {
                 }
             }
             while true {
+                waitForRoom()
                 let count = buffer.withUnsafeMutableBytes { raw -> Int in
                     guard let base = raw.baseAddress else { return -1 }
                     return read(fileDescriptor, base, raw.count)

@@ -36,6 +36,10 @@ final class Subscriptions: Sendable {
         var request = try RequestMethod.httpRequest(params, environment: environment)
         try profile?.checkCanSign(request.headers)
         let allowed = environment.origins.allows(url: request.url)
+        // An interactive session that needs a person fails the call at once (SPEC §5.4).
+        if allowed, let key = profile?.session, let needed = await runtime.manager.loginRequirement(key) {
+            throw needed
+        }
         if allowed {
             for field in environment.headers where !request.headers.contains(field.name) {
                 request.headers.add(name: field.name, value: field.value)

@@ -2,7 +2,7 @@ import Auth
 import Foundation
 import JSONRPC
 
-/// `token-invalidate`, `logout`, `status` and `token-get`.
+/// `token-invalidate`, `logout`, `status` and `token-get` (TokenMethods+CredentialHelper.swift).
 struct TokenMethods: Sendable {
     let runtime: RelayRuntime
     let subscriptionCount: @Sendable () -> Int
@@ -92,6 +92,9 @@ struct TokenMethods: Sendable {
                     }
                     object["refreshable"] = .bool(session.refreshable)
                     object["fromStore"] = .bool(session.fromStore)
+                    if let identity = session.identity {
+                        for (name, value) in LoginMethod.identityMembers(identity) { object[name] = value }
+                    }
                     if let error = session.lastError {
                         object["lastError"] = ["kind": .string(error.kind), "message": .string(error.message)]
                     }
@@ -105,35 +108,6 @@ struct TokenMethods: Sendable {
             "subscriptions": .int(subscriptionCount()),
             "store": .object(store),
         ]
-    }
-
-    /// Returns an access token, only for profiles with `expose_token: true`.
-    func tokenGet(_ params: JSONValue?) async throws -> JSONValue {
-        var reader = try ParamReader(params, allowed: ["environment", "profile"])
-        let environmentName = reader.string("environment")
-        let profileName = reader.string("profile")
-        try reader.finish()
-        let environment = try runtime.environment(environmentName)
-        guard let profile = try runtime.profile(profileName, in: environment) else {
-            throw RPCError(code: .unknownProfile, message: "environment '\(environment.name)' has no profiles")
-        }
-        guard profile.exposeToken else {
-            throw RPCError(
-                code: .notSupported,
-                message:
-                    "profile '\(profile.name)' does not expose its token (set expose_token: true to allow token-get)")
-        }
-        guard let key = profile.session else {
-            throw RPCError(
-                code: .notSupported, message: "profile '\(profile.name)' (\(profile.typeName)) has no access token")
-        }
-        let deadline = Date().addingTimeInterval(environment.settings.timeout.timeIntervalValue)
-        let token = try await runtime.manager.token(for: key, deadline: deadline)
-        var result: JSONObject = ["accessToken": .string(token.accessToken), "tokenType": "Bearer"]
-        if let expiresAt = token.expiresAt {
-            result["expiresAt"] = .string(ISO8601DateFormatter().string(from: expiresAt))
-        }
-        return .object(result)
     }
 }
 

@@ -1,7 +1,9 @@
 import Auth
 import Config
+import Foundation
 import HTTP
 import JSONRPC
+import Logging
 
 /// One configured profile, ready to sign requests.
 struct ProfileRuntime: Sendable {
@@ -45,8 +47,15 @@ extension ProfileRuntime {
     static func make(environment: String, settings: ProfileSettings, manager: TokenManager) async throws
         -> ProfileRuntime
     {
+        /// A secret that cannot be resolved says why (where it is declared, never a value), kind `config`.
         func provider(_ source: SecretSource) -> SecretProvider {
-            SecretProvider { try await source.resolve() }
+            SecretProvider {
+                do throws(SecretError) {
+                    return try await source.resolve()
+                } catch {
+                    throw AuthError.configuration("secret unavailable: \(error.description)")
+                }
+            }
         }
         func oauth(_ client: OAuthClientSettings, grant: Grant) async throws -> ProfileRuntime {
             let configuration = OAuthClientConfiguration(
@@ -72,12 +81,11 @@ extension ProfileRuntime {
             return try await oauth(client, grant: .clientCredentials)
         case .refreshToken(let client, let seed):
             return try await oauth(client, grant: .refreshToken(seed: provider(seed)))
-        case .authorizationCode, .deviceCode:
-            return ProfileRuntime(
-                name: settings.name, typeName: settings.typeName, exposeToken: settings.exposeToken, credentials: nil,
-                session: nil, credentialHeader: "authorization",
-                unavailableReason: "interactive login (\(settings.typeName)) is not supported by this build yet",
-                secretQueryParameters: [], secretHeaders: [])
+        case .authorizationCode(let client, let login):
+            let flow = InteractiveLogin.Flow.authorizationCode(ports: login.redirectPorts, path: login.redirectPath)
+            return try await oauth(client, grant: .interactive(interactiveLogin(login, flow: flow)))
+        case .deviceCode(let client, let login):
+            return try await oauth(client, grant: .interactive(interactiveLogin(login, flow: .deviceCode)))
         case .apiKey(.header(let name), let value):
             return plain(StaticCredentialSource(.apiKey(.header(name), provider(value))), header: name.lowercased())
         case .apiKey(.query(let name), let value):
@@ -93,6 +101,40 @@ extension ProfileRuntime {
                     header: "authorization")
             }
             return plain(StaticCredentialSource(.bearer(provider(token))), header: "authorization")
+        }
+    }
+
+    /// The Auth side of an interactive profile's settings; `open_browser` becomes a command run
+    /// like a secret command (no shell, clean signal state, bounded in time).
+    private static func interactiveLogin(_ login: InteractiveLoginSettings, flow: InteractiveLogin.Flow)
+        -> InteractiveLogin
+    {
+        let argv: [String]?
+        switch login.openBrowser {
+        case .off: argv = nil
+        case .system:
+            #if os(macOS)
+                argv = ["open"]
+            #else
+                argv = ["xdg-open"]
+            #endif
+        case .command(let command): argv = command
+        }
+        var opener: (@Sendable (String) async -> Void)?
+        if let argv { opener = { url in await openBrowser(argv: argv, url: url) } }
+        return InteractiveLogin(
+            flow: flow, authorizationURL: login.authorizationURL, deviceAuthorizationURL: login.deviceAuthorizationURL,
+            timeout: login.loginTimeout, authorizationParameters: login.authorizationParameters,
+            tokenParameters: login.tokenParameters, openBrowser: opener)
+    }
+
+    /// Runs `argv URL`; a failure is only logged (the URL is in `auth-prompt` anyway).
+    private static func openBrowser(argv: [String], url: String) async {
+        do throws(SecretCommandError) {
+            _ = try await ProcessCommandRunner().run(
+                argv: argv + [url], environment: ProcessInfo.processInfo.environment, timeout: .seconds(30))
+        } catch {
+            log.warn("open_browser: \(argv[0]) failed: \(error.description); open the URL from auth-prompt")
         }
     }
 

@@ -18,7 +18,7 @@ Routes on MAIN (also under an /api prefix; OTHER answers every request with 200 
   /set-cookie           200 with Set-Cookie: session=s3cr3t (twice, two cookies)
   /slow?id=X            records started-X, waits (30 s max) for the client to close the
                         connection, records closed-X
-  /await?event=E        blocks until event E was recorded (20 s max): 200 or 504
+  /await?event=E        blocks until event E was recorded (120 s max, a safety net: tests wait on events, not time): 200 or 504
 """
 import base64
 import json
@@ -139,7 +139,7 @@ class Recording(BaseHTTPRequestHandler):
         elif route == "/await":
             name = query.get("event", [""])[0]
             with events_cond:
-                found = events_cond.wait_for(lambda: name in events, timeout=20)
+                found = events_cond.wait_for(lambda: name in events, timeout=120)
             self.reply(200 if found else 504, b"seen" if found else b"not seen")
         else:
             self.reply(404, b"no such route")
@@ -156,10 +156,12 @@ def main():
     main_server = Server(("127.0.0.1", 0), Recording)
     other_server = Server(("127.0.0.1", 0), OtherRecording)
     OTHER_PORT = other_server.server_address[1]
-    closed = socket.socket()
-    closed.bind(("127.0.0.1", 0))
-    closed_port = closed.getsockname()[1]
-    closed.close()
+    # Bound but never listening, and kept open: connections are refused, and no other process
+    # on the machine can take the port while the server runs (a closed probe's port can be).
+    global CLOSED_SOCKET
+    CLOSED_SOCKET = socket.socket()
+    CLOSED_SOCKET.bind(("127.0.0.1", 0))
+    closed_port = CLOSED_SOCKET.getsockname()[1]
     for server in (main_server, other_server):
         threading.Thread(target=server.serve_forever, daemon=True).start()
     print(main_server.server_address[1], OTHER_PORT, closed_port, flush=True)

@@ -15,9 +15,9 @@ Routes on MAIN:
   /other-hits           JSON {hits: n} requests OTHER received
   /set-cookie           200 with Set-Cookie: session=s3cr3t
   /basic-401            401 with WWW-Authenticate: Basic realm="test"
-  /slow?id=X            records started-X, then waits (30 s max) for the client to close the
+  /slow?id=X            records started-X, then waits (300 s max) for the client to close the
                         connection, records closed-X
-  /await?event=E        blocks until event E was recorded (10 s max): 200 or 504
+  /await?event=E        blocks until event E was recorded (120 s max, a safety net: tests wait on events, not time): 200 or 504
   /large?bytes=N        N bytes with Content-Length
   /large-chunked?bytes=N  N bytes, chunked, no Content-Length
   /stream?bytes=N&chunk=C&delay_ms=D&stall=1&id=X
@@ -125,7 +125,7 @@ class Main(BaseHTTPRequestHandler):
         elif route == "/slow":
             ident = query.get("id", ["x"])[0]
             record("started-" + ident)
-            deadline = time.monotonic() + 30
+            deadline = time.monotonic() + 300
             while time.monotonic() < deadline:
                 readable, _, _ = select.select([self.connection], [], [], 1.0)
                 if readable:
@@ -141,7 +141,7 @@ class Main(BaseHTTPRequestHandler):
         elif route == "/await":
             name = query.get("event", [""])[0]
             with events_cond:
-                ok = events_cond.wait_for(lambda: name in events, timeout=10)
+                ok = events_cond.wait_for(lambda: name in events, timeout=120)
             self.reply(200 if ok else 504, b"")
         elif route == "/large":
             count = int(query.get("bytes", ["0"])[0])
@@ -176,7 +176,7 @@ class Main(BaseHTTPRequestHandler):
                     if delay:
                         time.sleep(delay)
                 if stall:
-                    readable, _, _ = select.select([self.connection], [], [], 30)
+                    readable, _, _ = select.select([self.connection], [], [], 300)
                     if readable:
                         record("closed-stream-" + ident)
                     self.close_connection = True
@@ -205,10 +205,12 @@ def main():
     main_server = Server(("127.0.0.1", 0), Main)
     other_server = Server(("127.0.0.1", 0), Other)
     OTHER_PORT = other_server.server_address[1]
-    probe = socket.socket()
-    probe.bind(("127.0.0.1", 0))
-    closed_port = probe.getsockname()[1]
-    probe.close()
+    # Bound but never listening, and kept open: connections are refused, and no other process
+    # on the machine can take the port while the server runs (a closed probe's port can be).
+    global CLOSED_SOCKET
+    CLOSED_SOCKET = socket.socket()
+    CLOSED_SOCKET.bind(("127.0.0.1", 0))
+    closed_port = CLOSED_SOCKET.getsockname()[1]
     here = os.path.dirname(os.path.abspath(__file__))
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.load_cert_chain(os.path.join(here, "test_cert.pem"), os.path.join(here, "test_key.pem"))

@@ -393,7 +393,7 @@ export class Relay {
   }
 
   /**
-   * `token-get`: `{accessToken, tokenType, expiresAt?}`, only for profiles with
+   * `token-get`: `{access_token, token_type, expires_at?}`, only for profiles with
    * `expose_token: true` (credential-helper use); rejects with NotSupported otherwise.
    * @param {{environment?: string, profile?: string}} options (optional)
    * @returns {Promise<import('../index.js').AccessToken>}
@@ -404,7 +404,7 @@ export class Relay {
     if (environment !== undefined) params.environment = environment;
     if (profile !== undefined) params.profile = profile;
     const result = await this.call('token-get', params);
-    if (!result || typeof result.accessToken !== 'string') throw new ProtocolError('unexpected token-get result'); // never echo it
+    if (!result || typeof result.access_token !== 'string') throw new ProtocolError('unexpected token-get result'); // never echo it
     return result;
   }
 

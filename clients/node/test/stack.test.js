@@ -99,12 +99,12 @@ test('tokenGet and logout', { skip }, async () => {
   const relay = new Relay({ config: file, binary: /** @type {string} */ (binary), onLog: logSink().onLog });
   try {
     const token = await relay.tokenGet({ environment: 'stack', profile: 'exposed' });
-    assert.ok(typeof token.accessToken === 'string' && token.accessToken.length > 0);
-    assert.equal(token.tokenType.toLowerCase(), 'bearer');
+    assert.ok(typeof token.access_token === 'string' && token.access_token.length > 0);
+    assert.equal(token.token_type.toLowerCase(), 'bearer');
     await assert.rejects(relay.tokenGet({ profile: 'hidden' }), NotSupported);
     assert.equal(await relay.logout({ environment: 'stack', profile: 'exposed' }), 1);
     const session = (await relay.status()).sessions.find((/** @type {any} */ x) => x.profile === 'exposed');
     assert.equal(session.refreshable, false);
-    assert.ok((await relay.tokenGet()).accessToken, 'a new token after logout');
+    assert.ok((await relay.tokenGet()).access_token, 'a new token after logout');
   } finally { await relay.close(); }
 });

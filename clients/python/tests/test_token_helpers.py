@@ -23,22 +23,22 @@ def _config(stack, tmp_path):
 def test_token_get_and_logout(stack, real_bin, tmp_path):
     with tokenrelay.Relay(config=_config(stack, tmp_path), binary=real_bin) as relay:
         token = relay.token_get("stack", "exposed")
-        assert isinstance(token["accessToken"], str) and token["accessToken"]
-        assert token["tokenType"].lower() == "bearer"
+        assert isinstance(token["access_token"], str) and token["access_token"]
+        assert token["token_type"].lower() == "bearer"
         with pytest.raises(tokenrelay.NotSupported):
             relay.token_get("stack", "service")
         assert relay.request("GET", paths(stack)[0], profile="exposed").status == 200
         assert relay.logout("stack", "exposed") == 1
         session = [s for s in relay.status()["sessions"] if s["profile"] == "exposed"][0]
         assert session["refreshable"] is False and "expiresAt" not in session
-        assert relay.token_get("stack", "exposed")["accessToken"], "a new token after logout"
+        assert relay.token_get("stack", "exposed")["access_token"], "a new token after logout"
 
 
 def test_async_token_get_and_logout(stack, real_bin, tmp_path):
     async def main():
         async with tokenrelay.AsyncRelay(config=_config(stack, tmp_path), binary=real_bin) as relay:
             token = await relay.token_get("stack", "exposed")
-            assert token["accessToken"]
+            assert token["access_token"]
             with pytest.raises(tokenrelay.UnknownProfile):
                 await relay.token_get("stack", "nope")
             assert await relay.logout(all=True) >= 1

@@ -32,6 +32,8 @@ CLIENTS = [
     ("rs", App.CLIENT_CONFIDENTIAL, App.GRANT_CLIENT_CREDENTIALS, "rs-secret", "", False, ""),
     ("webapp", App.CLIENT_CONFIDENTIAL, App.GRANT_AUTHORIZATION_CODE, "webapp-secret", REDIRECT, True, "RS256"),
     ("cli", App.CLIENT_PUBLIC, App.GRANT_AUTHORIZATION_CODE, "", REDIRECT, True, "RS256"),
+    # like cli, but the person sees a consent page (so a test can deny: error=access_denied)
+    ("cliconsent", App.CLIENT_PUBLIC, App.GRANT_AUTHORIZATION_CODE, "", REDIRECT, False, "RS256"),
     # password grant: the quickest way for tests to mint a refresh token
     ("pwd", App.CLIENT_CONFIDENTIAL, App.GRANT_PASSWORD, "pwd-secret", "", False, ""),
     # public password client: refresh tokens usable with token_endpoint_auth_method "none"

@@ -412,7 +412,7 @@ class AsyncRelay:
         return _core.invalidated_count(result, "loggedOut", "logout")
 
     async def token_get(self, environment: Optional[str] = None, profile: Optional[str] = None) -> Dict[str, Any]:
-        """``token-get``: ``{accessToken, tokenType, expiresAt?}``, only for profiles with
+        """``token-get``: ``{access_token, token_type, expires_at?}``, only for profiles with
         ``expose_token: true`` (credential-helper use); :class:`NotSupported` otherwise."""
         return _core.token_result(await self.call("token-get", _core.token_get_params(environment, profile)))
 

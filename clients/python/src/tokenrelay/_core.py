@@ -241,8 +241,8 @@ def token_get_params(environment: Optional[str] = None, profile: Optional[str] =
 
 
 def token_result(result: Any) -> Dict[str, Any]:
-    """A ``token-get`` result: ``accessToken``, ``tokenType`` and ``expiresAt`` when known."""
-    if isinstance(result, dict) and isinstance(result.get("accessToken"), str):
+    """A ``token-get`` result: ``access_token``, ``token_type`` and ``expires_at`` when known."""
+    if isinstance(result, dict) and isinstance(result.get("access_token"), str):
         return result
     raise ProtocolError("unexpected token-get result")  # never echo it: it may hold a token
 

@@ -1,0 +1,81 @@
+import Foundation
+import HTTP
+import Logging
+
+extension TokenManager {
+    /// The issuer's signing keys from the verified `jwks_uri`: cached, or fetched again when
+    /// `refresh` (an unknown `kid`).
+    func signingKeys(for key: SessionKey, metadata: AuthorizationServerMetadata?, deadline: Date, refresh: Bool)
+        async throws
+        -> JSONWebKeySet
+    {
+        guard let uri = metadata?.jwksURI else {
+            throw AuthError.invalidIDToken("the issuer's verified metadata names no jwks_uri")
+        }
+        if !refresh, let cached = jwksCache[uri] { return cached }
+        let remaining = deadline.timeIntervalSince(clock.now)
+        guard remaining > 0 else { throw AuthError.timeout }
+        var headers = HTTPHeaders()
+        headers.add(name: "Accept", value: "application/json")
+        let request = HTTPRequest(
+            method: "GET", url: uri, headers: headers, timeout: .milliseconds(Int64(max(1, remaining * 1000))))
+        let response: HTTPResponse
+        do {
+            response = try await traffic(for: key).endpoint.transport.send(request)
+        } catch let error as HTTPError {
+            if case .cancelled = error { throw CancellationError() }
+            throw AuthError.transport("the JWKS could not be fetched")
+        }
+        guard response.status == 200 else {
+            throw AuthError.invalidIDToken("the JWKS could not be fetched (HTTP \(response.status))")
+        }
+        let keys = try JSONWebKeySet.parse(response.body)
+        jwksCache[uri] = keys
+        return keys
+    }
+
+    /// Validates an ID token (OpenID Connect Core §3.1.3.7): signature by one of the issuer's keys
+    /// (one JWKS refetch on an unknown `kid`), `iss`, `aud`/`azp`, `exp`/`iat`, `nonce`.
+    func validateIDToken(
+        _ idToken: String?, key: SessionKey, configuration: OAuthClientConfiguration,
+        metadata: AuthorizationServerMetadata?,
+        nonce: String?, keys prefetched: Task<JSONWebKeySet, any Error>?
+    ) async throws -> LoginIdentity {
+        guard let idToken else { throw AuthError.invalidIDToken("the token response has no id_token") }
+        guard let issuer = configuration.issuer else {
+            throw AuthError.configuration("an openid profile needs an issuer (its keys come from discovery)")
+        }
+        let jws = try CompactJWS.parse(idToken)
+        guard IDTokenClaims.algorithms.contains(jws.algorithm) else {
+            throw AuthError.invalidIDToken("alg \(ServerText(jws.algorithm).value) is not accepted")
+        }
+        let deadline = clock.now.addingTimeInterval(configuration.acquisitionTimeout.timeInterval)
+        var keySet: JSONWebKeySet
+        if let prefetched {
+            keySet = try await prefetched.value
+        } else {
+            keySet = try await signingKeys(for: key, metadata: metadata, deadline: deadline, refresh: false)
+        }
+        var candidates = Self.candidates(keySet, jws)
+        if candidates.isEmpty, jws.keyID != nil {
+            keySet = try await signingKeys(for: key, metadata: metadata, deadline: deadline, refresh: true)
+            candidates = Self.candidates(keySet, jws)
+            guard !candidates.isEmpty else { throw AuthError.invalidIDToken("its kid is not among the issuer's keys") }
+        }
+        guard
+            candidates.contains(where: {
+                JOSESignature.verify(
+                    algorithm: jws.algorithm, key: $0, input: jws.signingInput, signature: jws.signature)
+            })
+        else { throw AuthError.invalidIDToken("its signature does not verify with the issuer's keys") }
+        let claims = try IDTokenClaims.validate(
+            jws.payload, issuer: issuer, clientID: configuration.clientID, nonce: nonce, now: clock.now)
+        return LoginIdentity(subject: claims.subject, email: claims.email, name: claims.name)
+    }
+
+    /// The keys that may have signed `jws`: those with its `kid` (all, when it names none).
+    private static func candidates(_ set: JSONWebKeySet, _ jws: CompactJWS) -> [JSONWebKey] {
+        guard let kid = jws.keyID else { return set.keys }
+        return set.keys.filter { $0.keyID == kid }
+    }
+}

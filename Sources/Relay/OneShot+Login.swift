@@ -1,0 +1,49 @@
+import Auth
+import Config
+import JSONRPC
+
+extension OneShot {
+    /// What a one-shot login gives.
+    public struct LoginOutcome: Sendable {
+        /// The `login` result.
+        public let result: JSONValue
+        /// Whether the session outlives this process (false with `store: {type: memory}`).
+        public let persisted: Bool
+    }
+
+    /// Logs in to one interactive profile (`tokenrelay login`): `onPrompt` gets the `auth-prompt`
+    /// params; returns once the session is stored.
+    public static func login(
+        settings: Settings, environment: String?, profile: String?, openBrowser: Bool,
+        onPrompt: @escaping @Sendable (JSONValue) -> Void
+    ) async -> Result<LoginOutcome, RPCError> {
+        let runtime: RelayRuntime
+        do {
+            runtime = try await RelayRuntime.make(settings: settings, environmentOverride: environment)
+        } catch {
+            return .failure(ErrorMapping.rpcError(error))
+        }
+        let prompts = Task {
+            for await event in runtime.manager.events {
+                if case .prompt(let prompt) = event { onPrompt(LoginMethod.promptParams(prompt)) }
+            }
+        }
+        let result: Result<LoginOutcome, RPCError>
+        do {
+            let method = LoginMethod(runtime: runtime)
+            let (environmentRuntime, profileRuntime) = try method.session(environment: nil, profile: profile)
+            let login = try await method.perform(
+                environment: environmentRuntime, profile: profileRuntime, openBrowser: openBrowser)
+            result = .success(
+                LoginOutcome(
+                    result: LoginMethod.resultValue(
+                        login, environment: environmentRuntime.name, profile: profileRuntime.name),
+                    persisted: settings.store.type != .memory))
+        } catch {
+            result = .failure(ErrorMapping.rpcError(error))
+        }
+        await runtime.close()
+        prompts.cancel()
+        return result
+    }
+}

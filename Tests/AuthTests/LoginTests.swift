@@ -1,0 +1,356 @@
+import Foundation
+import HTTP
+import Testing
+
+@testable import Auth
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// Interactive logins against a scripted token endpoint (FakeTransport), with the real loopback
+/// listener: what the real server cannot produce (slow_down, expired_token, a code delivered twice).
+@Suite struct LoginTests {
+    static let authorizationURL = "https://as.example/authorize"
+
+    static func browserConfiguration(ports: [Int] = [0]) -> OAuthClientConfiguration {
+        OAuthClientConfiguration(
+            tokenURL: "https://as.example/token", clientID: "cli", clientAuth: .none, scopes: ["read"],
+            grant: .interactive(
+                InteractiveLogin(
+                    flow: .authorizationCode(ports: ports, path: "/callback"), authorizationURL: authorizationURL,
+                    timeout: .seconds(60), authorizationParameters: [("prompt", "login")],
+                    tokenParameters: [("extra", "1")])))
+    }
+
+    static func deviceConfiguration() -> OAuthClientConfiguration {
+        OAuthClientConfiguration(
+            tokenURL: "https://as.example/token", clientID: "tv", clientAuth: .none, scopes: ["read"],
+            grant: .interactive(
+                InteractiveLogin(flow: .deviceCode, deviceAuthorizationURL: "https://as.example/device")))
+    }
+
+    static func deviceAuthorization(expiresIn: Int = 600, interval: Int = 1) -> HTTPResponse {
+        json(
+            #"{"device_code":"dc-secret-1","user_code":"ABCD-EFGH","verification_uri":"https://as.example/device","#
+                + #""expires_in":\#(expiresIn),"interval":\#(interval)}"#)
+    }
+
+    /// The prompts the manager emits, in order.
+    final class Prompts: Sendable {
+        let stream: AsyncStream<AuthEvent>
+        init(_ manager: TokenManager) { stream = manager.events }
+        func next() async -> LoginPrompt? {
+            for await event in stream {
+                if case .prompt(let prompt) = event { return prompt }
+            }
+            return nil
+        }
+    }
+
+    static func query(_ url: String) -> [String: String] {
+        var result: [String: String] = [:]
+        for item in URLComponents(string: url)?.queryItems ?? [] { result[item.name] = item.value ?? "" }
+        return result
+    }
+
+    static func form(_ request: HTTPRequest) -> [String: String] {
+        var result: [String: String] = [:]
+        for (name, value) in FormEncoding.decode(String(decoding: request.body ?? [], as: UTF8.self)) {
+            result[name] = value
+        }
+        return result
+    }
+
+    // MARK: - Authorization code
+
+    @Test func theCodeIsExchangedOnceWithTheSameRedirectURIAndTheVerifier() async throws {
+        let transport = FakeTransport { _ in .success(tokenResponse("at-login", refreshToken: "rt-login")) }
+        let manager = TokenManager(transport: transport)
+        let key = try await manager.register(
+            environment: "e", profile: "me", configuration: Self.browserConfiguration())
+        let prompts = Prompts(manager)
+        let login = Task { try await manager.login(key) }
+        let prompt = try #require(await prompts.next())
+        #expect(prompt.kind == .browser)
+        let parameters = Self.query(prompt.url)
+        #expect(prompt.url.hasPrefix(Self.authorizationURL + "?"))
+        #expect(parameters["response_type"] == "code")
+        #expect(parameters["code_challenge_method"] == "S256")
+        #expect(parameters["prompt"] == "login")
+        #expect(parameters["nonce"] == nil, "no nonce without openid")
+        let redirectURI = try #require(parameters["redirect_uri"])
+        #expect(redirectURI.hasPrefix("http://127.0.0.1:") && redirectURI.hasSuffix("/callback"))
+        let state = try #require(parameters["state"])
+
+        let page = try await LoopbackClient.get("\(redirectURI)?code=code-1&state=\(state)")
+        #expect(page.status == 200)
+        #expect(page.body.contains("Login succeeded"))
+        let result = try await login.value
+        #expect(result.identity == nil)
+
+        let posts = transport.tokenRequests
+        #expect(posts.count == 1)
+        let sent = Self.form(try #require(posts.first))
+        #expect(sent["grant_type"] == "authorization_code")
+        #expect(sent["code"] == "code-1")
+        #expect(sent["redirect_uri"] == redirectURI)
+        #expect(sent["client_id"] == "cli")
+        #expect(sent["client_secret"] == nil, "a public client sends no secret")
+        #expect(sent["extra"] == "1", "token parameters are sent")
+        let verifier = try #require(sent["code_verifier"])
+        #expect(Base64URL.encode(LoginSecrets.sha256(Array(verifier.utf8))) == parameters["code_challenge"])
+        #expect(try await manager.token(for: key).accessToken == "at-login")
+    }
+
+    @Test func aCodeDeliveredTwiceIsNeverSentTwice() async throws {
+        let transport = FakeTransport { _ in .success(tokenResponse("at-1", refreshToken: "rt-1")) }
+        let manager = TokenManager(transport: transport)
+        let key = try await manager.register(
+            environment: "e", profile: "me", configuration: Self.browserConfiguration())
+        let prompts = Prompts(manager)
+        for attempt in 0..<2 {
+            let login = Task { try await manager.login(key) }
+            let prompt = try #require(await prompts.next())
+            let parameters = Self.query(prompt.url)
+            let target = "\(parameters["redirect_uri"] ?? "")?code=same-code&state=\(parameters["state"] ?? "")"
+            let page = try await LoopbackClient.get(target)
+            if attempt == 0 {
+                _ = try await login.value
+            } else {
+                await #expect(throws: AuthError.self) { _ = try await login.value }
+                #expect(page.body.contains("already exchanged"))
+            }
+        }
+        #expect(transport.tokenRequests.count == 1)
+    }
+
+    @Test func wrongStateAndOtherPathsAreRefusedAndTheLoginGoesOn() async throws {
+        let manager = TokenManager(transport: FakeTransport())
+        let key = try await manager.register(
+            environment: "e", profile: "me", configuration: Self.browserConfiguration())
+        let prompts = Prompts(manager)
+        let login = Task { try await manager.login(key) }
+        let prompt = try #require(await prompts.next())
+        let parameters = Self.query(prompt.url)
+        let redirectURI = try #require(parameters["redirect_uri"])
+        let state = try #require(parameters["state"])
+        let wrong = try await LoopbackClient.get("\(redirectURI)?code=c&state=not-\(state)")
+        #expect(wrong.status == 400)
+        let missing = try await LoopbackClient.get("\(redirectURI)?code=c")
+        #expect(missing.status == 400)
+        let elsewhere = try await LoopbackClient.get(redirectURI.replacingOccurrences(of: "/callback", with: "/x"))
+        #expect(elsewhere.status == 404)
+        let right = try await LoopbackClient.get("\(redirectURI)?code=c&state=\(state)")
+        #expect(right.status == 200)
+        _ = try await login.value
+    }
+
+    @Test func anErrorCallbackEndsTheLoginAndThePageEscapesWhatItEchoes() async throws {
+        let transport = FakeTransport()
+        let manager = TokenManager(transport: transport)
+        let key = try await manager.register(
+            environment: "e", profile: "me", configuration: Self.browserConfiguration())
+        let prompts = Prompts(manager)
+        let login = Task { try await manager.login(key) }
+        let prompt = try #require(await prompts.next())
+        let parameters = Self.query(prompt.url)
+        let description = "%3Cscript%3Ealert(1)%3C%2Fscript%3E%22%27"
+        let page = try await LoopbackClient.get(
+            "\(parameters["redirect_uri"] ?? "")?error=access_denied&error_description=\(description)&state=\(parameters["state"] ?? "")"
+        )
+        #expect(page.body.contains("access_denied"))
+        #expect(!page.body.contains("<script>"))
+        #expect(page.body.contains("&lt;script&gt;"))
+        do {
+            _ = try await login.value
+            Issue.record("the login should fail")
+        } catch let error as AuthError {
+            #expect(error.kind == "auth")
+            #expect(error.oauthError == "access_denied")
+        }
+        #expect(transport.tokenRequests.isEmpty)
+    }
+
+    @Test func concurrentLoginsJoinOnePrompt() async throws {
+        let transport = FakeTransport()
+        let manager = TokenManager(transport: transport)
+        let key = try await manager.register(
+            environment: "e", profile: "me", configuration: Self.browserConfiguration())
+        let prompts = Prompts(manager)
+        let first = Task { try await manager.login(key) }
+        let prompt = try #require(await prompts.next())
+        let joiners = (0..<19).map { _ in Task { try await manager.login(key) } }
+        // Every joiner is waiting before the browser arrives.
+        while await manager.loginWaiterCount(key) < 20 { await Task.yield() }
+        let parameters = Self.query(prompt.url)
+        _ = try await LoopbackClient.get(
+            "\(parameters["redirect_uri"] ?? "")?code=c&state=\(parameters["state"] ?? "")")
+        _ = try await first.value
+        for joiner in joiners { _ = try await joiner.value }
+        #expect(transport.tokenRequests.count == 1)
+    }
+
+    @Test func cancellingTheLastCallerClosesTheListenerAndThreeFailuresHitTheLimit() async throws {
+        let manager = TokenManager(transport: FakeTransport())
+        let key = try await manager.register(
+            environment: "e", profile: "me", configuration: Self.browserConfiguration())
+        let prompts = Prompts(manager)
+        for _ in 0..<TokenManager.loginFailureLimit {
+            let login = Task { try await manager.login(key) }
+            let prompt = try #require(await prompts.next())
+            let redirectURI = try #require(Self.query(prompt.url)["redirect_uri"])
+            login.cancel()
+            await #expect(throws: CancellationError.self) { _ = try await login.value }
+            await manager.settleDetached()
+            await #expect(throws: LoopbackClient.Failure.self) { _ = try await LoopbackClient.get(redirectURI) }
+        }
+        await #expect(throws: AuthError.loginAttemptsExceeded) { _ = try await manager.login(key) }
+    }
+
+    @Test func aNonInteractiveCallerGetsLoginRequiredAtOnce() async throws {
+        let transport = FakeTransport()
+        let manager = TokenManager(transport: transport)
+        let key = try await manager.register(
+            environment: "e", profile: "me", configuration: Self.browserConfiguration())
+        do {
+            _ = try await manager.token(for: key)
+            Issue.record("no token without a login")
+        } catch let error as AuthError {
+            #expect(error.kind == "interaction_required")
+            #expect(error.needsLogin)
+        }
+        #expect(transport.requests.isEmpty)
+    }
+
+    // MARK: - Device code
+
+    @Test func slowDownAddsFiveSecondsAndPollingStopsAtSuccess() async throws {
+        let transport = FakeTransport { _ in .success(tokenResponse("never")) }
+        transport.enqueue(
+            .success(Self.deviceAuthorization()), .success(oauthError("authorization_pending")),
+            .success(oauthError("slow_down")), .success(oauthError("authorization_pending")),
+            .success(tokenResponse("at-device", refreshToken: "rt-device")))
+        let clock = FakeClock(autoAdvance: true)
+        let manager = TokenManager(transport: transport, clock: clock)
+        let key = try await manager.register(environment: "e", profile: "tv", configuration: Self.deviceConfiguration())
+        let prompts = Prompts(manager)
+        let result = try await manager.login(key)
+        #expect(result.expiresAt != nil)
+        let prompt = try #require(await prompts.next())
+        #expect(prompt.kind == .device)
+        #expect(prompt.userCode == "ABCD-EFGH")
+        #expect(clock.sleeps == [1, 1, 6, 6])
+        let polls = transport.tokenRequests.filter { Self.form($0)["grant_type"]?.hasSuffix("device_code") == true }
+        #expect(polls.count == 4)
+        #expect(Self.form(try #require(polls.first))["device_code"] == "dc-secret-1")
+        #expect(try await manager.token(for: key).accessToken == "at-device")
+    }
+
+    @Test(arguments: [
+        ("expired_token", "interaction_required", nil as String?), ("access_denied", "auth", "access_denied"),
+    ])
+    func aDeviceLoginEndsOnExpiryOrRefusal(error: String, kind: String, oauthError: String?) async throws {
+        let transport = FakeTransport()
+        transport.enqueue(
+            .success(Self.deviceAuthorization()), .success(Auth_oauthError("authorization_pending")),
+            .success(Auth_oauthError(error)))
+        let manager = TokenManager(transport: transport, clock: FakeClock(autoAdvance: true))
+        let key = try await manager.register(environment: "e", profile: "tv", configuration: Self.deviceConfiguration())
+        do {
+            _ = try await manager.login(key)
+            Issue.record("the login should fail")
+        } catch let failure as AuthError {
+            #expect(failure.kind == kind)
+            #expect(failure.oauthError == oauthError)
+        }
+        #expect(transport.tokenRequests.count == 3)
+    }
+
+    @Test func pollingIsBoundedByExpiresIn() async throws {
+        let transport = FakeTransport { _ in .success(oauthError("authorization_pending")) }
+        transport.enqueue(.success(Self.deviceAuthorization(expiresIn: 10, interval: 4)))
+        let manager = TokenManager(transport: transport, clock: FakeClock(autoAdvance: true))
+        let key = try await manager.register(environment: "e", profile: "tv", configuration: Self.deviceConfiguration())
+        await #expect(throws: AuthError.loginRequired("the device code expired before the login was approved")) {
+            _ = try await manager.login(key)
+        }
+        #expect(transport.tokenRequests.count == 1 + 2)
+    }
+
+    // MARK: - Renewal
+
+    @Test func aRefusedRefreshEndsAnInteractiveSessionAndAsksForALogin() async throws {
+        let transport = FakeTransport()
+        transport.enqueue(
+            .success(Self.deviceAuthorization()), .success(tokenResponse("at-1", expiresIn: 60, refreshToken: "rt-1")),
+            .success(oauthError("invalid_grant")))
+        let manager = TokenManager(transport: transport, clock: FakeClock(autoAdvance: true))
+        let key = try await manager.register(environment: "e", profile: "tv", configuration: Self.deviceConfiguration())
+        _ = try await manager.login(key)
+        let events = manager.events
+        await manager.invalidate(environment: "e", profile: "tv")
+        await #expect(throws: AuthError.loginRequired("the refresh token was refused (invalid_grant)")) {
+            _ = try await manager.token(for: key)
+        }
+        for await event in events {
+            if case .authFailed(let failure) = event {
+                #expect(failure.kind == "interaction_required")
+                break
+            }
+        }
+        let status = await manager.status().first
+        #expect(status?.state == .interactionRequired)
+    }
+}
+
+/// The `oauthError` fixture under a name that does not clash with the test's parameter.
+func Auth_oauthError(_ error: String) -> HTTPResponse { oauthError(error) }
+
+/// A minimal HTTP/1.1 GET over a POSIX socket to 127.0.0.1, for talking to the loopback listener
+/// like a browser (no Foundation networking). Runs on a thread of its own.
+enum LoopbackClient {
+    struct Failure: Error {}
+
+    static func get(_ url: String) async throws -> (status: Int, body: String) {
+        guard let components = URLComponents(string: url), let port = components.port else { throw Failure() }
+        let target = components.percentEncodedPath + (components.percentEncodedQuery.map { "?" + $0 } ?? "")
+        return try await withCheckedThrowingContinuation { continuation in
+            Thread.detachNewThread {
+                continuation.resume(with: Result { try fetch(port: port, target: target) })
+            }
+        }
+    }
+
+    private static func fetch(port: Int, target: String) throws -> (status: Int, body: String) {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw Failure() }
+        defer { close(fd) }
+        var timeout = timeval(tv_sec: 30, tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        address.sin_addr.s_addr = in_addr_t(UInt32(0x7F00_0001).bigEndian)
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
+        }
+        guard connected == 0 else { throw Failure() }
+        let request = Array("GET \(target) HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nConnection: close\r\n\r\n".utf8)
+        guard request.withUnsafeBytes({ send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }) == request.count
+        else { throw Failure() }
+        var response: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let count = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+            guard count > 0 else { break }
+            response += buffer[0..<count]
+        }
+        let text = String(decoding: response, as: UTF8.self)
+        guard text.hasPrefix("HTTP/1.1 "), let status = Int(text.dropFirst(9).prefix(3)) else { throw Failure() }
+        let body = text.range(of: "\r\n\r\n").map { String(text[$0.upperBound...]) } ?? ""
+        return (status, body)
+    }
+}

@@ -1,0 +1,171 @@
+import Testing
+
+@testable import Logging
+
+@Suite struct RedactorTests {
+    @Test func aSecretFollowedByACombiningMarkIsStillMasked() {
+        let redactor = Redactor()
+        redactor.register("s3cret-value")
+        let text = "key=s3cret-value\u{0301} end"
+        let redacted = redactor.redact(text)
+        #expect(!Array(redacted.utf8).containsBytes(Array("s3cret-value".utf8)))
+        #expect(redacted == "key=\(Redactor.mask)\u{0301} end")
+    }
+
+    @Test func aSecretAfterACombiningMarkOrInsideAGraphemeIsMasked() {
+        let redactor = Redactor()
+        redactor.register("t0ken")
+        #expect(redactor.redact("e\u{0301}t0ken") == "e\u{0301}\(Redactor.mask)")
+        #expect(redactor.redact("\u{1F468}\u{200D}t0ken") == "\u{1F468}\u{200D}\(Redactor.mask)")
+    }
+
+    @Test func overlappingSecretsAreMaskedAsOneRun() {
+        let redactor = Redactor()
+        redactor.register("abcdef")
+        redactor.register("defghi")
+        #expect(redactor.redact("x abcdefghi y") == "x \(Redactor.mask) y")
+    }
+
+    @Test func aSecretInsideALongerOneIsMaskedWithTheLongerOne() {
+        let redactor = Redactor()
+        redactor.register("inner")
+        redactor.register("the-inner-secret")
+        #expect(redactor.redact("the-inner-secret and inner") == "\(Redactor.mask) and \(Redactor.mask)")
+    }
+
+    @Test func secretsSharingTheirLastBytesAreToldApart() {
+        // Both keys (last 8 bytes) are equal: the full comparison decides.
+        let redactor = Redactor()
+        redactor.register("AAAA-common-tail")
+        redactor.register("BBBB-common-tail")
+        #expect(redactor.redact("CCCC-common-tail") == "CCCC-common-tail")
+        #expect(redactor.redact("BBBB-common-tail") == Redactor.mask)
+        #expect(redactor.redact("-common-tail") == "-common-tail")
+    }
+
+    @Test(arguments: ["secret", "secretsecret", "secret tail", "head secret", "head secret tail"])
+    func secretsAtEitherEndOfTheTextAreMasked(text: String) {
+        let redactor = Redactor()
+        redactor.register("secret")
+        let redacted = redactor.redact(text)
+        #expect(!redacted.contains("secret"))
+        #expect(redacted.contains(Redactor.mask))
+    }
+
+    @Test func aPartialSecretAtTheEndOfTheTextIsLeftAlone() {
+        let redactor = Redactor()
+        redactor.register("secret-value")
+        #expect(redactor.redact("ends with secret-val") == "ends with secret-val")
+    }
+
+    @Test func valuesShorterThanFourBytesAreNotRegistered() {
+        let redactor = Redactor()
+        redactor.register("abc")
+        redactor.registerToken("xyz")
+        #expect(redactor.isEmpty)
+        #expect(redactor.redact("abc xyz") == "abc xyz")
+        redactor.register("abcd")
+        #expect(redactor.redact("abcd") == Redactor.mask)
+    }
+
+    @Test func nonASCIISecretsAreMatchedOnTheirBytes() {
+        let redactor = Redactor()
+        redactor.register("pässwörd")
+        #expect(redactor.redact("a pässwörd b") == "a \(Redactor.mask) b")
+        // The decomposed spelling is other bytes, another value: left alone.
+        #expect(redactor.redact("pa\u{0308}sswo\u{0308}rd") == "pa\u{0308}sswo\u{0308}rd")
+    }
+
+    @Test func manySecretsAreAllMasked() {
+        let redactor = Redactor(tokenCapacity: 5000)
+        let tokens = (0..<3000).map { "tok-\($0)-\(String($0 * 7919, radix: 36))" }
+        redactor.registerTokens(tokens)
+        for index in stride(from: 0, to: 3000, by: 97) {
+            #expect(redactor.redact("a \(tokens[index]) b") == "a \(Redactor.mask) b")
+        }
+        #expect(redactor.redact("tok-3001-zz") == "tok-3001-zz")
+    }
+
+    @Test func tokensBeyondTheCapacityAreForgottenOldestFirstButConfiguredSecretsStay() {
+        let redactor = Redactor(tokenCapacity: 3)
+        redactor.register("configured-secret")
+        redactor.registerTokens(["token-1", "token-2", "token-3"])
+        redactor.registerToken("token-1")  // used again: now the most recent
+        redactor.registerToken("token-4")  // drops token-2, the least recently used
+        #expect(redactor.count == 4)
+        #expect(
+            redactor.redact("token-1 token-2 token-3 token-4 configured-secret")
+                == "\(Redactor.mask) token-2 \(Redactor.mask) \(Redactor.mask) \(Redactor.mask)")
+        redactor.registerTokens((5..<100).map { "token-\($0)" })
+        #expect(redactor.count == 4)
+        #expect(redactor.redact("configured-secret") == Redactor.mask)
+    }
+
+    @Test func aTokenThatIsAlsoAConfiguredSecretIsNeverForgotten() {
+        let redactor = Redactor(tokenCapacity: 1)
+        redactor.register("shared-value")
+        redactor.registerTokens(["shared-value", "other-token"])
+        redactor.registerToken("newest-token")
+        #expect(redactor.redact("shared-value") == Redactor.mask)
+    }
+
+    @Test func concurrentRegistrationsAreEachMaskedOnceRegistered() async {
+        let redactor = Redactor(tokenCapacity: 10_000)
+        await withTaskGroup(of: Bool.self) { group in
+            for index in 0..<64 {
+                group.addTask {
+                    let token = "concurrent-token-\(index)"
+                    redactor.registerToken(token)
+                    return redactor.redact(token) == Redactor.mask
+                }
+            }
+            for await masked in group { #expect(masked) }
+        }
+    }
+
+    @Test func invalidUTF8InTheTextIsKeptAsReplacementCharacters() {
+        let redactor = Redactor()
+        redactor.register("secret")
+        let text = String(decoding: [0xff] + Array("secret".utf8) + [0xfe], as: UTF8.self)
+        #expect(redactor.redact(text) == "\u{FFFD}\(Redactor.mask)\u{FFFD}")
+    }
+}
+
+@Suite struct SecretMatcherTests {
+    /// The covered bytes, by a naive search.
+    static func naive(_ patterns: [[UInt8]], _ text: [UInt8]) -> [Bool] {
+        var covered = [Bool](repeating: false, count: text.count)
+        for pattern in patterns where !pattern.isEmpty && pattern.count <= text.count {
+            for start in 0...(text.count - pattern.count)
+            where text[start..<(start + pattern.count)].elementsEqual(pattern) {
+                for index in start..<(start + pattern.count) { covered[index] = true }
+            }
+        }
+        return covered
+    }
+
+    @Test func agreesWithANaiveSearchOnGeneratedInputs() {
+        var generator = SystemRandomNumberGenerator()
+        for _ in 0..<300 {
+            let alphabet = Array("abAB\u{0301}".utf8)
+            func byte() -> UInt8 { alphabet[Int.random(in: 0..<alphabet.count, using: &generator)] }
+            let patterns = (0..<Int.random(in: 1...6, using: &generator)).map { _ in
+                (0..<Int.random(in: 1...12, using: &generator)).map { _ in byte() }
+            }
+            let text = (0..<Int.random(in: 0...80, using: &generator)).map { _ in byte() }
+            let matcher = SecretMatcher(patterns: patterns)
+            var covered = [Bool](repeating: false, count: text.count)
+            for run in text.withUnsafeBufferPointer({ matcher.matches(in: $0) }) {
+                for index in run { covered[index] = true }
+            }
+            #expect(covered == Self.naive(patterns, text), "patterns \(patterns) text \(text)")
+        }
+    }
+}
+
+extension Array where Element == UInt8 {
+    func containsBytes(_ needle: [UInt8]) -> Bool {
+        guard !needle.isEmpty, count >= needle.count else { return false }
+        return (0...(count - needle.count)).contains { self[$0..<($0 + needle.count)].elementsEqual(needle) }
+    }
+}

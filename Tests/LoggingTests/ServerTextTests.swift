@@ -1,0 +1,38 @@
+import Testing
+
+@testable import Logging
+
+@Suite struct ServerTextTests {
+    @Test func registeredSecretsAreMaskedBeforeTheTextIsCut() {
+        let redactor = Redactor()
+        let secret = "canary-secret-0123456789"
+        redactor.register(secret)
+        // The secret straddles the bound: cut first, its first bytes would escape unmasked.
+        let raw = String(repeating: "x", count: 250) + secret
+        let text = ServerText(raw, redactor: redactor)
+        #expect(!text.value.contains("canary"))
+        #expect(text.value.utf8.count <= ServerText.maximumBytes)
+        #expect(text.value.hasSuffix("[REDAC"))
+    }
+
+    @Test func longTextIsCutTo256BytesOnACharacterBoundary() {
+        let raw = String(repeating: "é", count: 200)  // 2 bytes each
+        let text = ServerText(raw, redactor: Redactor())
+        #expect(text.value.utf8.count == 256)
+        let combining = String(repeating: "e\u{0301}", count: 100)  // 3-byte characters
+        let cut = ServerText(combining, redactor: Redactor()).value
+        #expect(cut.utf8.count == 255)
+        #expect(cut.unicodeScalars.last == "\u{0301}")
+    }
+
+    @Test func controlCharactersBecomeSpaces() {
+        let text = ServerText("a\nb\r\u{0}c\u{7f}d\u{85}e\u{1b}[31m", redactor: Redactor())
+        #expect(text.value == "a b  c d e [31m")
+    }
+
+    @Test func shortTextIsKeptAsItIs() {
+        #expect(ServerText("invalid_grant", redactor: Redactor()).value == "invalid_grant")
+        #expect(ServerText.prefix("", maximumBytes: 4) == "")
+        #expect(ServerText.prefix("abcdef", maximumBytes: 0) == "")
+    }
+}
