@@ -59,6 +59,42 @@ export interface AccessToken {
   expires_at?: string;
 }
 
+/** An `auth-prompt` notification: what the person must do to finish a login. */
+export interface AuthPrompt {
+  environment: string;
+  profile: string;
+  /** `browser`: open `url`; `device`: open `url` and enter `userCode` (or open `verificationUriComplete`). */
+  kind: 'browser' | 'device' | string;
+  url: string;
+  userCode?: string;
+  verificationUriComplete?: string;
+  /** ISO 8601. */
+  expiresAt?: string;
+  /** The params as received. */
+  raw: Record<string, any>;
+}
+
+export interface LoginOptions {
+  environment?: string;
+  profile?: string;
+  /** Each `auth-prompt` of this login. */
+  onPrompt?: (prompt: AuthPrompt) => void;
+  /** Give up (and cancel the login) after this long; the profile's `login_timeout` bounds it too. */
+  timeoutMs?: number;
+  signal?: AbortSignal;
+}
+
+/** A `login` result. */
+export interface LoginResult {
+  environment: string;
+  profile: string;
+  loggedIn: true;
+  expiresAt?: string;
+  subject?: string;
+  email?: string;
+  name?: string;
+}
+
 export interface RelayEvent {
   id?: string;
   event: string;
@@ -99,8 +135,12 @@ export class Subscription implements AsyncIterableIterator<RelayEvent> {
   [Symbol.asyncIterator](): AsyncIterableIterator<RelayEvent>;
 }
 
+/** Emits `'auth-prompt'` (AuthPrompt) for any login in progress on its process. */
 export class Relay {
   constructor(options?: RelayOptions);
+  on(event: 'auth-prompt', listener: (prompt: AuthPrompt) => void): this;
+  off(event: 'auth-prompt', listener: (prompt: AuthPrompt) => void): this;
+  once(event: 'auth-prompt', listener: (prompt: AuthPrompt) => void): this;
   readonly pid: number | undefined;
   readonly argv: string[];
   call(method: string, params?: object, options?: { signal?: AbortSignal; timeoutMs?: number }): Promise<any>;
@@ -116,6 +156,7 @@ export class Relay {
   request(options: RequestOptions): Promise<Response>;
   invalidate(options?: { environment?: string; profile?: string; all?: boolean }): Promise<number>;
   logout(options?: { environment?: string; profile?: string; all?: boolean }): Promise<number>;
+  login(options?: LoginOptions): Promise<LoginResult>;
   tokenGet(options?: { environment?: string; profile?: string }): Promise<AccessToken>;
   status(): Promise<{ sessions: Record<string, any>[]; subscriptions: number }>;
   subscribe(options: SubscribeOptions): Subscription;

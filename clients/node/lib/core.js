@@ -184,6 +184,27 @@ export function eventFromParams(p) {
 }
 
 /**
+ * An `auth-prompt` notification's params, typed (unknown members kept in `raw`).
+ * @param {Record<string, any>} p
+ * @returns {import('../index.js').AuthPrompt}
+ */
+export function authPromptFromParams(p) {
+  const text = (/** @type {string} */ name) => (typeof p[name] === 'string' ? /** @type {string} */ (p[name]) : undefined);
+  /** @type {import('../index.js').AuthPrompt} */
+  const prompt = {
+    environment: text('environment') ?? '', profile: text('profile') ?? '', kind: text('kind') ?? 'unknown',
+    url: text('url') ?? '', raw: { ...p },
+  };
+  const userCode = text('userCode');
+  const complete = text('verificationUriComplete');
+  const expiresAt = text('expiresAt');
+  if (userCode !== undefined) prompt.userCode = userCode;
+  if (complete !== undefined) prompt.verificationUriComplete = complete;
+  if (expiresAt !== undefined) prompt.expiresAt = expiresAt;
+  return prompt;
+}
+
+/**
  * @param {Record<string, any>} p
  * @returns {import('../index.js').SubscriptionState}
  */

@@ -2,6 +2,7 @@
 // subscriptions; many concurrent calls share the process.
 
 import { spawn } from 'node:child_process';
+import { EventEmitter } from 'node:events';
 import * as core from './core.js';
 import { AbortError, ProtocolError, RelayClosed, RelayError, RelayTimeout } from './errors.js';
 
@@ -138,9 +139,14 @@ export class Subscription {
 }
 
 /** A tokenrelay process and a client for it. */
-export class Relay {
+/**
+ * The client. Emits `'auth-prompt'` (an AuthPrompt) whenever a login in progress on this
+ * process asks the person to act, whoever started the login.
+ */
+export class Relay extends EventEmitter {
   /** @param {import('../index.js').RelayOptions} options (optional) */
   constructor({ config, env, binary, args = [], logLevel, environ, onLog, onNotification } = {}) {
+    super();
     const executable = core.findBinary(binary, environ ?? process.env);
     this.argv = [executable, ...core.buildArgs({ config, env, logLevel, args })];
     this.onLog = onLog ?? ((/** @type {string} */ line) => console.error(line));
@@ -244,10 +250,23 @@ export class Relay {
           subscription.deliver(shape.method === 'event'
             ? { kind: 'event', value: core.eventFromParams(shape.params) }
             : { kind: 'state', value: core.stateFromParams(shape.params) });
-        } else if (this.onNotification) {
-          this.onNotification(shape.method, shape.params);
+        } else {
+          if (shape.method === 'auth-prompt') this.emitPrompt(core.authPromptFromParams(shape.params));
+          if (this.onNotification) this.onNotification(shape.method, shape.params);
         }
       }
+    }
+  }
+
+  /**
+   * Emits 'auth-prompt'; a listener that throws is logged, never stops the reading.
+   * @param {import('../index.js').AuthPrompt} prompt
+   */
+  emitPrompt(prompt) {
+    try {
+      this.emit('auth-prompt', prompt);
+    } catch (e) {
+      this.onLog(`auth-prompt listener failed: ${String(/** @type {Error} */ (e)?.message ?? e)}`, 'warn');
     }
   }
 
@@ -390,6 +409,34 @@ export class Relay {
     const result = await this.call('logout', core.invalidateParams(options));
     if (!result || !Number.isInteger(result.loggedOut)) throw new ProtocolError(`unexpected logout result: ${JSON.stringify(result)}`);
     return result.loggedOut;
+  }
+
+  /**
+   * `login`: starts (or joins) the interactive login of that session; resolves once it is
+   * stored with `{environment, profile, loggedIn, expiresAt?, subject?, email?, name?}`.
+   * `onPrompt` gets each AuthPrompt of this login (the URL, the device user code). Rejects with
+   * InteractionRequired (not finished within the profile's `login_timeout`), AuthError
+   * (refused), LimitExceeded (too many failed attempts), Cancelled/AbortError (`signal`), or
+   * RelayTimeout past `timeoutMs` (the login is cancelled then).
+   * @param {import('../index.js').LoginOptions} options (optional)
+   * @returns {Promise<import('../index.js').LoginResult>}
+   */
+  async login({ environment, profile, onPrompt, timeoutMs, signal } = {}) {
+    /** @type {Record<string, string>} */
+    const params = {};
+    if (environment !== undefined) params.environment = environment;
+    if (profile !== undefined) params.profile = profile;
+    const listener = onPrompt && ((/** @type {import('../index.js').AuthPrompt} */ prompt) => {
+      if ((environment === undefined || prompt.environment === environment) && (profile === undefined || prompt.profile === profile)) onPrompt(prompt);
+    });
+    if (listener) this.on('auth-prompt', listener);
+    try {
+      const result = await this.call('login', params, { signal, timeoutMs });
+      if (!result || result.loggedIn !== true) throw new ProtocolError('unexpected login result'); // never echo it
+      return result;
+    } finally {
+      if (listener) this.off('auth-prompt', listener);
+    }
   }
 
   /**

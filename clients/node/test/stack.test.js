@@ -7,7 +7,9 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Relay, UnknownEnvironment, UnknownProfile, AuthError, TransportError, InvalidParams, NotSupported } from '../index.js';
+import { spawn } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { Relay, UnknownEnvironment, UnknownProfile, AuthError, TransportError, InvalidParams, NotSupported, InteractionRequired, RelayTimeout } from '../index.js';
 import { realBin, stackEnv, logSink } from './helpers.js';
 
 const stack = stackEnv();
@@ -29,8 +31,16 @@ function configPath() {
       closed: { base_url: 'http://127.0.0.1:9', profiles: { none: { type: 'bearer', token: 'x' } } },
     },
   };
-  const path = join(mkdtempSync(join(tmpdir(), 'tokenrelay-node-')), 'stack-config.yaml');
-  writeFileSync(path, JSON.stringify(config, null, 2));
+  const dir = mkdtempSync(join(tmpdir(), 'tokenrelay-node-'));
+  // A person's login: device code as the AS's public client `tv` (approve_device.py plays the person).
+  if (s.AS_URL) {
+    /** @type {Record<string, any>} */ (config.environments.stack.profiles).tv = { type: 'device_code', issuer: client.issuer,
+      ...(s.TOKEN_URL ? { token_url: s.TOKEN_URL } : {}),
+      device_authorization_url: `${s.AS_URL.replace(/\/$/, '')}/o/device-authorization/`, client_id: 'tv' };
+  }
+  // Sessions of this config only, not the user's default store (a login here stays here).
+  const path = join(dir, 'stack-config.yaml');
+  writeFileSync(path, JSON.stringify({ ...config, store: { type: 'sqlite', path: join(dir, 'state', 'sessions.db') } }, null, 2));
   return path;
 }
 
@@ -106,5 +116,63 @@ test('tokenGet and logout', { skip }, async () => {
     const session = (await relay.status()).sessions.find((/** @type {any} */ x) => x.profile === 'exposed');
     assert.equal(session.refreshable, false);
     assert.ok((await relay.tokenGet()).access_token, 'a new token after logout');
+  } finally { await relay.close(); }
+});
+
+// Logging in as a person (device code at the real AS; approve_device.py plays the person).
+const approveDevice = fileURLToPath(new URL('../../neovim/test/approve_device.py', import.meta.url));
+
+/**
+ * What the person does with the prompt: signs in at the AS, enters the code, accepts.
+ * @param {import('../index.js').AuthPrompt} prompt
+ * @returns {Promise<number|null>} the approver's exit code
+ */
+const approve = (prompt) => new Promise((resolve, reject) => {
+  const child = spawn('python3', [approveDevice, /** @type {any} */ (stack).AS_URL, String(prompt.userCode)], { stdio: 'inherit' });
+  child.on('error', reject);
+  child.on('close', resolve);
+});
+
+test('a request before login rejects with InteractionRequired (data.login)', { skip }, async () => {
+  const relay = start();
+  try {
+    const error = await relay.request({ path, profile: 'tv', timeoutMs: 30000 }).then(() => null, (e) => e);
+    assert.ok(error instanceof InteractionRequired, String(error));
+    assert.equal(error.kind, 'interaction_required');
+    assert.equal(error.data.login, true);
+  } finally { await relay.close(); }
+});
+
+test('a device login: onPrompt and the auth-prompt event, approval, then requests as the person', { skip }, async () => {
+  const relay = start();
+  try {
+    /** @type {import('../index.js').AuthPrompt[]} */
+    const events = [];
+    relay.on('auth-prompt', (prompt) => events.push(prompt));
+    /** @type {Promise<number|null>[]} */
+    const approvals = [];
+    const result = await relay.login({ environment: 'stack', profile: 'tv', timeoutMs: 120000, onPrompt: (prompt) => approvals.push(approve(prompt)) });
+    assert.deepEqual(await Promise.all(approvals), [0]);
+    assert.equal(result.loggedIn, true);
+    assert.equal(result.profile, 'tv');
+    assert.equal(events.length, 1);
+    const [prompt] = events;
+    assert.equal(prompt.kind, 'device');
+    assert.deepEqual([prompt.environment, prompt.profile], ['stack', 'tv']);
+    assert.ok(prompt.url.startsWith(/** @type {any} */ (stack).AS_URL), prompt.url);
+    assert.ok(prompt.userCode && prompt.expiresAt);
+    const response = await relay.request({ path, profile: 'tv', timeoutMs: 30000 });
+    assert.equal(response.status, 200);
+    assert.equal(response.json().username, 'alice');
+    assert.equal(response.json().client_id, 'tv');
+  } finally { await relay.close(); }
+});
+
+test('login past timeoutMs rejects with RelayTimeout and the process keeps serving', { skip }, async () => {
+  const relay = start();
+  try {
+    const error = await relay.login({ profile: 'tv', timeoutMs: 500 }).then(() => null, (e) => e);
+    assert.ok(error instanceof RelayTimeout, String(error));
+    await relay.ping({ timeoutMs: 10000 });
   } finally { await relay.close(); }
 });

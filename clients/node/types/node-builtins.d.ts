@@ -61,6 +61,16 @@ declare module 'node:path' {
   export function join(...paths: string[]): string;
 }
 
+declare module 'node:events' {
+  export class EventEmitter {
+    on(event: string | symbol, listener: (...args: any[]) => void): this;
+    off(event: string | symbol, listener: (...args: any[]) => void): this;
+    once(event: string | symbol, listener: (...args: any[]) => void): this;
+    emit(event: string | symbol, ...args: any[]): boolean;
+    listenerCount(event: string | symbol): number;
+  }
+}
+
 declare module 'node:child_process' {
   interface Writable {
     readonly writable: boolean;

@@ -3,7 +3,8 @@
 If the stack file sets ``TOKENRELAY_CONFIG`` that file is used as is. Otherwise one is
 written with environment ``stack`` (base ``RS_URL``, profile ``service`` with
 ``CLIENT_ID``/``CLIENT_SECRET`` at ``ISSUER``/``TOKEN_URL``, profile ``bad`` with a wrong
-secret) and environment ``closed`` (a loopback port nothing listens on). Paths on the
+secret, profile ``tv``: a device-code login as the public client ``tv``), its own session store in
+the directory, and environment ``closed`` (a loopback port nothing listens on). Paths on the
 resource server: ``STACK_PATH`` (default ``/whoami``) and ``STACK_SSE_PATH`` (default ``/events``).
 """
 
@@ -36,7 +37,20 @@ def write_config(stack, directory):
             },
             "closed": {"base_url": "http://127.0.0.1:9", "profiles": {"none": {"type": "bearer", "token": "x"}}},
         },
+        # Sessions of this config only (not the user's default store): a login here is not
+        # seen by another test's config, and nothing is left behind.
+        "store": {"type": "sqlite", "path": os.path.join(str(directory), "state", "sessions.db")},
     }
+    if stack.get("AS_URL"):
+        # A person's login: device code as the AS's public client ``tv`` (approve_device.py
+        # in clients/neovim/test plays the person).
+        config["environments"]["stack"]["profiles"]["tv"] = {
+            "type": "device_code",
+            "issuer": issuer,
+            **endpoint,
+            "device_authorization_url": stack["AS_URL"].rstrip("/") + "/o/device-authorization/",
+            "client_id": "tv",
+        }
     path = os.path.join(str(directory), "stack-config.yaml")
     with open(path, "w") as f:
         json.dump(config, f, indent=2)  # JSON is YAML

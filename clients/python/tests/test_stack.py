@@ -2,6 +2,10 @@
 Skipped unless TOKENRELAY_STACK_ENV names the stack's variables file."""
 
 import asyncio
+import subprocess
+import sys
+import threading
+from pathlib import Path
 
 import pytest
 from stack_config import paths, write_config
@@ -86,3 +90,93 @@ def test_invalid_params(relay):
     with pytest.raises(tokenrelay.InvalidParams) as info:
         relay.call("request", {"path": "/", "method": 5})
     assert info.value.diagnostics
+
+
+# Logging in as a person (device code at the real AS; approve_device.py plays the person) ----
+
+APPROVE_DEVICE = str(Path(__file__).resolve().parents[2] / "neovim" / "test" / "approve_device.py")
+
+
+def _approve(stack, prompt):
+    """What the person does with the prompt: signs in at the AS, enters the code, accepts."""
+    return subprocess.Popen([sys.executable, APPROVE_DEVICE, stack["AS_URL"], prompt.user_code])
+
+
+def test_request_before_login_needs_interaction(relay, path):
+    with pytest.raises(tokenrelay.InteractionRequired) as info:
+        relay.request("GET", path, profile="tv", timeout=30)
+    assert info.value.kind == "interaction_required"
+    assert info.value.data["login"] is True
+
+
+def test_device_login_then_request_as_the_person(relay, stack, path):
+    prompts, approvers = [], []
+
+    def on_prompt(prompt):
+        prompts.append(prompt)
+        approvers.append(_approve(stack, prompt))
+
+    try:
+        result = relay.login("stack", "tv", on_prompt=on_prompt, timeout=120)
+        assert [approver.wait(30) for approver in approvers] == [0]
+    finally:
+        for approver in approvers:
+            approver.kill()
+    assert result["loggedIn"] is True and result["profile"] == "tv"
+    [prompt] = prompts
+    assert isinstance(prompt, tokenrelay.AuthPrompt)
+    assert (prompt.environment, prompt.profile, prompt.kind) == ("stack", "tv", "device")
+    assert prompt.url.startswith(stack["AS_URL"]) and prompt.user_code and prompt.expires_at
+    response = relay.request("GET", path, profile="tv", timeout=30)
+    assert response.status == 200
+    assert response.json()["username"] == "alice"
+    assert response.json()["client_id"] == "tv"
+
+
+def test_async_device_login_with_the_general_prompt_hook(stack, real_bin, tmp_path, path):
+    hooked, approvers = [], []
+
+    def on_auth_prompt(prompt):  # a login started by anyone on this relay
+        hooked.append(prompt)
+        approvers.append(_approve(stack, prompt))
+
+    async def main():
+        async with tokenrelay.AsyncRelay(config=write_config(stack, tmp_path), binary=real_bin,
+                                         on_auth_prompt=on_auth_prompt) as relay:
+            with pytest.raises(tokenrelay.InteractionRequired) as info:
+                await relay.request("GET", path, profile="tv", timeout=30)
+            assert info.value.data["login"] is True
+            result = await relay.login(profile="tv", timeout=120)
+            assert result["loggedIn"] is True
+            response = await relay.request("GET", path, profile="tv", timeout=30)
+            assert response.status == 200 and response.json()["username"] == "alice"
+
+    try:
+        asyncio.run(asyncio.wait_for(main(), 180))
+        assert [approver.wait(30) for approver in approvers] == [0]
+    finally:
+        for approver in approvers:
+            approver.kill()
+    assert [p.kind for p in hooked] == ["device"]
+
+
+def test_login_timeout_cancels_the_login(relay):
+    with pytest.raises(tokenrelay.RelayTimeout):
+        relay.login("stack", "tv", timeout=0.5)  # nobody approves: the client gives up and cancels
+    relay.ping(timeout=10)  # the process keeps serving
+
+
+
+def test_cancelled_logins_count_then_limit(stack, real_bin, tmp_path):
+    prompted = threading.Semaphore(0)
+    with tokenrelay.Relay(config=write_config(stack, tmp_path), binary=real_bin,
+                          on_auth_prompt=lambda prompt: prompted.release()) as relay:
+        for _ in range(3):  # each cancelled login is a failed attempt (SPEC 5.4: at most 3 per 10 minutes)
+            call = relay.start_call("login", {"environment": "stack", "profile": "tv"})
+            assert prompted.acquire(timeout=30), "no auth-prompt"
+            call.cancel()
+            with pytest.raises(tokenrelay.Cancelled):
+                call.result(timeout=30)
+        with pytest.raises(tokenrelay.LimitExceeded) as info:
+            relay.login("stack", "tv", timeout=30)
+        assert info.value.kind == "limit"

@@ -78,6 +78,24 @@ if [[ -n ${TOKENRELAY_STACK_ENV:-} && -x $real ]]; then
   check "jq-subscribe against the stack" test "$rc" = 0 -a "$(wc -l <"$work/out")" = 2
   out=$("$here/jq-one.sh" request "$(jq -nc --arg p "$path" '{environment: "stack", path: $p}')" | jq .status)
   check "jq-one request gets 200" test "$out" = 200
+  # Logging in as a person (the README's recipe): tokenrelay login prints the URL and the
+  # device code on stderr; approve_device.py plays the person at the real AS.
+  "$here/call.sh" GET "$path" --env stack --profile tv >/dev/null 2>&1; rc=$?
+  check "call.sh before login exits 8 (interaction required)" test "$rc" = 8
+  "$real" login --env stack --profile tv --no-browser 2>"$work/login-err" &
+  login=$!
+  if wait_for "$work/login-err" 'enter the code'; then
+    code=$(sed -n 's/.*enter the code: *\([^ ]*\).*/\1/p' "$work/login-err" | head -1)
+    as_url=$(bash -c 'set -a; . "$1"; printf %s "$AS_URL"' bash "$TOKENRELAY_STACK_ENV")
+    python3 "$repo/clients/neovim/test/approve_device.py" "$as_url" "$code"; rc=$?
+    check "the person approves the code shown on stderr" test "$rc" = 0
+    wait "$login"; rc=$?
+    check "tokenrelay login exits 0 once the session is stored" test "$rc" = 0
+    "$here/call.sh" GET "$path" --env stack --profile tv >"$work/out" 2>/dev/null; rc=$?
+    check "call.sh after login runs as the person" test "$rc" = 0 -a "$(jq -r .username "$work/out")" = alice
+  else
+    kill "$login" 2>/dev/null; fail "tokenrelay login prompts" "no code on stderr: $(cat "$work/login-err")"
+  fi
 else
   skip "call.sh, subscribe.sh and stack recipes" "TOKENRELAY_STACK_ENV is not set"
 fi

@@ -6,7 +6,7 @@
 """
 
 from ._async import AsyncRelay, AsyncSubscription
-from ._core import Event, Response, SubscriptionState, find_binary
+from ._core import AuthPrompt, Event, Response, SubscriptionState, find_binary
 from ._sync import Call, Relay, Subscription
 from .errors import (
     AuthError,
@@ -32,6 +32,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Relay", "AsyncRelay", "Call", "Subscription", "AsyncSubscription", "Response", "Event", "SubscriptionState",
+    "AuthPrompt",
     "find_binary", "error_from_json", "RelayError", "ConfigError", "UnknownEnvironment", "UnknownProfile",
     "AuthError", "InteractionRequired", "TransportError", "RelayTimeout", "Cancelled", "LimitExceeded",
     "ShuttingDown", "NotSupported", "InvalidParams", "ProtocolError", "MethodNotFound", "RelayClosed",

@@ -11,7 +11,7 @@ import os
 from typing import Any, AsyncIterator, Callable, Deque, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from . import _core
-from ._core import Event, Response, SubscriptionState
+from ._core import AuthPrompt, Event, Response, SubscriptionState
 from ._sync import TIMEOUT_SLACK
 from .errors import ProtocolError, RelayClosed, RelayError, RelayTimeout
 
@@ -159,11 +159,15 @@ class AsyncRelay:
         log_level: Optional[str] = None,
         environ: Optional[Mapping[str, str]] = None,
         on_notification: Optional[Callable[[str, Dict[str, Any]], None]] = None,
+        on_auth_prompt: Optional[Callable[[AuthPrompt], None]] = None,
     ) -> None:
         executable = _core.find_binary(binary, environ)
         self.argv: List[str] = _core.build_argv(executable, config=config, env=env, log_level=log_level, args=args)
         self._environ = dict(environ) if environ is not None else None
         self._on_notification = on_notification
+        self._on_auth_prompt = on_auth_prompt
+        # Callbacks of login() calls in progress: (environment, profile, on_prompt).
+        self._prompt_listeners: List[Tuple[Optional[str], Optional[str], Callable[[AuthPrompt], None]]] = []
         self._ids = itertools.count(1)
         self._pending: Dict[Any, "asyncio.Future[Any]"] = {}
         self._hooks: Dict[Any, Callable[[Any], None]] = {}
@@ -284,12 +288,26 @@ class AsyncRelay:
                     return None
                 item = Event.from_params(value) if key == "event" else SubscriptionState.from_params(value)
                 return subscription, item
-            elif self._on_notification is not None:
-                try:
-                    self._on_notification(key, value)
-                except Exception:
-                    _log.exception("on_notification callback failed")
+            else:
+                if key == _core.AUTH_PROMPT:
+                    self._auth_prompt(AuthPrompt.from_params(value))
+                if self._on_notification is not None:
+                    try:
+                        self._on_notification(key, value)
+                    except Exception:
+                        _log.exception("on_notification callback failed")
         return None
+
+    def _auth_prompt(self, prompt: AuthPrompt) -> None:
+        callbacks = [callback for environment, profile, callback in self._prompt_listeners
+                     if prompt.matches(environment, profile)]
+        if self._on_auth_prompt is not None:
+            callbacks.insert(0, self._on_auth_prompt)
+        for callback in callbacks:
+            try:
+                callback(prompt)
+            except Exception:  # a callback bug must not stop the reader
+                _log.exception("auth-prompt callback failed")
 
     def _fail_all(self, error: RelayClosed) -> None:
         if self._closed_error is None:
@@ -410,6 +428,25 @@ class AsyncRelay:
         how many sessions were logged out."""
         result = await self.call("logout", _core.invalidate_params(environment, profile, all))
         return _core.invalidated_count(result, "loggedOut", "logout")
+
+    async def login(
+        self,
+        environment: Optional[str] = None,
+        profile: Optional[str] = None,
+        *,
+        on_prompt: Optional[Callable[[AuthPrompt], None]] = None,
+        timeout: Optional[float] = None,
+    ) -> Dict[str, Any]:
+        """``login``: as :meth:`Relay.login`; ``on_prompt`` is called on the event loop
+        (it must not block: schedule work with ``asyncio.create_task``)."""
+        listener = (environment, profile, on_prompt) if on_prompt is not None else None
+        if listener is not None:
+            self._prompt_listeners.append(listener)
+        try:
+            return _core.login_result(await self.call("login", _core.login_params(environment, profile), timeout=timeout))
+        finally:
+            if listener is not None:
+                self._prompt_listeners.remove(listener)
 
     async def token_get(self, environment: Optional[str] = None, profile: Optional[str] = None) -> Dict[str, Any]:
         """``token-get``: ``{access_token, token_type, expires_at?}``, only for profiles with

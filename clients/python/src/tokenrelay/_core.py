@@ -247,6 +247,19 @@ def token_result(result: Any) -> Dict[str, Any]:
     raise ProtocolError("unexpected token-get result")  # never echo it: it may hold a token
 
 
+def login_params(environment: Optional[str] = None, profile: Optional[str] = None) -> Dict[str, Any]:
+    """The ``login`` params (the same members as ``token-get``)."""
+    return token_get_params(environment, profile)
+
+
+def login_result(result: Any) -> Dict[str, Any]:
+    """A ``login`` result: ``environment``, ``profile``, ``loggedIn`` and, when known,
+    ``expiresAt`` and the identity (``subject``, ``email``, ``name``)."""
+    if isinstance(result, dict) and result.get("loggedIn") is True:
+        return result
+    raise ProtocolError("unexpected login result")  # never echo it
+
+
 #: Events (and state changes) a subscription holds for its consumer before the client stops
 #: reading the process's output, which makes tokenrelay pause the HTTP transfer.
 DEFAULT_MAX_BUFFERED = 256
@@ -370,6 +383,48 @@ class SubscriptionState:
     @property
     def closed(self) -> bool:
         return self.state == "closed"
+
+
+@dataclass(frozen=True)
+class AuthPrompt:
+    """An ``auth-prompt`` notification: what the person must do to finish a login.
+    ``kind`` is ``browser`` (open ``url``) or ``device`` (open ``url`` and enter
+    ``user_code``, or open ``verification_uri_complete``); ``expires_at`` is the ISO 8601
+    time the prompt stops being valid."""
+
+    environment: str
+    profile: str
+    kind: str
+    url: str
+    user_code: Optional[str] = None
+    verification_uri_complete: Optional[str] = None
+    expires_at: Optional[str] = None
+    raw: Dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any]) -> "AuthPrompt":
+        def text(name: str) -> Optional[str]:
+            value = params.get(name)
+            return value if isinstance(value, str) else None
+
+        return cls(
+            environment=text("environment") or "",
+            profile=text("profile") or "",
+            kind=text("kind") or "unknown",
+            url=text("url") or "",
+            user_code=text("userCode"),
+            verification_uri_complete=text("verificationUriComplete"),
+            expires_at=text("expiresAt"),
+            raw=dict(params),
+        )
+
+    def matches(self, environment: Optional[str], profile: Optional[str]) -> bool:
+        """Whether this prompt is for that login (``None`` matches any name: the defaults)."""
+        return (environment is None or environment == self.environment) and (profile is None or profile == self.profile)
+
+
+#: The notification a login in progress sends.
+AUTH_PROMPT = "auth-prompt"
 
 
 # Incoming message classification -------------------------------------------------------

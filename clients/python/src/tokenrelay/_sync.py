@@ -11,10 +11,10 @@ import os
 import subprocess
 import threading
 import time
-from typing import Any, Callable, Deque, Dict, Iterator, List, Mapping, Optional, Sequence, Union
+from typing import Any, Callable, Deque, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
 from . import _core
-from ._core import Event, Response, SubscriptionState
+from ._core import AuthPrompt, Event, Response, SubscriptionState
 from .errors import ProtocolError, RelayClosed, RelayError, RelayTimeout, ShuttingDown
 
 _log = logging.getLogger("tokenrelay")
@@ -204,10 +204,14 @@ class Relay:
         log_level: Optional[str] = None,
         environ: Optional[Mapping[str, str]] = None,
         on_notification: Optional[Callable[[str, Dict[str, Any]], None]] = None,
+        on_auth_prompt: Optional[Callable[[AuthPrompt], None]] = None,
     ) -> None:
         executable = _core.find_binary(binary, environ)
         self.argv: List[str] = _core.build_argv(executable, config=config, env=env, log_level=log_level, args=args)
         self._on_notification = on_notification
+        self._on_auth_prompt = on_auth_prompt
+        # Callbacks of login() calls in progress: (environment, profile, on_prompt).
+        self._prompt_listeners: List[Tuple[Optional[str], Optional[str], Callable[[AuthPrompt], None]]] = []
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
         self._write_lock = threading.Lock()
@@ -303,11 +307,26 @@ class Relay:
                 subscription._deliver(Event.from_params(params))
             else:
                 subscription._deliver(SubscriptionState.from_params(params))
-        elif self._on_notification is not None:
+        else:
+            if method == _core.AUTH_PROMPT:
+                self._auth_prompt(AuthPrompt.from_params(params))
+            if self._on_notification is not None:
+                try:
+                    self._on_notification(method, params)
+                except Exception:  # a callback bug must not kill the reader
+                    _log.exception("on_notification callback failed")
+
+    def _auth_prompt(self, prompt: AuthPrompt) -> None:
+        with self._lock:
+            callbacks = [callback for environment, profile, callback in self._prompt_listeners
+                         if prompt.matches(environment, profile)]
+        if self._on_auth_prompt is not None:
+            callbacks.insert(0, self._on_auth_prompt)
+        for callback in callbacks:
             try:
-                self._on_notification(method, params)
+                callback(prompt)
             except Exception:  # a callback bug must not kill the reader
-                _log.exception("on_notification callback failed")
+                _log.exception("auth-prompt callback failed")
 
     def _fail_all(self, error: RelayClosed) -> None:
         with self._lock:
@@ -439,6 +458,34 @@ class Relay:
         how many sessions were logged out."""
         result = self.call("logout", _core.invalidate_params(environment, profile, all))
         return _core.invalidated_count(result, "loggedOut", "logout")
+
+    def login(
+        self,
+        environment: Optional[str] = None,
+        profile: Optional[str] = None,
+        *,
+        on_prompt: Optional[Callable[[AuthPrompt], None]] = None,
+        timeout: Optional[float] = None,
+    ) -> Dict[str, Any]:
+        """``login``: starts (or joins) the interactive login of that session and returns once
+        it is stored: ``{environment, profile, loggedIn, expiresAt?, subject?, email?, name?}``.
+
+        ``on_prompt`` receives each :class:`AuthPrompt` for this login (the URL to open, the
+        device user code) on the reader thread: show it, start something, return quickly.
+        Raises :class:`InteractionRequired` when the person did not finish within the
+        profile's ``login_timeout``, :class:`AuthError` when the server refused,
+        :class:`LimitExceeded` after too many failed attempts, :class:`Cancelled`; past
+        ``timeout`` seconds it cancels the login and raises :class:`RelayTimeout`."""
+        listener = (environment, profile, on_prompt) if on_prompt is not None else None
+        if listener is not None:
+            with self._lock:
+                self._prompt_listeners.append(listener)
+        try:
+            return _core.login_result(self.call("login", _core.login_params(environment, profile), timeout=timeout))
+        finally:
+            if listener is not None:
+                with self._lock:
+                    self._prompt_listeners.remove(listener)
 
     def token_get(self, environment: Optional[str] = None, profile: Optional[str] = None) -> Dict[str, Any]:
         """``token-get``: ``{access_token, token_type, expires_at?}``, only for profiles with
