@@ -66,6 +66,19 @@ import Testing
         #expect(lines[1]["error"]?["code"] == .int(-32800))
     }
 
+    @Test func endOfInputWithARequestThatNeverEndsAnswersItShuttingDownAfterTheGraceAndExitsZero() async throws {
+        // The grace is 200 ms here (10 s by default); the request alone would run for an hour.
+        let relay = try RelayProcess(environment: ["TOKENRELAY_TEST_GRACE_MS": "200"])
+        try relay.send(#"{"jsonrpc":"2.0","id":"forever","method":"test/wait","params":{"ms":3600000}}"#)
+        try relay.send(#"{"jsonrpc":"2.0","id":"p","method":"ping"}"#)
+        _ = try await relay.lines(atLeast: 1)  // the ping proves the long request is in flight
+        try relay.closeStdin()
+        #expect(try await relay.exitCode(timeout: .seconds(60)) == 0)
+        let lines = try await relay.lines(atLeast: 2)
+        let forever = try #require(lines.first { $0["id"] == "forever" })
+        #expect(forever["error"]?["data"]?["kind"] == "shutting_down", "\(forever.jsonText)")
+    }
+
     @Test func threeHundredPipelinedRequestsAreAllAnsweredWithMatchingIDs() async throws {
         let relay = try RelayProcess()
         var text = ""
