@@ -56,6 +56,7 @@ public final class Dispatcher: Sendable {
 
     private let methods: [String: MethodHandler]
     private let notificationHandlers: [String: MethodHandler]
+    private let readOrderNotificationHandlers: [String: @Sendable (RequestContext) -> Void]
     private let sink: MessageSink
     private let limits: DispatcherLimits
     private let errorMapper: @Sendable (any Error) -> RPCError
@@ -66,17 +67,22 @@ public final class Dispatcher: Sendable {
     /// - Parameters:
     ///   - methods: request handlers by method name.
     ///   - notifications: notification handlers by method name (unknown notifications are ignored).
+    ///   - readOrderNotifications: notification handlers that run at once on the reader thread,
+    ///     in read order, before the next message (or the end of input) is seen; they must not
+    ///     block (`exit` decides the exit code here, so no later event can overtake it).
     ///   - shutdownMethod: the request after which every new request is refused with kind
     ///     `shutting_down` (decided when it is read, so the order of requests is respected).
     ///   - errorMapper: the one place that turns any thrown error into a wire error.
     public init(
-        methods: [String: MethodHandler], notifications: [String: MethodHandler] = [:], sink: MessageSink,
+        methods: [String: MethodHandler], notifications: [String: MethodHandler] = [:],
+        readOrderNotifications: [String: @Sendable (RequestContext) -> Void] = [:], sink: MessageSink,
         limits: DispatcherLimits = DispatcherLimits(), shutdownMethod: String? = "shutdown",
         errorMapper: @escaping @Sendable (any Error) -> RPCError
     ) {
         self.shutdownMethod = shutdownMethod
         self.methods = methods
         self.notificationHandlers = notifications
+        self.readOrderNotificationHandlers = readOrderNotifications
         self.sink = sink
         self.limits = limits
         self.errorMapper = errorMapper
@@ -84,7 +90,8 @@ public final class Dispatcher: Sendable {
 
     /// The method names this dispatcher answers, including the built-in cancellation ones.
     public var methodNames: Set<String> {
-        Set(methods.keys).union(notificationHandlers.keys).union(Self.cancelMethods)
+        Set(methods.keys).union(notificationHandlers.keys).union(readOrderNotificationHandlers.keys).union(
+            Self.cancelMethods)
     }
 
     static let cancelMethods: Set<String> = ["$/cancelRequest", "notifications/cancelled"]
@@ -161,12 +168,16 @@ public final class Dispatcher: Sendable {
         case "notifications/cancelled":
             if let raw = request.params?["requestId"], let id = RequestID(raw) { cancel(id) }
         default:
+            let afterShutdown = state.withLock { $0.shutdownReceived }
+            let context = RequestContext(id: nil, inBatch: false, sink: sink, afterShutdown: afterShutdown)
+            if let readOrderHandler = readOrderNotificationHandlers[request.method] {
+                readOrderHandler(context)
+                return
+            }
             guard let handler = notificationHandlers[request.method] else {
                 log.debug("ignoring unknown notification \(request.method)")
                 return
             }
-            let afterShutdown = state.withLock { $0.shutdownReceived }
-            let context = RequestContext(id: nil, inBatch: false, sink: sink, afterShutdown: afterShutdown)
             Task.detached {
                 do {
                     _ = try await handler(request.params, context)

@@ -65,7 +65,8 @@ public final class RelayServer: Sendable {
             fileDescriptor: output, onPeerGone: { [termination] in termination.trigger(.peerGone) })
         if let framing = options.framing { writer.framing = framing }
         let dispatcher = Dispatcher(
-            methods: methodTable(), notifications: notificationTable(), sink: writer,
+            methods: methodTable(), notifications: notificationTable(),
+            readOrderNotifications: readOrderNotificationTable(), sink: writer,
             limits: options.dispatcherLimits, errorMapper: ErrorMapping.rpcError)
         let notifier = Notifier(sink: writer)
         let authEvents = Task.detached { [runtime] in

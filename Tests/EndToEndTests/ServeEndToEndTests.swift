@@ -79,6 +79,25 @@ import Testing
         #expect(forever["error"]?["data"]?["kind"] == "shutting_down", "\(forever.jsonText)")
     }
 
+    @Test func exitThenEndOfInputInOneWriteExitsOneWithoutShutdownEveryTime() async throws {
+        var codes: [Int32] = []
+        for _ in 0..<6 {
+            try await withThrowingTaskGroup(of: Int32.self) { group in
+                for _ in 0..<8 {
+                    group.addTask {
+                        let relay = try RelayProcess()
+                        try relay.write(#"{"jsonrpc":"2.0","method":"exit"}"# + "\n")
+                        try relay.closeStdin()
+                        return try await relay.exitCode()
+                    }
+                }
+                for try await code in group { codes.append(code) }
+            }
+        }
+        #expect(codes.count == 48)
+        #expect(codes.allSatisfy { $0 == 1 }, "exit codes: \(codes)")
+    }
+
     @Test func threeHundredPipelinedRequestsAreAllAnsweredWithMatchingIDs() async throws {
         let relay = try RelayProcess()
         var text = ""

@@ -215,6 +215,19 @@ import Testing
         dispatcher.cancelAll()
     }
 
+    @Test func aReadOrderNotificationHasRunWhenReceiveReturns() {
+        let seen = Seen()
+        let dispatcher = Dispatcher(
+            methods: ["shutdown": { _, _ in .null }],
+            readOrderNotifications: ["exit": { context in seen.values.withLock { $0.append(context.afterShutdown) } }],
+            sink: RecordingSink(), errorMapper: { _ in RPCError(code: .internalError, message: "x") })
+        dispatcher.receive(Array(#"{"jsonrpc":"2.0","method":"exit"}"#.utf8))
+        #expect(seen.values.withLock { $0 } == [false], "ran on the reader's thread, before receive returned")
+        dispatcher.receive(Array(#"{"jsonrpc":"2.0","id":1,"method":"shutdown"}"#.utf8))
+        dispatcher.receive(Array(#"{"jsonrpc":"2.0","method":"exit"}"#.utf8))
+        #expect(seen.values.withLock { $0 } == [false, true])
+    }
+
     @Test func exitReadBeforeShutdownDoesNotCountAShutdownReadLater() async {
         let seen = Seen()
         let dispatcher = Self.dispatcher(seen, sink: RecordingSink())
