@@ -131,8 +131,23 @@ method("login", "Starts (or joins) the interactive login of a session (authoriza
         "subject": {"type": "string", "description": "OpenID Connect: the validated ID token's sub."},
         "email": string, "name": string}}},
     errs=err_refs("config", "unknown_environment", "unknown_profile", "auth", "interaction_required", "transport", "timeout", "limit", "not_supported", *std))
-method("config-reload", "Reloads the configuration file (also on SIGHUP). A config that fails to load leaves the running one in place.", [],
-    {"name": "result", "schema": {"type": "object"}}, errs=err_refs("config", *std), status="planned")
+# config-reload result: what the reload added, changed and removed, one {environment, profile}
+# pair per profile (profile absent for an environment without profiles). A changed environment
+# (its own settings: base_url, headers, timeouts, ca_file, proxy, ...) lists each of its profiles
+# as changed. Lists are sorted by environment, then profile.
+reload_entry = {"type": "object", "required": ["environment"], "additionalProperties": False,
+                "properties": {"environment": string, "profile": string}}
+reload_list = {"type": "array", "items": reload_entry}
+method("config-reload", "Reloads the configuration file from the same path, with the same loader as at start (also on SIGHUP for serve). "
+    "A config that fails to load changes nothing (error kind config with data.diagnostics: [{file, line, column, severity, message}]); "
+    "a changed store or server section is refused the same way (data.sections; it needs a restart). Profiles are compared as written "
+    "(secret sources by where they come from, not by value): unchanged ones keep their sessions, subscriptions and in-flight requests; "
+    "removed ones finish their in-flight requests, new requests get unknown_environment / unknown_profile, and their subscriptions end "
+    "with closed; changed ones finish their in-flight requests on the old settings, their subscriptions end with closed, and they start "
+    "afresh (the held access token is not used again; refresh state is kept).", [],
+    {"name": "result", "schema": {"type": "object", "required": ["added", "changed", "removed"], "additionalProperties": False,
+                                  "properties": {"added": reload_list, "changed": reload_list, "removed": reload_list}}},
+    errs=err_refs("config", *std))
 method("subscribe", "Follows a Server-Sent-Events stream; events arrive as event notifications. Rejected inside a batch.",
     env_params + request_target + [{"name": "lastEventId", "description": "Sent as Last-Event-ID on the first connection; no control characters.", "schema": string}] + common_tail,
     {"name": "result", "schema": {"type": "object", "required": ["subscription"], "properties": {"subscription": string}}},

@@ -1,6 +1,7 @@
 import Foundation
 import HTTP
 import Logging
+import Synchronization
 
 /// Owns every OAuth session: hands out tokens, acquires and renews them single-flight, commits
 /// rotated refresh tokens to the store before anyone sees the new access token, and decides
@@ -95,8 +96,11 @@ public actor TokenManager {
     /// Verified, cached issuer metadata (sessions of environments without a transport of their own).
     let discovery: DiscoveryClient
     /// Token, discovery, JWKS and revocation traffic per environment name, through that
-    /// environment's transport (its `ca_file`, `proxy`, `connect_timeout`; SPEC §5.2).
-    let environmentTraffic: [String: TokenTraffic]
+    /// environment's transport (its `ca_file`, `proxy`, `connect_timeout`; SPEC §5.2). Guarded by
+    /// the mutex: a configuration reload replaces the entries of environments it replaces.
+    let environmentTraffic: Mutex<[String: TokenTraffic]>
+    /// Builds the clients of one environment's transport.
+    let makeTraffic: @Sendable (any HTTPTransport) -> TokenTraffic
     /// The time source.
     let clock: any AuthClock
     /// Every registered session.
@@ -139,7 +143,7 @@ public actor TokenManager {
         discovery = DiscoveryClient(
             transport: transport, clock: clock, timeToLive: discoveryTimeToLive, random: random,
             retryPolicy: retryPolicy)
-        environmentTraffic = environmentTransports.mapValues { transport in
+        let makeTraffic: @Sendable (any HTTPTransport) -> TokenTraffic = { transport in
             TokenTraffic(
                 endpoint: TokenEndpointClient(
                     transport: transport, clock: clock, random: random, retryPolicy: retryPolicy),
@@ -147,6 +151,8 @@ public actor TokenManager {
                     transport: transport, clock: clock, timeToLive: discoveryTimeToLive, random: random,
                     retryPolicy: retryPolicy))
         }
+        self.makeTraffic = makeTraffic
+        environmentTraffic = Mutex(environmentTransports.mapValues(makeTraffic))
         (events, eventContinuation) = AsyncStream.makeStream(of: AuthEvent.self, bufferingPolicy: .bufferingNewest(256))
     }
 
@@ -298,6 +304,14 @@ struct TokenTraffic: Sendable {
 extension TokenManager {
     /// The clients that carry `key`'s token, discovery and revocation requests.
     nonisolated func traffic(for key: SessionKey) -> TokenTraffic {
-        environmentTraffic[key.environment] ?? TokenTraffic(endpoint: endpointClient, discovery: discovery)
+        environmentTraffic.withLock { $0[key.environment] }
+            ?? TokenTraffic(endpoint: endpointClient, discovery: discovery)
+    }
+
+    /// Sends the token traffic of the named environments through these transports from now on
+    /// (a configuration reload that added or replaced them); other environments keep theirs.
+    public nonisolated func useTransports(_ transports: [String: any HTTPTransport]) {
+        let traffic = transports.mapValues(makeTraffic)
+        environmentTraffic.withLock { $0.merge(traffic) { _, new in new } }
     }
 }

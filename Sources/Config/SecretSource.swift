@@ -63,7 +63,7 @@ public struct SecretSource: Sendable, CustomStringConvertible, CustomDebugString
     /// The key that declared it (`profiles.api.auth.client_secret`), for messages.
     public let keyPath: String
     /// Only for `.inline`: the value (registered with the redactor when decoded).
-    private let inlineValue: String?
+    let inlineValue: String?
     private let resolver: SecretResolver
 
     init(

@@ -1095,13 +1095,75 @@ public enum OpenRPCDocument {
     },
     {
       "name": "config-reload",
-      "summary": "Reloads the configuration file (also on SIGHUP). A config that fails to load leaves the running one in place.",
+      "summary": "Reloads the configuration file from the same path, with the same loader as at start (also on SIGHUP for serve). A config that fails to load changes nothing (error kind config with data.diagnostics: [{file, line, column, severity, message}]); a changed store or server section is refused the same way (data.sections; it needs a restart). Profiles are compared as written (secret sources by where they come from, not by value): unchanged ones keep their sessions, subscriptions and in-flight requests; removed ones finish their in-flight requests, new requests get unknown_environment / unknown_profile, and their subscriptions end with closed; changed ones finish their in-flight requests on the old settings, their subscriptions end with closed, and they start afresh (the held access token is not used again; refresh state is kept).",
       "paramStructure": "by-name",
       "params": [],
       "result": {
         "name": "result",
         "schema": {
-          "type": "object"
+          "type": "object",
+          "required": [
+            "added",
+            "changed",
+            "removed"
+          ],
+          "additionalProperties": false,
+          "properties": {
+            "added": {
+              "type": "array",
+              "items": {
+                "type": "object",
+                "required": [
+                  "environment"
+                ],
+                "additionalProperties": false,
+                "properties": {
+                  "environment": {
+                    "type": "string"
+                  },
+                  "profile": {
+                    "type": "string"
+                  }
+                }
+              }
+            },
+            "changed": {
+              "type": "array",
+              "items": {
+                "type": "object",
+                "required": [
+                  "environment"
+                ],
+                "additionalProperties": false,
+                "properties": {
+                  "environment": {
+                    "type": "string"
+                  },
+                  "profile": {
+                    "type": "string"
+                  }
+                }
+              }
+            },
+            "removed": {
+              "type": "array",
+              "items": {
+                "type": "object",
+                "required": [
+                  "environment"
+                ],
+                "additionalProperties": false,
+                "properties": {
+                  "environment": {
+                    "type": "string"
+                  },
+                  "profile": {
+                    "type": "string"
+                  }
+                }
+              }
+            }
+          }
         }
       },
       "errors": [
@@ -1121,7 +1183,7 @@ public enum OpenRPCDocument {
           "$ref": "#/components/errors/shutting_down"
         }
       ],
-      "x-status": "planned",
+      "x-status": "implemented",
       "x-direction": "client-to-server"
     },
     {

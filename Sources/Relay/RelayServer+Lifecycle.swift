@@ -20,18 +20,25 @@ extension RelayServer {
                 return try OpenRPCDocument.value()
             },
         ]
-        let request = RequestMethod(runtime: runtime)
-        table["request"] = { params, _ in try await request.handle(params) }
+        // Each call reads the current runtime once, at its start, and keeps it to its end.
+        let runtimes = self.runtimes
         let subscriptions = self.subscriptions
-        let tokens = TokenMethods(runtime: runtime, subscriptionCount: { subscriptions.count })
+        @Sendable func tokens(_ runtime: RelayRuntime) -> TokenMethods {
+            TokenMethods(runtime: runtime, subscriptionCount: { subscriptions.count })
+        }
+        table["request"] = { params, _ in try await runtimes.use { try await RequestMethod(runtime: $0).handle(params) }
+        }
         table["subscribe"] = { params, context in try await subscriptions.subscribe(params, context: context) }
         table["unsubscribe"] = { params, _ in try await subscriptions.unsubscribe(params) }
-        table["token-invalidate"] = { params, _ in try await tokens.invalidate(params) }
-        table["logout"] = { params, _ in try await tokens.logout(params) }
-        table["status"] = { params, _ in try await tokens.status(params) }
-        table["token-get"] = { params, _ in try await tokens.tokenGet(params) }
-        let login = LoginMethod(runtime: runtime)
-        table["login"] = { params, _ in try await login.handle(params) }
+        table["token-invalidate"] = { params, _ in try await runtimes.use { try await tokens($0).invalidate(params) } }
+        table["logout"] = { params, _ in try await runtimes.use { try await tokens($0).logout(params) } }
+        table["status"] = { params, _ in try await runtimes.use { try await tokens($0).status(params) } }
+        table["token-get"] = { params, _ in try await runtimes.use { try await tokens($0).tokenGet(params) } }
+        table["config-reload"] = { [self] params, _ in
+            try ParamReader.expectNone(params)
+            return try await reload()
+        }
+        table["login"] = { params, _ in try await runtimes.use { try await LoginMethod(runtime: $0).handle(params) } }
         if options.testMethods {
             table["test/wait"] = { params, _ in
                 var reader = try ParamReader(params, allowed: ["ms", "echo"])

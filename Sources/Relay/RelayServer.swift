@@ -20,16 +20,19 @@ public final class RelayServer: Sendable {
     }
 
     let options: ServerOptions
-    let runtime: RelayRuntime
+    /// The runtime each method call uses (a reload swaps it).
+    let runtimes: CurrentRuntime
     let subscriptions: Subscriptions
     let termination = Termination()
+    /// Runs one configuration reload at a time.
+    let reloads = SerialRunner()
     /// Guarded by the mutex: lifecycle flags.
     private let state = Mutex(State())
 
     private init(options: ServerOptions, runtime: RelayRuntime) {
         self.options = options
-        self.runtime = runtime
-        subscriptions = Subscriptions(runtime: runtime)
+        runtimes = CurrentRuntime(runtime)
+        subscriptions = Subscriptions(runtimes: runtimes)
     }
 
     /// Builds a server for `settings`; `environment` is `--env` (it overrides the config's
@@ -51,7 +54,7 @@ public final class RelayServer: Sendable {
     }
 
     /// The names and types `initialize` reports.
-    var catalog: EnvironmentCatalog { runtime.catalog }
+    var catalog: EnvironmentCatalog { runtimes.current.catalog }
 
     /// Asks the server to stop (signal handlers call this).
     public func terminate(_ reason: TerminationReason) {
@@ -69,8 +72,8 @@ public final class RelayServer: Sendable {
             readOrderNotifications: readOrderNotificationTable(), sink: writer,
             limits: options.dispatcherLimits, errorMapper: ErrorMapping.rpcError)
         let notifier = Notifier(sink: writer)
-        let authEvents = Task.detached { [runtime] in
-            for await event in runtime.manager.events {
+        let authEvents = Task.detached { [runtimes] in
+            for await event in runtimes.current.manager.events {
                 switch event {
                 case .authFailed(let failure):
                     var params: JSONObject = [
@@ -105,7 +108,7 @@ public final class RelayServer: Sendable {
         }
         await waitIdle(dispatcher, atMost: .seconds(2))
         await subscriptions.closeAll()
-        await runtime.close()
+        await runtimes.close()
         authEvents.cancel()
         await writer.flush()
         state.withLock { $0.watchdog?.cancel() }

@@ -1,3 +1,4 @@
+import Config
 import JSONRPC
 
 /// How the server runs: from the command line and the config's `server` block.
@@ -14,6 +15,9 @@ public struct ServerOptions: Sendable {
     /// With `testMethods`: a FIFO every renewal waits on after taking its lease
     /// (`TOKENRELAY_TEST_LEASE_GATE`), so tests can kill a lease holder before it sends.
     public var testLeaseGate: String?
+    /// Loads the configuration again, from the same place and in the same way as at start
+    /// (`config-reload` and SIGHUP); `nil`: there is nothing to reload.
+    public var loadConfig: (@Sendable () async -> ConfigLoadResult)?
 
     public init(
         framing: Framing? = nil, framingLimits: FramingLimits = FramingLimits(),

@@ -3,6 +3,7 @@ import Foundation
 import JSONRPC
 import Logging
 import Relay
+import Synchronization
 
 /// Parses the command line and runs the chosen command; returns the exit code.
 enum CommandLineTool {
@@ -105,10 +106,15 @@ enum CommandLineTool {
         OutputFile.writeAll(fd, bytes)
     }
 
+    /// Reads the configuration for serving (at start and on every reload).
+    static func loadConfig(path: String?, environment: [String: String]) async -> ConfigLoadResult {
+        await ConfigLoader().load(path: path, environment: environment, mode: .serve)
+    }
+
     /// Loads the configuration for serving; prints its diagnostics on stderr. `nil` when it
     /// failed to load (the caller exits with ``ExitCode/config``).
     static func loadSettings(path: String?, environment: [String: String]) async -> Settings? {
-        let result = await ConfigLoader().load(path: path, environment: environment, mode: .serve)
+        let result = await loadConfig(path: path, environment: environment)
         for diagnostic in result.diagnostics {
             if diagnostic.severity == .error {
                 log.error(diagnostic.description)
@@ -164,11 +170,17 @@ enum CommandLineTool {
             return usageError(error.message)
         }
         log.configure(level: logLevel, format: logFormat)
-        // Until reload exists, SIGHUP (a closed terminal, a service manager's "reload") must not
-        // end the server and its in-flight requests: it is logged and ignored. Installed before
-        // anything slow, so there is no window in which SIGHUP still kills.
-        let hangupSource = ProcessSetup.onSignals(ProcessSetup.ignoredWhileServing) { number in
-            log.info("\(ProcessSetup.name(of: number)) received: ignored (configuration reload is not supported yet)")
+        // SIGHUP (a service manager's "reload", a closed terminal) reloads the configuration
+        // (SPEC §5.7) and never ends the server. Installed before anything slow, so there is no
+        // window in which SIGHUP still kills; until the server runs it is logged and ignored.
+        let reloadTarget = ReloadTarget()
+        let hangupSource = ProcessSetup.onSignals(ProcessSetup.reloading) { number in
+            guard let server = reloadTarget.server.withLock({ $0 }) else {
+                log.info("\(ProcessSetup.name(of: number)) received before serving: ignored")
+                return
+            }
+            log.info("\(ProcessSetup.name(of: number)) received: reloading the configuration")
+            Task { await server.reloadOnSignal() }
         }
         defer { withExtendedLifetime(hangupSource) {} }
         options.testMethods = environment["TOKENRELAY_ENABLE_TEST_METHODS"] == "1"
@@ -188,6 +200,9 @@ enum CommandLineTool {
         options.dispatcherLimits = DispatcherLimits(
             maximumConcurrent: settings.server.maxConcurrentRequests, maximumQueued: settings.server.maxQueuedRequests)
         options.framingLimits.maximumMessageBytes = settings.server.maxMessageBytes
+        options.loadConfig = { [configPath] in
+            await loadConfig(path: configPath, environment: environment)
+        }
         let server: RelayServer
         do {
             server = try await RelayServer.make(options: options, settings: settings, environment: environmentName)
@@ -199,10 +214,17 @@ enum CommandLineTool {
             log.debug("\(ProcessSetup.name(of: number)) received: stopping")
             server.terminate(TerminationReason.signal(number))
         }
+        reloadTarget.server.withLock { $0 = server }
         let code = await server.run(input: STDIN_FILENO, output: protocolOutput)
         withExtendedLifetime(signalSources) {}
         return code
     }
+}
+
+/// The server SIGHUP reloads, once it exists.
+private final class ReloadTarget: Sendable {
+    /// Guarded by the mutex.
+    let server = Mutex<RelayServer?>(nil)
 }
 
 /// A usage error in the arguments.

@@ -27,10 +27,10 @@ enum ProcessSetup {
     /// Signals that stop `serve` cleanly (stop reading, drain in-flight requests, exit 0) and end
     /// the one-shot commands.
     static let stopping: [Int32] = [SIGTERM, SIGINT, SIGQUIT]
-    /// Signals `serve` logs and ignores (SIGHUP: reload is not supported yet); the one-shot
-    /// commands end on them as on SIGTERM. (`call` keeps the default actions: it dies by the
-    /// signal, as curl does.)
-    static let ignoredWhileServing: [Int32] = [SIGHUP]
+    /// Signals `serve` answers with a configuration reload (SPEC §5.7); the one-shot commands
+    /// end on them as on SIGTERM. (`call` keeps the default actions: it dies by the signal, as
+    /// curl does.)
+    static let reloading: [Int32] = [SIGHUP]
 
     /// The conventional name of a signal, for log lines.
     static func name(of number: Int32) -> String {

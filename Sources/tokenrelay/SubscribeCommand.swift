@@ -51,7 +51,7 @@ enum SubscribeCommand {
         }
         let handle = OneShot.SubscriptionHandle()
         // A one-shot command ends on SIGHUP as on SIGTERM: its terminal may have gone away.
-        let signalSources = ProcessSetup.onSignals(ProcessSetup.stopping + ProcessSetup.ignoredWhileServing) { _ in
+        let signalSources = ProcessSetup.onSignals(ProcessSetup.stopping + ProcessSetup.reloading) { _ in
             handle.stop()
         }
         defer { withExtendedLifetime(signalSources) {} }

@@ -23,13 +23,14 @@ import Testing
         #expect(held?["result"]?["echo"] == "drained", "the in-flight request finished and was answered")
     }
 
-    @Test func sighupIsLoggedAndIgnoredAndTheInFlightRequestStillGetsItsAnswer() async throws {
+    @Test func sighupReloadsWithoutStoppingAndTheInFlightRequestStillGetsItsAnswer() async throws {
         let relay = try RelayProcess()
         try relay.send(#"{"jsonrpc":"2.0","id":1,"method":"test/wait","params":{"ms":3600000}}"#)
         try relay.send(#"{"jsonrpc":"2.0","id":2,"method":"ping"}"#)
         _ = try await relay.lines(atLeast: 1)
         relay.signal(SIGHUP)
-        try await relay.waitForStderr("SIGHUP received: ignored")
+        try await relay.waitForStderr("SIGHUP received: reloading the configuration")
+        try await relay.waitForStderr("configuration reloaded: 0 added, 0 changed, 0 removed")
         try relay.send(#"{"jsonrpc":"2.0","id":3,"method":"ping"}"#)
         try relay.send(#"{"jsonrpc":"2.0","method":"$/cancelRequest","params":{"id":1}}"#)
         let answers = try await relay.lines(atLeast: 3)

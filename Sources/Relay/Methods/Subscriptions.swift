@@ -1,3 +1,4 @@
+import Config
 import Foundation
 import HTTP
 import JSONRPC
@@ -10,16 +11,29 @@ import Synchronization
 final class Subscriptions: Sendable {
     private struct State {
         var nextID = 1
-        var active: [String: Task<Void, Never>] = [:]
+        var active: [String: Entry] = [:]
         var closing = false
     }
 
-    private let runtime: RelayRuntime
+    /// One running subscription and what it belongs to (a reload that removes or changes its
+    /// environment or profile closes it).
+    private struct Entry {
+        let task: Task<Void, Never>
+        let environment: String
+        let profile: String?
+    }
+
+    private let runtimes: CurrentRuntime
     /// Guarded by the mutex: the running subscriptions.
     private let state = Mutex(State())
 
-    init(runtime: RelayRuntime) {
-        self.runtime = runtime
+    init(runtimes: CurrentRuntime) {
+        self.runtimes = runtimes
+    }
+
+    /// A subscriptions table of its own runtime (the one-shot `subscribe` command).
+    convenience init(runtime: RelayRuntime) {
+        self.init(runtimes: CurrentRuntime(runtime))
     }
 
     /// How many subscriptions are open.
@@ -31,6 +45,17 @@ final class Subscriptions: Sendable {
                 "subscribe cannot be used inside a batch (its stream would hold the batch's answer)")
         }
         let params = try RequestParams.decodeSubscription(params)
+        // A subscribe that raced a reload starts over with the new configuration.
+        while true {
+            let runtime = runtimes.current
+            if let answer = try await start(params, runtime: runtime, context: context) { return answer }
+        }
+    }
+
+    /// Starts the subscription on `runtime`; `nil` when a reload replaced `runtime` meanwhile.
+    private func start(_ params: RequestParams, runtime: RelayRuntime, context: RequestContext) async throws
+        -> JSONValue?
+    {
         let environment = try runtime.environment(params.environment)
         let profile = params.auth ? try runtime.profile(params.profile, in: environment) : nil
         var request = try RequestMethod.httpRequest(params, environment: environment)
@@ -56,28 +81,48 @@ final class Subscriptions: Sendable {
             connectTimeout: params.timeout ?? environment.settings.connectTimeout)
         let source = EventSource(transport: environment.transport, configuration: configuration)
 
-        let id: String = try state.withLock { state in
-            guard !state.closing else { throw RPCError.shuttingDown }
-            defer { state.nextID += 1 }
-            return "sub-\(state.nextID)"
-        }
         let notifier = Notifier(context: context)
         let replyHandedOver = context.replyHandedOver
-        let task = Task.detached { [self] in
-            // The reply carrying the id goes out before any notification of the subscription.
-            await replyHandedOver.wait()
-            await Self.pump(source, id: id, notifier: notifier)
-            state.withLock { _ = $0.active.removeValue(forKey: id) }
+        // Registered under the lock only while `runtime` is still the current one: a reload
+        // swaps the runtime and picks the subscriptions to close under the same lock.
+        let id: String? = try state.withLock { table in
+            guard !table.closing else { throw RPCError.shuttingDown }
+            guard runtimes.current === runtime else { return nil }
+            defer { table.nextID += 1 }
+            let id = "sub-\(table.nextID)"
+            let task = Task.detached { [self] in
+                // The reply carrying the id goes out before any notification of the subscription.
+                await replyHandedOver.wait()
+                await Self.pump(source, id: id, notifier: notifier)
+                state.withLock { _ = $0.active.removeValue(forKey: id) }
+            }
+            table.active[id] = Entry(task: task, environment: environment.name, profile: profile?.name)
+            return id
         }
-        state.withLock { $0.active[id] = task }
+        guard let id else { return nil }
         return ["subscription": .string(id)]
+    }
+
+    /// Makes `runtime` the current one and closes the subscriptions whose environment or profile
+    /// `diff` does not keep (each sends its final `closed` state); returns once they are closed.
+    func replaceRuntime(with runtime: RelayRuntime, diff: SettingsDiff) async {
+        let tasks = state.withLock { state in
+            runtimes.replace(with: runtime)
+            let ending = state.active.filter {
+                !diff.keeps(environment: $0.value.environment, profile: $0.value.profile)
+            }
+            for id in ending.keys { state.active[id] = nil }
+            return ending.values.map(\.task)
+        }
+        for task in tasks { task.cancel() }
+        for task in tasks { await task.value }
     }
 
     func unsubscribe(_ params: JSONValue?) async throws -> JSONValue {
         var reader = try ParamReader(params, allowed: ["subscription"])
         let id = reader.string("subscription", required: true)
         try reader.finish()
-        guard let id, let task = state.withLock({ $0.active.removeValue(forKey: id) }) else {
+        guard let id, let task = state.withLock({ $0.active.removeValue(forKey: id)?.task }) else {
             throw RPCError.invalidParams([
                 ParamDiagnostic(pointer: "/subscription", reason: "no open subscription with this id")
             ])
@@ -92,7 +137,7 @@ final class Subscriptions: Sendable {
         let tasks = state.withLock { state in
             state.closing = true
             defer { state.active = [:] }
-            return Array(state.active.values)
+            return state.active.values.map(\.task)
         }
         for task in tasks { task.cancel() }
         for task in tasks { await task.value }

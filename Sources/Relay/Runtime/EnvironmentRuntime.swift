@@ -22,9 +22,12 @@ struct EnvironmentRuntime: Sendable {
         return settings.profiles.count == 1 ? settings.profiles.first?.name : nil
     }
 
-    static func make(_ settings: EnvironmentSettings, manager: TokenManager, transport: LazyTransport) async throws
-        -> EnvironmentRuntime
-    {
+    /// Builds the environment's runtime; profiles in `kept` (unchanged by a reload) are used as
+    /// they are, the others are made (registering their sessions with `manager`).
+    static func make(
+        _ settings: EnvironmentSettings, manager: TokenManager, transport: LazyTransport,
+        keeping kept: [String: ProfileRuntime] = [:]
+    ) async throws -> EnvironmentRuntime {
         let origins = OriginPolicy(baseURL: settings.baseURL, allowed: settings.allowedOrigins)
         let headers = HTTPHeaders(settings.headers)
         var profiles: [String: ProfileRuntime] = [:]
@@ -32,8 +35,13 @@ struct EnvironmentRuntime: Sendable {
         var secretQuery: [String] = []
         var secretHeaders: [String] = []
         for profileSettings in settings.profiles {
-            let profile = try await ProfileRuntime.make(
-                environment: settings.name, settings: profileSettings, manager: manager)
+            let profile: ProfileRuntime
+            if let unchanged = kept[profileSettings.name] {
+                profile = unchanged
+            } else {
+                profile = try await ProfileRuntime.make(
+                    environment: settings.name, settings: profileSettings, manager: manager)
+            }
             profiles[profile.name] = profile
             secretQuery += profile.secretQueryParameters
             secretHeaders += profile.secretHeaders

@@ -43,26 +43,46 @@ extension ProfileRuntime {
         }
     }
 
-    /// Builds the runtime of `settings`, registering OAuth sessions with `manager`.
-    static func make(environment: String, settings: ProfileSettings, manager: TokenManager) async throws
-        -> ProfileRuntime
-    {
-        /// A secret that cannot be resolved says why (where it is declared, never a value), kind `config`.
-        func provider(_ source: SecretSource) -> SecretProvider {
-            SecretProvider {
-                do throws(SecretError) {
-                    return try await source.resolve()
-                } catch {
-                    throw AuthError.configuration("secret unavailable: \(error.description)")
-                }
+    /// A secret that cannot be resolved says why (where it is declared, never a value), kind `config`.
+    private static func provider(_ source: SecretSource) -> SecretProvider {
+        SecretProvider {
+            do throws(SecretError) {
+                return try await source.resolve()
+            } catch {
+                throw AuthError.configuration("secret unavailable: \(error.description)")
             }
         }
-        func oauth(_ client: OAuthClientSettings, grant: Grant) async throws -> ProfileRuntime {
-            let configuration = OAuthClientConfiguration(
+    }
+
+    /// The OAuth client configuration of `settings`; `nil` for a profile that is not OAuth.
+    static func oauthConfiguration(_ settings: ProfileSettings) -> OAuthClientConfiguration? {
+        func configuration(_ client: OAuthClientSettings, grant: Grant) -> OAuthClientConfiguration {
+            OAuthClientConfiguration(
                 issuer: client.issuer, tokenURL: client.tokenURL, clientID: client.clientID,
                 clientSecret: client.clientSecret.map(provider), clientAuth: clientAuth(client.clientAuth),
                 scopes: client.scopes, audience: client.audience, resources: client.resource,
                 expirySkew: client.expirySkew, grant: grant)
+        }
+        switch settings.kind {
+        case .clientCredentials(let client):
+            return configuration(client, grant: .clientCredentials)
+        case .refreshToken(let client, let seed):
+            return configuration(client, grant: .refreshToken(seed: provider(seed)))
+        case .authorizationCode(let client, let login):
+            let flow = InteractiveLogin.Flow.authorizationCode(ports: login.redirectPorts, path: login.redirectPath)
+            return configuration(client, grant: .interactive(interactiveLogin(login, flow: flow)))
+        case .deviceCode(let client, let login):
+            return configuration(client, grant: .interactive(interactiveLogin(login, flow: .deviceCode)))
+        case .apiKey, .basic, .bearer:
+            return nil
+        }
+    }
+
+    /// Builds the runtime of `settings`, registering OAuth sessions with `manager`.
+    static func make(environment: String, settings: ProfileSettings, manager: TokenManager) async throws
+        -> ProfileRuntime
+    {
+        if let configuration = oauthConfiguration(settings) {
             let key = try await manager.register(
                 environment: environment, profile: settings.name, configuration: configuration)
             return ProfileRuntime(
@@ -77,15 +97,8 @@ extension ProfileRuntime {
                 secretQueryParameters: query, secretHeaders: header.map { [$0] } ?? [])
         }
         switch settings.kind {
-        case .clientCredentials(let client):
-            return try await oauth(client, grant: .clientCredentials)
-        case .refreshToken(let client, let seed):
-            return try await oauth(client, grant: .refreshToken(seed: provider(seed)))
-        case .authorizationCode(let client, let login):
-            let flow = InteractiveLogin.Flow.authorizationCode(ports: login.redirectPorts, path: login.redirectPath)
-            return try await oauth(client, grant: .interactive(interactiveLogin(login, flow: flow)))
-        case .deviceCode(let client, let login):
-            return try await oauth(client, grant: .interactive(interactiveLogin(login, flow: .deviceCode)))
+        case .clientCredentials, .refreshToken, .authorizationCode, .deviceCode:
+            throw AuthError.configuration("profile '\(settings.name)' has no OAuth client configuration")
         case .apiKey(.header(let name), let value):
             return plain(StaticCredentialSource(.apiKey(.header(name), provider(value))), header: name.lowercased())
         case .apiKey(.query(let name), let value):

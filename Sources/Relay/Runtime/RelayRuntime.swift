@@ -6,35 +6,51 @@ import HTTP
 import JSONRPC
 import Logging
 
-/// Everything the methods need, built from the settings at start: one transport and runtime
-/// per environment, and the token manager holding every OAuth session.
+/// Everything the methods need, built from the settings: one transport and runtime per
+/// environment, and the token manager holding every OAuth session. A configuration reload
+/// builds a new one from the previous one (``make(settings:environmentOverride:testLeaseGate:reusing:)``):
+/// the manager persists, and unchanged environments and profiles are carried over as they are.
 final class RelayRuntime: Sendable {
     let settings: Settings
     /// `--env`, which overrides the config's `default_environment`.
     let environmentOverride: String?
     let manager: TokenManager
     let environments: [String: EnvironmentRuntime]
-    /// Transports to shut down at the end.
-    let transports: [LazyTransport]
+    /// The transport of each environment.
+    let environmentTransports: [String: LazyTransport]
+    /// The transport of sessions of no environment (never created in practice: transports are lazy).
+    let defaultTransport: LazyTransport
 
     private init(
         settings: Settings, environmentOverride: String?, manager: TokenManager,
-        environments: [String: EnvironmentRuntime], transports: [LazyTransport]
+        environments: [String: EnvironmentRuntime], environmentTransports: [String: LazyTransport],
+        defaultTransport: LazyTransport
     ) {
         self.settings = settings
         self.environmentOverride = environmentOverride
         self.manager = manager
         self.environments = environments
-        self.transports = transports
+        self.environmentTransports = environmentTransports
+        self.defaultTransport = defaultTransport
+    }
+
+    /// Every transport this runtime sends through.
+    var transports: [LazyTransport] { [defaultTransport] + environmentTransports.values }
+
+    /// The token-manager sessions this runtime's profiles use.
+    var sessionKeys: Set<SessionKey> {
+        Set(environments.values.flatMap { $0.profiles.values.compactMap(\.session) })
     }
 
     /// Builds the runtime. Fails (kind `config`) when a profile's settings cannot work.
     /// `testLeaseGate` (end-to-end tests only): a FIFO every renewal waits on, after taking its
-    /// lease, until something is written to it.
-    static func make(settings: Settings, environmentOverride: String?, testLeaseGate: String? = nil) async throws
-        -> RelayRuntime
-    {
-        var transports: [LazyTransport] = []
+    /// lease, until something is written to it. With `previous` (a reload), the previous
+    /// runtime's manager is kept, and so are the transports and profiles that `diff` keeps;
+    /// changed OAuth profiles start afresh (their held access token is not used again).
+    static func make(
+        settings: Settings, environmentOverride: String?, testLeaseGate: String? = nil,
+        reusing previous: (runtime: RelayRuntime, diff: SettingsDiff)? = nil
+    ) async throws -> RelayRuntime {
         func transport(for environment: EnvironmentSettings?) -> LazyTransport {
             var options = CurlTransport.Options()
             // A paused subscription holds at most this much: 1,000 of them stay well under 100 MB.
@@ -46,28 +62,78 @@ final class RelayRuntime: Sendable {
                 options.connectTimeout = environment.connectTimeout
                 options.streamIdleTimeout = environment.events.idleTimeout
             }
-            let made = LazyTransport(options: options)
-            transports.append(made)
-            return made
+            return LazyTransport(options: options)
         }
         // One transport per environment carries both its API traffic (through the middlewares)
         // and its profiles' token, discovery and revocation traffic (without them), so both use
         // the environment's ca_file, proxy and connect_timeout (SPEC §5.2). Sessions of no
         // environment do not exist; the default is never created (transports are lazy).
-        let environmentTransports = Dictionary(
-            settings.environments.map { ($0.name, transport(for: $0)) }, uniquingKeysWith: { first, _ in first })
-        let manager = TokenManager(
-            transport: transport(for: nil), environmentTransports: environmentTransports.mapValues { $0 },
-            store: makeStore(settings.store), afterLease: testLeaseGate.map(Self.fifoGate))
+        var environmentTransports: [String: LazyTransport] = [:]
+        var madeTransports: [String: LazyTransport] = [:]
+        for environment in settings.environments where environmentTransports[environment.name] == nil {
+            if let previous, !previous.diff.replacedEnvironments.contains(environment.name),
+                let kept = previous.runtime.environmentTransports[environment.name]
+            {
+                environmentTransports[environment.name] = kept
+            } else {
+                let made = transport(for: environment)
+                environmentTransports[environment.name] = made
+                madeTransports[environment.name] = made
+            }
+        }
+        let manager: TokenManager
+        let defaultTransport: LazyTransport
+        if let previous {
+            // Checked before anything is registered: a reload that fails changes nothing.
+            for environment in settings.environments {
+                for profile in environment.profiles
+                where !previous.diff.keeps(environment: environment.name, profile: profile.name) {
+                    try oauthConfigurationProblem(profile, in: environment.name)
+                }
+            }
+            manager = previous.runtime.manager
+            defaultTransport = previous.runtime.defaultTransport
+            manager.useTransports(madeTransports.mapValues { $0 })
+        } else {
+            defaultTransport = transport(for: nil)
+            manager = TokenManager(
+                transport: defaultTransport, environmentTransports: environmentTransports.mapValues { $0 },
+                store: makeStore(settings.store), afterLease: testLeaseGate.map(Self.fifoGate))
+        }
         var environments: [String: EnvironmentRuntime] = [:]
         for environment in settings.environments {
             guard let transport = environmentTransports[environment.name] else { continue }
+            var kept: [String: ProfileRuntime] = [:]
+            if let previous, let before = previous.runtime.environments[environment.name] {
+                for (name, profile) in before.profiles
+                where previous.diff.keeps(environment: environment.name, profile: name) {
+                    kept[name] = profile
+                }
+            }
             environments[environment.name] = try await EnvironmentRuntime.make(
-                environment, manager: manager, transport: transport)
+                environment, manager: manager, transport: transport, keeping: kept)
+        }
+        if let previous {
+            for entry in previous.diff.changed {
+                guard let profile = entry.profile,
+                    environments[entry.environment]?.profiles[profile]?.session != nil
+                else { continue }
+                await manager.invalidate(environment: entry.environment, profile: profile)
+            }
         }
         return RelayRuntime(
             settings: settings, environmentOverride: environmentOverride, manager: manager, environments: environments,
-            transports: transports)
+            environmentTransports: environmentTransports, defaultTransport: defaultTransport)
+    }
+
+    /// Throws what registering `profile` would throw (its OAuth client configuration is invalid).
+    private static func oauthConfigurationProblem(_ profile: ProfileSettings, in environment: String) throws {
+        do {
+            try ProfileRuntime.oauthConfiguration(profile)?.validate()
+        } catch {
+            throw RPCError(
+                code: .config, message: "profile '\(profile.name)' of environment '\(environment)': \(error)")
+        }
     }
 
     /// The configured token store (opened on first use).

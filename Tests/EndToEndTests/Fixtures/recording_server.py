@@ -18,7 +18,10 @@ Routes on MAIN (also under an /api prefix; OTHER answers every request with 200 
   /set-cookie           200 with Set-Cookie: session=s3cr3t (twice, two cookies)
   /slow?id=X            records started-X, waits (30 s max) for the client to close the
                         connection, records closed-X
-  /await?event=E        blocks until event E was recorded (120 s max, a safety net: tests wait on events, not time): 200 or 504
+  /await?event=E        blocks until event E was recorded (120 s max, a safety net: tests wait on events,
+                        not time; &timeout=S for another bound): 200 or 504; its arrival is logged as
+                        {event: "waiting-E"} (not as a request)
+  /mark?event=E         records event E (waking its /await requests) and answers 200
 """
 import base64
 import json
@@ -136,10 +139,14 @@ class Recording(BaseHTTPRequestHandler):
                     self.close_connection = True
                     return
             self.reply(200, b"slow done")
+        elif route == "/mark":
+            record_event(query.get("event", [""])[0])
+            self.reply(200, b"marked")
         elif route == "/await":
             name = query.get("event", [""])[0]
+            append({"event": "waiting-" + name})
             with events_cond:
-                found = events_cond.wait_for(lambda: name in events, timeout=120)
+                found = events_cond.wait_for(lambda: name in events, timeout=float(query.get("timeout", ["120"])[0]))
             self.reply(200 if found else 504, b"seen" if found else b"not seen")
         else:
             self.reply(404, b"no such route")
