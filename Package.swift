@@ -2,12 +2,13 @@
 import PackageDescription
 
 /// One target per concern; dependencies point one way:
-/// C shims -> Logging -> JSONRPC / Config / HTTP -> Auth -> Relay -> tokenrelay.
+/// C shims -> Logging / HTTPFields -> JSONRPC / Config / HTTP -> Auth -> Relay -> tokenrelay.
+/// HTTPFields holds the header field rules both Config (at load) and HTTP (at send) apply.
 let package = Package(
     name: "tokenrelay",
     products: [
         .executable(name: "tokenrelay", targets: ["tokenrelay"]),
-        .library(name: "TokenRelay", targets: ["Relay", "Auth", "HTTP", "Config", "JSONRPC", "Logging"]),
+        .library(name: "TokenRelay", targets: ["Relay", "Auth", "HTTP", "HTTPFields", "Config", "JSONRPC", "Logging"]),
     ],
     targets: [
         // C libraries from Debian, reached through pkg-config.
@@ -20,11 +21,12 @@ let package = Package(
         .systemLibrary(name: "CSQLite", path: "Sources/CSQLite", providers: [.apt(["libsqlite3-dev"])]),
 
         .target(name: "Logging"),
+        .target(name: "HTTPFields"),
         .target(name: "JSONRPC", dependencies: ["Logging"]),
-        .target(name: "Config", dependencies: ["CYAML", "Logging"]),
-        .target(name: "HTTP", dependencies: ["CCurl", "Logging"]),
+        .target(name: "Config", dependencies: ["CYAML", "HTTPFields", "Logging"]),
+        .target(name: "HTTP", dependencies: ["CCurl", "HTTPFields", "Logging"]),
         .target(name: "Auth", dependencies: ["HTTP", "CCrypto", "CSQLite", "Logging"]),
-        .target(name: "Relay", dependencies: ["JSONRPC", "Config", "HTTP", "Auth", "Logging"]),
+        .target(name: "Relay", dependencies: ["JSONRPC", "Config", "HTTP", "HTTPFields", "Auth", "Logging"]),
         .executableTarget(name: "tokenrelay", dependencies: ["Relay", "JSONRPC", "Config", "Logging"]),
 
         // Fuzz targets: built with `-sanitize=fuzzer -DFUZZING` by scripts/fuzz; plain builds get a stub main.
@@ -42,8 +44,8 @@ let package = Package(
 
         .testTarget(name: "LoggingTests", dependencies: ["Logging"]),
         .testTarget(name: "JSONRPCTests", dependencies: ["JSONRPC"]),
-        .testTarget(name: "ConfigTests", dependencies: ["Config"]),
-        .testTarget(name: "HTTPTests", dependencies: ["HTTP"], exclude: ["Fixtures"]),
+        .testTarget(name: "ConfigTests", dependencies: ["Config", "HTTPFields"]),
+        .testTarget(name: "HTTPTests", dependencies: ["HTTP", "HTTPFields"], exclude: ["Fixtures"]),
         .testTarget(name: "AuthTests", dependencies: ["Auth", "HTTP", "Logging", "CCrypto"]),
         .testTarget(name: "RelayTests", dependencies: ["Relay", "JSONRPC", "Config", "HTTP", "Auth"]),
         .testTarget(name: "EndToEndTests", dependencies: ["JSONRPC"], exclude: ["Fixtures"]),

@@ -8,7 +8,16 @@
  * every tokenrelay start would pay even when it never sends a request (initialize, ping,
  * check-config). Call tr_curl_load() once before any other tr_ function; it returns 0 when
  * libcurl.so.4 or one of its symbols is missing (then no other tr_ function may be called).
- * Thread-safe (pthread_once). Each Swift module that imports this header gets its own table.
+ * Thread-safe (pthread_once).
+ *
+ * Every module that imports this header (and every module the optimizer inlines Swift code
+ * calling it into, with cross-module optimization in release builds) gets its own copy of these
+ * static inline functions and of the table, so every wrapper makes sure its copy is loaded
+ * (one pthread_once check) instead of trusting that tr_curl_load() ran in the same copy: a copy
+ * that was never loaded would call through a null pointer. libcurl is still mapped only when a
+ * wrapper is first called. Sources/CSQLite/shim.h follows the same rule. SwiftPM does not track
+ * this header: after editing it, touch the Swift files that import CCurl (or build clean), or
+ * an incremental build keeps the old copies.
  */
 struct tr_curl_api {
     CURLcode (*global_init)(long);
@@ -39,10 +48,13 @@ struct tr_curl_api {
     int loaded;
 };
 
-static inline struct tr_curl_api *tr_curl_api(void);
+static inline struct tr_curl_api *tr_curl_table(void) {
+    static struct tr_curl_api api;
+    return &api;
+}
 
 static inline void tr_curl_load_once(void) {
-    struct tr_curl_api *api = tr_curl_api();
+    struct tr_curl_api *api = tr_curl_table();
     void *library = dlopen("libcurl.so.4", RTLD_NOW | RTLD_LOCAL);
     if (!library) return;
 #define TR_CURL_SYMBOL(field, name) \
@@ -77,17 +89,15 @@ static inline void tr_curl_load_once(void) {
     api->loaded = 1;
 }
 
+/** This copy's table, loaded (once) first. */
 static inline struct tr_curl_api *tr_curl_api(void) {
-    static struct tr_curl_api api;
-    return &api;
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, tr_curl_load_once);
+    return tr_curl_table();
 }
 
 /** Loads libcurl (once); 1 when every entry point was found. */
-static inline int tr_curl_load(void) {
-    static pthread_once_t once = PTHREAD_ONCE_INIT;
-    pthread_once(&once, tr_curl_load_once);
-    return tr_curl_api()->loaded;
-}
+static inline int tr_curl_load(void) { return tr_curl_api()->loaded; }
 
 static inline CURLcode tr_global_init(long flags) { return tr_curl_api()->global_init(flags); }
 static inline CURLM *tr_multi_init(void) { return tr_curl_api()->multi_init(); }

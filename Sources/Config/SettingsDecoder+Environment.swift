@@ -1,3 +1,5 @@
+import HTTPFields
+
 extension SettingsDecoder {
     /// Decodes the whole document. Returns settings even when errors were reported (the caller
     /// discards them then); `nil` only when the document has no usable top-level mapping.
@@ -223,8 +225,8 @@ extension SettingsDecoder {
         var headers: [(name: String, value: String)] = []
         var seen: Set<String> = []
         for (name, pair) in namedEntries(node, path: path) {
-            guard ValueSyntax.isHeaderName(name) else {
-                sink.error("'\(name)' is not a valid HTTP header name", at: pair.key.mark)
+            if let problem = ValueSyntax.headerNameProblem(name) {
+                sink.error("header '\(name)' in '\(path)' \(problem)", at: pair.key.mark)
                 continue
             }
             guard seen.insert(name.lowercased()).inserted else {
@@ -232,8 +234,7 @@ extension SettingsDecoder {
                 continue
             }
             guard let value = string(pair.value, path: "\(path).\(name)") else { continue }
-            // Bytes, not Characters: "\r\n" is one Character, equal to neither "\r" nor "\n".
-            if value.text.utf8.contains(where: { $0 == 0x0D || $0 == 0x0A || $0 == 0x00 }) {
+            if !HTTPFieldRules.isTransmittable(value.text) {
                 sink.error("header '\(name)' must not contain line breaks or NUL", at: pair.value.mark)
                 continue
             }

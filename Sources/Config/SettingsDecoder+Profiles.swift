@@ -215,9 +215,8 @@ extension SettingsDecoder {
         switch (keys["header"], keys["query"]) {
         case (let header?, nil):
             if let value = nonEmptyString(header.value, path: "\(path).header") {
-                if !value.unresolved, !ValueSyntax.isHeaderName(value.text) {
-                    sink.error(
-                        "'\(path).header' \(value.quoted) is not a valid HTTP header name", at: header.value.mark)
+                if !value.unresolved, let problem = ValueSyntax.headerNameProblem(value.text) {
+                    sink.error("'\(path).header' \(value.quoted) \(problem)", at: header.value.mark)
                 }
                 placement = .header(value.text)
             }

@@ -1,4 +1,5 @@
 import Foundation
+import HTTPFields
 
 /// Pure parsers for the value syntaxes the config uses: durations, sizes, URLs, origins, paths,
 /// and the edit distance behind did-you-mean suggestions.
@@ -168,12 +169,14 @@ public enum ValueSyntax {
         return related.count == 1 ? related.first : nil
     }
 
-    /// Whether `name` is a valid HTTP field name (an RFC 9110 token).
-    public static func isHeaderName(_ name: String) -> Bool {
-        guard !name.isEmpty else { return false }
-        let allowed = Set("!#$%&'*+-.^_`|~".unicodeScalars)
-        return name.unicodeScalars.allSatisfy {
-            $0.isASCII && ($0.properties.isAlphabetic || ("0"..."9").contains($0) || allowed.contains($0))
+    /// Why `name` cannot be a configured header field name, or `nil` when it can: the rules the
+    /// transport applies when it sends the field (``HTTPFieldRules``), so a config it would
+    /// refuse at request time is refused at load instead. Phrased to follow the quoted name.
+    public static func headerNameProblem(_ name: String) -> String? {
+        if HTTPFieldRules.isReserved(name) {
+            return
+                "is set by the transport (a framing, hop-by-hop, Proxy-* or pseudo-header field) and cannot be configured"
         }
+        return HTTPFieldRules.isToken(name) ? nil : "is not a valid HTTP header name"
     }
 }

@@ -70,6 +70,29 @@ let repositoryRoot: String = {
         #expect(items.first?["file"] as? String == "/c.yaml")
     }
 
+    @Test func framingAndHopByHopHeadersAreReportedWithTheirPlace() async {
+        let files = InMemoryFileSystem([
+            "/c.yaml": Self.valid + "    headers: { Host: evil.example.com }\n"
+                + "    profiles:\n      k: { type: api_key, header: Transfer-Encoding, value: { env: K } }\n"
+        ])
+        let (status, output) = await runCheckConfig(["--config", "/c.yaml"], files: files)
+        #expect(status == 1)
+        let lines = output.standardError.split(separator: "\n").map(String.init)
+        #expect(
+            lines.contains(
+                "/c.yaml:5:16: error: header 'Host' in 'environments.e.headers' is set by the transport"
+                    + " (a framing, hop-by-hop, Proxy-* or pseudo-header field) and cannot be configured"),
+            "got \(lines)")
+        #expect(
+            lines.contains {
+                $0.hasPrefix(
+                    "/c.yaml:7:35: error: 'environments.e.profiles.k.header' 'Transfer-Encoding' is set by the transport"
+                )
+            },
+            "got \(lines)")
+        #expect(lines.last == "/c.yaml: invalid (2 errors, 0 warnings)")
+    }
+
     @Test func jsonOutputForAValidConfigIsAnEmptyArray() async {
         let files = InMemoryFileSystem(["/c.yaml": Self.valid])
         let (status, output) = await runCheckConfig(["--json", "--config", "/c.yaml"], files: files)

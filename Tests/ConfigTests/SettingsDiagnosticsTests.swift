@@ -1,3 +1,4 @@
+import HTTPFields
 import Testing
 
 @testable import Config
@@ -112,6 +113,14 @@ private let cc = "type: client_credentials\ntoken_url: https://auth.example.com/
             name: "api_key bad header name", yaml: profileConfig("type: api_key\nheader: X Key\nvalue: { env: K }"),
             line: 8, fragment: "not a valid HTTP header name"),
         .init(
+            name: "api_key header is a framing field",
+            yaml: profileConfig("type: api_key\nheader: Content-Length\nvalue: { env: K }"), line: 8,
+            fragment: "'Content-Length' is set by the transport"),
+        .init(
+            name: "api_key header is a pseudo-header",
+            yaml: profileConfig("type: api_key\nheader: \":authority\"\nvalue: { env: K }"), line: 8,
+            fragment: "is set by the transport"),
+        .init(
             name: "api_key without value", yaml: profileConfig("type: api_key\nheader: X-Key"), line: 7,
             fragment: "needs 'value'"),
         .init(
@@ -186,6 +195,24 @@ private let cc = "type: client_credentials\ntoken_url: https://auth.example.com/
             name: "bad header name", yaml: environmentConfig("headers: { \"Bad Header\": x }"), line: 5,
             fragment: "not a valid HTTP header name"),
         .init(
+            name: "framing header", yaml: environmentConfig("headers: { Transfer-Encoding: chunked }"), line: 5,
+            fragment: "header 'Transfer-Encoding' in 'environments.e.headers' is set by the transport"),
+        .init(
+            name: "hop-by-hop header", yaml: environmentConfig("headers:\n  X-A: a\n  connection: close"), line: 7,
+            fragment: "header 'connection' in 'environments.e.headers' is set by the transport"),
+        .init(
+            name: "Proxy-* header", yaml: environmentConfig("headers: { Proxy-Authorization: Basic eA== }"), line: 5,
+            fragment: "'Proxy-Authorization' in 'environments.e.headers' is set by the transport"),
+        .init(
+            name: "pseudo-header", yaml: environmentConfig("headers: { \":path\": /admin }"), line: 5,
+            fragment: "':path' in 'environments.e.headers' is set by the transport"),
+        .init(
+            name: "header value with CR LF", yaml: environmentConfig("headers: { X-A: \"a\\r\\nX-B: b\" }"), line: 5,
+            fragment: "header 'X-A' must not contain line breaks or NUL"),
+        .init(
+            name: "header value with NUL", yaml: environmentConfig("headers: { X-A: \"a\\0b\" }"), line: 5,
+            fragment: "header 'X-A' must not contain line breaks or NUL"),
+        .init(
             name: "headers as a list", yaml: environmentConfig("headers: [a]"), line: 5,
             fragment: "must be a mapping of names"),
         .init(
@@ -259,6 +286,39 @@ private let cc = "type: client_credentials\ntoken_url: https://auth.example.com/
         } else {
             #expect(!result.hasErrors, "got \(result.diagnostics.map(\.rendered))")
         }
+    }
+
+    /// Every field the transport refuses to send (HTTPFieldRules, the one list) is refused at load,
+    /// in an environment's `headers` (at the name) and as an `api_key` profile's `header` (at the
+    /// value), so the mistake is reported in the file rather than as a caller's -32602 later.
+    @Test(arguments: HTTPFieldRules.reservedNames.sorted() + ["Proxy-Authorization", "PROXY-Connection", ":method"])
+    func fieldsTheTransportSetsAreRefusedAtLoad(name: String) async throws {
+        let quoted = "\"\(name)\""
+        let environment = await decodeConfig(environmentConfig("headers: { \(quoted): x }"))
+        let onName = try #require(environment.errors.first, "\(name) was accepted in headers")
+        #expect(onName.mark == SourceMark(line: 5, column: 16))
+        #expect(onName.message.contains("is set by the transport"))
+        #expect(environment.settings == nil)
+
+        let profile = await decodeConfig(
+            profileConfig("type: api_key\nheader: \(quoted)\nvalue: { env: K }"), environment: ["K": "k"])
+        let onValue = try #require(profile.errors.first, "\(name) was accepted as an api_key header")
+        #expect(onValue.mark == SourceMark(line: 8, column: 17))
+        #expect(onValue.message.contains("is set by the transport"))
+        #expect(profile.settings == nil)
+    }
+
+    @Test func ordinaryHeadersAndAnAPIKeyHeaderStillLoad() async {
+        let environment = await decodeConfig(
+            environmentConfig("headers: { X-Trace: \"a\\tb\", Authorization-Hint: y, Proxyish: z }"))
+        #expect(environment.errors.isEmpty, "got \(environment.errors.map(\.rendered))")
+        #expect(
+            environment.settings?.environments.first?.headers.map(\.name) == [
+                "X-Trace", "Authorization-Hint", "Proxyish",
+            ])
+        let profile = await decodeConfig(
+            profileConfig("type: api_key\nheader: X-API-Key\nvalue: { env: K }"), environment: ["K": "k"])
+        #expect(profile.errors.isEmpty, "got \(profile.errors.map(\.rendered))")
     }
 
     @Test func unknownKeyPointsAtTheKeyItself() async throws {

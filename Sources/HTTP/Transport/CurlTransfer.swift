@@ -1,4 +1,5 @@
 import CCurl
+import HTTPFields
 
 /// One request in flight on the ``CurlEventLoop``.
 ///

@@ -1,5 +1,6 @@
 import Foundation
 import HTTP
+import HTTPFields
 import JSONRPC
 
 /// The validated params of `request` (and the request-like part of `subscribe`).

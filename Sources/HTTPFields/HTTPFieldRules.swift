@@ -1,6 +1,9 @@
 /// What may appear in a request's header fields (RFC 9110 §5, RFC 9112 §6, RFC 9113 §8.2.2).
 /// The transport applies them to every field it sends; the Relay applies them to caller input
-/// first, to answer with a JSON Pointer.
+/// first, to answer with a JSON Pointer; Config applies them to configured fields (an
+/// environment's `headers`, an `api_key` profile's `header`) at load, to answer with the place
+/// in the file. The one copy of these rules: its own module, because Config and HTTP are
+/// siblings that cannot import each other.
 public enum HTTPFieldRules {
     /// Fields that frame the message or belong to one connection hop. The transport sets them
     /// itself (or never sends them); a caller's copy could make the body a second request on a
