@@ -32,7 +32,8 @@ public final class Dispatcher: Sendable {
     /// A request that is queued or executing.
     private struct Entry {
         var task: Task<Void, Never>?
-        var cancelRequested = false
+        /// Set once the request is cancelled: the error it is answered with.
+        var cancelledWith: RPCError?
     }
 
     private struct State {
@@ -45,7 +46,9 @@ public final class Dispatcher: Sendable {
         var shuttingDown = false
         /// The shutdown request has been read (not merely ``beginShutdown()``).
         var shutdownReceived = false
-        var idleWaiters: [CheckedContinuation<Void, Never>] = []
+        /// Callers of ``waitUntilIdle()`` by ticket (a cancelled wait removes its own).
+        var idleWaiters: [Int: CheckedContinuation<Void, Never>] = [:]
+        var nextIdleTicket = 0
 
         var queuedCount: Int { queued.count }
         var isIdle: Bool { running == 0 && queuedCount == 0 }
@@ -53,6 +56,7 @@ public final class Dispatcher: Sendable {
 
     private let methods: [String: MethodHandler]
     private let notificationHandlers: [String: MethodHandler]
+    private let readOrderNotificationHandlers: [String: @Sendable (RequestContext) -> Void]
     private let sink: MessageSink
     private let limits: DispatcherLimits
     private let errorMapper: @Sendable (any Error) -> RPCError
@@ -63,17 +67,22 @@ public final class Dispatcher: Sendable {
     /// - Parameters:
     ///   - methods: request handlers by method name.
     ///   - notifications: notification handlers by method name (unknown notifications are ignored).
+    ///   - readOrderNotifications: notification handlers that run at once on the reader thread,
+    ///     in read order, before the next message (or the end of input) is seen; they must not
+    ///     block (`exit` decides the exit code here, so no later event can overtake it).
     ///   - shutdownMethod: the request after which every new request is refused with kind
     ///     `shutting_down` (decided when it is read, so the order of requests is respected).
     ///   - errorMapper: the one place that turns any thrown error into a wire error.
     public init(
-        methods: [String: MethodHandler], notifications: [String: MethodHandler] = [:], sink: MessageSink,
+        methods: [String: MethodHandler], notifications: [String: MethodHandler] = [:],
+        readOrderNotifications: [String: @Sendable (RequestContext) -> Void] = [:], sink: MessageSink,
         limits: DispatcherLimits = DispatcherLimits(), shutdownMethod: String? = "shutdown",
         errorMapper: @escaping @Sendable (any Error) -> RPCError
     ) {
         self.shutdownMethod = shutdownMethod
         self.methods = methods
         self.notificationHandlers = notifications
+        self.readOrderNotificationHandlers = readOrderNotifications
         self.sink = sink
         self.limits = limits
         self.errorMapper = errorMapper
@@ -81,7 +90,8 @@ public final class Dispatcher: Sendable {
 
     /// The method names this dispatcher answers, including the built-in cancellation ones.
     public var methodNames: Set<String> {
-        Set(methods.keys).union(notificationHandlers.keys).union(Self.cancelMethods)
+        Set(methods.keys).union(notificationHandlers.keys).union(readOrderNotificationHandlers.keys).union(
+            Self.cancelMethods)
     }
 
     static let cancelMethods: Set<String> = ["$/cancelRequest", "notifications/cancelled"]
@@ -158,12 +168,16 @@ public final class Dispatcher: Sendable {
         case "notifications/cancelled":
             if let raw = request.params?["requestId"], let id = RequestID(raw) { cancel(id) }
         default:
+            let afterShutdown = state.withLock { $0.shutdownReceived }
+            let context = RequestContext(id: nil, inBatch: false, sink: sink, afterShutdown: afterShutdown)
+            if let readOrderHandler = readOrderNotificationHandlers[request.method] {
+                readOrderHandler(context)
+                return
+            }
             guard let handler = notificationHandlers[request.method] else {
                 log.debug("ignoring unknown notification \(request.method)")
                 return
             }
-            let afterShutdown = state.withLock { $0.shutdownReceived }
-            let context = RequestContext(id: nil, inBatch: false, sink: sink, afterShutdown: afterShutdown)
             Task.detached {
                 do {
                     _ = try await handler(request.params, context)
@@ -243,7 +257,7 @@ public final class Dispatcher: Sendable {
             guard var entry = state.inFlight[id] else { return false }
             entry.task = task
             state.inFlight[id] = entry
-            return entry.cancelRequested
+            return entry.cancelledWith != nil
         }
         if cancelNow { task.cancel() }
     }
@@ -258,8 +272,8 @@ public final class Dispatcher: Sendable {
     /// the next queued request). The slot is held until the answer is handed over, so "idle"
     /// means every answer is with the writer, and a slow peer slows the execution of new work.
     private func finish(id: RequestID, response: JSONValue, batch: BatchCollector?) async {
-        let cancelled = state.withLock { $0.inFlight.removeValue(forKey: id)?.cancelRequested ?? false }
-        let answer = cancelled ? MessageCodec.response(id: id, error: .cancelled) : response
+        let cancelledWith = state.withLock { $0.inFlight.removeValue(forKey: id)?.cancelledWith }
+        let answer = cancelledWith.map { MessageCodec.response(id: id, error: $0) } ?? response
         if let batch {
             await batch.add(answer)
         } else {
@@ -282,8 +296,8 @@ public final class Dispatcher: Sendable {
             if next == nil { state.running -= 1 }
             var waiters: [CheckedContinuation<Void, Never>] = []
             if state.isIdle {
-                waiters = state.idleWaiters
-                state.idleWaiters = []
+                waiters = Array(state.idleWaiters.values)
+                state.idleWaiters = [:]
             }
             return (next, waiters)
         }
@@ -303,8 +317,9 @@ public final class Dispatcher: Sendable {
 
     // MARK: - Cancellation and lifecycle
 
-    /// Cancels a queued or executing request; it is answered with -32800. Unknown ids are ignored.
-    public func cancel(_ id: RequestID) {
+    /// Cancels a queued or executing request; it is answered with `error` (-32800 by default).
+    /// Unknown ids are ignored.
+    public func cancel(_ id: RequestID, answering error: RPCError = .cancelled) {
         enum Action {
             case none
             case cancelTask(Task<Void, Never>?)
@@ -316,14 +331,14 @@ public final class Dispatcher: Sendable {
                 state.inFlight[id] = nil
                 return .answerQueued(pending.batch)
             }
-            entry.cancelRequested = true
+            if entry.cancelledWith == nil { entry.cancelledWith = error }
             state.inFlight[id] = entry
             return .cancelTask(entry.task)
         }
         switch action {
         case .none: break
         case .cancelTask(let task): task?.cancel()
-        case .answerQueued(let batch): reply(id, error: .cancelled, batch: batch)
+        case .answerQueued(let batch): reply(id, error: error, batch: batch)
         }
     }
 
@@ -338,22 +353,34 @@ public final class Dispatcher: Sendable {
     /// The number of requests queued or executing.
     public var inFlightCount: Int { state.withLock { $0.inFlight.count } }
 
-    /// Waits until no request is queued or executing.
+    /// Waits until no request is queued or executing, or until the calling task is cancelled
+    /// (then it returns at once, whether idle or not), so a caller can bound the wait.
     public func waitUntilIdle() async {
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            let idle: Bool = state.withLock { state in
-                if state.isIdle { return true }
-                state.idleWaiters.append(continuation)
-                return false
+        let ticket: Int = state.withLock { state in
+            defer { state.nextIdleTicket += 1 }
+            return state.nextIdleTicket
+        }
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                let resumeNow: Bool = state.withLock { state in
+                    // A cancellation that came first has already run its handler: do not wait.
+                    if state.isIdle || Task.isCancelled { return true }
+                    state.idleWaiters[ticket] = continuation
+                    return false
+                }
+                if resumeNow { continuation.resume() }
             }
-            if idle { continuation.resume() }
+        } onCancel: {
+            let waiter = state.withLock { $0.idleWaiters.removeValue(forKey: ticket) }
+            waiter?.resume()
         }
     }
 
-    /// Cancels every queued and executing request (each is answered with -32800).
-    public func cancelAll() {
+    /// Cancels every queued and executing request; each is answered with `error` (-32800 by
+    /// default; the server passes kind `shutting_down` when it stops).
+    public func cancelAll(answering error: RPCError = .cancelled) {
         let ids = state.withLock { Array($0.inFlight.keys) }
-        for id in ids { cancel(id) }
+        for id in ids { cancel(id, answering: error) }
     }
 }
 

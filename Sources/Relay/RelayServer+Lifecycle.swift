@@ -53,15 +53,23 @@ extension RelayServer {
     }
 
     /// Every notification the server acts on by name (`$/cancelRequest` and
-    /// `notifications/cancelled` are handled by the dispatcher).
+    /// `notifications/cancelled` are handled by the dispatcher; `exit` by
+    /// ``readOrderNotificationTable()``).
     func notificationTable() -> [String: MethodHandler] {
         [
-            "exit": { [termination] _, context in
-                termination.trigger(.exitNotification(afterShutdown: context.afterShutdown))
-                return .null
-            },
             "initialized": { _, _ in .null },
             "notifications/initialized": { _, _ in .null },
+        ]
+    }
+
+    /// Notifications acted on at once on the reader thread, in read order. `exit` is one: its
+    /// exit code (0 after `shutdown`, 1 without) is decided before the next message or the end
+    /// of input is seen, so an EOF right behind it cannot win the race and make it 0.
+    func readOrderNotificationTable() -> [String: @Sendable (RequestContext) -> Void] {
+        [
+            "exit": { [termination] context in
+                termination.trigger(.exitNotification(afterShutdown: context.afterShutdown))
+            }
         ]
     }
 

@@ -68,7 +68,8 @@ public final class RelayServer: Sendable {
             fileDescriptor: output, onPeerGone: { [termination] in termination.trigger(.peerGone) })
         if let framing = options.framing { writer.framing = framing }
         let dispatcher = Dispatcher(
-            methods: methodTable(), notifications: notificationTable(), sink: writer,
+            methods: methodTable(), notifications: notificationTable(),
+            readOrderNotifications: readOrderNotificationTable(), sink: writer,
             limits: options.dispatcherLimits, errorMapper: ErrorMapping.rpcError)
         let notifier = Notifier(sink: writer)
         let authEvents = Task.detached { [runtimes] in
@@ -101,7 +102,7 @@ public final class RelayServer: Sendable {
         dispatcher.beginShutdown()
         switch reason {
         case .exitNotification, .peerGone, .parentDied:
-            dispatcher.cancelAll()
+            dispatcher.cancelAll(answering: .shuttingDown)
         case .endOfInput, .signal:
             await drain(dispatcher)
         }
@@ -115,15 +116,18 @@ public final class RelayServer: Sendable {
         return 0
     }
 
-    /// Lets in-flight requests finish within the grace period, then cancels the rest.
+    /// Lets in-flight requests finish within the grace period, then cancels the rest (each is
+    /// answered with kind `shutting_down`).
     private func drain(_ dispatcher: Dispatcher) async {
         if await !waitIdle(dispatcher, atMost: options.gracePeriod) {
             log.warn("grace period over: cancelling \(dispatcher.inFlightCount) request(s)")
-            dispatcher.cancelAll()
+            dispatcher.cancelAll(answering: .shuttingDown)
         }
     }
 
     /// Waits until the dispatcher is idle or `limit` passes; returns whether it became idle.
+    /// (The group cancels the losing child; ``Dispatcher/waitUntilIdle()`` returns on
+    /// cancellation, so the bound holds even while a request runs on.)
     @discardableResult
     private func waitIdle(_ dispatcher: Dispatcher, atMost limit: Duration) async -> Bool {
         await withTaskGroup(of: Bool.self) { group in

@@ -185,6 +185,13 @@ enum CommandLineTool {
         defer { withExtendedLifetime(hangupSource) {} }
         options.testMethods = environment["TOKENRELAY_ENABLE_TEST_METHODS"] == "1"
         options.testLeaseGate = environment["TOKENRELAY_TEST_LEASE_GATE"]
+        // Test-only, like the test methods: a shorter drain grace so the grace-expiry tests do not
+        // wait the full 10 s.
+        if options.testMethods, let text = environment["TOKENRELAY_TEST_GRACE_MS"], let milliseconds = Int(text),
+            milliseconds >= 0
+        {
+            options.gracePeriod = .milliseconds(milliseconds)
+        }
 
         let protocolOutput = ProcessSetup.protectStandardOutput()
         guard let settings = await loadSettings(path: configPath, environment: environment) else {

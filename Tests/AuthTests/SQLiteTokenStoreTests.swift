@@ -171,8 +171,11 @@ func expectStoreError(_ text: String, _ body: () async throws -> Void) async {
         await expectStoreError("the store \(directory.database) is encrypted; configure store.encryption_key") {
             _ = try await SQLiteTokenStore(path: directory.database).load(key)
         }
+        // A resolved key is registered with the process-wide redactor, which every suite in this
+        // process shares: a unique value, so no other test's message (a word like "short") gets masked.
+        let badKey = "not-a-key-\(UUID().uuidString)"
         await expectStoreError("must be 32 bytes in base64 or hex") {
-            _ = try await SQLiteTokenStore(path: directory.database, encryptionKey: keyProvider("short")).load(key)
+            _ = try await SQLiteTokenStore(path: directory.database, encryptionKey: keyProvider(badKey)).load(key)
         }
         // Nothing was overwritten by the failed opens.
         #expect(try await again.load(key)?.accessToken == "at-canary-1-7d1f")

@@ -66,6 +66,38 @@ import Testing
         #expect(lines[1]["error"]?["code"] == .int(-32800))
     }
 
+    @Test func endOfInputWithARequestThatNeverEndsAnswersItShuttingDownAfterTheGraceAndExitsZero() async throws {
+        // The grace is 200 ms here (10 s by default); the request alone would run for an hour.
+        let relay = try RelayProcess(environment: ["TOKENRELAY_TEST_GRACE_MS": "200"])
+        try relay.send(#"{"jsonrpc":"2.0","id":"forever","method":"test/wait","params":{"ms":3600000}}"#)
+        try relay.send(#"{"jsonrpc":"2.0","id":"p","method":"ping"}"#)
+        _ = try await relay.lines(atLeast: 1)  // the ping proves the long request is in flight
+        try relay.closeStdin()
+        #expect(try await relay.exitCode(timeout: .seconds(60)) == 0)
+        let lines = try await relay.lines(atLeast: 2)
+        let forever = try #require(lines.first { $0["id"] == "forever" })
+        #expect(forever["error"]?["data"]?["kind"] == "shutting_down", "\(forever.jsonText)")
+    }
+
+    @Test func exitThenEndOfInputInOneWriteExitsOneWithoutShutdownEveryTime() async throws {
+        var codes: [Int32] = []
+        for _ in 0..<6 {
+            try await withThrowingTaskGroup(of: Int32.self) { group in
+                for _ in 0..<8 {
+                    group.addTask {
+                        let relay = try RelayProcess()
+                        try relay.write(#"{"jsonrpc":"2.0","method":"exit"}"# + "\n")
+                        try relay.closeStdin()
+                        return try await relay.exitCode()
+                    }
+                }
+                for try await code in group { codes.append(code) }
+            }
+        }
+        #expect(codes.count == 48)
+        #expect(codes.allSatisfy { $0 == 1 }, "exit codes: \(codes)")
+    }
+
     @Test func threeHundredPipelinedRequestsAreAllAnsweredWithMatchingIDs() async throws {
         let relay = try RelayProcess()
         var text = ""

@@ -97,6 +97,33 @@ import Testing
         #expect(messages[0]["error"]?["data"]?["kind"] == "cancelled")
     }
 
+    @Test(.timeLimit(.minutes(1)))
+    func waitUntilIdleReturnsWhenItsTaskIsCancelledWhileARequestStillRuns() async {
+        let fixture = Fixture()
+        fixture.send(#"{"jsonrpc":"2.0","id":"slow","method":"hang"}"#)
+        await fixture.gate.waitForArrivals(1)
+        fixture.gate.open()
+        let waiter = Task { [dispatcher = fixture.dispatcher] in await dispatcher.waitUntilIdle() }
+        waiter.cancel()
+        await waiter.value  // hangs (until the time limit) if the wait ignores cancellation
+        #expect(fixture.dispatcher.inFlightCount == 1, "the request is still running")
+        fixture.dispatcher.cancelAll()
+        await fixture.dispatcher.waitUntilIdle()
+    }
+
+    @Test func cancelAllAnsweringShuttingDownAnswersRunningAndQueuedRequestsWithThatKind() async {
+        let fixture = Fixture(limits: DispatcherLimits(maximumConcurrent: 1, maximumQueued: 1))
+        fixture.send(#"{"jsonrpc":"2.0","id":1,"method":"hang"}"#)
+        fixture.send(#"{"jsonrpc":"2.0","id":2,"method":"hang"}"#)
+        await fixture.gate.waitForArrivals(1)
+        fixture.gate.open()
+        fixture.dispatcher.cancelAll(answering: .shuttingDown)
+        let messages = await fixture.sink.waitFor(2)
+        #expect(Set(messages.compactMap { $0["id"]?.jsonText }) == ["1", "2"])
+        #expect(messages.allSatisfy { $0["error"]?["data"]?["kind"] == "shutting_down" }, "\(messages)")
+        await fixture.dispatcher.waitUntilIdle()
+    }
+
     @Test func requestsBeyondTheConcurrencyBoundQueueAndBeyondTheQueueGetLimitErrors() async {
         let fixture = Fixture(limits: DispatcherLimits(maximumConcurrent: 2, maximumQueued: 3))
         for id in 1...7 { fixture.send(#"{"jsonrpc":"2.0","id":\#(id),"method":"wait"}"#) }
@@ -186,6 +213,19 @@ import Testing
         await seen.signal.wait()
         #expect(seen.values.withLock { $0 } == [true])
         dispatcher.cancelAll()
+    }
+
+    @Test func aReadOrderNotificationHasRunWhenReceiveReturns() {
+        let seen = Seen()
+        let dispatcher = Dispatcher(
+            methods: ["shutdown": { _, _ in .null }],
+            readOrderNotifications: ["exit": { context in seen.values.withLock { $0.append(context.afterShutdown) } }],
+            sink: RecordingSink(), errorMapper: { _ in RPCError(code: .internalError, message: "x") })
+        dispatcher.receive(Array(#"{"jsonrpc":"2.0","method":"exit"}"#.utf8))
+        #expect(seen.values.withLock { $0 } == [false], "ran on the reader's thread, before receive returned")
+        dispatcher.receive(Array(#"{"jsonrpc":"2.0","id":1,"method":"shutdown"}"#.utf8))
+        dispatcher.receive(Array(#"{"jsonrpc":"2.0","method":"exit"}"#.utf8))
+        #expect(seen.values.withLock { $0 } == [false, true])
     }
 
     @Test func exitReadBeforeShutdownDoesNotCountAShutdownReadLater() async {
