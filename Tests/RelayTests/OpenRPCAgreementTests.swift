@@ -33,7 +33,9 @@ import Testing
             implemented.filter { $0["x-notification"] == true }.compactMap { $0["name"]?.stringValue })
         let server = try await RelayServer.make(options: ServerOptions(), settings: .empty)
         #expect(documentedRequests == Set(server.methodTable().keys))
-        #expect(documentedNotifications == Set(server.notificationTable().keys).union(Dispatcher.cancelMethods))
+        let handledNotifications = Set(server.notificationTable().keys)
+            .union(server.readOrderNotificationTable().keys).union(Dispatcher.cancelMethods)
+        #expect(documentedNotifications == handledNotifications)
     }
 
     @Test func everyMethodHasParamsStatusAndDirectionAndEveryErrorRefResolves() throws {
