@@ -2,13 +2,14 @@
 import PackageDescription
 
 /// One target per concern; dependencies point one way:
-/// C shims -> Logging / HTTPFields -> JSONRPC / Config / HTTP -> Auth -> Relay -> tokenrelay.
-/// HTTPFields holds the header field rules both Config (at load) and HTTP (at send) apply.
+/// C shims -> ErrorKinds / Logging / HTTPFields -> JSONRPC / Config / HTTP -> Auth -> Relay -> tokenrelay.
+/// HTTPFields holds the header field rules both Config (at load) and HTTP (at send) apply;
+/// ErrorKinds the wire error vocabulary every module's errors expose.
 let package = Package(
     name: "tokenrelay",
     products: [
         .executable(name: "tokenrelay", targets: ["tokenrelay"]),
-        .library(name: "TokenRelay", targets: ["Relay", "Auth", "HTTP", "HTTPFields", "Config", "JSONRPC", "Logging"]),
+        .library(name: "TokenRelay", targets: ["Relay", "Auth", "HTTP", "HTTPFields", "Config", "JSONRPC", "Logging", "ErrorKinds"]),
     ],
     targets: [
         // C libraries from Debian, reached through pkg-config.
@@ -20,13 +21,14 @@ let package = Package(
         // CSQLite loads libsqlite3 with dlopen on first use (Sources/CSQLite/shim.h), like CCurl.
         .systemLibrary(name: "CSQLite", path: "Sources/CSQLite", providers: [.apt(["libsqlite3-dev"])]),
 
+        .target(name: "ErrorKinds"),
         .target(name: "Logging"),
         .target(name: "HTTPFields"),
-        .target(name: "JSONRPC", dependencies: ["Logging"]),
-        .target(name: "Config", dependencies: ["CYAML", "HTTPFields", "Logging"]),
-        .target(name: "HTTP", dependencies: ["CCurl", "HTTPFields", "Logging"]),
-        .target(name: "Auth", dependencies: ["HTTP", "CCrypto", "CSQLite", "Logging"]),
-        .target(name: "Relay", dependencies: ["JSONRPC", "Config", "HTTP", "HTTPFields", "Auth", "Logging"]),
+        .target(name: "JSONRPC", dependencies: ["ErrorKinds", "Logging"]),
+        .target(name: "Config", dependencies: ["CYAML", "ErrorKinds", "HTTPFields", "Logging"]),
+        .target(name: "HTTP", dependencies: ["CCurl", "ErrorKinds", "HTTPFields", "Logging"]),
+        .target(name: "Auth", dependencies: ["HTTP", "CCrypto", "CSQLite", "ErrorKinds", "Logging"]),
+        .target(name: "Relay", dependencies: ["JSONRPC", "Config", "HTTP", "HTTPFields", "Auth", "ErrorKinds", "Logging"]),
         .executableTarget(name: "tokenrelay", dependencies: ["Relay", "JSONRPC", "Config", "Logging"]),
 
         // Fuzz targets: built with `-sanitize=fuzzer -DFUZZING` by scripts/fuzz; plain builds get a stub main.
