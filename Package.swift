@@ -29,28 +29,37 @@ let package = Package(
         .target(name: "HTTP", dependencies: ["CCurl", "ErrorKinds", "HTTPFields", "Logging"]),
         .target(name: "Auth", dependencies: ["HTTP", "CCrypto", "CSQLite", "ErrorKinds", "Logging"]),
         .target(name: "Relay", dependencies: ["JSONRPC", "Config", "HTTP", "HTTPFields", "Auth", "ErrorKinds", "Logging"]),
-        .executableTarget(name: "tokenrelay", dependencies: ["Relay", "JSONRPC", "Config", "Logging"]),
-
-        // Fuzz targets: built with `-sanitize=fuzzer -DFUZZING` by scripts/fuzz; plain builds get a stub main.
-        .executableTarget(name: "FuzzFraming", dependencies: ["JSONRPC"]),
-        .executableTarget(name: "FuzzConfig", dependencies: ["Config"]),
-        .executableTarget(name: "FuzzSSE", dependencies: ["HTTP"]),
-        .executableTarget(name: "FuzzTokenResponse", dependencies: ["Auth", "HTTP", "Logging"]),
-        .executableTarget(name: "FuzzJOSE", dependencies: ["Auth"]),
-
-        // Benchmarks (scripts/bench): the load driver with its libcurl and URLSession references
-        // (the only target allowed to import FoundationNetworking), and the bare Foundation
-        // binary the cold start is compared with.
-        .executableTarget(name: "TokenRelayBench", dependencies: ["CCurl", "Logging"], linkerSettings: [.linkedLibrary("curl")]),
-        .executableTarget(name: "BareFoundationEcho"),
+        .executableTarget(name: "tokenrelay", dependencies: ["Relay", "JSONRPC", "Config", "HTTP", "Logging"]),
 
         .testTarget(name: "LoggingTests", dependencies: ["Logging"]),
         .testTarget(name: "JSONRPCTests", dependencies: ["JSONRPC"]),
-        .testTarget(name: "ConfigTests", dependencies: ["Config", "HTTPFields"]),
-        .testTarget(name: "HTTPTests", dependencies: ["HTTP", "HTTPFields"], exclude: ["Fixtures"]),
+        .testTarget(name: "ConfigTests", dependencies: ["Config", "HTTPFields", "Logging"]),
+        .testTarget(name: "HTTPTests", dependencies: ["HTTP", "HTTPFields", "Logging"], exclude: ["Fixtures"]),
         .testTarget(name: "AuthTests", dependencies: ["Auth", "HTTP", "Logging", "CCrypto"]),
         .testTarget(name: "RelayTests", dependencies: ["Relay", "JSONRPC", "Config", "HTTP", "Auth"]),
         .testTarget(name: "EndToEndTests", dependencies: ["JSONRPC"], exclude: ["Fixtures"]),
     ],
     swiftLanguageModes: [.v6]
 )
+
+// Developer targets: the fuzzers and the benchmark driver. Declared only when
+// TOKENRELAY_DEV_TARGETS=1 (set by scripts/fuzz, scripts/bench and scripts/test), so a user's
+// `swift build` compiles the product, its libraries and the tests, nothing else.
+if Context.environment["TOKENRELAY_DEV_TARGETS"] == "1" {
+    package.targets += [
+        // Fuzz targets: built with `-sanitize=fuzzer -DFUZZING` by scripts/fuzz; otherwise each
+        // replays the files named on its command line. FuzzSupport is the libFuzzer glue they share.
+        .target(name: "FuzzSupport"),
+        .executableTarget(name: "FuzzFraming", dependencies: ["FuzzSupport", "JSONRPC"]),
+        .executableTarget(name: "FuzzConfig", dependencies: ["FuzzSupport", "Config"]),
+        .executableTarget(name: "FuzzSSE", dependencies: ["FuzzSupport", "HTTP"]),
+        .executableTarget(name: "FuzzTokenResponse", dependencies: ["FuzzSupport", "Auth", "HTTP", "Logging"]),
+        .executableTarget(name: "FuzzJOSE", dependencies: ["FuzzSupport", "Auth"]),
+
+        // Benchmarks (scripts/bench): the load driver with its libcurl and URLSession references
+        // (the only target allowed to import FoundationNetworking), and the bare Foundation
+        // binary the cold start is compared with.
+        .executableTarget(name: "TokenRelayBench", dependencies: ["CCurl", "Logging"], linkerSettings: [.linkedLibrary("curl")]),
+        .executableTarget(name: "BareFoundationEcho"),
+    ]
+}
