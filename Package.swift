@@ -31,13 +31,17 @@ let package = Package(
         .target(name: "Relay", dependencies: ["JSONRPC", "Config", "HTTP", "HTTPFields", "Auth", "ErrorKinds", "Logging"]),
         .executableTarget(name: "tokenrelay", dependencies: ["Relay", "JSONRPC", "Config", "HTTP", "Logging"]),
 
+        // What the test targets share: the fixture server launcher and Fixtures/fixture_server.py.
+        // Not part of any product.
+        .target(name: "TestSupport", path: "Tests/TestSupport", exclude: ["Fixtures"]),
+
         .testTarget(name: "LoggingTests", dependencies: ["Logging"]),
         .testTarget(name: "JSONRPCTests", dependencies: ["JSONRPC"]),
         .testTarget(name: "ConfigTests", dependencies: ["Config", "HTTPFields", "Logging"]),
-        .testTarget(name: "HTTPTests", dependencies: ["HTTP", "HTTPFields", "Logging"], exclude: ["Fixtures"]),
+        .testTarget(name: "HTTPTests", dependencies: ["HTTP", "HTTPFields", "Logging", "TestSupport"]),
         .testTarget(name: "AuthTests", dependencies: ["Auth", "HTTP", "Logging", "CCrypto"]),
         .testTarget(name: "RelayTests", dependencies: ["Relay", "JSONRPC", "Config", "HTTP", "Auth"]),
-        .testTarget(name: "EndToEndTests", dependencies: ["JSONRPC"], exclude: ["Fixtures"]),
+        .testTarget(name: "EndToEndTests", dependencies: ["JSONRPC", "TestSupport"], exclude: ["Fixtures"]),
     ],
     swiftLanguageModes: [.v6]
 )

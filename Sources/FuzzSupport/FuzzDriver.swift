@@ -17,7 +17,7 @@ public enum FuzzDriver {
         #if FUZZING
             installedTarget.withLock { $0 = target }
             var argc = CommandLine.argc
-            var argv = CommandLine.unsafeArgv
+            var argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>? = CommandLine.unsafeArgv
             exit(LLVMFuzzerRunDriver(&argc, &argv, fuzzTestOneInput))
         #else
             for path in CommandLine.arguments.dropFirst() {

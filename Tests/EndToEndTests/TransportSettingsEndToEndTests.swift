@@ -10,7 +10,7 @@ import Testing
     static let secret = "canary-proxy-client-secret-91fa"
 
     @Test func loopbackTokenEndpointsAndAPIsNeverGoThroughAProxyWhileOtherDestinationsDo() async throws {
-        let wire = try WireServer(["api", "proxy"])
+        let wire = try await WireServer(["api", "proxy"])
         let proxy = wire.origin("proxy")
         let client = try RelayClient(
             config: """
@@ -62,7 +62,7 @@ import Testing
 
     @Test func tokenTrafficUsesTheEnvironmentsCAFileAndACertificateFailureIsTriedOnce() async throws {
         let ca = try PrivateCA()
-        let wire = try WireServer(["idp:tls"], certificate: ca.leaf)
+        let wire = try await WireServer(["idp:tls"], certificate: ca.leaf)
         let origin = wire.origin("idp", scheme: "https")
         func environment(_ name: String, caFile: String?) -> [String] {
             ["  \(name):", "    base_url: \(origin)/api", "    default_profile: svc"]
@@ -96,7 +96,7 @@ import Testing
 
     @Test func aSubscriptionWhoseServerFailsTLSClosesWithKindTransportInsteadOfReconnecting() async throws {
         let ca = try PrivateCA()
-        let wire = try WireServer(["sse:tls"], certificate: ca.leaf)
+        let wire = try await WireServer(["sse:tls"], certificate: ca.leaf)
         let origin = wire.origin("sse", scheme: "https")
         let client = try RelayClient(
             config: """

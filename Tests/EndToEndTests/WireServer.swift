@@ -1,57 +1,37 @@
 import Foundation
+import TestSupport
 import Testing
 
 @testable import JSONRPC
-
-#if canImport(Glibc)
-    import Glibc
-#endif
 
 /// The listeners of `Fixtures/wire_server.py`, one process per test, stopped with SIGKILL: they
 /// record every connection, TLS handshake, raw chunk and parsed request, so a test can assert
 /// that a listener received nothing at all, or exactly which requests.
 final class WireServer: Sendable {
-    struct DidNotStart: Error {}
-
-    let process: Process
+    let fixture: FixtureServer
     let ports: [String: Int]
     let logPath: String
 
-    /// Starts one listener per name (`name` or `name:tls`; TLS ones serve `certificate`).
-    init(_ listeners: [String], certificate: PrivateCA.Leaf? = nil) throws {
+    /// Starts one listener per name (`name` or `name:tls`; TLS ones serve `certificate`) and
+    /// waits, without blocking a thread of the shared pool, for its line of `name=PORT` words.
+    init(_ listeners: [String], certificate: PrivateCA.Leaf? = nil) async throws {
         logPath = try TemporaryDirectory.make().appendingPathComponent("wire.log").path
         try Data().write(to: URL(fileURLWithPath: logPath))
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
-        var arguments = ["-u", RecordingServer.fixtures.appendingPathComponent("wire_server.py").path, logPath]
-        arguments += listeners
+        var arguments = [logPath] + listeners
         if let certificate { arguments += ["--cert", certificate.certificate, "--key", certificate.key] }
-        process.arguments = arguments
-        let output = Pipe()
-        process.standardOutput = output
-        try process.run()
-        self.process = process
-        var line: [UInt8] = []
-        let handle = output.fileHandleForReading
-        while !line.contains(0x0A) {
-            let data = handle.availableData
-            if data.isEmpty { break }
-            line.append(contentsOf: data)
-        }
+        fixture = try await FixtureServer(
+            script: RecordingServer.fixtures.appendingPathComponent("wire_server.py").path, arguments,
+            words: listeners.count)
         var ports: [String: Int] = [:]
-        for pair in String(decoding: line, as: UTF8.self).split(whereSeparator: { $0 == " " || $0 == "\n" }) {
-            let parts = pair.split(separator: "=")
+        for word in fixture.words {
+            let parts = word.split(separator: "=")
             if parts.count == 2, let port = Int(parts[1]) { ports[String(parts[0])] = port }
         }
         guard ports.count == listeners.count else {
-            kill(process.processIdentifier, SIGKILL)
-            throw DidNotStart()
+            fixture.stop()
+            throw FixtureServer.DidNotStart(description: "wire_server.py printed \(fixture.words)")
         }
         self.ports = ports
-    }
-
-    deinit {
-        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
     }
 
     func port(_ name: String) -> Int { ports[name] ?? 0 }

@@ -3,7 +3,7 @@ import Testing
 
 @testable import HTTP
 
-/// ``EventSource`` with credentials, a slow consumer and cancellation, against `Fixtures/sse_server.py`.
+/// ``EventSource`` with credentials, a slow consumer and cancellation, against the shared fixture server (`events` role).
 @Suite struct EventSourceRecoveryTests {
     let server: EventStreamServer
     let transport: CurlTransport
