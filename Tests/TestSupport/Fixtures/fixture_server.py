@@ -164,6 +164,14 @@ class Handler(BaseHTTPRequestHandler):
                 return False
         return False
 
+    def slow(self, ident, events, seconds, body):
+        """/slow?id=X: records started-X, waits for the client to close (closed-X) or answers `body`."""
+        events.record("started-" + ident)
+        if self.wait_client_close(seconds):
+            events.record("closed-" + ident)
+            return
+        self.reply(200, body)
+
     def write_chunk(self, data):
         self.wfile.write(b"%x\r\n" % len(data) + data + b"\r\n")
 
@@ -239,12 +247,7 @@ class TransportMain(Handler):
         elif route == "/basic-401":
             self.reply(401, b"unauthorized", [("WWW-Authenticate", 'Basic realm="test"')])
         elif route == "/slow":
-            ident = query.get("id", ["x"])[0]
-            events.record("started-" + ident)
-            if self.wait_client_close(300):
-                events.record("closed-" + ident)
-                return
-            self.reply(200, b"slow")
+            self.slow(query.get("id", ["x"])[0], events, 300, b"slow")
         elif route == "/await":
             ok = events.wait(query.get("event", [""])[0])
             self.reply(200 if ok else 504, b"")
@@ -496,12 +499,7 @@ class RecordingMain(Handler):
         elif route == "/set-cookie":
             self.reply(200, b"cookie set", [("Set-Cookie", "session=s3cr3t; Path=/"), ("Set-Cookie", "theme=dark")])
         elif route == "/slow":
-            ident = query.get("id", ["x"])[0]
-            events.record("started-" + ident)
-            if self.wait_client_close(30):
-                events.record("closed-" + ident)
-                return
-            self.reply(200, b"slow done")
+            self.slow(query.get("id", ["x"])[0], events, 30, b"slow done")
         elif route == "/mark":
             events.record(query.get("event", [""])[0])
             self.reply(200, b"marked")
