@@ -61,7 +61,7 @@ import Testing
     }
 
     @Test func tokenTrafficUsesTheEnvironmentsCAFileAndACertificateFailureIsTriedOnce() async throws {
-        let ca = try PrivateCA()
+        let ca = try await PrivateCA()
         let wire = try await WireServer(["idp:tls"], certificate: ca.leaf)
         let origin = wire.origin("idp", scheme: "https")
         func environment(_ name: String, caFile: String?) -> [String] {
@@ -95,7 +95,7 @@ import Testing
     }
 
     @Test func aSubscriptionWhoseServerFailsTLSClosesWithKindTransportInsteadOfReconnecting() async throws {
-        let ca = try PrivateCA()
+        let ca = try await PrivateCA()
         let wire = try await WireServer(["sse:tls"], certificate: ca.leaf)
         let origin = wire.origin("sse", scheme: "https")
         let client = try RelayClient(

@@ -100,20 +100,21 @@ struct PrivateCA {
     /// The server's certificate and key.
     let leaf: Leaf
 
-    init() throws {
+    /// Runs openssl without blocking a thread of the shared pool.
+    init() async throws {
         let folder = try TemporaryDirectory.make()
         func path(_ name: String) -> String { folder.appendingPathComponent(name).path }
         try Data("subjectAltName=IP:127.0.0.1,DNS:localhost\nbasicConstraints=CA:FALSE\n".utf8).write(
             to: URL(fileURLWithPath: path("leaf.ext")))
         let ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
-        try Self.openssl(
+        try await Self.openssl(
             ["req", "-x509"] + ec + [
                 "-keyout", path("ca.key"), "-out", path("ca.pem"), "-days", "2", "-subj", "/CN=tokenrelay test CA",
                 "-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign,cRLSign",
             ])
-        try Self.openssl(
+        try await Self.openssl(
             ["req"] + ec + ["-keyout", path("leaf.key"), "-out", path("leaf.csr"), "-subj", "/CN=127.0.0.1"])
-        try Self.openssl([
+        try await Self.openssl([
             "x509", "-req", "-in", path("leaf.csr"), "-CA", path("ca.pem"), "-CAkey", path("ca.key"),
             "-CAcreateserial", "-out", path("leaf.pem"), "-days", "2", "-extfile", path("leaf.ext"),
         ])
@@ -121,18 +122,11 @@ struct PrivateCA {
         leaf = Leaf(certificate: path("leaf.pem"), key: path("leaf.key"))
     }
 
-    private static func openssl(_ arguments: [String]) throws {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
-        process.arguments = arguments
-        process.standardOutput = FileHandle.nullDevice
-        let errors = Pipe()
-        process.standardError = errors
-        try process.run()
-        let message = errors.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else {
-            throw Failed(description: "openssl \(arguments[0]) failed: \(String(decoding: message, as: UTF8.self))")
+    private static func openssl(_ arguments: [String]) async throws {
+        let folder = try TemporaryDirectory.make()
+        let result = try await InteropStack.run("/usr/bin/openssl", arguments, in: folder, timeout: .seconds(120))
+        guard result.status == 0 else {
+            throw Failed(description: "openssl \(arguments[0]) failed: \(result.stderr)")
         }
     }
 }
