@@ -1,35 +1,58 @@
 import Logging
+import Synchronization
 
 extension EventSource.AsyncIterator {
-    /// Makes one connection and classifies its response. Returns the update to hand out, or `nil` to go on.
+    /// Makes one connection through the pipeline and classifies its outcome. Returns the update to hand out, or `nil`
+    /// to go on.
     mutating func connect() async -> EventSourceUpdate? {
         if Task.isCancelled { return end() }
         var request = connectionRequest()
-        var stamp: CredentialStamp?
-        if let credentials = configuration.credentials {
-            do {
-                stamp = try await credentials.apply(to: &request)
-            } catch {
-                if Self.isCancellation(error) { return end() }
-                return close(kind: Self.kind(of: error), message: Self.message(of: error))
-            }
-        }
-        let response: HTTPStreamingResponse
+        let replays = ReplayLog()
+        request.replayObserver = { replays.record($0) }
+        let outcome: Result<HTTPStreamingResponse, any Error>
         do {
-            response = try await transport.stream(request, idleTimeout: configuration.idleTimeout)
+            outcome = .success(try await transport.send(request))
         } catch {
-            if Self.isCancellation(error) { return end() }
-            return connectionFailed(error)
+            outcome = .failure(error)
         }
-        if Task.isCancelled {
-            response.cancel()
-            return end()
+        let replay = replays.summary
+        if case .failure(let error) = outcome, Self.isCancellation(error) { return end() }
+        if replay.replayed {
+            // The credentials middleware renewed the credential and connected again: announced as the immediate
+            // reconnect it is (SPEC §7: every reconnect is announced).
+            parser.finish()
+            reconnects += 1
+            Logger.shared.debug("event stream: 401 invalid_token, reconnected once with a renewed credential")
+            pendingStates.append(
+                SubscriptionStateChange(
+                    state: .reconnecting, attempt: reconnects, retryInMs: 0, status: replay.status,
+                    error: EventSourceFailure(kind: EventSourceFailure.auth, message: "the access token was rejected")))
+            pendingStates.append(SubscriptionStateChange(state: .connecting, attempt: reconnects))
         }
-        return await classify(response, stamp: stamp)
+        let update: EventSourceUpdate?
+        switch outcome {
+        case .success(let response):
+            if Task.isCancelled {
+                response.cancel()
+                return end()
+            }
+            update = classify(response)
+        case .failure(let error as HTTPError):
+            update = connectionFailed(error)
+        case .failure(let error as HTTPStreamStalled):
+            update = connectionFailed(error)
+        case .failure(let error):
+            // Not the connection's: a middleware's (a credential that cannot be had or renewed).
+            let failure = configuration.describeFailure(error)
+            update = close(status: replay.replayed ? nil : replay.status, kind: failure.kind, message: failure.message)
+        }
+        guard !pendingStates.isEmpty else { return update }
+        if case .state(let state) = update { pendingStates.append(state) }
+        return .state(pendingStates.removeFirst())
     }
 
     /// Decides what a response head means for the subscription.
-    mutating func classify(_ response: HTTPStreamingResponse, stamp: CredentialStamp?) async -> EventSourceUpdate? {
+    mutating func classify(_ response: HTTPStreamingResponse) -> EventSourceUpdate? {
         let status = response.status
         if status == 200 {
             guard Self.isEventStream(response.headers["Content-Type"]) else {
@@ -38,7 +61,6 @@ extension EventSource.AsyncIterator {
                     status: status, kind: EventSourceFailure.protocol,
                     message: "the response is not an event stream (content type is not text/event-stream)")
             }
-            budget.connectionOpened()
             delivered = false
             phase = .streaming(response.body.makeAsyncIterator())
             return .state(SubscriptionStateChange(state: .open, status: status))
@@ -48,30 +70,8 @@ extension EventSource.AsyncIterator {
         case 204:
             return close(status: status)
         case 401:
-            let challenged = WWWAuthenticateChallenge.parse(headers: response.headers).contains {
-                $0.isScheme("Bearer") && $0.parameter("error") == "invalid_token"
-            }
-            guard challenged, let credentials = configuration.credentials, credentials.isRenewable, let stamp,
-                budget.consume()
-            else {
-                return close(
-                    status: status, kind: EventSourceFailure.auth, message: "the server refused the credentials")
-            }
-            do {
-                try await credentials.invalidate(stamp: stamp)
-            } catch {
-                if Self.isCancellation(error) { return end() }
-                return close(status: status, kind: Self.kind(of: error), message: Self.message(of: error))
-            }
-            if Task.isCancelled { return end() }
-            parser.finish()
-            reconnects += 1
-            phase = .waiting(attempt: reconnects, delayMilliseconds: 0)
-            Logger.shared.debug("event stream: 401 invalid_token, reconnecting once with a renewed credential")
-            return .state(
-                SubscriptionStateChange(
-                    state: .reconnecting, attempt: reconnects, retryInMs: 0, status: status,
-                    error: EventSourceFailure(kind: EventSourceFailure.auth, message: "the access token was rejected")))
+            // The credentials middleware replays what it can recover from; what reaches us is final.
+            return close(status: status, kind: EventSourceFailure.auth, message: "the server refused the credentials")
         case 408, 429, 500...599:
             let minimum = Self.retryAfterMilliseconds(response.headers["Retry-After"]) ?? 0
             return reconnect(
@@ -105,7 +105,7 @@ extension EventSource.AsyncIterator {
             body.controller?.cancel()
             let update = reconnect(kind: EventSourceFailure.protocol, message: error.description)
             if events.isEmpty { return update }
-            if case .state(let state) = update { pendingState = state }
+            if case .state(let state) = update { pendingStates.append(state) }
             return nil
         }
         if !events.isEmpty { delivered = true }
@@ -141,16 +141,6 @@ extension EventSource.AsyncIterator {
         Task.isCancelled || error is CancellationError || (error as? HTTPError) == .cancelled
     }
 
-    /// The wire kind of a credential error.
-    static func kind(of error: any Error) -> String {
-        (error as? any EventSourceErrorKind)?.wireKind ?? EventSourceFailure.auth
-    }
-
-    /// The redacted message of a credential error.
-    static func message(of error: any Error) -> String {
-        Redactor.shared.redact(String(describing: error))
-    }
-
     /// Whether a `Content-Type` value is `text/event-stream` (parameters ignored).
     static func isEventStream(_ contentType: String?) -> Bool {
         guard let contentType else { return false }
@@ -163,6 +153,23 @@ extension EventSource.AsyncIterator {
         guard let value, let seconds = Int(value.trimmingSpaces()), seconds >= 0 else { return nil }
         return min(seconds, 86_400) * 1000
     }
+}
+
+/// What the middlewares reported of replays during one connection (``HTTPRequest/replayObserver``).
+final class ReplayLog: Sendable {
+    /// Guarded by the mutex: the status answered by a replay, and whether the replay was sent.
+    private let state = Mutex<(status: Int?, replayed: Bool)>((nil, false))
+
+    func record(_ event: HTTPReplayEvent) {
+        state.withLock { state in
+            switch event {
+            case .answering(let status): state.status = status
+            case .replaying(let status): state = (status, true)
+            }
+        }
+    }
+
+    var summary: (status: Int?, replayed: Bool) { state.withLock { $0 } }
 }
 
 extension StringProtocol {

@@ -9,32 +9,37 @@ import Logging
 /// all the work, so cancelling it (or dropping the iterator) cancels the transfer, the credential wait or the backoff
 /// sleep in flight, and the sequence ends quietly (no `closed`: the caller announces its own).
 ///
-/// Each connection sends `GET` with `Accept: text/event-stream`, `Cache-Control: no-cache`, `Last-Event-ID` (the last
-/// event ID in effect, when there is one) and fresh credentials. Outcomes:
-/// - `200 text/event-stream`: `open`, then the events; the auth-recovery budget is restored.
+/// Each connection is one streamed request through ``transport`` — in the relay an ``HTTPClient`` whose middlewares
+/// (environment headers, origin policy, credentials with the subscription's auth-recovery budget, logging) are the ones
+/// `request` uses — sending `GET` with `Accept: text/event-stream`, `Cache-Control: no-cache` and `Last-Event-ID` (the
+/// last event ID in effect, when there is one). The event source does only the SSE work: parsing, the reconnect
+/// decisions, backoff, `Last-Event-ID`. Outcomes:
+/// - `200 text/event-stream`: `open`, then the events.
 /// - `200` with another content type, other `2xx`, `3xx`, `4xx` other than 401/408/429: `closed` (`protocol`,
 ///   `http_status`). `204`: `closed {status: 204}` with no error, never reconnected.
-/// - `401` with a Bearer `error="invalid_token"` challenge, renewable credentials and the budget available: the budget
-///   is spent, the credential invalidated, `reconnecting {retryInMs: 0}` and an immediate reconnect. Any other `401`:
-///   `closed {status: 401, error: auth}`.
+/// - a middleware replayed the connection (the credentials middleware after `401 invalid_token`, its budget
+///   available: ``HTTPRequest/replayObserver``): `reconnecting {retryInMs: 0, status: 401, error: auth}` and
+///   `connecting`, then the replay's outcome. A `401` that reaches the event source: `closed {status: 401, error: auth}`.
 /// - `5xx`, `408`, `429` (`Retry-After` seconds as the minimum delay), connect and transport errors, drops, idle
 ///   stalls, a clean end of the body, and a line or event over the parser's bounds (kind `protocol`: the rest of that
 ///   connection's stream cannot be trusted, a new connection resumes after the last dispatched event): `reconnecting`
 ///   with the backoff of ``EventStreamReconnectPolicy``, then `connecting`.
-/// - a credential error: `closed` with the error's ``EventSourceErrorKind/wireKind``, else `auth`.
+/// - any other error of the middlewares (a credential that cannot be had): `closed` with
+///   ``EventSourceConfiguration/describeFailure``'s kind (by default the error's ``KindedError`` or
+///   ``EventSourceErrorKind`` kind, else `auth`).
 /// - an error no reconnect can cure: `closed` with its kind — an unusable URL or header
 ///   (`invalid_params`), a TLS certificate or handshake failure (`transport`).
 public struct EventSource: AsyncSequence, Sendable {
     public typealias Element = EventSourceUpdate
     public typealias Failure = Never
 
-    /// The transport connections are made with.
-    public let transport: any HTTPStreamingTransport
+    /// The pipeline connections are made through.
+    public let transport: any HTTPTransport
     /// The subscription's settings.
     public let configuration: EventSourceConfiguration
 
     /// Creates a subscription; nothing happens until it is iterated. Each iteration is an independent subscription.
-    public init(transport: any HTTPStreamingTransport, configuration: EventSourceConfiguration) {
+    public init(transport: any HTTPTransport, configuration: EventSourceConfiguration) {
         self.transport = transport
         self.configuration = configuration
     }
@@ -64,12 +69,11 @@ public struct EventSource: AsyncSequence, Sendable {
             case finished
         }
 
-        let transport: any HTTPStreamingTransport
+        let transport: any HTTPTransport
         let configuration: EventSourceConfiguration
         var phase: Phase = .connect(attempt: 0)
         var parser: ServerSentEventParser
         var policy: EventStreamReconnectPolicy
-        var budget = EventStreamAuthRecoveryBudget()
         /// Reconnects announced since the last connection that delivered an event (the announced `attempt`).
         var reconnects = 0
         /// Whether the current connection delivered an event.
@@ -77,10 +81,11 @@ public struct EventSource: AsyncSequence, Sendable {
         /// The events of the last chunk not yet handed out, from ``nextEvent``. Reused, so no allocation per chunk.
         var events: [ServerSentEvent] = []
         var nextEvent = 0
-        /// A state change to hand out before anything else (the `connecting` that follows `reconnecting`).
-        var pendingState: SubscriptionStateChange?
+        /// State changes to hand out before anything else, in order (a reconnect after events of the same chunk; the
+        /// `reconnecting` and `connecting` of a replay, before its outcome).
+        var pendingStates: [SubscriptionStateChange] = []
 
-        init(transport: any HTTPStreamingTransport, configuration: EventSourceConfiguration) {
+        init(transport: any HTTPTransport, configuration: EventSourceConfiguration) {
             self.transport = transport
             self.configuration = configuration
             parser = ServerSentEventParser(
@@ -93,10 +98,7 @@ public struct EventSource: AsyncSequence, Sendable {
         public mutating func next() async -> EventSourceUpdate? {
             while true {
                 if Task.isCancelled { return end() }
-                if let state = pendingState {
-                    pendingState = nil
-                    return .state(state)
-                }
+                if !pendingStates.isEmpty { return .state(pendingStates.removeFirst()) }
                 if nextEvent < events.count {
                     let event = events[nextEvent]
                     nextEvent += 1
@@ -177,6 +179,8 @@ public struct EventSource: AsyncSequence, Sendable {
             request.method = "GET"
             request.body = nil
             request.timeout = nil
+            request.deadline = nil
+            request.delivery = .streamed(idleTimeout: configuration.idleTimeout)
             if let connectTimeout = configuration.connectTimeout { request.connectTimeout = connectTimeout }
             request.headers.set(name: "Accept", value: "text/event-stream")
             request.headers.set(name: "Cache-Control", value: "no-cache")

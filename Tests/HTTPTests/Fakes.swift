@@ -1,3 +1,4 @@
+import Auth
 import Synchronization
 
 @testable import HTTP
@@ -12,11 +13,12 @@ final class FakeTransport: HTTPTransport {
 
     var requests: [HTTPRequest] { state.withLock { $0.requests } }
 
-    func send(_ request: HTTPRequest) async throws -> HTTPResponse {
-        state.withLock { s in
-            s.requests.append(request)
-            return s.answers.count > 1 ? s.answers.removeFirst() : s.answers.first ?? HTTPResponse(status: 200)
-        }
+    func send(_ request: HTTPRequest) async throws -> HTTPStreamingResponse {
+        HTTPStreamingResponse(
+            state.withLock { s in
+                s.requests.append(request)
+                return s.answers.count > 1 ? s.answers.removeFirst() : s.answers.first ?? HTTPResponse(status: 200)
+            })
     }
 }
 
@@ -48,8 +50,8 @@ struct TagMiddleware: HTTPMiddleware {
     let name: String
 
     func intercept(
-        _ request: HTTPRequest, next: @Sendable (HTTPRequest) async throws -> HTTPResponse
-    ) async throws -> HTTPResponse {
+        _ request: HTTPRequest, next: @Sendable (HTTPRequest) async throws -> HTTPStreamingResponse
+    ) async throws -> HTTPStreamingResponse {
         var tagged = request
         tagged.headers.add(name: "X-Order", value: name)
         var response = try await next(tagged)

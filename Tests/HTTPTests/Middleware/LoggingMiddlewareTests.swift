@@ -37,7 +37,7 @@ import Testing
             method: "POST", url: "https://h/p?api_key=\(canary)&page=1",
             headers: HTTPHeaders([("X-Api-Key", canary), ("Authorization", "Bearer \(canary)")]),
             body: Array(canary.utf8))
-        let response = try await client.send(request)
+        let response = try await client.send(collecting: request)
         #expect(response.status == 200)
         logger.flush()  // lines are written by the logger's own thread
         try pipe.fileHandleForWriting.close()
