@@ -2,10 +2,12 @@ import Logging
 import Synchronization
 
 extension EventSource.AsyncIterator {
-    /// Makes one connection through the pipeline and classifies its outcome. Returns the update to hand out, or `nil`
-    /// to go on.
-    mutating func connect() async -> EventSourceUpdate? {
-        if Task.isCancelled { return end() }
+    /// Makes one connection through the pipeline and feeds its outcome to the machine.
+    mutating func connect() async {
+        if Task.isCancelled {
+            _ = end()
+            return
+        }
         var request = connectionRequest()
         let replays = ReplayLog()
         request.replayObserver = { replays.record($0) }
@@ -16,142 +18,97 @@ extension EventSource.AsyncIterator {
             outcome = .failure(error)
         }
         let replay = replays.summary
-        if case .failure(let error) = outcome, Self.isCancellation(error) { return end() }
-        if replay.replayed {
-            // The credentials middleware renewed the credential and connected again: announced as the immediate
-            // reconnect it is (SPEC §7: every reconnect is announced).
-            parser.finish()
-            reconnects += 1
-            Logger.shared.debug("event stream: 401 invalid_token, reconnected once with a renewed credential")
-            pendingStates.append(
-                SubscriptionStateChange(
-                    state: .reconnecting, attempt: reconnects, retryInMs: 0, status: replay.status,
-                    error: EventSourceFailure(kind: EventSourceFailure.auth, message: "the access token was rejected")))
-            pendingStates.append(SubscriptionStateChange(state: .connecting, attempt: reconnects))
+        if case .failure(let error) = outcome, Self.isCancellation(error) {
+            _ = end()
+            return
         }
-        let update: EventSourceUpdate?
+        if replay.replayed, let status = replay.status {
+            // The credentials middleware renewed the credential and connected again: the immediate reconnect it is.
+            parser.finish()
+            pendingStates += machine.replayed(status: status)
+            Logger.shared.debug("event stream: 401 invalid_token, reconnected once with a renewed credential")
+        }
         switch outcome {
         case .success(let response):
             if Task.isCancelled {
                 response.cancel()
-                return end()
+                _ = end()
+                return
             }
-            update = classify(response)
-        case .failure(let error as HTTPError):
-            update = connectionFailed(error)
-        case .failure(let error as HTTPStreamStalled):
-            update = connectionFailed(error)
+            apply(
+                machine.responded(
+                    status: response.status, contentType: response.headers["Content-Type"],
+                    retryAfter: response.headers["Retry-After"], serverRetry: parser.retry,
+                    jitter: configuration.jitter()),
+                response: response)
         case .failure(let error):
-            // Not the connection's: a middleware's (a credential that cannot be had or renewed).
-            let failure = configuration.describeFailure(error)
-            update = close(status: replay.replayed ? nil : replay.status, kind: failure.kind, message: failure.message)
-        }
-        guard !pendingStates.isEmpty else { return update }
-        if case .state(let state) = update { pendingStates.append(state) }
-        return .state(pendingStates.removeFirst())
-    }
-
-    /// Decides what a response head means for the subscription.
-    mutating func classify(_ response: HTTPStreamingResponse) -> EventSourceUpdate? {
-        let status = response.status
-        if status == 200 {
-            guard Self.isEventStream(response.headers["Content-Type"]) else {
-                response.cancel()
-                return close(
-                    status: status, kind: EventSourceFailure.protocol,
-                    message: "the response is not an event stream (content type is not text/event-stream)")
-            }
-            delivered = false
-            phase = .streaming(response.body.makeAsyncIterator())
-            return .state(SubscriptionStateChange(state: .open, status: status))
-        }
-        response.cancel()
-        switch status {
-        case 204:
-            return close(status: status)
-        case 401:
-            // The credentials middleware replays what it can recover from; what reaches us is final.
-            return close(status: status, kind: EventSourceFailure.auth, message: "the server refused the credentials")
-        case 408, 429, 500...599:
-            let minimum = Self.retryAfterMilliseconds(response.headers["Retry-After"]) ?? 0
-            return reconnect(
-                status: status, kind: EventSourceFailure.httpStatus, message: "the server answered \(status)",
-                minimumDelay: minimum)
-        default:
-            return close(status: status, kind: EventSourceFailure.httpStatus, message: "the server answered \(status)")
+            let failure =
+                Self.connectionFailure(error)
+                ?? .middleware(configuration.describeFailure(error), status: replay.replayed ? nil : replay.status)
+            apply(machine.failed(failure, serverRetry: parser.retry, jitter: configuration.jitter()))
         }
     }
 
-    /// Reads the next chunk of an open connection into ``events``. Returns an update to hand out, or `nil` to go on.
-    mutating func read(_ body: inout HTTPByteStream.AsyncIterator) async -> EventSourceUpdate? {
+    /// Reads the next chunk of an open connection into ``events`` and feeds the machine what it meant.
+    mutating func read(_ body: inout HTTPByteStream.AsyncIterator) async {
         let chunk: [UInt8]?
         do {
             chunk = try await body.next()
         } catch {
-            if Self.isCancellation(error) { return end() }
-            return connectionFailed(error)
+            if Self.isCancellation(error) {
+                _ = end()
+                return
+            }
+            let failure = Self.connectionFailure(error) ?? .transport(message: Self.redacted(error))
+            apply(machine.failed(failure, serverRetry: parser.retry, jitter: configuration.jitter()))
+            return
         }
         guard let chunk else {
-            // A clean end of the body: servers do this to rebalance; reconnect without an error.
-            return reconnect(kind: nil, message: "")
+            apply(machine.bodyEnded(serverRetry: parser.retry, jitter: configuration.jitter()))
+            return
         }
         events.removeAll(keepingCapacity: true)
         nextEvent = 0
         do {
             try parser.feed(chunk, into: &events)
         } catch {
-            // Events completed before the fault are handed out first: the reconnect waits in `pendingState`.
-            if !events.isEmpty { delivered = true }
+            // Events completed before the fault are handed out first (``next()`` hands out events before states).
+            if !events.isEmpty { machine.eventsDispatched() }
             body.controller?.cancel()
-            let update = reconnect(kind: EventSourceFailure.protocol, message: error.description)
-            if events.isEmpty { return update }
-            if case .state(let state) = update { pendingStates.append(state) }
-            return nil
+            apply(
+                machine.streamInvalid(
+                    message: error.description, serverRetry: parser.retry, jitter: configuration.jitter()))
+            return
         }
-        if !events.isEmpty { delivered = true }
-        return nil
+        if !events.isEmpty { machine.eventsDispatched() }
     }
 
-    /// A connection that could not be made or broke: reconnect with the error's kind, or close when
-    /// the error is final (an unusable URL or header, a TLS certificate or handshake failure).
-    mutating func connectionFailed(_ error: any Error) -> EventSourceUpdate {
+    /// How a connection or body error fails the connection; `nil` for an error that is not the connection's (a
+    /// middleware's).
+    static func connectionFailure(_ error: any Error) -> EventStreamStateMachine.Failure? {
         switch error {
         case let stalled as HTTPStreamStalled:
-            return reconnect(kind: EventSourceFailure.timeout, message: stalled.description)
-        case HTTPError.timeout:
-            return reconnect(kind: EventSourceFailure.timeout, message: "the connection timed out")
+            return .stalled(message: stalled.description)
         case let http as HTTPError:
-            // What no reconnect can cure closes the subscription with its kind instead of looping.
             switch http {
-            case .invalidURL, .invalidRequest:
-                return close(kind: EventSourceFailure.invalidRequest, message: Redactor.shared.redact(http.description))
-            case .tls:
-                return close(kind: EventSourceFailure.transport, message: Redactor.shared.redact(http.description))
-            default:
-                return reconnect(kind: EventSourceFailure.transport, message: Redactor.shared.redact(http.description))
+            case .timeout: return .timedOut
+            case .invalidURL, .invalidRequest: return .unusableRequest(message: redacted(http))
+            case .tls: return .tls(message: redacted(http))
+            default: return .transport(message: redacted(http))
             }
         default:
-            return reconnect(
-                kind: EventSourceFailure.transport, message: Redactor.shared.redact(String(describing: error)))
+            return nil
         }
+    }
+
+    /// An error's description, redacted.
+    static func redacted(_ error: any Error) -> String {
+        Redactor.shared.redact(String(describing: error))
     }
 
     /// Whether `error` means the consumer's task was cancelled.
     static func isCancellation(_ error: any Error) -> Bool {
         Task.isCancelled || error is CancellationError || (error as? HTTPError) == .cancelled
-    }
-
-    /// Whether a `Content-Type` value is `text/event-stream` (parameters ignored).
-    static func isEventStream(_ contentType: String?) -> Bool {
-        guard let contentType else { return false }
-        let mediaType = contentType.split(separator: ";", maxSplits: 1).first ?? ""
-        return String(mediaType.trimmingSpaces()).caseInsensitiveEquals("text/event-stream")
-    }
-
-    /// `Retry-After` in delta-seconds, as milliseconds (capped at one day); `nil` when absent or an HTTP date.
-    static func retryAfterMilliseconds(_ value: String?) -> Int? {
-        guard let value, let seconds = Int(value.trimmingSpaces()), seconds >= 0 else { return nil }
-        return min(seconds, 86_400) * 1000
     }
 }
 
@@ -170,17 +127,4 @@ final class ReplayLog: Sendable {
     }
 
     var summary: (status: Int?, replayed: Bool) { state.withLock { $0 } }
-}
-
-extension StringProtocol {
-    /// Without leading and trailing spaces and tabs.
-    fileprivate func trimmingSpaces() -> SubSequence {
-        var start = startIndex
-        var end = endIndex
-        while start < end, self[start] == " " || self[start] == "\t" { start = index(after: start) }
-        while end > start, self[index(before: end)] == " " || self[index(before: end)] == "\t" {
-            end = index(before: end)
-        }
-        return self[start..<end]
-    }
 }

@@ -61,6 +61,9 @@ final class ScriptedStreamingTransport: HTTPTransport {
         #expect(updates.eventIDs == [1, 2])
         let states = updates.compactMap(\.stateChange)
         #expect(states.map(\.state) == [.connecting, .open, .reconnecting, .connecting, .closed])
+        #expect(
+            updates.firstIndex { $0.stateChange?.state == .reconnecting } ?? 0 > updates.lastIndex { $0.event != nil }
+                ?? 0)
         #expect(states[2].error?.kind == "protocol")
         #expect(transport.requests.last?.headers["Last-Event-ID"] == "2")
     }
