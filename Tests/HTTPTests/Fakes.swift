@@ -1,4 +1,3 @@
-import Auth
 import Synchronization
 
 @testable import HTTP
@@ -19,29 +18,6 @@ final class FakeTransport: HTTPTransport {
                 s.requests.append(request)
                 return s.answers.count > 1 ? s.answers.removeFirst() : s.answers.first ?? HTTPResponse(status: 200)
             })
-    }
-}
-
-/// Hands out `Bearer token-N`, N being the current version; invalidation bumps it.
-final class FakeCredentialSource: CredentialSource {
-    let isRenewable: Bool
-    private let state = Mutex((version: UInt64(1), invalidated: [CredentialStamp]()))
-
-    init(renewable: Bool = true) { isRenewable = renewable }
-
-    var invalidated: [CredentialStamp] { state.withLock { $0.invalidated } }
-
-    func apply(to request: inout HTTPRequest) async throws -> CredentialStamp {
-        let version = state.withLock { $0.version }
-        request.headers.set(name: "Authorization", value: "Bearer token-\(version)")
-        return CredentialStamp(version)
-    }
-
-    func invalidate(stamp: CredentialStamp) async throws {
-        state.withLock { s in
-            s.invalidated.append(stamp)
-            if s.version == stamp.value { s.version += 1 }
-        }
     }
 }
 
