@@ -12,23 +12,11 @@ import Logging
 /// Each connection is one streamed request through ``transport`` — in the relay an ``HTTPClient`` whose middlewares
 /// (environment headers, origin policy, credentials with the subscription's auth-recovery budget, logging) are the ones
 /// `request` uses — sending `GET` with `Accept: text/event-stream`, `Cache-Control: no-cache` and `Last-Event-ID` (the
-/// last event ID in effect, when there is one). The event source does only the SSE work: parsing, the reconnect
-/// decisions, backoff, `Last-Event-ID`. Outcomes:
-/// - `200 text/event-stream`: `open`, then the events.
-/// - `200` with another content type, other `2xx`, `3xx`, `4xx` other than 401/408/429: `closed` (`protocol`,
-///   `http_status`). `204`: `closed {status: 204}` with no error, never reconnected.
-/// - a middleware replayed the connection (the credentials middleware after `401 invalid_token`, its budget
-///   available: ``HTTPRequest/replayObserver``): `reconnecting {retryInMs: 0, status: 401, error: auth}` and
-///   `connecting`, then the replay's outcome. A `401` that reaches the event source: `closed {status: 401, error: auth}`.
-/// - `5xx`, `408`, `429` (`Retry-After` seconds as the minimum delay), connect and transport errors, drops, idle
-///   stalls, a clean end of the body, and a line or event over the parser's bounds (kind `protocol`: the rest of that
-///   connection's stream cannot be trusted, a new connection resumes after the last dispatched event): `reconnecting`
-///   with the backoff of ``EventStreamReconnectPolicy``, then `connecting`.
-/// - any other error of the middlewares (a credential that cannot be had): `closed` with
-///   ``EventSourceConfiguration/describeFailure``'s kind (by default the error's ``KindedError`` or
-///   ``EventSourceErrorKind`` kind, else `auth`).
-/// - an error no reconnect can cure: `closed` with its kind — an unusable URL or header
-///   (`invalid_params`), a TLS certificate or handshake failure (`transport`).
+/// last event ID in effect, when there is one). The event source does only the SSE work: it drives the connection and
+/// the parser (``ServerSentEventParser``) and feeds what happened to ``EventStreamStateMachine``, which decides what
+/// each response, failure and end of body means (open, reconnect with backoff, close; SPEC §5.5) and is documented
+/// there. Errors of the pipeline that are not the connection's (a credential that cannot be had) close the
+/// subscription with ``EventSourceConfiguration/describeFailure``'s kind.
 public struct EventSource: AsyncSequence, Sendable {
     public typealias Element = EventSourceUpdate
     public typealias Failure = Never
