@@ -38,7 +38,7 @@ let package = Package(
         .testTarget(name: "LoggingTests", dependencies: ["Logging"]),
         .testTarget(name: "JSONRPCTests", dependencies: ["JSONRPC"]),
         .testTarget(name: "ConfigTests", dependencies: ["Config", "HTTPFields", "Logging"]),
-        .testTarget(name: "HTTPTests", dependencies: ["HTTP", "HTTPFields", "Logging", "TestSupport"]),
+        .testTarget(name: "HTTPTests", dependencies: ["HTTP", "HTTPFields", "Auth", "Logging", "TestSupport"]),
         .testTarget(name: "AuthTests", dependencies: ["Auth", "HTTP", "Logging", "CCrypto"]),
         .testTarget(name: "RelayTests", dependencies: ["Relay", "JSONRPC", "Config", "HTTP", "Auth"]),
         .testTarget(name: "EndToEndTests", dependencies: ["JSONRPC", "TestSupport"], exclude: ["Fixtures"]),
