@@ -339,7 +339,8 @@ public final class SQLiteTokenStore: TokenStore {
                     return .failure(error)
                 } catch {
                     return .failure(
-                        AuthError.store("the store \(self.path) could not be re-sealed (\(error)); nothing was changed"))
+                        AuthError.store("the store \(self.path) could not be re-sealed (\(error)); nothing was changed")
+                    )
                 }
                 opened = Opened(
                     connection: current.connection, cipher: cipher, schemaVersion: current.schemaVersion,

@@ -29,7 +29,8 @@ extension TokenManager {
                 }
                 if first {
                     earlier = max(
-                        earlier, try await store.recordUnexplainedRenewal(storeKey, at: now, window: Self.renewalWindow))
+                        earlier, try await store.recordUnexplainedRenewal(storeKey, at: now, window: Self.renewalWindow)
+                    )
                 }
             } catch {
                 log.warn("the invalidation of \(key) could not be recorded in the store: \(error)")

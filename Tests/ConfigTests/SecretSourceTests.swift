@@ -230,7 +230,8 @@ func resolutionError(_ source: SecretSource) async -> String? {
 @Suite struct LineBreakSecretTests {
     @Test(arguments: ["tok-canary\r\nX-Injected: 1", "tok-canary\nsecond", "tok-canary\rx", "tok\u{0}canary"])
     func aSecretWithALineBreakIsRefusedWhereItIsResolvedNamingTheKeyButNotTheValue(value: String) async throws {
-        let source = try bearerSource(await decodeConfig(bearerConfig("{ env: BROKEN }"), environment: ["BROKEN": value]))
+        let source = try bearerSource(
+            await decodeConfig(bearerConfig("{ env: BROKEN }"), environment: ["BROKEN": value]))
         let error = try #require(await resolutionError(source))
         #expect(error.contains("contains a line break (CR or LF) or a NUL byte"), "\(error)")
         #expect(error.contains("profiles.p.token"), "names the profile and key: \(error)")
