@@ -56,8 +56,8 @@ public final class SQLiteTokenStore: TokenStore {
         var dataVersion: Int64
     }
 
-    /// Only ever locked on `queue` (so a statement waiting for another process's lock never
-    /// blocks a thread of the cooperative pool).
+    /// Locked on `queue` only, apart from ``changedElsewhere()``'s non-waiting look (so a
+    /// statement waiting for another process's lock never blocks a thread of the cooperative pool).
     private let state = Mutex<Opened?>(nil)
     /// Runs every statement, one at a time, off the cooperative pool.
     private let queue = DispatchQueue(label: "tokenrelay.sqlite-store")
@@ -515,16 +515,20 @@ public final class SQLiteTokenStore: TokenStore {
         } ?? false
     }
 
-    public func changedElsewhere() async -> Bool {
-        do {
-            return try await ifOpen { opened in
-                let version = try Self.dataVersion(opened.connection)
-                defer { opened.dataVersion = version }
-                return version != opened.dataVersion
-            } ?? false
-        } catch {
-            return true  // let the reload report it
+    /// Runs on the caller's thread (it is on every request's path) but never waits: while a
+    /// statement holds the connection on the store's queue, it answers `true` (the caller then
+    /// re-reads through the queue, which changes nothing when nothing changed).
+    public func changedElsewhere() -> Bool {
+        let answer = state.withLockIfAvailable { opened -> Bool in
+            guard var current = opened else { return false }
+            defer { opened = current }
+            guard let version = try? Self.dataVersion(current.connection) else {
+                return true  // let the reload report it
+            }
+            defer { current.dataVersion = version }
+            return version != current.dataVersion
         }
+        return answer ?? true
     }
 
     static func dataVersion(_ connection: SQLiteConnection) throws(SQLiteError) -> Int64 {

@@ -187,7 +187,7 @@ public actor TokenManager {
         guard !closed else { throw AuthError.cancelled }
         guard let session = sessions[key] else { throw AuthError.configuration("unknown session \(key)") }
         session.counters.requests += 1
-        if await store.changedElsewhere() { markStale() }
+        if store.changedElsewhere() { markStale() }
         let now = clock.now
         if let token = usableToken(session, now: now, minimumValidity: minimumValidity) { return token }
         if session.interactionRequired {

@@ -134,7 +134,7 @@ public struct StoreLease: Sendable, Hashable {
 /// holder (across every process sharing the store) the right to renew (or log in) a session; it
 /// is taken and released in short transactions, never held open across a network call, and a
 /// lease whose holder died or whose lifetime passed is taken over. Implementations must be safe
-/// to call concurrently. The one synchronous member (`releaseLease`) must not block.
+/// to call concurrently. The synchronous members (`changedElsewhere`, `releaseLease`) must not block.
 public protocol TokenStore: Sendable {
     /// What `status` shows about the store.
     var info: TokenStoreInfo { get }
@@ -163,8 +163,9 @@ public protocol TokenStore: Sendable {
     @discardableResult
     func recordInvalidation(_ key: StoreKey, revision: Int64?) async throws -> Bool
     /// Whether another process changed the store since the last call (SQLite: one
-    /// `PRAGMA data_version`). `false` for a store no other process shares.
-    func changedElsewhere() async -> Bool
+    /// `PRAGMA data_version`). `false` for a store no other process shares. Must never wait (it is
+    /// on every request's path): when it cannot tell at once, `true`.
+    func changedElsewhere() -> Bool
     /// Takes the session's lease, waiting (without spinning) while another live holder has it,
     /// until `deadline` (then ``AuthError/timeout``). The lease lapses by itself at `expiresAt`
     /// if it is never released.

@@ -335,11 +335,11 @@ func expectStoreError(_ text: String, _ body: () async throws -> Void) async {
         let second = SQLiteTokenStore(path: directory.database)
         try await first.open()
         try await second.open()
-        #expect(await !first.changedElsewhere())
+        #expect(!first.changedElsewhere())
         try await first.save(sampleTokens(), for: key)
-        #expect(await !first.changedElsewhere(), "its own commit is no change elsewhere")
-        #expect(await second.changedElsewhere())
-        #expect(await !second.changedElsewhere(), "seen once")
+        #expect(!first.changedElsewhere(), "its own commit is no change elsewhere")
+        #expect(second.changedElsewhere())
+        #expect(!second.changedElsewhere(), "seen once")
     }
 
     @Test func aLeaseIsExclusiveUntilReleasedOrItsHolderIsGone() async throws {

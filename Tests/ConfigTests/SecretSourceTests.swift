@@ -57,10 +57,15 @@ func resolutionError(_ source: SecretSource) async -> String? {
     }
 
     @Test func fileSourceIsRelativeToTheConfigFolderAndTrimsOneNewline() async throws {
-        let files = InMemoryFileSystem(["/cfg/secrets/token": "file-secret-1\n\n"])
+        let files = InMemoryFileSystem([
+            "/cfg/secrets/token": "file-secret-1\n", "/cfg/secrets/two": "file-secret-2\n\n",
+        ])
         let source = try bearerSource(await decodeConfig(bearerConfig("{ file: secrets/token }"), files: files))
         #expect(source.origin == .file(path: "/cfg/secrets/token"))
-        #expect(try await source.resolve() == "file-secret-1\n")
+        #expect(try await source.resolve() == "file-secret-1")
+        // Only one newline is trimmed: what is left holds a line break, which no secret may.
+        let two = try bearerSource(await decodeConfig(bearerConfig("{ file: secrets/two }"), files: files))
+        #expect(await resolutionError(two)?.contains("contains a line break") == true)
     }
 
     @Test func missingFileFailsAtResolutionAndWarnsAtLoad() async throws {
