@@ -25,6 +25,26 @@ import Testing
         #expect(h.transport.tokenRequests.count == 1)
     }
 
+    @Test func aRefreshAnsweredAfterALogoutInAnotherManagerOnTheStoreIsNotKept() async throws {
+        let h = try await Harness(
+            configuration: refreshConfiguration(), transport: .counting(expiresIn: 60, refreshToken: true))
+        _ = try await h.token()
+        // A second process on the same store (it never used the session).
+        let other = TokenManager(transport: FakeTransport.counting(), store: h.store, clock: h.clock)
+        try await other.register(environment: "staging", profile: "service", configuration: refreshConfiguration())
+        h.clock.advance(by: 61)
+        h.transport.hold()
+        let renewal = Task { try await h.token() }
+        await h.transport.arrivals.wait(for: 2)
+        #expect(try await other.logout(environment: "staging") == 1)
+        h.transport.release()
+        await #expect(throws: AuthError.loggedOut) { try await renewal.value }
+        #expect(h.store.entry(h.key) == nil)
+        let status = try #require(await h.manager.status().first)
+        #expect(status.refreshable == false)
+        #expect(status.state == .none)
+    }
+
     @Test func aSaveAfterALogoutElsewhereIsRefusedByTheStore() async throws {
         let store = InMemoryTokenStore()
         let key = StoreKey(session: SessionKey(environment: "e", profile: "p", configuration: refreshConfiguration()))
