@@ -47,7 +47,7 @@ let package = Package(
         .testTarget(name: "LoggingTests", dependencies: ["Logging"]),
         .testTarget(name: "JSONRPCTests", dependencies: ["JSONRPC"]),
         .testTarget(name: "ConfigTests", dependencies: ["Config", "HTTPFields"]),
-        .testTarget(name: "HTTPTests", dependencies: ["HTTP", "HTTPFields"], exclude: ["Fixtures"]),
+        .testTarget(name: "HTTPTests", dependencies: ["HTTP", "HTTPFields", "Auth"], exclude: ["Fixtures"]),
         .testTarget(name: "AuthTests", dependencies: ["Auth", "HTTP", "Logging", "CCrypto"]),
         .testTarget(name: "RelayTests", dependencies: ["Relay", "JSONRPC", "Config", "HTTP", "Auth"]),
         .testTarget(name: "EndToEndTests", dependencies: ["JSONRPC"], exclude: ["Fixtures"]),
