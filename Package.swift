@@ -9,7 +9,9 @@ let package = Package(
     name: "tokenrelay",
     products: [
         .executable(name: "tokenrelay", targets: ["tokenrelay"]),
-        .library(name: "TokenRelay", targets: ["Relay", "Auth", "HTTP", "HTTPFields", "Config", "JSONRPC", "Logging", "ErrorKinds"]),
+        .library(
+            name: "TokenRelay",
+            targets: ["Relay", "Auth", "HTTP", "HTTPFields", "Config", "JSONRPC", "Logging", "ErrorKinds"]),
     ],
     targets: [
         // C libraries from Debian, reached through pkg-config.
@@ -28,8 +30,9 @@ let package = Package(
         .target(name: "Config", dependencies: ["CYAML", "ErrorKinds", "HTTPFields", "Logging"]),
         .target(name: "HTTP", dependencies: ["CCurl", "ErrorKinds", "HTTPFields", "Logging"]),
         .target(name: "Auth", dependencies: ["HTTP", "CCrypto", "CSQLite", "ErrorKinds", "Logging"]),
-        .target(name: "Relay", dependencies: ["JSONRPC", "Config", "HTTP", "HTTPFields", "Auth", "ErrorKinds", "Logging"]),
-        .executableTarget(name: "tokenrelay", dependencies: ["Relay", "JSONRPC", "Config", "Logging"]),
+        .target(
+            name: "Relay", dependencies: ["JSONRPC", "Config", "HTTP", "HTTPFields", "Auth", "ErrorKinds", "Logging"]),
+        .executableTarget(name: "tokenrelay", dependencies: ["Relay", "JSONRPC", "Config", "ErrorKinds", "Logging"]),
 
         // Fuzz targets: built with `-sanitize=fuzzer -DFUZZING` by scripts/fuzz; plain builds get a stub main.
         .executableTarget(name: "FuzzFraming", dependencies: ["JSONRPC"]),
@@ -41,15 +44,16 @@ let package = Package(
         // Benchmarks (scripts/bench): the load driver with its libcurl and URLSession references
         // (the only target allowed to import FoundationNetworking), and the bare Foundation
         // binary the cold start is compared with.
-        .executableTarget(name: "TokenRelayBench", dependencies: ["CCurl", "Logging"], linkerSettings: [.linkedLibrary("curl")]),
+        .executableTarget(
+            name: "TokenRelayBench", dependencies: ["CCurl", "Logging"], linkerSettings: [.linkedLibrary("curl")]),
         .executableTarget(name: "BareFoundationEcho"),
 
         .testTarget(name: "LoggingTests", dependencies: ["Logging"]),
         .testTarget(name: "JSONRPCTests", dependencies: ["JSONRPC"]),
         .testTarget(name: "ConfigTests", dependencies: ["Config", "HTTPFields"]),
-        .testTarget(name: "HTTPTests", dependencies: ["HTTP", "HTTPFields"], exclude: ["Fixtures"]),
-        .testTarget(name: "AuthTests", dependencies: ["Auth", "HTTP", "Logging", "CCrypto"]),
-        .testTarget(name: "RelayTests", dependencies: ["Relay", "JSONRPC", "Config", "HTTP", "Auth"]),
+        .testTarget(name: "HTTPTests", dependencies: ["HTTP", "HTTPFields", "ErrorKinds"], exclude: ["Fixtures"]),
+        .testTarget(name: "AuthTests", dependencies: ["Auth", "HTTP", "Logging", "CCrypto", "ErrorKinds"]),
+        .testTarget(name: "RelayTests", dependencies: ["Relay", "JSONRPC", "Config", "HTTP", "Auth", "ErrorKinds"]),
         .testTarget(name: "EndToEndTests", dependencies: ["JSONRPC"], exclude: ["Fixtures"]),
     ],
     swiftLanguageModes: [.v6]

@@ -37,11 +37,12 @@ errors = [
     (-32011, "Interactive login required (data.login: true when the login method can fix it)", "interaction_required"), (-32020, "Transport failure (DNS, connect, TLS)", "transport"),
     (-32021, "Timed out", "timeout"), (-32022, "A limit was exceeded (queue, body size, failed logins)", "limit"),
     (-32030, "The server is shutting down", "shutting_down"), (-32031, "Not supported by this build or configuration", "not_supported"),
+    (-32032, "A logout ended the session the request was waiting on for a token", "logged_out"),
 ]
 def err_refs(*kinds):
     return [{"$ref": "#/components/errors/" + k} for k in kinds]
 std = ("invalid_params", "internal", "cancelled", "shutting_down")
-req_errs = err_refs("config", "unknown_environment", "unknown_profile", "auth", "interaction_required", "transport", "timeout", "limit", *std)
+req_errs = err_refs("config", "unknown_environment", "unknown_profile", "auth", "interaction_required", "transport", "timeout", "limit", "logged_out", *std)
 
 methods = []
 # The server's protocol revision (RelayServer.protocolVersion; an agreement test keeps them equal).
@@ -130,7 +131,7 @@ method("login", "Starts (or joins) the interactive login of a session (authoriza
         "expiresAt": {"type": "string", "format": "date-time"},
         "subject": {"type": "string", "description": "OpenID Connect: the validated ID token's sub."},
         "email": string, "name": string}}},
-    errs=err_refs("config", "unknown_environment", "unknown_profile", "auth", "interaction_required", "transport", "timeout", "limit", "not_supported", *std))
+    errs=err_refs("config", "unknown_environment", "unknown_profile", "auth", "interaction_required", "transport", "timeout", "limit", "not_supported", "logged_out", *std))
 # config-reload result: what the reload added, changed and removed, one {environment, profile}
 # pair per profile (profile absent for an environment without profiles). A changed environment
 # (its own settings: base_url, headers, timeouts, ca_file, proxy, ...) lists each of its profiles

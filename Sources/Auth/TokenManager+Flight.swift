@@ -78,7 +78,7 @@ extension TokenManager {
             if flight.isRenewal { session.counters.renewals += 1 } else { session.counters.acquisitions += 1 }
             answer = .success(token)
         case .failure(let error):
-            if error != .cancelled { session.lastError = error }
+            if error != .cancelled && error != .loggedOut { session.lastError = error }
             if flight.isRenewal && error.isRefusal {
                 log.warn("token renewal refused for \(session.key): \(error.description)")
                 emit(.authFailed(AuthFailure(key: session.key, error: error)))
@@ -194,7 +194,7 @@ extension TokenManager {
             response = try await endpointClient.send(request, deadline: flight.deadline, beforeFirstSend: beforeSend)
         }
         guard session.generation == flight.generation else {
-            throw AuthError.cancelled  // logged out meanwhile: commit nothing
+            throw AuthError.loggedOut  // logged out meanwhile: commit nothing; the callers learn why
         }
         return .obtained(
             try await commit(response, previousRefreshToken: usedRefreshToken, session: session, storeKey: storeKey))

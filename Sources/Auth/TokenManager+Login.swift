@@ -101,7 +101,7 @@ extension TokenManager {
     /// meanwhile: then adopt that session instead of prompting) and release it after the commit.
     public func login(_ key: SessionKey, openBrowser: Bool = true) async throws -> LoginResult {
         try Task.checkCancellation()
-        guard !closed else { throw AuthError.cancelled }
+        guard !closed else { throw AuthError.shuttingDown }
         guard let session = sessions[key] else { throw AuthError.configuration("unknown session \(key)") }
         guard let settings = session.configuration.grant.interactive else {
             throw AuthError.configuration(
@@ -210,7 +210,7 @@ extension TokenManager {
         session.login = nil
         if case .failure(let error) = result {
             session.failedLogins.append(clock.now)
-            if error != .cancelled { session.lastError = error }
+            if error != .cancelled && error != .loggedOut { session.lastError = error }
             log.info("login for \(session.key) failed: \(error.description)")
         }
         let waiters = flight.waiters
@@ -465,8 +465,11 @@ extension TokenManager {
                 response.idToken, key: session.key, configuration: configuration, metadata: metadata, nonce: nonce,
                 keys: keys)
         }
-        guard session.generation == flight.generation, sessions[session.key] === session else {
-            throw AuthError.cancelled  // logged out or removed meanwhile: commit nothing
+        guard sessions[session.key] === session else {
+            throw AuthError.cancelled  // removed by a reload meanwhile: commit nothing
+        }
+        guard session.generation == flight.generation else {
+            throw AuthError.loggedOut  // logged out meanwhile: commit nothing; the callers learn why
         }
         let token = try await commit(
             response, previousRefreshToken: nil, session: session, storeKey: storeKey(session))

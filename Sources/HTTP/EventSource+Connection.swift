@@ -1,3 +1,4 @@
+import ErrorKinds
 import Logging
 
 extension EventSource.AsyncIterator {
@@ -142,8 +143,8 @@ extension EventSource.AsyncIterator {
     }
 
     /// The wire kind of a credential error.
-    static func kind(of error: any Error) -> String {
-        (error as? any EventSourceErrorKind)?.wireKind ?? EventSourceFailure.auth
+    static func kind(of error: any Error) -> ErrorKind {
+        (error as? any KindedError)?.errorKind ?? EventSourceFailure.auth
     }
 
     /// The redacted message of a credential error.

@@ -1,3 +1,4 @@
+import ErrorKinds
 import Logging
 
 /// A Server-Sent-Events subscription (SPEC §5.5, §7 "Events") as a pull-based sequence of ``EventSourceUpdate``s:
@@ -21,7 +22,7 @@ import Logging
 ///   stalls, a clean end of the body, and a line or event over the parser's bounds (kind `protocol`: the rest of that
 ///   connection's stream cannot be trusted, a new connection resumes after the last dispatched event): `reconnecting`
 ///   with the backoff of ``EventStreamReconnectPolicy``, then `connecting`.
-/// - a credential error: `closed` with the error's ``EventSourceErrorKind/wireKind``, else `auth`.
+/// - a credential error: `closed` with the error's ``KindedError/errorKind``, else `auth`.
 /// - an error no reconnect can cure: `closed` with its kind — an unusable URL or header
 ///   (`invalid_params`), a TLS certificate or handshake failure (`transport`).
 public struct EventSource: AsyncSequence, Sendable {
@@ -135,16 +136,16 @@ public struct EventSource: AsyncSequence, Sendable {
         }
 
         /// Ends with `closed`.
-        mutating func close(status: Int? = nil, kind: String? = nil, message: String = "") -> EventSourceUpdate {
+        mutating func close(status: Int? = nil, kind: ErrorKind? = nil, message: String = "") -> EventSourceUpdate {
             phase = .finished
             let failure = kind.map { EventSourceFailure(kind: $0, message: message) }
             Logger.shared.debug(
-                "event stream closed", [("status", status.map(String.init) ?? "-"), ("kind", kind ?? "-")])
+                "event stream closed", [("status", status.map(String.init) ?? "-"), ("kind", kind?.rawValue ?? "-")])
             return .state(SubscriptionStateChange(state: .closed, status: status, error: failure))
         }
 
         /// Announces a reconnect after the backoff delay (at least `minimumDelay` ms).
-        mutating func reconnect(status: Int? = nil, kind: String?, message: String, minimumDelay: Int = 0)
+        mutating func reconnect(status: Int? = nil, kind: ErrorKind?, message: String, minimumDelay: Int = 0)
             -> EventSourceUpdate
         {
             parser.finish()
@@ -165,7 +166,7 @@ public struct EventSource: AsyncSequence, Sendable {
             let failure = kind.map { EventSourceFailure(kind: $0, message: message) }
             Logger.shared.debug(
                 "event stream reconnecting",
-                [("attempt", String(reconnects)), ("delayMs", String(delay)), ("kind", kind ?? "-")])
+                [("attempt", String(reconnects)), ("delayMs", String(delay)), ("kind", kind?.rawValue ?? "-")])
             return .state(
                 SubscriptionStateChange(
                     state: .reconnecting, attempt: reconnects, retryInMs: delay, status: status, error: failure))

@@ -526,6 +526,9 @@ public enum OpenRPCDocument {
           "$ref": "#/components/errors/limit"
         },
         {
+          "$ref": "#/components/errors/logged_out"
+        },
+        {
           "$ref": "#/components/errors/invalid_params"
         },
         {
@@ -975,6 +978,9 @@ public enum OpenRPCDocument {
           "$ref": "#/components/errors/limit"
         },
         {
+          "$ref": "#/components/errors/logged_out"
+        },
+        {
           "$ref": "#/components/errors/invalid_params"
         },
         {
@@ -1076,6 +1082,9 @@ public enum OpenRPCDocument {
         },
         {
           "$ref": "#/components/errors/not_supported"
+        },
+        {
+          "$ref": "#/components/errors/logged_out"
         },
         {
           "$ref": "#/components/errors/invalid_params"
@@ -1341,6 +1350,9 @@ public enum OpenRPCDocument {
         },
         {
           "$ref": "#/components/errors/limit"
+        },
+        {
+          "$ref": "#/components/errors/logged_out"
         },
         {
           "$ref": "#/components/errors/invalid_params"
@@ -1759,6 +1771,13 @@ public enum OpenRPCDocument {
         "message": "Not supported by this build or configuration",
         "data": {
           "kind": "not_supported"
+        }
+      },
+      "logged_out": {
+        "code": -32032,
+        "message": "A logout ended the session the request was waiting on for a token",
+        "data": {
+          "kind": "logged_out"
         }
       }
     }

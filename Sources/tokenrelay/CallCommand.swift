@@ -8,18 +8,6 @@ import Relay
 /// `tokenrelay call METHOD PATH`: one request for shell users. Prints the response body to
 /// stdout; `-v` prints the status line and headers to stderr.
 enum CallCommand {
-    /// Exit codes of `call` (README "Exit codes").
-    enum ExitCode {
-        static let success: Int32 = 0
-        static let usage: Int32 = 2
-        static let config: Int32 = 3
-        static let clientError: Int32 = 4
-        static let serverError: Int32 = 5
-        static let otherStatus: Int32 = 6
-        static let requestFailed: Int32 = 7
-        static let authFailed: Int32 = 8
-    }
-
     static func run(arguments: [String], environment: [String: String]) async -> Int32 {
         var parser = ArgumentParser(arguments)
         var positional: [String] = []
@@ -92,17 +80,11 @@ enum CallCommand {
                     }))
         }
         guard let settings = await CommandLineTool.loadSettings(path: configPath, environment: environment) else {
-            return ExitCode.config
+            return ExitCodes.config
         }
         switch await OneShot.call(settings: settings, environment: environmentName, params: .object(params)) {
         case .failure(let error):
-            CommandLineTool.writeStandardError("tokenrelay: \(error.kind): \(error.message)")
-            switch error.kind {
-            case "config", "unknown_environment", "unknown_profile": return ExitCode.config
-            case "invalid_params": return ExitCode.usage
-            case "auth", "interaction_required": return ExitCode.authFailed
-            default: return ExitCode.requestFailed
-            }
+            return CommandLineTool.fail(error, in: .call)
         case .success(let (response, elapsed)):
             if verbose {
                 var lines = ["HTTP \(response.status) (\(DurationText.format(elapsed)))"]
@@ -111,10 +93,10 @@ enum CallCommand {
             }
             CommandLineTool.writeRaw(STDOUT_FILENO, response.body)
             switch response.status {
-            case 200..<300: return ExitCode.success
-            case 400..<500: return ExitCode.clientError
-            case 500..<600: return ExitCode.serverError
-            default: return ExitCode.otherStatus
+            case 200..<300: return ExitCodes.success
+            case 400..<500: return ExitCodes.clientError
+            case 500..<600: return ExitCodes.serverError
+            default: return ExitCodes.otherStatus
             }
         }
     }

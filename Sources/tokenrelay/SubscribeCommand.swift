@@ -47,7 +47,7 @@ enum SubscribeCommand {
         params[lower.hasPrefix("http://") || lower.hasPrefix("https://") ? "url" : "path"] = .string(target)
         if !headers.isEmpty { params["headers"] = .object(headers) }
         guard let settings = await CommandLineTool.loadSettings(path: configPath, environment: environment) else {
-            return CallCommand.ExitCode.config
+            return ExitCodes.config
         }
         let handle = OneShot.SubscriptionHandle()
         // A one-shot command ends on SIGHUP as on SIGTERM: its terminal may have gone away.
@@ -62,17 +62,13 @@ enum SubscribeCommand {
         }
         switch end {
         case .stopped:
-            return CallCommand.ExitCode.success
+            return ExitCodes.success
         case .closed(_, nil):
-            return CallCommand.ExitCode.success
-        case .closed(_, let error?), .failed(let error):
-            CommandLineTool.writeStandardError("tokenrelay: \(error.kind): \(error.message)")
-            switch error.kind {
-            case "config", "unknown_environment", "unknown_profile": return CallCommand.ExitCode.config
-            case "invalid_params": return CallCommand.ExitCode.usage
-            case "auth", "interaction_required": return CallCommand.ExitCode.authFailed
-            default: return CallCommand.ExitCode.requestFailed
-            }
+            return ExitCodes.success
+        case .closed(_, let failure?):
+            return CommandLineTool.fail(kind: failure.kind, message: failure.message, in: .call)
+        case .failed(let error):
+            return CommandLineTool.fail(error, in: .call)
         }
     }
 }

@@ -8,12 +8,6 @@ import Relay
 /// with `expose_token: true` in the format asked for; `--format git ACTION` speaks git's
 /// credential-helper protocol on stdin/stdout.
 enum TokenCommand {
-    /// Exit codes of `token` (README "Exit codes"); the others are as for `call`.
-    enum ExitCode {
-        /// The profile needs an interactive login (`tokenrelay login`); a helper never prompts.
-        static let interactionRequired: Int32 = 9
-    }
-
     static func run(arguments: [String], environment: [String: String]) async -> Int32 {
         var parser = ArgumentParser(arguments)
         var positional: [String] = []
@@ -62,7 +56,7 @@ enum TokenCommand {
         }
         log.configure(level: logLevel, format: .text)
         guard let settings = await CommandLineTool.loadSettings(path: configPath, environment: environment) else {
-            return CallCommand.ExitCode.config
+            return ExitCodes.config
         }
         let result: Result<String, RPCError>
         if let format = TokenFormat(rawValue: formatName) {
@@ -78,16 +72,9 @@ enum TokenCommand {
         switch result {
         case .success(let text):
             if !text.isEmpty { CommandLineTool.writeRaw(STDOUT_FILENO, Array(text.utf8)) }
-            return CallCommand.ExitCode.success
+            return ExitCodes.success
         case .failure(let error):
-            CommandLineTool.writeStandardError("tokenrelay: \(error.kind): \(error.message)")
-            switch error.kind {
-            case "config", "unknown_environment", "unknown_profile", "not_supported": return CallCommand.ExitCode.config
-            case "invalid_params": return CallCommand.ExitCode.usage
-            case "interaction_required": return ExitCode.interactionRequired
-            case "auth": return CallCommand.ExitCode.authFailed
-            default: return CallCommand.ExitCode.requestFailed
-            }
+            return CommandLineTool.fail(error, in: .token)
         }
     }
 

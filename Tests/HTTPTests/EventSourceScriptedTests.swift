@@ -1,3 +1,4 @@
+import ErrorKinds
 import Synchronization
 import Testing
 
@@ -62,7 +63,7 @@ final class ScriptedStreamingTransport: HTTPStreamingTransport {
         #expect(updates.eventIDs == [1, 2])
         let states = updates.compactMap(\.stateChange)
         #expect(states.map(\.state) == [.connecting, .open, .reconnecting, .connecting, .closed])
-        #expect(states[2].error?.kind == "protocol")
+        #expect(states[2].error?.kind == .protocol)
         #expect(transport.requests.last?.headers["Last-Event-ID"] == "2")
     }
 
@@ -77,9 +78,9 @@ final class ScriptedStreamingTransport: HTTPStreamingTransport {
     }
 
     @Test(arguments: [
-        (HTTPError.transport("refused"), "transport"), (HTTPError.timeout, "timeout"),
+        (HTTPError.transport("refused"), ErrorKind.transport), (HTTPError.timeout, .timeout),
     ])
-    func connectFailuresReconnectWithTheirKind(error: HTTPError, kind: String) async throws {
+    func connectFailuresReconnectWithTheirKind(error: HTTPError, kind: ErrorKind) async throws {
         let transport = ScriptedStreamingTransport([.fail(error), .respond(status: 204, chunks: [])])
         let updates = await collect(source(transport))
         let reconnecting = try #require(updates.states(.reconnecting).first)
@@ -93,16 +94,16 @@ final class ScriptedStreamingTransport: HTTPStreamingTransport {
             .respond(status: 204, chunks: []),
         ])
         let updates = await collect(source(transport))
-        #expect(updates.states(.reconnecting).first?.error?.kind == "timeout")
+        #expect(updates.states(.reconnecting).first?.error?.kind == .timeout)
         #expect(updates.last?.stateChange?.state == .closed)
     }
 
     @Test(arguments: [
-        (HTTPError.invalidURL("no scheme"), "invalid_params"),
-        (HTTPError.invalidRequest("the value of header X contains CR, LF or NUL"), "invalid_params"),
-        (HTTPError.tls("SSL certificate problem: unable to get local issuer certificate"), "transport"),
+        (HTTPError.invalidURL("no scheme"), ErrorKind.invalidParams),
+        (HTTPError.invalidRequest("the value of header X contains CR, LF or NUL"), .invalidParams),
+        (HTTPError.tls("SSL certificate problem: unable to get local issuer certificate"), .transport),
     ])
-    func anErrorNoReconnectCanCureClosesWithItsKindWithoutReconnecting(error: HTTPError, kind: String) async throws {
+    func anErrorNoReconnectCanCureClosesWithItsKindWithoutReconnecting(error: HTTPError, kind: ErrorKind) async throws {
         let transport = ScriptedStreamingTransport([.fail(error), .respond(status: 204, chunks: [])])
         let updates = await collect(source(transport))
         #expect(updates.states(.reconnecting).isEmpty)

@@ -1,3 +1,4 @@
+import ErrorKinds
 import Foundation
 import Synchronization
 import Testing
@@ -101,10 +102,13 @@ final class VersionedTokens: CredentialSource {
 }
 
 /// An error that names its wire kind, as the token manager's will.
-struct KindedError: Error, EventSourceErrorKind, CustomStringConvertible {
-    let wireKind: String
+struct WireKindedError: KindedError, CustomStringConvertible {
+    let errorKind: ErrorKind
     var description: String { "login needed" }
 }
+
+/// An error that knows no wire kind.
+struct UnkindedError: Error {}
 
 /// Fails every acquisition with `error`.
 struct FailingCredentials: CredentialSource {

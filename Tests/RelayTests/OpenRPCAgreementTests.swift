@@ -57,7 +57,7 @@ import Testing
     @Test func documentedErrorCodesAreTheCodesTheServerUses() throws {
         let errors = try Self.document()["components"]?["errors"]?.objectValue ?? JSONObject()
         let documented = Set(errors.members.map { "\($0.value["code"]?.jsonText ?? "") \($0.key)" })
-        let used = Set(ErrorCode.all.map { "\($0.code.rawValue) \($0.kind)" })
+        let used = Set(ErrorCode.all.map { "\($0.code.rawValue) \($0.kind.rawValue)" })
         #expect(documented == used)
     }
 

@@ -25,7 +25,13 @@ struct RequestMethod: Sendable {
         // each get only the time left (libcurl enforces it on the transfer; no timer task).
         request.timeout = timeout
         request.deadline = start + timeout
-        let response = try await client.send(request)
+        let response: HTTPResponse
+        do {
+            response = try await client.send(request)
+        } catch HTTPError.invalidURL(let reason) {
+            // libcurl refused the URL at the transfer: the member it came from says where.
+            throw RPCError.invalidParams([ParamDiagnostic(pointer: params.target.pointer, reason: reason)])
+        }
         return (response, ContinuousClock.now - start)
     }
 

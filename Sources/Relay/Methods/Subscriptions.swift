@@ -1,4 +1,5 @@
 import Config
+import ErrorKinds
 import Foundation
 import HTTP
 import JSONRPC
@@ -173,7 +174,9 @@ final class Subscriptions: Sendable {
         if let retry = change.retryInMs { params["retryInMs"] = .int(retry) }
         if let status = change.status { params["status"] = .int(status) }
         if let error = change.error {
-            params["error"] = ["kind": .string(error.kind), "message": .string(Redactor.shared.redact(error.message))]
+            params["error"] = [
+                "kind": .string(error.kind.rawValue), "message": .string(Redactor.shared.redact(error.message)),
+            ]
         }
         return .object(params)
     }
@@ -182,8 +185,8 @@ final class Subscriptions: Sendable {
 /// Passes credential errors on with their wire kind (through the one error mapping), so a
 /// subscription closed by a refused token says `auth`, `interaction_required`, `config`...
 struct WireErrorCredentialSource: CredentialSource {
-    struct Failure: EventSourceErrorKind, CustomStringConvertible {
-        let wireKind: String
+    struct Failure: KindedError, CustomStringConvertible {
+        let errorKind: ErrorKind
         let description: String
     }
 
@@ -196,7 +199,7 @@ struct WireErrorCredentialSource: CredentialSource {
             throw CancellationError()
         } catch {
             let mapped = ErrorMapping.rpcError(error)
-            throw Failure(wireKind: mapped.kind, description: mapped.message)
+            throw Failure(errorKind: mapped.kind, description: mapped.message)
         }
     }
 

@@ -8,7 +8,9 @@ struct TokenMethods: Sendable {
     let subscriptionCount: @Sendable () -> Int
 
     /// The sessions a `{environment?, profile?, all?}` selection names; validates the names.
-    private func selection(_ params: JSONValue?) throws -> (environment: String?, profile: String?) {
+    /// A named environment without a profile means every profile of it, whatever its
+    /// `default_profile` says; naming neither means the default environment's default profile.
+    func selection(_ params: JSONValue?) throws -> (environment: String?, profile: String?) {
         var reader = try ParamReader(params, allowed: ["environment", "profile", "all"])
         let environmentName = reader.string("environment")
         let profileName = reader.string("profile")
@@ -23,12 +25,8 @@ struct TokenMethods: Sendable {
             _ = try runtime.profile(profileName, in: environment)
             return (environment.name, profileName)
         }
-        if let profile = try runtime.profile(nil, in: environment), environmentName == nil || profileName == nil {
-            // Without a profile name: the environment's default profile when the caller named no
-            // environment either; every profile of the named environment otherwise.
-            return (environment.name, environmentName == nil ? profile.name : nil)
-        }
-        return (environment.name, nil)
+        if environmentName != nil { return (environment.name, nil) }
+        return (environment.name, try runtime.profile(nil, in: environment)?.name)
     }
 
     func invalidate(_ params: JSONValue?) async throws -> JSONValue {
@@ -74,7 +72,7 @@ struct TokenMethods: Sendable {
         if let path = info.path { store["path"] = .string(path) }
         if let version = info.schemaVersion { store["schemaVersion"] = .int(version) }
         if let storeError {
-            store["error"] = ["kind": .string(storeError.kind), "message": .string(storeError.message)]
+            store["error"] = ["kind": .string(storeError.kind.rawValue), "message": .string(storeError.message)]
         }
         let sessions = await runtime.manager.status().sorted {
             ($0.environment, $0.profile) < ($1.environment, $1.profile)
@@ -96,7 +94,7 @@ struct TokenMethods: Sendable {
                         for (name, value) in LoginMethod.identityMembers(identity) { object[name] = value }
                     }
                     if let error = session.lastError {
-                        object["lastError"] = ["kind": .string(error.kind), "message": .string(error.message)]
+                        object["lastError"] = ["kind": .string(error.kind.rawValue), "message": .string(error.message)]
                     }
                     object["counters"] = [
                         "acquisitions": .int(session.counters.acquisitions),
