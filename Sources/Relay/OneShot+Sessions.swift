@@ -6,7 +6,7 @@ extension OneShot {
     /// `tokenrelay status`: the `status` method's result in a process of its own (what the store
     /// holds for each configured session).
     public static func status(settings: Settings, environment: String?) async -> Result<JSONValue, RPCError> {
-        await withTokenMethods(settings: settings, environment: environment) { try await $0.status(nil) }
+        await withTokenMethods(settings: settings, environment: environment) { try await $0.status() }
     }
 
     /// `tokenrelay logout`: the `logout` method (params `{environment?, profile?, all?}`) in a
@@ -14,7 +14,9 @@ extension OneShot {
     public static func logout(settings: Settings, environment: String?, params: JSONValue) async -> Result<
         JSONValue, RPCError
     > {
-        await withTokenMethods(settings: settings, environment: environment) { try await $0.logout(params) }
+        await withTokenMethods(settings: settings, environment: environment) {
+            try await $0.logout(try SessionSelection(decoding: params))
+        }
     }
 
     /// `tokenrelay store rekey`: re-seals every record of the configured SQLite store under

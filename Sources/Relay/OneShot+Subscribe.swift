@@ -48,7 +48,8 @@ extension OneShot {
         let subscriptions = Subscriptions(runtime: runtime)
         let context = RequestContext(id: .number(JSONNumber(1)), inBatch: false, sink: sink)
         do {
-            _ = try await subscriptions.subscribe(params, context: context)
+            _ = try await subscriptions.subscribe(
+                try SubscribeMethod.decode(params, context: context), context: context)
         } catch {
             await runtime.close()
             return .failed(ErrorMapping.rpcError(error))

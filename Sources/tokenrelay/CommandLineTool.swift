@@ -60,6 +60,10 @@ enum CommandLineTool {
             return ExitCodes.success
         }
         switch command {
+        case "__openrpc":
+            // Hidden: the OpenRPC document for scripts/gen-openrpc (the source of schemas/openrpc.json).
+            writeRaw(STDOUT_FILENO, Array(OpenRPCDocument.text.utf8))
+            return ExitCodes.success
         case "serve":
             return await serve(arguments: arguments, environment: environment)
         case "call":

@@ -2,24 +2,37 @@ import Auth
 import Foundation
 import JSONRPC
 
-/// `token-invalidate`, `logout`, `status` and `token-get` (TokenMethods+CredentialHelper.swift).
+/// The params of `token-invalidate` and `logout`: `{environment?, profile?, all?}`.
+struct SessionSelection: MethodParams {
+    var environment: String?
+    var profile: String?
+    var all: Bool
+
+    init(decoding params: JSONValue?) throws(RPCError) {
+        var reader = try ParamReader(params, allowed: ["environment", "profile", "all"])
+        environment = reader.string("environment")
+        profile = reader.string("profile")
+        all = reader.bool("all") ?? false
+        if all && (environment != nil || profile != nil) {
+            reader.report(["all"], "all: true selects every session; leave out environment and profile")
+        }
+        try reader.finish()
+    }
+}
+
+/// What `token-invalidate`, `logout`, `status` and `token-get` (TokenMethods+CredentialHelper.swift)
+/// do, for the method types and the one-shot commands alike.
 struct TokenMethods: Sendable {
     let runtime: RelayRuntime
     let subscriptionCount: @Sendable () -> Int
 
-    /// The sessions a `{environment?, profile?, all?}` selection names; validates the names.
-    /// A named environment without a profile means every profile of it, whatever its
-    /// `default_profile` says; naming neither means the default environment's default profile.
-    func selection(_ params: JSONValue?) throws -> (environment: String?, profile: String?) {
-        var reader = try ParamReader(params, allowed: ["environment", "profile", "all"])
-        let environmentName = reader.string("environment")
-        let profileName = reader.string("profile")
-        let all = reader.bool("all") ?? false
-        if all && (environmentName != nil || profileName != nil) {
-            reader.report(["all"], "all: true selects every session; leave out environment and profile")
-        }
-        try reader.finish()
-        if all { return (nil, nil) }
+    /// The sessions `selection` names; validates the names. A named environment without a
+    /// profile means every profile of it, whatever its `default_profile` says; naming neither
+    /// means the default environment's default profile.
+    func resolve(_ selection: SessionSelection) throws -> (environment: String?, profile: String?) {
+        let environmentName = selection.environment
+        let profileName = selection.profile
+        if selection.all { return (nil, nil) }
         let environment = try runtime.environment(environmentName)
         if let profileName {
             _ = try runtime.profile(profileName, in: environment)
@@ -29,8 +42,8 @@ struct TokenMethods: Sendable {
         return (environment.name, try runtime.profile(nil, in: environment)?.name)
     }
 
-    func invalidate(_ params: JSONValue?) async throws -> JSONValue {
-        let (environment, profile) = try selection(params)
+    func invalidate(_ selection: SessionSelection) async throws -> JSONValue {
+        let (environment, profile) = try resolve(selection)
         var count = await runtime.manager.invalidate(environment: environment, profile: profile)
         for source in fetchedBearerSources(environment: environment, profile: profile) {
             source.reset()
@@ -39,8 +52,8 @@ struct TokenMethods: Sendable {
         return ["invalidated": .int(count)]
     }
 
-    func logout(_ params: JSONValue?) async throws -> JSONValue {
-        let (environment, profile) = try selection(params)
+    func logout(_ selection: SessionSelection) async throws -> JSONValue {
+        let (environment, profile) = try resolve(selection)
         var count = try await runtime.manager.logout(environment: environment, profile: profile)
         for source in fetchedBearerSources(environment: environment, profile: profile) {
             source.reset()
@@ -57,8 +70,7 @@ struct TokenMethods: Sendable {
         }
     }
 
-    func status(_ params: JSONValue?) async throws -> JSONValue {
-        try ParamReader.expectNone(params)
+    func status() async throws -> JSONValue {
         // Sessions this process has not used yet show what the store holds (another process's
         // tokens); a store that cannot be opened is reported, not fatal.
         var storeError: RPCError?

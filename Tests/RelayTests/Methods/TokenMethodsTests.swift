@@ -42,9 +42,15 @@ import Testing
         await runtime.close()
     }
 
+    static func select(_ methods: TokenMethods, _ params: JSONValue?) throws -> (
+        environment: String?, profile: String?
+    ) {
+        try methods.resolve(SessionSelection(decoding: params))
+    }
+
     @Test func anEnvironmentWithOneProfileSelectsEveryProfileOfIt() async throws {
         try await Self.withMethods { methods in
-            let selected = try methods.selection(["environment": "one"])
+            let selected = try Self.select(methods, ["environment": "one"])
             #expect(selected.environment == "one" && selected.profile == nil)
         }
     }
@@ -52,42 +58,42 @@ import Testing
     @Test func anEnvironmentWithSeveralProfilesAndNoDefaultSelectsEveryProfileOfIt() async throws {
         // This answered unknown_profile before.
         try await Self.withMethods { methods in
-            let selected = try methods.selection(["environment": "several"])
+            let selected = try Self.select(methods, ["environment": "several"])
             #expect(selected.environment == "several" && selected.profile == nil)
         }
     }
 
     @Test func anEnvironmentWithADefaultProfileStillSelectsEveryProfileOfIt() async throws {
         try await Self.withMethods { methods in
-            let selected = try methods.selection(["environment": "defaulted"])
+            let selected = try Self.select(methods, ["environment": "defaulted"])
             #expect(selected.environment == "defaulted" && selected.profile == nil)
         }
     }
 
     @Test func anEnvironmentAndAProfileSelectThatProfile() async throws {
         try await Self.withMethods { methods in
-            let selected = try methods.selection(["environment": "several", "profile": "b"])
+            let selected = try Self.select(methods, ["environment": "several", "profile": "b"])
             #expect(selected.environment == "several" && selected.profile == "b")
         }
     }
 
     @Test func nothingNamedSelectsTheDefaultEnvironmentsDefaultProfile() async throws {
         try await Self.withMethods { methods in
-            let selected = try methods.selection(nil)
+            let selected = try Self.select(methods, nil)
             #expect(selected.environment == "one" && selected.profile == "only")
         }
     }
 
     @Test func allSelectsEverySession() async throws {
         try await Self.withMethods { methods in
-            let selected = try methods.selection(["all": true])
+            let selected = try Self.select(methods, ["all": true])
             #expect(selected.environment == nil && selected.profile == nil)
         }
     }
 
     @Test func anUnknownEnvironmentIsUnknownEnvironment() async throws {
         try await Self.withMethods { methods in
-            let error = #expect(throws: RPCError.self) { try methods.selection(["environment": "nope"]) }
+            let error = #expect(throws: RPCError.self) { try Self.select(methods, ["environment": "nope"]) }
             #expect(error?.code == .unknownEnvironment)
         }
     }
@@ -95,7 +101,7 @@ import Testing
     @Test func anUnknownProfileOfAKnownEnvironmentIsUnknownProfile() async throws {
         try await Self.withMethods { methods in
             let error = #expect(throws: RPCError.self) {
-                try methods.selection(["environment": "several", "profile": "c"])
+                try Self.select(methods, ["environment": "several", "profile": "c"])
             }
             #expect(error?.code == .unknownProfile)
         }
@@ -104,9 +110,9 @@ import Testing
     @Test func invalidateAndLogoutAnswerForAnEnvironmentWithSeveralProfiles() async throws {
         // Both went through the same selection: before the fix they failed unknown_profile here.
         try await Self.withMethods { methods in
-            let invalidated = try await methods.invalidate(["environment": "several"])
+            let invalidated = try await methods.invalidate(SessionSelection(decoding: ["environment": "several"]))
             #expect(invalidated == ["invalidated": 0])
-            let loggedOut = try await methods.logout(["environment": "several"])
+            let loggedOut = try await methods.logout(SessionSelection(decoding: ["environment": "several"]))
             #expect(loggedOut == ["loggedOut": 2])
         }
     }
