@@ -25,9 +25,11 @@ struct MethodDescription: Sendable {
     /// The errors every request may get.
     static let standardErrors: [ErrorKind] = [.invalidParams, .internal, .cancelled, .shuttingDown]
     /// The errors of a request that uses a session's credentials.
-    static let requestErrors: [ErrorKind] =
-        [.config, .unknownEnvironment, .unknownProfile, .auth, .interactionRequired, .transport, .timeout, .limit,
-        .loggedOut] + standardErrors
+    static let requestErrors: [ErrorKind] = credentialErrors + standardErrors
+    private static let credentialErrors: [ErrorKind] = [
+        .config, .unknownEnvironment, .unknownProfile, .auth, .interactionRequired, .transport, .timeout, .limit,
+        .loggedOut,
+    ]
 
     /// A notification (never answered, so no result and no errors).
     static func notification(
