@@ -39,19 +39,8 @@ extension OneShot {
     private static func withTokenMethods(
         settings: Settings, environment: String?, _ body: (TokenMethods) async throws -> JSONValue
     ) async -> Result<JSONValue, RPCError> {
-        let runtime: RelayRuntime
-        do {
-            runtime = try await RelayRuntime.make(settings: settings, environmentOverride: environment)
-        } catch {
-            return .failure(ErrorMapping.rpcError(error))
+        await withRuntime(settings: settings, environment: environment) { runtime in
+            try await body(TokenMethods(runtime: runtime, subscriptionCount: { 0 }))
         }
-        let result: Result<JSONValue, RPCError>
-        do {
-            result = .success(try await body(TokenMethods(runtime: runtime, subscriptionCount: { 0 })))
-        } catch {
-            result = .failure(ErrorMapping.rpcError(error))
-        }
-        await runtime.close()
-        return result
     }
 }

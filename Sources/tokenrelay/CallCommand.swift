@@ -11,20 +11,16 @@ enum CallCommand {
     static func run(arguments: [String], environment: [String: String]) async -> Int32 {
         var parser = ArgumentParser(arguments)
         var positional: [String] = []
-        var configPath: String?
-        var environmentName: String?
+        var options = CommandOptions()
         var params = JSONObject()
         var headers = JSONObject()
         var query: [String: [JSONValue]] = [:]
         var queryOrder: [String] = []
         var verbose = false
-        var logLevel = LogLevel.warn
         do throws(ArgumentError) {
             while let argument = parser.next() {
+                if try options.take(argument, from: &parser) { continue }
                 switch argument {
-                case "--config": configPath = try parser.value(for: argument)
-                case "--env": environmentName = try parser.value(for: argument)
-                case "--profile": params["profile"] = .string(try parser.value(for: argument))
                 case "-H", "--header":
                     let (name, value) = try ArgumentParser.header(try parser.value(for: argument))
                     headers[name] = .string(value)
@@ -49,10 +45,6 @@ enum CallCommand {
                     params["timeoutMs"] = .int(Int(seconds * 1000))
                 case "--no-auth": params["auth"] = false
                 case "-v", "--verbose": verbose = true
-                case "--log-level":
-                    let value = try parser.value(for: argument)
-                    guard let level = LogLevel(name: value) else { throw ArgumentError("unknown log level '\(value)'") }
-                    logLevel = level
                 default:
                     if argument.hasPrefix("-") && argument != "-" {
                         throw ArgumentError("unknown option '\(argument)'")
@@ -65,7 +57,8 @@ enum CallCommand {
         } catch {
             return CommandLineTool.usageError(error.message)
         }
-        log.configure(level: logLevel, format: .text)
+        log.configure(level: options.logLevel, format: .text)
+        if let profile = options.profile { params["profile"] = .string(profile) }
         params["method"] = .string(positional[0].uppercased())
         let target = positional[1]
         let lower = target.lowercased()
@@ -79,10 +72,11 @@ enum CallCommand {
                         return (key: name, value: values.count == 1 ? values[0] : .array(values))
                     }))
         }
-        guard let settings = await CommandLineTool.loadSettings(path: configPath, environment: environment) else {
+        guard let settings = await CommandLineTool.loadSettings(path: options.configPath, environment: environment)
+        else {
             return ExitCodes.config
         }
-        switch await OneShot.call(settings: settings, environment: environmentName, params: .object(params)) {
+        switch await OneShot.call(settings: settings, environment: options.environment, params: .object(params)) {
         case .failure(let error):
             return CommandLineTool.fail(error, in: .call)
         case .success(let (response, elapsed)):

@@ -9,34 +9,26 @@ import Relay
 enum LoginCommand {
     static func run(arguments: [String], environment: [String: String]) async -> Int32 {
         var parser = ArgumentParser(arguments)
-        var configPath: String?
-        var environmentName: String?
-        var profile: String?
+        var options = CommandOptions()
         var openBrowser = true
-        var logLevel = LogLevel.warn
         do throws(ArgumentError) {
             while let argument = parser.next() {
+                if try options.take(argument, from: &parser) { continue }
                 switch argument {
-                case "--config": configPath = try parser.value(for: argument)
-                case "--env": environmentName = try parser.value(for: argument)
-                case "--profile": profile = try parser.value(for: argument)
                 case "--no-browser": openBrowser = false
-                case "--log-level":
-                    let value = try parser.value(for: argument)
-                    guard let level = LogLevel(name: value) else { throw ArgumentError("unknown log level '\(value)'") }
-                    logLevel = level
                 default: throw ArgumentError("unknown argument '\(argument)' for login")
                 }
             }
         } catch {
             return CommandLineTool.usageError(error.message)
         }
-        log.configure(level: logLevel, format: .text)
-        guard let settings = await CommandLineTool.loadSettings(path: configPath, environment: environment) else {
+        log.configure(level: options.logLevel, format: .text)
+        guard let settings = await CommandLineTool.loadSettings(path: options.configPath, environment: environment)
+        else {
             return ExitCodes.config
         }
         let outcome = await OneShot.login(
-            settings: settings, environment: environmentName, profile: profile, openBrowser: openBrowser
+            settings: settings, environment: options.environment, profile: options.profile, openBrowser: openBrowser
         ) { prompt in
             CommandLineTool.writeStandardError(instructions(prompt))
         }

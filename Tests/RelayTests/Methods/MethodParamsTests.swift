@@ -88,7 +88,8 @@ import Testing
                 == ["/path", "/timeoutMs"])
         // subscribe is GET only: a body member is unknown there.
         #expect(
-            Self.pointers { _ = try SubscribeMethod.decode(["path": "/e", "json": [:]], context: context) } == ["/json"])
+            Self.pointers { _ = try SubscribeMethod.decode(["path": "/e", "json": [:]], context: context) } == ["/json"]
+        )
     }
 
     @Test func subscribeInsideABatchIsAnInvalidRequestBeforeItsParamsAreRead() {
