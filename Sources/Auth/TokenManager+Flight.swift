@@ -53,7 +53,8 @@ extension TokenManager {
         do {
             result = .success(try await acquire(session, flight))
         } catch let error as AuthError {
-            result = .failure(error)
+            // Whatever failed after a logout of the session, the callers' answer is that logout.
+            result = .failure(session.generation == flight.generation ? error : .loggedOut)
         } catch {
             result = .failure(.cancelled)
         }
@@ -171,6 +172,8 @@ extension TokenManager {
                     request, deadline: flight.deadline, beforeFirstSend: beforeSend)
                 usedRefreshToken = refreshToken
             } catch let error as AuthError where error.oauthError == "invalid_grant" {
+                // A logout meanwhile revoked the token: that is why, and the session stays logged out.
+                guard session.generation == flight.generation else { throw AuthError.loggedOut }
                 try await dropRefreshState(session, refused: refreshToken)
                 guard case .clientCredentials = configuration.grant else {
                     session.interactionRequired = true
