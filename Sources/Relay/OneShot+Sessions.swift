@@ -15,7 +15,7 @@ extension OneShot {
         JSONValue, RPCError
     > {
         await withTokenMethods(settings: settings, environment: environment) {
-            try await $0.logout(try SessionSelection(decoding: params))
+            try await $0.logout(try SessionSelection(decoding: params)).resultValue
         }
     }
 

@@ -5,7 +5,12 @@ import JSONRPC
 enum ShutdownMethod: RelayMethod {
     static let method = "shutdown"
 
-    static func handle(_ params: NoParams, in context: MethodContext) async throws -> JSONValue { .null }
+    /// `null`.
+    struct Result: MethodResult {
+        var resultValue: JSONValue { .null }
+    }
+
+    static func handle(_ params: NoParams, in context: MethodContext) async throws -> Result { Result() }
 
     static let openRPC = MethodDescription(
         name: method, summary: "Stops accepting requests (they get kind shutting_down); exit then exits with 0.",
@@ -16,7 +21,12 @@ enum ShutdownMethod: RelayMethod {
 enum PingMethod: RelayMethod {
     static let method = "ping"
 
-    static func handle(_ params: NoParams, in context: MethodContext) async throws -> JSONValue { .object([:]) }
+    /// `{}`.
+    struct Result: MethodResult {
+        var resultValue: JSONValue { .object([:]) }
+    }
+
+    static func handle(_ params: NoParams, in context: MethodContext) async throws -> Result { Result() }
 
     static let openRPC = MethodDescription(name: method, summary: "Answers {}.", result: ["type": "object"])
 }

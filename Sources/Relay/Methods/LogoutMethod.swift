@@ -6,7 +6,13 @@ import JSONRPC
 enum LogoutMethod: RelayMethod {
     static let method = "logout"
 
-    static func handle(_ params: SessionSelection, in context: MethodContext) async throws -> JSONValue {
+    /// `{loggedOut: N}`: how many sessions were logged out.
+    struct Result: MethodResult, Equatable {
+        var loggedOut: Int
+        var resultValue: JSONValue { ["loggedOut": .int(loggedOut)] }
+    }
+
+    static func handle(_ params: SessionSelection, in context: MethodContext) async throws -> Result {
         try await context.withRuntime { try await context.tokens($0).logout(params) }
     }
 

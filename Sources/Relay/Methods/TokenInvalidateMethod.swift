@@ -5,7 +5,13 @@ import JSONRPC
 enum TokenInvalidateMethod: RelayMethod {
     static let method = "token-invalidate"
 
-    static func handle(_ params: SessionSelection, in context: MethodContext) async throws -> JSONValue {
+    /// `{invalidated: N}`: how many sessions held a token that is now expired.
+    struct Result: MethodResult, Equatable {
+        var invalidated: Int
+        var resultValue: JSONValue { ["invalidated": .int(invalidated)] }
+    }
+
+    static func handle(_ params: SessionSelection, in context: MethodContext) async throws -> Result {
         try await context.withRuntime { try await context.tokens($0).invalidate(params) }
     }
 

@@ -42,24 +42,24 @@ struct TokenMethods: Sendable {
         return (environment.name, try runtime.profile(nil, in: environment)?.name)
     }
 
-    func invalidate(_ selection: SessionSelection) async throws -> JSONValue {
+    func invalidate(_ selection: SessionSelection) async throws -> TokenInvalidateMethod.Result {
         let (environment, profile) = try resolve(selection)
         var count = await runtime.manager.invalidate(environment: environment, profile: profile)
         for source in fetchedBearerSources(environment: environment, profile: profile) {
             source.reset()
             count += 1
         }
-        return ["invalidated": .int(count)]
+        return TokenInvalidateMethod.Result(invalidated: count)
     }
 
-    func logout(_ selection: SessionSelection) async throws -> JSONValue {
+    func logout(_ selection: SessionSelection) async throws -> LogoutMethod.Result {
         let (environment, profile) = try resolve(selection)
         var count = try await runtime.manager.logout(environment: environment, profile: profile)
         for source in fetchedBearerSources(environment: environment, profile: profile) {
             source.reset()
             count += 1
         }
-        return ["loggedOut": .int(count)]
+        return LogoutMethod.Result(loggedOut: count)
     }
 
     private func fetchedBearerSources(environment: String?, profile: String?) -> [FetchedBearerCredentialSource] {

@@ -111,9 +111,9 @@ import Testing
         // Both went through the same selection: before the fix they failed unknown_profile here.
         try await Self.withMethods { methods in
             let invalidated = try await methods.invalidate(SessionSelection(decoding: ["environment": "several"]))
-            #expect(invalidated == ["invalidated": 0])
+            #expect(invalidated == TokenInvalidateMethod.Result(invalidated: 0))
             let loggedOut = try await methods.logout(SessionSelection(decoding: ["environment": "several"]))
-            #expect(loggedOut == ["loggedOut": 2])
+            #expect(loggedOut == LogoutMethod.Result(loggedOut: 2))
         }
     }
 }
