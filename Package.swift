@@ -51,7 +51,7 @@ let package = Package(
         .testTarget(name: "LoggingTests", dependencies: ["Logging"]),
         .testTarget(name: "JSONRPCTests", dependencies: ["JSONRPC"]),
         .testTarget(name: "ConfigTests", dependencies: ["Config", "HTTPFields"]),
-        .testTarget(name: "HTTPTests", dependencies: ["HTTP", "HTTPFields", "ErrorKinds"], exclude: ["Fixtures"]),
+        .testTarget(name: "HTTPTests", dependencies: ["HTTP", "HTTPFields", "Auth", "ErrorKinds"], exclude: ["Fixtures"]),
         .testTarget(name: "AuthTests", dependencies: ["Auth", "HTTP", "Logging", "CCrypto", "ErrorKinds"]),
         .testTarget(name: "RelayTests", dependencies: ["Relay", "JSONRPC", "Config", "HTTP", "Auth", "ErrorKinds"]),
         .testTarget(name: "EndToEndTests", dependencies: ["JSONRPC"], exclude: ["Fixtures"]),

@@ -1,4 +1,5 @@
 import ErrorKinds
+import Logging
 
 /// What an ``EventSource`` yields: a change of the subscription's state, or one event of the stream.
 public enum EventSourceUpdate: Sendable, Hashable {
@@ -90,4 +91,11 @@ public struct EventSourceFailure: KindedError, Sendable, Hashable, CustomStringC
     public static let `protocol` = ErrorKind.protocol
     /// The request cannot be sent as built (URL or header refused): the wire kind of -32602.
     public static let invalidRequest = ErrorKind.invalidParams
+
+    /// The failure an error of the pipeline that is not the connection's stands for: its
+    /// ``KindedError`` kind, else `auth`; its description, redacted, as the message.
+    @Sendable public static func describing(_ error: any Error) -> EventSourceFailure {
+        let kind = (error as? any KindedError)?.errorKind ?? auth
+        return EventSourceFailure(kind: kind, message: Redactor.shared.redact(String(describing: error)))
+    }
 }

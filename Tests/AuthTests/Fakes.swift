@@ -109,7 +109,7 @@ final class FakeTransport: HTTPTransport {
         for continuation in held { continuation.resume() }
     }
 
-    func send(_ request: HTTPRequest) async throws -> HTTPResponse {
+    func send(_ request: HTTPRequest) async throws -> HTTPStreamingResponse {
         let gated = state.withLock { state -> Bool in
             state.requests.append(request)
             return state.gated
@@ -126,7 +126,7 @@ final class FakeTransport: HTTPTransport {
             }
         }
         let next = state.withLock { state in state.queue.isEmpty ? nil : state.queue.removeFirst() }
-        return try (next ?? fallback(request)).get()
+        return HTTPStreamingResponse(try (next ?? fallback(request)).get())
     }
 }
 

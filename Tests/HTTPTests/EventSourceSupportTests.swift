@@ -1,3 +1,4 @@
+import Auth
 import ErrorKinds
 import Foundation
 import Synchronization
@@ -53,13 +54,13 @@ final class EventStreamServer: Sendable {
     }
 
     func stats(_ key: String, using transport: CurlTransport) async throws -> Stats {
-        let response = try await transport.send(HTTPRequest(url: url("/stats?key=\(key)")))
+        let response = try await transport.send(collecting: HTTPRequest(url: url("/stats?key=\(key)")))
         return try JSONDecoder().decode(Stats.self, from: Data(response.body))
     }
 
     /// Blocks (server side, 10 s max) until the server recorded `event` for `key`; whether it did.
     func awaitEvent(_ event: String, key: String, using transport: CurlTransport) async throws -> Bool {
-        let response = try await transport.send(HTTPRequest(url: url("/await?key=\(key)&event=\(event)")))
+        let response = try await transport.send(collecting: HTTPRequest(url: url("/await?key=\(key)&event=\(event)")))
         return response.status == 200
     }
 }
@@ -107,8 +108,10 @@ struct WireKindedError: KindedError, CustomStringConvertible {
     var description: String { "login needed" }
 }
 
-/// An error that knows no wire kind.
-struct UnkindedError: Error {}
+/// An error that names no kind.
+struct KindlessError: Error, CustomStringConvertible {
+    var description: String { "refused" }
+}
 
 /// Fails every acquisition with `error`.
 struct FailingCredentials: CredentialSource {

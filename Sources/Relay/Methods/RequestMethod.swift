@@ -13,7 +13,7 @@ struct RequestMethod: Sendable {
         let profile = params.auth ? try runtime.profile(params.profile, in: environment) : nil
         var request = try Self.httpRequest(params, environment: environment)
         try profile?.checkCanSign(request.headers)
-        let client = profile.flatMap { environment.clients[$0.name] } ?? environment.plainClient
+        let client = environment.client(for: profile)
         let timeout = params.timeout ?? environment.settings.timeout
         let start = ContinuousClock.now
         // One deadline bounds the whole request: token acquisition, the transfer and a replay
@@ -22,7 +22,7 @@ struct RequestMethod: Sendable {
         request.deadline = start + timeout
         let response: HTTPResponse
         do {
-            response = try await client.send(request)
+            response = try await client.send(collecting: request)
         } catch HTTPError.invalidURL(let reason) {
             // libcurl refused the URL at the transfer: the member it came from says where.
             throw RPCError.invalidParams([ParamDiagnostic(pointer: params.target.pointer, reason: reason)])
