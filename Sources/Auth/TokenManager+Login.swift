@@ -75,6 +75,9 @@ extension TokenManager {
         /// Set once a token request that may redeem the grant went out: from then on the login runs to
         /// completion and commits, whoever left.
         var sent = false
+        /// The session's logout epoch in the store, read under the login lease (a logout in any
+        /// process after it makes the commit write nothing).
+        var logoutEpoch: Int64?
         var task: Task<Void, Never>?
 
         init(id: UInt64, deadline: Date, generation: UInt64) {
@@ -242,6 +245,7 @@ extension TokenManager {
             expiresAt: flight.deadline.addingTimeInterval(configuration.acquisitionTimeout.timeInterval))
         defer { store.releaseLease(lease) }
         try Task.checkCancellation()
+        flight.logoutEpoch = try await readLogoutEpoch(storeKey)
         try await reload(session, storeKey)
         if !hadToken, session.generation == flight.generation, let token = usableToken(session, now: clock.now) {
             session.interactionRequired = false
@@ -466,13 +470,12 @@ extension TokenManager {
                 keys: keys)
         }
         guard sessions[session.key] === session else {
-            throw AuthError.cancelled  // removed by a reload meanwhile: commit nothing
+            throw AuthError.cancelled  // removed meanwhile: commit nothing
         }
-        guard session.generation == flight.generation else {
-            throw AuthError.loggedOut  // logged out meanwhile: commit nothing; the callers learn why
-        }
+        guard session.generation == flight.generation else { throw AuthError.loggedOut }
         let token = try await commit(
-            response, previousRefreshToken: nil, session: session, storeKey: storeKey(session))
+            response, previousRefreshToken: nil, session: session, storeKey: storeKey(session),
+            logoutEpoch: flight.logoutEpoch, generation: flight.generation)
         session.token = token
         session.loaded = true
         session.invalidated = false
