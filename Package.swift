@@ -9,7 +9,9 @@ let package = Package(
     name: "tokenrelay",
     products: [
         .executable(name: "tokenrelay", targets: ["tokenrelay"]),
-        .library(name: "TokenRelay", targets: ["Relay", "Auth", "HTTP", "HTTPFields", "Config", "JSONRPC", "Logging", "ErrorKinds"]),
+        .library(
+            name: "TokenRelay",
+            targets: ["Relay", "Auth", "HTTP", "HTTPFields", "Config", "JSONRPC", "Logging", "ErrorKinds"]),
     ],
     targets: [
         // C libraries from Debian, reached through pkg-config.
@@ -28,8 +30,9 @@ let package = Package(
         .target(name: "Config", dependencies: ["CYAML", "ErrorKinds", "HTTPFields", "Logging"]),
         .target(name: "HTTP", dependencies: ["CCurl", "ErrorKinds", "HTTPFields", "Logging"]),
         .target(name: "Auth", dependencies: ["HTTP", "CCrypto", "CSQLite", "ErrorKinds", "Logging"]),
-        .target(name: "Relay", dependencies: ["JSONRPC", "Config", "HTTP", "HTTPFields", "Auth", "ErrorKinds", "Logging"]),
-        .executableTarget(name: "tokenrelay", dependencies: ["Relay", "JSONRPC", "Config", "HTTP", "Logging"]),
+        .target(
+            name: "Relay", dependencies: ["JSONRPC", "Config", "HTTP", "HTTPFields", "Auth", "ErrorKinds", "Logging"]),
+        .executableTarget(name: "tokenrelay", dependencies: ["Relay", "JSONRPC", "Config", "HTTP", "ErrorKinds", "Logging"]),
 
         // What the test targets share: the fixture server launcher and Fixtures/fixture_server.py.
         // Not part of any product.
@@ -38,9 +41,9 @@ let package = Package(
         .testTarget(name: "LoggingTests", dependencies: ["Logging"]),
         .testTarget(name: "JSONRPCTests", dependencies: ["JSONRPC"]),
         .testTarget(name: "ConfigTests", dependencies: ["Config", "HTTPFields", "Logging"]),
-        .testTarget(name: "HTTPTests", dependencies: ["HTTP", "HTTPFields", "Auth", "Logging", "TestSupport"]),
-        .testTarget(name: "AuthTests", dependencies: ["Auth", "HTTP", "Logging", "CCrypto"]),
-        .testTarget(name: "RelayTests", dependencies: ["Relay", "JSONRPC", "Config", "HTTP", "Auth"]),
+        .testTarget(name: "HTTPTests", dependencies: ["HTTP", "HTTPFields", "Auth", "ErrorKinds", "Logging", "TestSupport"]),
+        .testTarget(name: "AuthTests", dependencies: ["Auth", "HTTP", "Logging", "CCrypto", "ErrorKinds"]),
+        .testTarget(name: "RelayTests", dependencies: ["Relay", "JSONRPC", "Config", "HTTP", "Auth", "ErrorKinds"]),
         .testTarget(name: "EndToEndTests", dependencies: ["JSONRPC", "TestSupport"], exclude: ["Fixtures"]),
     ],
     swiftLanguageModes: [.v6]
@@ -63,7 +66,8 @@ if Context.environment["TOKENRELAY_DEV_TARGETS"] == "1" {
         // Benchmarks (scripts/bench): the load driver with its libcurl and URLSession references
         // (the only target allowed to import FoundationNetworking), and the bare Foundation
         // binary the cold start is compared with.
-        .executableTarget(name: "TokenRelayBench", dependencies: ["CCurl", "Logging"], linkerSettings: [.linkedLibrary("curl")]),
+        .executableTarget(
+            name: "TokenRelayBench", dependencies: ["CCurl", "Logging"], linkerSettings: [.linkedLibrary("curl")]),
         .executableTarget(name: "BareFoundationEcho"),
     ]
 }
