@@ -9,7 +9,9 @@ enum ColdStart {
     /// Spawns `argv`, writes `line`, and returns nanoseconds until a newline comes back; then
     /// closes stdin and reaps the child (not timed). With `libraries`, also returns the shared
     /// libraries the child had mapped when it answered (file names from `/proc/<pid>/maps`).
-    static func firstAnswer(_ argv: [String], line: String, libraries: Bool = false) -> (nanos: UInt64, libraries: [String]) {
+    static func firstAnswer(_ argv: [String], line: String, libraries: Bool = false) -> (
+        nanos: UInt64, libraries: [String]
+    ) {
         let start = monotonicNanos()
         let child = ChildProcess.spawn(argv, stderrPath: "/dev/null")
         Array((line + "\n").utf8).withUnsafeBytes { writeAll(child.input, $0) }
@@ -31,7 +33,19 @@ enum ColdStart {
 
     /// The shared libraries (`*.so*` file names, sorted, unique) `pid` has mapped.
     static func mappedLibraries(_ pid: Int32) -> [String] {
-        guard let maps = try? String(contentsOfFile: "/proc/\(pid)/maps", encoding: .utf8) else { return [] }
+        // Read to the end with read(2): a /proc file reports size 0, so size-based readers stop early.
+        let descriptor = open("/proc/\(pid)/maps", O_RDONLY)
+        guard descriptor >= 0 else { return [] }
+        defer { close(descriptor) }
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 65536)
+        while true {
+            let count = chunk.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
+            if count < 0, errno == EINTR { continue }
+            guard count > 0 else { break }
+            bytes += chunk[0..<count]
+        }
+        let maps = String(decoding: bytes, as: UTF8.self)
         var names = Set<String>()
         for line in maps.split(separator: "\n") {
             guard let path = line.split(separator: " ", omittingEmptySubsequences: true).last, path.hasPrefix("/"),
