@@ -71,7 +71,7 @@ static inline struct tr_crypto_api *tr_crypto_table(void) {
 
 static inline void tr_crypto_load_once(void) {
     struct tr_crypto_api *api = tr_crypto_table();
-    void *library = dlopen("libcrypto.so.3", RTLD_NOW | RTLD_LOCAL);
+    void *library = dlopen("libcrypto.so.3", RTLD_LAZY | RTLD_LOCAL);
     if (!library) return;
 #define TR_CRYPTO_SYMBOL(field, name) \
     *(void **)(&api->field) = dlsym(library, name); \

@@ -47,7 +47,7 @@ static inline struct tr_sqlite_api *tr_sqlite_table(void) {
 
 static inline void tr_sqlite_load_once(void) {
     struct tr_sqlite_api *api = tr_sqlite_table();
-    void *library = dlopen("libsqlite3.so.0", RTLD_NOW | RTLD_LOCAL);
+    void *library = dlopen("libsqlite3.so.0", RTLD_LAZY | RTLD_LOCAL);
     if (!library) return;
 #define TR_SQLITE_SYMBOL(field, name) \
     *(void **)(&api->field) = dlsym(library, name); \
