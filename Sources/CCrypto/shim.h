@@ -18,6 +18,7 @@
  * tr_crypto_load() returns 0 when libcrypto.so.3 or one of its symbols is missing; then every
  * tr_ wrapper below returns its failure value (0 or NULL) without calling anything, so callers
  * need no separate check beyond the results they already test. Thread-safe (pthread_once).
+ * Opened with RTLD_LAZY, like libcurl (Sources/CCurl/shim.h).
  *
  * Every module that imports this header (and every module the optimizer inlines Swift code
  * calling it into) gets its own copy of these static inline functions and of the table, so every
