@@ -49,7 +49,7 @@ let package = Package(
         .testTarget(name: "LoggingTests", dependencies: ["Logging"]),
         .testTarget(name: "JSONRPCTests", dependencies: ["JSONRPC"]),
         .testTarget(name: "ConfigTests", dependencies: ["Config", "HTTPFields"]),
-        .testTarget(name: "HTTPTests", dependencies: ["HTTP", "HTTPFields"], exclude: ["Fixtures"]),
+        .testTarget(name: "HTTPTests", dependencies: ["HTTP", "HTTPFields", "Auth"], exclude: ["Fixtures"]),
         // The tests make keys and signatures with libcrypto directly: they link it.
         .testTarget(
             name: "AuthTests", dependencies: ["Auth", "HTTP", "Logging", "CCrypto"],

@@ -19,6 +19,9 @@ public enum AuthError: Error, Sendable, Equatable, CustomStringConvertible {
     case timeout
     /// The caller or the manager gave up.
     case cancelled
+    /// The session was logged out (in this process or another) while its token was being
+    /// obtained; nothing was kept (wire kind `logged_out`).
+    case loggedOut
     /// The profile's settings cannot work (bad endpoint, unsupported client authentication...).
     case configuration(String)
     /// The discovery document could not be trusted or used.
@@ -47,6 +50,7 @@ public enum AuthError: Error, Sendable, Equatable, CustomStringConvertible {
         case .transport: "transport"
         case .timeout: "timeout"
         case .cancelled: "cancelled"
+        case .loggedOut: "logged_out"
         case .configuration, .store: "config"
         case .storage: "internal"
         }
@@ -99,6 +103,7 @@ public enum AuthError: Error, Sendable, Equatable, CustomStringConvertible {
         case .transport(let reason): text = "token endpoint unreachable: \(reason)"
         case .timeout: text = "timed out waiting for a token"
         case .cancelled: text = "token acquisition cancelled"
+        case .loggedOut: text = "the session was logged out while its token was being obtained"
         case .configuration(let reason): text = "invalid OAuth configuration: \(reason)"
         case .discovery(let reason): text = "authorization server discovery failed: \(reason)"
         case .storage(let reason): text = "token store failed: \(reason)"

@@ -71,7 +71,7 @@ extension TokenEndpointClient {
             attemptRequest.timeout = .milliseconds(Int64(max(1, remaining * 1000)))
             let response: HTTPResponse
             do {
-                response = try await transport.send(attemptRequest)
+                response = try await transport.send(collecting: attemptRequest)
             } catch let error as HTTPError {
                 switch error {
                 case .cancelled: throw CancellationError()

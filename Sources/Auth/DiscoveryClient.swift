@@ -106,7 +106,7 @@ public actor DiscoveryClient {
                 method: "GET", url: url, headers: headers, timeout: .milliseconds(Int64(max(1, remaining * 1000))))
             let response: HTTPResponse
             do {
-                response = try await transport.send(request)
+                response = try await transport.send(collecting: request)
             } catch let error as HTTPError {
                 switch error {
                 case .transport(let reason):

@@ -1,3 +1,4 @@
+import Dispatch
 import Foundation
 import Glibc
 import Logging
@@ -9,11 +10,13 @@ import Synchronization
 /// The file is opened on first use (a start that needs no token does not load libsqlite3). Its
 /// directory must be 0700 and the file 0600, both owned by the user: they are created so, and
 /// anything else is refused with a `config` error. Every call runs a few short statements on one
-/// connection guarded by a mutex; no transaction is ever open across an `await`.
+/// connection, on the store's own serial queue (never on the cooperative pool: a statement may
+/// wait up to `busy_timeout` for another process's write lock), awaited by the caller; no
+/// transaction is ever open across an `await`.
 public final class SQLiteTokenStore: TokenStore {
     /// The newest schema this build knows. Migrations take an older file there step by step; a
     /// newer file is refused (never wiped).
-    public static let schemaVersion = 2
+    public static let schemaVersion = 3
 
     /// Schema migrations: `migrations[n]` takes version `n` to `n + 1`.
     static let migrations: [String] = [
@@ -31,6 +34,9 @@ public final class SQLiteTokenStore: TokenStore {
         CREATE TABLE renewals (id TEXT NOT NULL, at REAL NOT NULL);
         CREATE INDEX renewals_by_session ON renewals (id, at);
         CREATE TABLE spent_seeds (fingerprint TEXT PRIMARY KEY, spent_at REAL NOT NULL);
+        """,
+        """
+        CREATE TABLE logouts (id TEXT PRIMARY KEY, epoch INTEGER NOT NULL);
         """,
     ]
 
@@ -50,7 +56,13 @@ public final class SQLiteTokenStore: TokenStore {
         var dataVersion: Int64
     }
 
+    /// Locked on `queue` only, apart from ``changedElsewhere()``'s non-waiting look (so a
+    /// statement waiting for another process's lock never blocks a thread of the cooperative pool).
     private let state = Mutex<Opened?>(nil)
+    /// Runs every statement, one at a time, off the cooperative pool.
+    private let queue = DispatchQueue(label: "tokenrelay.sqlite-store")
+    /// What `info` shows of the opened store (schema version, encrypted), readable from any thread.
+    private let openedInfo = Mutex<(schemaVersion: Int, encrypted: Bool)?>(nil)
     /// This process, as lease rows name their holder.
     private let holder: (pid: Int64, start: Int64)
 
@@ -65,9 +77,10 @@ public final class SQLiteTokenStore: TokenStore {
     }
 
     public var info: TokenStoreInfo {
-        let opened = state.withLock { $0.map { ($0.schemaVersion, $0.cipher != nil) } }
+        let opened = openedInfo.withLock { $0 }
         return TokenStoreInfo(
-            type: "sqlite", path: path, encrypted: opened?.1 ?? (encryptionKey != nil), schemaVersion: opened?.0)
+            type: "sqlite", path: path, encrypted: opened?.encrypted ?? (encryptionKey != nil),
+            schemaVersion: opened?.schemaVersion)
     }
 
     // MARK: - Opening
@@ -75,7 +88,7 @@ public final class SQLiteTokenStore: TokenStore {
     /// Opens the store now (resolving the key): errors of kind `config` for a bad file, directory
     /// or key. Idempotent.
     public func open() async throws {
-        if state.withLock({ $0 != nil }) { return }
+        if openedInfo.withLock({ $0 != nil }) { return }
         var cipher: StoreCipher?
         if let encryptionKey {
             let text: String
@@ -91,16 +104,27 @@ public final class SQLiteTokenStore: TokenStore {
             }
             cipher = made
         }
-        let result = state.withLock { opened -> Result<Void, AuthError> in
-            if opened != nil { return .success(()) }
-            do throws(AuthError) {
-                opened = try openConnection(cipher: cipher)
-                return .success(())
-            } catch {
-                return .failure(error)
+        try await onQueue { [cipher] in
+            let result = self.state.withLock { opened -> Result<Void, AuthError> in
+                if opened != nil { return .success(()) }
+                do throws(AuthError) {
+                    let made = try self.openConnection(cipher: cipher)
+                    opened = made
+                    self.openedInfo.withLock { $0 = (made.schemaVersion, made.cipher != nil) }
+                    return .success(())
+                } catch {
+                    return .failure(error)
+                }
             }
+            try result.get()
         }
-        try result.get()
+    }
+
+    /// Runs `body` on the store's queue and waits for it without holding a cooperative thread.
+    private func onQueue<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+        try await withCheckedThrowingContinuation { continuation in
+            queue.async { continuation.resume(with: Result { try body() }) }
+        }
     }
 
     /// Decodes a 32-byte key given as hex (64 digits) or base64 (standard or URL-safe).
@@ -306,22 +330,26 @@ public final class SQLiteTokenStore: TokenStore {
             throw AuthError.store("the new key must be 32 bytes in base64 or hex (tokenrelay store new-key prints one)")
         }
         try await open()
-        let result = state.withLock { opened -> Result<Void, AuthError> in
-            guard let current = opened else { return .success(()) }
-            do {
-                try reseal(current.connection, from: current.cipher, to: cipher)
-            } catch let error as AuthError {
-                return .failure(error)
-            } catch {
-                return .failure(
-                    AuthError.store("the store \(path) could not be re-sealed (\(error)); nothing was changed"))
+        try await onQueue {
+            let result = self.state.withLock { opened -> Result<Void, AuthError> in
+                guard let current = opened else { return .success(()) }
+                do {
+                    try self.reseal(current.connection, from: current.cipher, to: cipher)
+                } catch let error as AuthError {
+                    return .failure(error)
+                } catch {
+                    return .failure(
+                        AuthError.store("the store \(self.path) could not be re-sealed (\(error)); nothing was changed")
+                    )
+                }
+                opened = Opened(
+                    connection: current.connection, cipher: cipher, schemaVersion: current.schemaVersion,
+                    dataVersion: current.dataVersion)
+                self.openedInfo.withLock { $0 = (current.schemaVersion, true) }
+                return .success(())
             }
-            opened = Opened(
-                connection: current.connection, cipher: cipher, schemaVersion: current.schemaVersion,
-                dataVersion: current.dataVersion)
-            return .success(())
+            try result.get()
         }
-        try result.get()
     }
 
     // MARK: - Records
@@ -343,13 +371,20 @@ public final class SQLiteTokenStore: TokenStore {
         return (sealed, true)
     }
 
-    /// Runs `body` on the open connection (opening it first).
-    private func withConnection<T>(_ body: (inout Opened) throws -> T) async throws -> T {
+    /// Runs `body` on the open connection (opening it first), on the store's queue.
+    private func withConnection<T: Sendable>(_ body: @escaping @Sendable (inout Opened) throws -> T) async throws -> T {
         try await open()
-        return try withOpened(body) ?? { throw AuthError.storage("the store is not open") }()
+        return try await onQueue {
+            try self.withOpened(body) ?? { throw AuthError.storage("the store is not open") }()
+        }
     }
 
-    /// Runs `body` on the connection if the store is open; `nil` when it is not.
+    /// Runs `body` on the connection, on the store's queue, if the store is open; `nil` when it is not.
+    private func ifOpen<T: Sendable>(_ body: @escaping @Sendable (inout Opened) throws -> T) async throws -> T? {
+        try await onQueue { try self.withOpened(body) }
+    }
+
+    /// Runs `body` on the connection if the store is open; `nil` when it is not. Only on `queue`.
     private func withOpened<T>(_ body: (inout Opened) throws -> T) throws -> T? {
         let result = state.withLock { opened -> Result<T?, any Error> in
             guard var current = opened else { return .success(nil) }
@@ -373,17 +408,17 @@ public final class SQLiteTokenStore: TokenStore {
             var plain = payload
             if row[1].integerValue == 1 {
                 guard let cipher = opened.cipher else {
-                    throw AuthError.store("the store \(path) is encrypted; configure store.encryption_key")
+                    throw AuthError.store("the store \(self.path) is encrypted; configure store.encryption_key")
                 }
                 guard let opened = cipher.open(payload, associatedData: Array(key.id.utf8)) else {
                     throw AuthError.storage(
-                        "the record of \(key) in the store \(path) failed its integrity check (tampered or "
+                        "the record of \(key) in the store \(self.path) failed its integrity check (tampered or "
                             + "corrupted); log out of the session to remove it")
                 }
                 plain = opened
             }
             guard let decoded = try? JSONDecoder().decode(Payload.self, from: Data(plain)) else {
-                throw AuthError.storage("the record of \(key) in the store \(path) is not readable")
+                throw AuthError.storage("the record of \(key) in the store \(self.path) is not readable")
             }
             return StoredTokens(
                 accessToken: decoded.accessToken, tokenType: decoded.tokenType,
@@ -394,29 +429,41 @@ public final class SQLiteTokenStore: TokenStore {
         }
     }
 
-    @discardableResult
-    public func save(_ tokens: StoredTokens, for key: StoreKey) async throws -> Int64 {
+    public func save(_ tokens: StoredTokens, for key: StoreKey, logoutEpoch: Int64?) async throws -> Int64? {
         let payload = Payload(
             accessToken: tokens.accessToken, tokenType: tokens.tokenType,
             receivedAt: tokens.receivedAt?.timeIntervalSince1970, expiresAt: tokens.expiresAt?.timeIntervalSince1970,
             refreshToken: tokens.refreshToken, scope: tokens.scope)
         let plain = Array((try? JSONEncoder().encode(payload)) ?? Data())
         return try await withConnection { opened in
-            let (stored, sealed) = try seal(plain, id: key.id, cipher: opened.cipher)
-            // One statement: atomic on its own (autocommit), durable before it returns.
-            let rows = try opened.connection.query(
-                """
-                INSERT INTO sessions (id, environment, profile, payload, sealed, revision, invalidated, updated_at)
-                VALUES (?1, ?2, ?3, ?4, ?5, 1, 0, ?6)
-                ON CONFLICT (id) DO UPDATE SET payload = excluded.payload, sealed = excluded.sealed,
-                    revision = sessions.revision + 1, invalidated = 0, updated_at = excluded.updated_at
-                RETURNING revision
-                """,
-                [
-                    .text(key.id), .text(key.session.environment), .text(key.session.profile), .blob(stored),
-                    .integer(sealed ? 1 : 0), .real(Date().timeIntervalSince1970),
-                ])
-            return rows.first?.first?.integerValue ?? 0
+            let (stored, sealed) = try self.seal(plain, id: key.id, cipher: opened.cipher)
+            let connection = opened.connection
+            // One transaction: the logout epoch read and the write are atomic together, durable
+            // before it returns.
+            try connection.execute("BEGIN IMMEDIATE")
+            do {
+                if let logoutEpoch, try Self.logoutEpoch(connection, key) != logoutEpoch {
+                    try connection.execute("ROLLBACK")
+                    return nil
+                }
+                let rows = try connection.query(
+                    """
+                    INSERT INTO sessions (id, environment, profile, payload, sealed, revision, invalidated, updated_at)
+                    VALUES (?1, ?2, ?3, ?4, ?5, 1, 0, ?6)
+                    ON CONFLICT (id) DO UPDATE SET payload = excluded.payload, sealed = excluded.sealed,
+                        revision = sessions.revision + 1, invalidated = 0, updated_at = excluded.updated_at
+                    RETURNING revision
+                    """,
+                    [
+                        .text(key.id), .text(key.session.environment), .text(key.session.profile), .blob(stored),
+                        .integer(sealed ? 1 : 0), .real(Date().timeIntervalSince1970),
+                    ])
+                try connection.execute("COMMIT")
+                return rows.first?.first?.integerValue ?? 0
+            } catch {
+                try? connection.execute("ROLLBACK")
+                throw error
+            }
         }
     }
 
@@ -427,9 +474,36 @@ public final class SQLiteTokenStore: TokenStore {
         }
     }
 
+    public func logoutEpoch(_ key: StoreKey) async throws -> Int64 {
+        try await withConnection { opened in try Self.logoutEpoch(opened.connection, key) }
+    }
+
+    static func logoutEpoch(_ connection: SQLiteConnection, _ key: StoreKey) throws(SQLiteError) -> Int64 {
+        try connection.query("SELECT epoch FROM logouts WHERE id = ?1", [.text(key.id)]).first?.first?
+            .integerValue ?? 0
+    }
+
+    public func logOut(_ key: StoreKey) async throws {
+        try await withConnection { opened in
+            let connection = opened.connection
+            try connection.execute("BEGIN IMMEDIATE")
+            do {
+                try connection.query("DELETE FROM sessions WHERE id = ?1", [.text(key.id)])
+                try connection.query("DELETE FROM renewals WHERE id = ?1", [.text(key.id)])
+                try connection.query(
+                    "INSERT INTO logouts (id, epoch) VALUES (?1, 1) ON CONFLICT (id) DO UPDATE SET epoch = epoch + 1",
+                    [.text(key.id)])
+                try connection.execute("COMMIT")
+            } catch {
+                try? connection.execute("ROLLBACK")
+                throw error
+            }
+        }
+    }
+
     @discardableResult
-    public func recordInvalidation(_ key: StoreKey, revision: Int64?) throws -> Bool {
-        try withOpened { opened in
+    public func recordInvalidation(_ key: StoreKey, revision: Int64?) async throws -> Bool {
+        try await ifOpen { opened in
             if let revision {
                 try opened.connection.query(
                     "UPDATE sessions SET invalidated = 1 WHERE id = ?1 AND revision = ?2 AND invalidated = 0",
@@ -441,16 +515,20 @@ public final class SQLiteTokenStore: TokenStore {
         } ?? false
     }
 
+    /// Runs on the caller's thread (it is on every request's path) but never waits: while a
+    /// statement holds the connection on the store's queue, it answers `true` (the caller then
+    /// re-reads through the queue, which changes nothing when nothing changed).
     public func changedElsewhere() -> Bool {
-        do {
-            return try withOpened { opened in
-                let version = try Self.dataVersion(opened.connection)
-                defer { opened.dataVersion = version }
-                return version != opened.dataVersion
-            } ?? false
-        } catch {
-            return true  // let the reload report it
+        let answer = state.withLockIfAvailable { opened -> Bool in
+            guard var current = opened else { return false }
+            defer { opened = current }
+            guard let version = try? Self.dataVersion(current.connection) else {
+                return true  // let the reload report it
+            }
+            defer { current.dataVersion = version }
+            return version != current.dataVersion
         }
+        return answer ?? true
     }
 
     static func dataVersion(_ connection: SQLiteConnection) throws(SQLiteError) -> Int64 {
@@ -465,11 +543,16 @@ public final class SQLiteTokenStore: TokenStore {
         try await open()
         let owner = Int64.random(in: 1...Int64.max)
         var delay = 0.005
+        var waiting = false
         while true {
             try Task.checkCancellation()
-            if try tryTakeLease(key, owner: owner, purpose: purpose, expiresAt: expiresAt) {
+            if try await onQueue({ try self.tryTakeLease(key, owner: owner, purpose: purpose, expiresAt: expiresAt) }) {
                 log.debug("lease taken for \(key) (\(purpose.rawValue))")
                 return StoreLease(key: key, owner: owner, purpose: purpose)
+            }
+            if !waiting {
+                waiting = true
+                log.debug("the lease of \(key) is held elsewhere; waiting (\(purpose.rawValue))")
             }
             try await LeaseWait.pause(&delay, deadline: deadline)
         }
@@ -513,14 +596,18 @@ public final class SQLiteTokenStore: TokenStore {
         } ?? true
     }
 
+    /// Queued without waiting: the store's queue runs it before any later statement of this
+    /// process.
     public func releaseLease(_ lease: StoreLease) {
-        do {
-            _ = try withOpened { opened in
-                try opened.connection.query(
-                    "DELETE FROM leases WHERE id = ?1 AND owner = ?2", [.text(lease.key.id), .integer(lease.owner)])
+        queue.async {
+            do {
+                _ = try self.withOpened { opened in
+                    try opened.connection.query(
+                        "DELETE FROM leases WHERE id = ?1 AND owner = ?2", [.text(lease.key.id), .integer(lease.owner)])
+                }
+            } catch {
+                log.warn("the lease of \(lease.key) could not be released (it lapses by itself): \(error)")
             }
-        } catch {
-            log.warn("the lease of \(lease.key) could not be released (it lapses by itself): \(error)")
         }
     }
 
@@ -541,8 +628,8 @@ public final class SQLiteTokenStore: TokenStore {
         }
     }
 
-    public func recordUnexplainedRenewal(_ key: StoreKey, at date: Date, window: TimeInterval) throws -> Int {
-        try withOpened { opened in
+    public func recordUnexplainedRenewal(_ key: StoreKey, at date: Date, window: TimeInterval) async throws -> Int {
+        try await ifOpen { opened in
             let connection = opened.connection
             let now = date.timeIntervalSince1970
             try connection.query(
@@ -555,8 +642,8 @@ public final class SQLiteTokenStore: TokenStore {
         } ?? 0
     }
 
-    public func clearUnexplainedRenewals(_ key: StoreKey) throws {
-        _ = try withOpened { opened in
+    public func clearUnexplainedRenewals(_ key: StoreKey) async throws {
+        _ = try await ifOpen { opened in
             try opened.connection.query("DELETE FROM renewals WHERE id = ?1", [.text(key.id)])
         }
     }

@@ -167,7 +167,7 @@ public struct TokenEndpointClient: Sendable {
             attemptRequest.timeout = .milliseconds(Int64(max(1, remaining * 1000)))
             var retryAfter: Duration?
             do {
-                let response = try await transport.send(attemptRequest)
+                let response = try await transport.send(collecting: attemptRequest)
                 switch TokenResponseParser.classify(response) {
                 case .success(let token):
                     return token

@@ -8,7 +8,7 @@ extension TokenManager {
     /// concurrent 401s on the same token cause one renewal. Throws ``AuthError/excessiveRenewals``
     /// (and emits `auth-failed`) when such renewals exceed the limit in the window; renewals then
     /// stay paused until the window passes or ``invalidate(environment:profile:)`` is called.
-    public func invalidate(_ key: SessionKey, stamp: CredentialStamp) throws(AuthError) {
+    public func invalidate(_ key: SessionKey, stamp: CredentialStamp) async throws(AuthError) {
         guard let session = sessions[key], let token = session.token, token.version == stamp.value,
             !session.invalidated
         else { return }
@@ -25,18 +25,21 @@ extension TokenManager {
                 // stored token: other processes' 401s on the same token cause no renewal of their own.
                 var first = true
                 if let revision = session.revision {
-                    first = try store.recordInvalidation(storeKey, revision: revision)
+                    first = try await store.recordInvalidation(storeKey, revision: revision)
                 }
                 if first {
                     earlier = max(
-                        earlier, try store.recordUnexplainedRenewal(storeKey, at: now, window: Self.renewalWindow))
+                        earlier, try await store.recordUnexplainedRenewal(storeKey, at: now, window: Self.renewalWindow)
+                    )
                 }
             } catch {
                 log.warn("the invalidation of \(key) could not be recorded in the store: \(error)")
             }
         }
         guard earlier < Self.renewalLimit else {
-            session.blockedUntil = session.unexplained[0].addingTimeInterval(Self.renewalWindow)
+            // The window started with the oldest renewal known here (none, when all were counted in
+            // other processes, or a `token-invalidate` cleared them during the store's await).
+            session.blockedUntil = (session.unexplained.first ?? now).addingTimeInterval(Self.renewalWindow)
             let error = AuthError.excessiveRenewals
             session.lastError = error
             log.warn("token renewals paused for \(key): \(error.description)")
@@ -49,26 +52,29 @@ extension TokenManager {
 
     /// Expires the access tokens of the matching sessions (every session when both are nil; every
     /// profile of `environment` when only `profile` is nil) so the next use renews them; refresh
-    /// state is kept, and excessive-renewal pauses are cleared. Returns how many sessions held a
-    /// token that is now invalidated.
+    /// state is kept, and excessive-renewal pauses are cleared. The invalidation is recorded in the
+    /// store, whether or not this process used the session yet (every process sharing the store
+    /// renews). Returns how many sessions held a token (here or in the store) that is now
+    /// invalidated.
     @discardableResult
-    public func invalidate(environment: String? = nil, profile: String? = nil) -> Int {
+    public func invalidate(environment: String? = nil, profile: String? = nil) async -> Int {
         var count = 0
         for session in sessions.values where matches(session.key, environment: environment, profile: profile) {
             session.unexplained.removeAll()
             session.blockedUntil = nil
-            if let storeKey = session.storeKey {
-                do {
-                    try store.clearUnexplainedRenewals(storeKey)
-                    if session.token != nil { try store.recordInvalidation(storeKey, revision: nil) }
-                } catch {
-                    log.warn("the invalidation of \(session.key) could not be recorded in the store: \(error)")
-                }
+            var recorded = false
+            do {
+                let storeKey = try await self.storeKey(of: session)
+                try await store.open()
+                try await store.clearUnexplainedRenewals(storeKey)
+                recorded = try await store.recordInvalidation(storeKey, revision: nil)
+            } catch {
+                log.warn("the invalidation of \(session.key) could not be recorded in the store: \(error)")
             }
             if session.token != nil {
                 session.invalidated = true
-                count += 1
             }
+            if session.token != nil || recorded { count += 1 }
         }
         return count
     }
@@ -94,7 +100,7 @@ extension TokenManager {
             Self.digest(token.accessToken) == Self.digest(accessToken)
         else { return false }
         do {
-            _ = try store.recordInvalidation(storeKey, revision: session.revision)
+            _ = try await store.recordInvalidation(storeKey, revision: session.revision)
         } catch {
             throw .storage("the rejected token could not be invalidated in the store")
         }
@@ -146,7 +152,7 @@ extension TokenManager {
                 }
             }
             do {
-                try await store.remove(storeKey)
+                try await store.logOut(storeKey)
             } catch {
                 failure = .storage("the session could not be removed from the store")
             }

@@ -78,7 +78,7 @@ extension TokenManager {
             if flight.isRenewal { session.counters.renewals += 1 } else { session.counters.acquisitions += 1 }
             answer = .success(token)
         case .failure(let error):
-            if error != .cancelled { session.lastError = error }
+            if error != .cancelled, error != .loggedOut { session.lastError = error }
             if flight.isRenewal && error.isRefusal {
                 log.warn("token renewal refused for \(session.key): \(error.description)")
                 emit(.authFailed(AuthFailure(key: session.key, error: error)))
@@ -117,6 +117,10 @@ extension TokenManager {
         defer { store.releaseLease(lease) }
         if let afterLease { await afterLease() }
         try Task.checkCancellation()
+        // Read under the lease, before the store: a logout in any process after this (it bumps the
+        // epoch) makes the commit write nothing.
+        let logoutEpoch = try await readLogoutEpoch(storeKey)
+        guard session.generation == flight.generation else { throw AuthError.loggedOut }
         try await reload(session, storeKey)
         if let token = usableToken(session, now: clock.now, minimumValidity: flight.minimumValidity) {
             return .stored(token)
@@ -194,10 +198,29 @@ extension TokenManager {
             response = try await endpointClient.send(request, deadline: flight.deadline, beforeFirstSend: beforeSend)
         }
         guard session.generation == flight.generation else {
-            throw AuthError.cancelled  // logged out meanwhile: commit nothing
+            // Logged out meanwhile: commit nothing, and revoke what the server just issued.
+            await revokeAtServers([
+                TokenRevocation(
+                    key: key, configuration: configuration, refreshToken: response.refreshToken,
+                    accessToken: response.accessToken)
+            ])
+            throw AuthError.loggedOut
         }
         return .obtained(
-            try await commit(response, previousRefreshToken: usedRefreshToken, session: session, storeKey: storeKey))
+            try await commit(
+                response, previousRefreshToken: usedRefreshToken, session: session, storeKey: storeKey,
+                logoutEpoch: logoutEpoch, generation: flight.generation))
+    }
+
+    /// The session's logout epoch in the store (see ``TokenStore/logoutEpoch(_:)``).
+    func readLogoutEpoch(_ storeKey: StoreKey) async throws -> Int64 {
+        do {
+            return try await store.logoutEpoch(storeKey)
+        } catch let error as AuthError {
+            throw error
+        } catch {
+            throw AuthError.storage("the token store could not be read")
+        }
     }
 
     /// How much longer than its flight's own bound a renewal lease lasts: a holder that dies
@@ -244,8 +267,13 @@ extension TokenManager {
     /// Builds the token, commits it (with the rotated or kept refresh token) to the store, and only
     /// then makes it the session's refresh state. A store failure fails the renewal but keeps the
     /// rotated refresh token in memory (the old one is already spent at the server).
+    ///
+    /// A logout since `logoutEpoch` (in any process: the store refuses the save) or since
+    /// `generation` (in this one, while the save was under way) wins: nothing of the response is
+    /// kept, its tokens are revoked, and the caller gets ``AuthError/loggedOut``.
     func commit(
-        _ response: TokenResponse, previousRefreshToken: String?, session: Session, storeKey: StoreKey
+        _ response: TokenResponse, previousRefreshToken: String?, session: Session, storeKey: StoreKey,
+        logoutEpoch: Int64?, generation: UInt64
     ) async throws -> Token {
         let now = clock.now
         let refreshToken = response.refreshToken ?? previousRefreshToken
@@ -256,17 +284,44 @@ extension TokenManager {
         let stored = StoredTokens(
             accessToken: token.accessToken, tokenType: token.tokenType, receivedAt: now, expiresAt: token.expiresAt,
             refreshToken: refreshToken, scope: token.scope)
+        let revision: Int64?
         do {
-            session.revision = try await store.save(stored, for: storeKey)
+            revision = try await store.save(stored, for: storeKey, logoutEpoch: logoutEpoch)
         } catch {
+            guard session.generation == generation else { throw AuthError.loggedOut }
             session.refreshToken = refreshToken
             session.token = nil
             session.revision = nil
             throw AuthError.storage("the new tokens could not be committed")
         }
+        // Re-checked after the save's await: a logout in this process landing during the save is
+        // not undone (its own store removal, before or after this save, leaves the store empty).
+        guard let revision, session.generation == generation else {
+            if revision == nil, session.generation == generation {
+                log.info("\(session.key) was logged out in another process; the new tokens are not kept")
+                forgetTokens(session)
+            }
+            await revokeAtServers([
+                TokenRevocation(
+                    key: session.key, configuration: session.configuration, refreshToken: response.refreshToken,
+                    accessToken: response.accessToken)
+            ])
+            throw AuthError.loggedOut
+        }
+        session.revision = revision
         session.refreshToken = refreshToken
         session.tokenFromStore = false
         return token
+    }
+
+    /// Drops every token the session holds in memory (the store no longer has it).
+    func forgetTokens(_ session: Session) {
+        session.token = nil
+        session.refreshToken = nil
+        session.revision = nil
+        session.tokenFromStore = false
+        session.invalidated = false
+        session.identity = nil
     }
 
     /// Forgets a refused refresh token (memory and store), unless another one replaced it.

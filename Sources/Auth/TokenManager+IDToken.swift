@@ -21,7 +21,7 @@ extension TokenManager {
             method: "GET", url: uri, headers: headers, timeout: .milliseconds(Int64(max(1, remaining * 1000))))
         let response: HTTPResponse
         do {
-            response = try await traffic(for: key).endpoint.transport.send(request)
+            response = try await traffic(for: key).endpoint.transport.send(collecting: request)
         } catch let error as HTTPError {
             if case .cancelled = error { throw CancellationError() }
             throw AuthError.transport("the JWKS could not be fetched")

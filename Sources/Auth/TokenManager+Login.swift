@@ -75,6 +75,9 @@ extension TokenManager {
         /// Set once a token request that may redeem the grant went out: from then on the login runs to
         /// completion and commits, whoever left.
         var sent = false
+        /// The session's logout epoch in the store, read under the login lease (a logout in any
+        /// process after it makes the commit write nothing).
+        var logoutEpoch: Int64?
         var task: Task<Void, Never>?
 
         init(id: UInt64, deadline: Date, generation: UInt64) {
@@ -210,7 +213,7 @@ extension TokenManager {
         session.login = nil
         if case .failure(let error) = result {
             session.failedLogins.append(clock.now)
-            if error != .cancelled { session.lastError = error }
+            if error != .cancelled, error != .loggedOut { session.lastError = error }
             log.info("login for \(session.key) failed: \(error.description)")
         }
         let waiters = flight.waiters
@@ -242,6 +245,7 @@ extension TokenManager {
             expiresAt: flight.deadline.addingTimeInterval(configuration.acquisitionTimeout.timeInterval))
         defer { store.releaseLease(lease) }
         try Task.checkCancellation()
+        flight.logoutEpoch = try await readLogoutEpoch(storeKey)
         try await reload(session, storeKey)
         if !hadToken, session.generation == flight.generation, let token = usableToken(session, now: clock.now) {
             session.interactionRequired = false
@@ -465,11 +469,13 @@ extension TokenManager {
                 response.idToken, key: session.key, configuration: configuration, metadata: metadata, nonce: nonce,
                 keys: keys)
         }
-        guard session.generation == flight.generation, sessions[session.key] === session else {
-            throw AuthError.cancelled  // logged out or removed meanwhile: commit nothing
+        guard sessions[session.key] === session else {
+            throw AuthError.cancelled  // removed meanwhile: commit nothing
         }
+        guard session.generation == flight.generation else { throw AuthError.loggedOut }
         let token = try await commit(
-            response, previousRefreshToken: nil, session: session, storeKey: storeKey(session))
+            response, previousRefreshToken: nil, session: session, storeKey: storeKey(session),
+            logoutEpoch: flight.logoutEpoch, generation: flight.generation)
         session.token = token
         session.loaded = true
         session.invalidated = false

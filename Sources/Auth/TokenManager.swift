@@ -314,4 +314,13 @@ extension TokenManager {
         let traffic = transports.mapValues(makeTraffic)
         environmentTraffic.withLock { $0.merge(traffic) { _, new in new } }
     }
+
+    /// Forgets the token traffic of every environment not named in `environments` (a reload
+    /// removed them and nothing uses them any more).
+    public nonisolated func dropTransports(except environments: Set<String>) {
+        environmentTraffic.withLock { traffic in traffic = traffic.filter { environments.contains($0.key) } }
+    }
+
+    /// The environments whose token traffic has a transport of its own (tests).
+    nonisolated var trafficEnvironments: Set<String> { Set(environmentTraffic.withLock { $0.keys }) }
 }

@@ -139,7 +139,7 @@ public struct StoreLease: Sendable, Hashable {
 /// holder (across every process sharing the store) the right to renew (or log in) a session; it
 /// is taken and released in short transactions, never held open across a network call, and a
 /// lease whose holder died or whose lifetime passed is taken over. Implementations must be safe
-/// to call concurrently. The synchronous members are cheap (no network, a bounded lock wait).
+/// to call concurrently. The synchronous members (`changedElsewhere`, `releaseLease`) must not block.
 public protocol TokenStore: Sendable {
     /// What `status` shows about the store.
     var info: TokenStoreInfo { get }
@@ -148,20 +148,28 @@ public protocol TokenStore: Sendable {
     func open() async throws
     /// The session's entry, if any.
     func load(_ key: StoreKey) async throws -> StoredTokens?
-    /// Replaces the session's entry atomically (clearing a recorded invalidation); returns its
-    /// new revision.
-    @discardableResult
-    func save(_ tokens: StoredTokens, for key: StoreKey) async throws -> Int64
+    /// Replaces the session's entry atomically (clearing a recorded invalidation) and returns its
+    /// new revision; with `logoutEpoch`, only if the session was not logged out since that epoch
+    /// (``logoutEpoch(_:)``), checked in the same transaction: `nil` then, and nothing is written
+    /// (a renewal finishing after a `logout` in any process never brings the session back).
+    func save(_ tokens: StoredTokens, for key: StoreKey, logoutEpoch: Int64?) async throws -> Int64?
     /// Removes the session's entry (everywhere: every process sharing the store sees it gone).
     func remove(_ key: StoreKey) async throws
+    /// How many times the session was logged out (`0`: never); read before a renewal and passed
+    /// to ``save(_:for:logoutEpoch:)``.
+    func logoutEpoch(_ key: StoreKey) async throws -> Int64
+    /// Logs the session out everywhere: removes its entry and renewal counts and bumps its logout
+    /// epoch in one transaction, so that a renewal already under way elsewhere commits nothing.
+    func logOut(_ key: StoreKey) async throws
     /// Records that the session's access token must be renewed; with `revision`, only while the
     /// stored entry is still that revision and not invalidated yet (a 401 on a token another
     /// process already replaced or invalidated changes nothing). Returns whether it changed the
     /// entry.
     @discardableResult
-    func recordInvalidation(_ key: StoreKey, revision: Int64?) throws -> Bool
+    func recordInvalidation(_ key: StoreKey, revision: Int64?) async throws -> Bool
     /// Whether another process changed the store since the last call (SQLite: one
-    /// `PRAGMA data_version`). `false` for a store no other process shares.
+    /// `PRAGMA data_version`). `false` for a store no other process shares. Must never wait (it is
+    /// on every request's path): when it cannot tell at once, `true`.
     func changedElsewhere() -> Bool
     /// Takes the session's lease, waiting (without spinning) while another live holder has it,
     /// until `deadline` (then ``AuthError/timeout``). The lease lapses by itself at `expiresAt`
@@ -176,14 +184,24 @@ public protocol TokenStore: Sendable {
     func markSeedSpent(_ fingerprint: String) async throws
     /// Records an unexplained renewal (a 401 recovery) at `date` and returns how many the session
     /// had within `window` before it, across processes (not counting this one).
-    func recordUnexplainedRenewal(_ key: StoreKey, at date: Date, window: TimeInterval) throws -> Int
+    func recordUnexplainedRenewal(_ key: StoreKey, at date: Date, window: TimeInterval) async throws -> Int
     /// Forgets the session's unexplained renewals (`token-invalidate`).
-    func clearUnexplainedRenewals(_ key: StoreKey) throws
+    func clearUnexplainedRenewals(_ key: StoreKey) async throws
 }
 
 extension TokenStore {
     /// Nothing to open.
     public func open() async throws {}
+
+    /// Replaces the session's entry atomically, whatever happened to it before; returns its new
+    /// revision.
+    @discardableResult
+    public func save(_ tokens: StoredTokens, for key: StoreKey) async throws -> Int64 {
+        guard let revision = try await save(tokens, for: key, logoutEpoch: nil) else {
+            throw AuthError.storage("the store refused an unconditional save")
+        }
+        return revision
+    }
 
     /// Runs `body` holding the session's lease (see ``acquireLease(_:purpose:deadline:expiresAt:)``):
     /// waits for it until `deadline`, holds it for at most `lifetime` (choose one longer than
@@ -210,6 +228,7 @@ public final class InMemoryTokenStore: TokenStore {
         var lastOwner: Int64 = 0
         var spentSeeds: Set<String> = []
         var unexplained: [StoreKey: [Date]] = [:]
+        var logouts: [StoreKey: Int64] = [:]
     }
 
     private let state = Mutex(State())
@@ -221,9 +240,9 @@ public final class InMemoryTokenStore: TokenStore {
 
     public func load(_ key: StoreKey) async throws -> StoredTokens? { state.withLock { $0.entries[key] } }
 
-    @discardableResult
-    public func save(_ tokens: StoredTokens, for key: StoreKey) async throws -> Int64 {
+    public func save(_ tokens: StoredTokens, for key: StoreKey, logoutEpoch: Int64?) async throws -> Int64? {
         state.withLock { state in
+            if let logoutEpoch, state.logouts[key, default: 0] != logoutEpoch { return nil }
             var entry = tokens
             entry.revision = (state.entries[key]?.revision ?? 0) + 1
             entry.invalidated = false
@@ -233,6 +252,16 @@ public final class InMemoryTokenStore: TokenStore {
     }
 
     public func remove(_ key: StoreKey) async throws { state.withLock { $0.entries[key] = nil } }
+
+    public func logoutEpoch(_ key: StoreKey) async throws -> Int64 { state.withLock { $0.logouts[key, default: 0] } }
+
+    public func logOut(_ key: StoreKey) async throws {
+        state.withLock { state in
+            state.entries[key] = nil
+            state.unexplained[key] = nil
+            state.logouts[key, default: 0] += 1
+        }
+    }
 
     @discardableResult
     public func recordInvalidation(_ key: StoreKey, revision: Int64?) throws -> Bool {

@@ -140,6 +140,14 @@ public struct SecretSource: Sendable, CustomStringConvertible, CustomDebugString
         guard !value.isEmpty else {
             throw SecretError(location: location, message: "the secret from \(originDescription) is empty")
         }
+        guard !value.utf8.contains(where: { $0 == 0x0A || $0 == 0x0D || $0 == 0x00 }) else {
+            // It would end a header line (or a C string) on the wire: refused here, by its key,
+            // rather than as a request error later.
+            throw SecretError(
+                location: location,
+                message: "the secret '\(keyPath)' from \(originDescription) contains a line break (CR or LF) or a "
+                    + "NUL byte; such a value cannot be sent in a header and is refused")
+        }
         guard value.utf8.count >= Redactor.minimumSecretLength else {
             // The redactor cannot mask a value this short without destroying every log line.
             throw SecretError(

@@ -9,32 +9,25 @@ import Logging
 /// all the work, so cancelling it (or dropping the iterator) cancels the transfer, the credential wait or the backoff
 /// sleep in flight, and the sequence ends quietly (no `closed`: the caller announces its own).
 ///
-/// Each connection sends `GET` with `Accept: text/event-stream`, `Cache-Control: no-cache`, `Last-Event-ID` (the last
-/// event ID in effect, when there is one) and fresh credentials. Outcomes:
-/// - `200 text/event-stream`: `open`, then the events; the auth-recovery budget is restored.
-/// - `200` with another content type, other `2xx`, `3xx`, `4xx` other than 401/408/429: `closed` (`protocol`,
-///   `http_status`). `204`: `closed {status: 204}` with no error, never reconnected.
-/// - `401` with a Bearer `error="invalid_token"` challenge, renewable credentials and the budget available: the budget
-///   is spent, the credential invalidated, `reconnecting {retryInMs: 0}` and an immediate reconnect. Any other `401`:
-///   `closed {status: 401, error: auth}`.
-/// - `5xx`, `408`, `429` (`Retry-After` seconds as the minimum delay), connect and transport errors, drops, idle
-///   stalls, a clean end of the body, and a line or event over the parser's bounds (kind `protocol`: the rest of that
-///   connection's stream cannot be trusted, a new connection resumes after the last dispatched event): `reconnecting`
-///   with the backoff of ``EventStreamReconnectPolicy``, then `connecting`.
-/// - a credential error: `closed` with the error's ``EventSourceErrorKind/wireKind``, else `auth`.
-/// - an error no reconnect can cure: `closed` with its kind — an unusable URL or header
-///   (`invalid_params`), a TLS certificate or handshake failure (`transport`).
+/// Each connection is one streamed request through ``transport`` — in the relay an ``HTTPClient`` whose middlewares
+/// (environment headers, origin policy, credentials with the subscription's auth-recovery budget, logging) are the ones
+/// `request` uses — sending `GET` with `Accept: text/event-stream`, `Cache-Control: no-cache` and `Last-Event-ID` (the
+/// last event ID in effect, when there is one). The event source does only the SSE work: it drives the connection and
+/// the parser (``ServerSentEventParser``) and feeds what happened to ``EventStreamStateMachine``, which decides what
+/// each response, failure and end of body means (open, reconnect with backoff, close; SPEC §5.5) and is documented
+/// there. Errors of the pipeline that are not the connection's (a credential that cannot be had) close the
+/// subscription with ``EventSourceConfiguration/describeFailure``'s kind.
 public struct EventSource: AsyncSequence, Sendable {
     public typealias Element = EventSourceUpdate
     public typealias Failure = Never
 
-    /// The transport connections are made with.
-    public let transport: any HTTPStreamingTransport
+    /// The pipeline connections are made through.
+    public let transport: any HTTPTransport
     /// The subscription's settings.
     public let configuration: EventSourceConfiguration
 
     /// Creates a subscription; nothing happens until it is iterated. Each iteration is an independent subscription.
-    public init(transport: any HTTPStreamingTransport, configuration: EventSourceConfiguration) {
+    public init(transport: any HTTPTransport, configuration: EventSourceConfiguration) {
         self.transport = transport
         self.configuration = configuration
     }
@@ -48,81 +41,73 @@ public struct EventSource: AsyncSequence, Sendable {
         public typealias Element = EventSourceUpdate
         public typealias Failure = Never
 
-        /// Where the subscription is.
+        /// What the driver does next (the decisions are ``EventStreamStateMachine``'s).
         enum Phase {
-            /// Make connection number `attempt` next (after announcing `connecting`).
-            case connect(attempt: Int)
+            /// Ask the machine to start.
+            case start
             /// `connecting` was announced: connect now.
-            case connecting(attempt: Int)
+            case connect
             /// Reading the body of an open connection.
             case streaming(HTTPByteStream.AsyncIterator)
-            /// `reconnecting` was announced: wait, then connect.
-            case waiting(attempt: Int, delayMilliseconds: Int)
             /// The body iterator is on loan to ``read(_:)``.
             case reading
+            /// `reconnecting` was announced: wait, then connect.
+            case waiting(milliseconds: Int)
             /// Done: `closed` was handed out or the consumer was cancelled.
             case finished
         }
 
-        let transport: any HTTPStreamingTransport
+        let transport: any HTTPTransport
         let configuration: EventSourceConfiguration
-        var phase: Phase = .connect(attempt: 0)
+        var phase: Phase = .start
         var parser: ServerSentEventParser
-        var policy: EventStreamReconnectPolicy
-        var budget = EventStreamAuthRecoveryBudget()
-        /// Reconnects announced since the last connection that delivered an event (the announced `attempt`).
-        var reconnects = 0
-        /// Whether the current connection delivered an event.
-        var delivered = false
+        var machine: EventStreamStateMachine
         /// The events of the last chunk not yet handed out, from ``nextEvent``. Reused, so no allocation per chunk.
         var events: [ServerSentEvent] = []
         var nextEvent = 0
-        /// A state change to hand out before anything else (the `connecting` that follows `reconnecting`).
-        var pendingState: SubscriptionStateChange?
+        /// State changes to hand out before anything else, in order (the machine's announcements; a reconnect decided
+        /// after events of the same chunk waits behind them).
+        var pendingStates: [SubscriptionStateChange] = []
 
-        init(transport: any HTTPStreamingTransport, configuration: EventSourceConfiguration) {
+        init(transport: any HTTPTransport, configuration: EventSourceConfiguration) {
             self.transport = transport
             self.configuration = configuration
             parser = ServerSentEventParser(
                 lastEventID: configuration.lastEventID, maxLineLength: configuration.maxLineLength,
                 maxEventSize: configuration.maxEventSize)
-            policy = EventStreamReconnectPolicy(capMilliseconds: configuration.maxBackoffMilliseconds)
+            machine = EventStreamStateMachine(
+                policy: EventStreamReconnectPolicy(capMilliseconds: configuration.maxBackoffMilliseconds))
         }
 
         /// The next update; `nil` after `closed` or once the consuming task was cancelled.
         public mutating func next() async -> EventSourceUpdate? {
             while true {
                 if Task.isCancelled { return end() }
-                if let state = pendingState {
-                    pendingState = nil
-                    return .state(state)
-                }
                 if nextEvent < events.count {
                     let event = events[nextEvent]
                     nextEvent += 1
                     return .event(event)
                 }
+                if !pendingStates.isEmpty { return .state(pendingStates.removeFirst()) }
                 switch phase {
                 case .finished, .reading:
                     return nil
-                case .connect(let attempt):
-                    phase = .connecting(attempt: attempt)
-                    return .state(SubscriptionStateChange(state: .connecting, attempt: attempt))
-                case .connecting:
-                    if let update = await connect() { return update }
+                case .start:
+                    apply(machine.start())
+                case .connect:
+                    await connect()
                 case .streaming(var body):
                     phase = .reading  // the iterator is moved out while reading; put back below
-                    let update = await read(&body)
+                    await read(&body)
                     if case .reading = phase { phase = .streaming(body) }
-                    if let update { return update }
-                case .waiting(let attempt, let delay):
+                case .waiting(let delay):
                     do {
                         try await configuration.sleep(.milliseconds(delay))
                     } catch {
                         return end()
                     }
                     if Task.isCancelled { return end() }
-                    phase = .connect(attempt: attempt)
+                    apply(machine.waited())
                 }
             }
         }
@@ -131,44 +116,38 @@ public struct EventSource: AsyncSequence, Sendable {
         mutating func end() -> EventSourceUpdate? {
             phase = .finished
             events.removeAll(keepingCapacity: false)
+            pendingStates.removeAll()
             return nil
         }
 
-        /// Ends with `closed`.
-        mutating func close(status: Int? = nil, kind: String? = nil, message: String = "") -> EventSourceUpdate {
-            phase = .finished
-            let failure = kind.map { EventSourceFailure(kind: $0, message: message) }
-            Logger.shared.debug(
-                "event stream closed", [("status", status.map(String.init) ?? "-"), ("kind", kind ?? "-")])
-            return .state(SubscriptionStateChange(state: .closed, status: status, error: failure))
-        }
-
-        /// Announces a reconnect after the backoff delay (at least `minimumDelay` ms).
-        mutating func reconnect(status: Int? = nil, kind: String?, message: String, minimumDelay: Int = 0)
-            -> EventSourceUpdate
-        {
-            parser.finish()
-            if delivered {
-                policy.connectionDeliveredEvent()
-                reconnects = 0
-                delivered = false
+        /// Does what the machine decided: queues its announcements and moves to its next step; `response` (the one
+        /// at hand) is read on `readBody` and dropped otherwise.
+        mutating func apply(_ transition: EventStreamStateMachine.Transition, response: HTTPStreamingResponse? = nil) {
+            pendingStates += transition.announce
+            for change in transition.announce where change.state == .closed || change.state == .reconnecting {
+                Logger.shared.debug(
+                    change.state == .closed ? "event stream closed" : "event stream reconnecting",
+                    [
+                        ("attempt", change.attempt.map(String.init) ?? "-"),
+                        ("delayMs", change.retryInMs.map(String.init) ?? "-"),
+                        ("status", change.status.map(String.init) ?? "-"), ("kind", change.error?.kind ?? "-"),
+                    ])
             }
-            if let retry = parser.retry, retry != policy.serverRetryMilliseconds {
-                policy.serverRequestedRetry(milliseconds: retry)
+            switch transition.next {
+            case .connect:
+                phase = .connect
+            case .readBody:
+                if let response {
+                    phase = .streaming(response.body.makeAsyncIterator())
+                    return
+                }
+            case .wait(let milliseconds):
+                parser.finish()
+                phase = .waiting(milliseconds: milliseconds)
+            case .finish:
+                phase = .finished
             }
-            var random = SystemRandomNumberGenerator()
-            let step = policy.nextAttempt(using: &random)
-            let delay = Swift.max(
-                minimumDelay, policy.delayMilliseconds(forAttempt: step.attempt, jitter: configuration.jitter()))
-            reconnects += 1
-            phase = .waiting(attempt: reconnects, delayMilliseconds: delay)
-            let failure = kind.map { EventSourceFailure(kind: $0, message: message) }
-            Logger.shared.debug(
-                "event stream reconnecting",
-                [("attempt", String(reconnects)), ("delayMs", String(delay)), ("kind", kind ?? "-")])
-            return .state(
-                SubscriptionStateChange(
-                    state: .reconnecting, attempt: reconnects, retryInMs: delay, status: status, error: failure))
+            response?.cancel()
         }
 
         /// The request of the next connection, without credentials.
@@ -177,6 +156,8 @@ public struct EventSource: AsyncSequence, Sendable {
             request.method = "GET"
             request.body = nil
             request.timeout = nil
+            request.deadline = nil
+            request.delivery = .streamed(idleTimeout: configuration.idleTimeout)
             if let connectTimeout = configuration.connectTimeout { request.connectTimeout = connectTimeout }
             request.headers.set(name: "Accept", value: "text/event-stream")
             request.headers.set(name: "Cache-Control", value: "no-cache")

@@ -11,10 +11,10 @@ public struct EventSourceConfiguration: Sendable {
     public var request: HTTPRequest
     /// The last event ID to resume from (sent as `Last-Event-ID` on the first connection). `nil` or empty: none.
     public var lastEventID: String?
-    /// Where credentials come from, applied before every connection; `nil`: unauthenticated. The caller decides
-    /// whether the URL's origin may receive them. Its `apply` must honour task cancellation (so that cancelling the
-    /// subscription cancels a pending token acquisition).
-    public var credentials: (any CredentialSource)?
+    /// The `{kind, message}` a subscription closes with when the pipeline throws an error that is not the
+    /// connection's (a middleware's: a credential that cannot be had). The relay passes its one error mapping; the
+    /// default takes a ``KindedError``'s or ``EventSourceErrorKind``'s kind, else `auth`, and the redacted description.
+    public var describeFailure: @Sendable (any Error) -> EventSourceFailure
     /// No byte for this long while we are not pausing the transfer: the connection is treated as dropped. `nil`: the
     /// transport's default.
     public var idleTimeout: Duration?
@@ -36,7 +36,7 @@ public struct EventSourceConfiguration: Sendable {
     public init(
         request: HTTPRequest,
         lastEventID: String? = nil,
-        credentials: (any CredentialSource)? = nil,
+        describeFailure: @escaping @Sendable (any Error) -> EventSourceFailure = EventSourceFailure.describing,
         idleTimeout: Duration? = defaultIdleTimeout,
         maxBackoff: Duration = defaultMaxBackoff,
         connectTimeout: Duration? = nil,
@@ -47,7 +47,7 @@ public struct EventSourceConfiguration: Sendable {
     ) {
         self.request = request
         self.lastEventID = lastEventID
-        self.credentials = credentials
+        self.describeFailure = describeFailure
         self.idleTimeout = idleTimeout
         self.maxBackoff = maxBackoff
         self.connectTimeout = connectTimeout

@@ -1,3 +1,6 @@
+import ErrorKinds
+import Logging
+
 /// What an ``EventSource`` yields: a change of the subscription's state, or one event of the stream.
 public enum EventSourceUpdate: Sendable, Hashable {
     /// The subscription changed state (SPEC `subscription-state` notification).
@@ -72,21 +75,29 @@ public struct EventSourceFailure: Sendable, Hashable, CustomStringConvertible {
     public var description: String { "\(kind): \(message)" }
 
     /// The credentials were refused or could not be had.
-    public static let auth = "auth"
+    public static let auth = ErrorKind.auth.rawValue
     /// The connection failed (DNS, TCP, TLS, dropped mid-stream).
-    public static let transport = "transport"
+    public static let transport = ErrorKind.transport.rawValue
     /// The connect timeout or the idle timeout ran out.
-    public static let timeout = "timeout"
+    public static let timeout = ErrorKind.timeout.rawValue
     /// The server answered a status that is not a stream.
-    public static let httpStatus = "http_status"
+    public static let httpStatus = ErrorKind.httpStatus.rawValue
     /// The response was not a valid event stream (content type, line or event too large).
-    public static let `protocol` = "protocol"
+    public static let `protocol` = ErrorKind.protocol.rawValue
     /// The request cannot be sent as built (URL or header refused): the wire kind of -32602.
-    public static let invalidRequest = "invalid_params"
+    public static let invalidRequest = ErrorKind.invalidParams.rawValue
+
+    /// The failure an error of the pipeline that is not the connection's stands for: its ``KindedError`` or
+    /// ``EventSourceErrorKind`` kind, else `auth`; its description, redacted, as the message.
+    @Sendable public static func describing(_ error: any Error) -> EventSourceFailure {
+        let kind =
+            (error as? any KindedError)?.errorKind.rawValue ?? (error as? any EventSourceErrorKind)?.wireKind ?? auth
+        return EventSourceFailure(kind: kind, message: Redactor.shared.redact(String(describing: error)))
+    }
 }
 
 /// An error that knows its wire `kind` (for example the token manager's `AuthError` says `interaction_required`).
-/// When a ``CredentialSource`` throws such an error, the subscription closes with that kind instead of `auth`; its
+/// When a middleware (the credentials one) throws such an error, the subscription closes with that kind instead of `auth`; its
 /// `description` becomes the message, so it must be redacted.
 public protocol EventSourceErrorKind: Error {
     /// The stable kind string of the SPEC's error `data.kind`.

@@ -71,9 +71,16 @@ public struct EventStreamReconnectPolicy: Sendable, Hashable {
     public mutating func nextAttempt(
         using random: inout some RandomNumberGenerator
     ) -> (attempt: Int, delayMilliseconds: Int) {
-        if attempt < Int.max { attempt += 1 }
+        let attempt = countAttempt()
         let unit = Double.random(in: 0..<1, using: &random)
         return (attempt, delayMilliseconds(forAttempt: attempt, jitter: unit))
+    }
+
+    /// Counts the next reconnection attempt and returns its number (1 for the first); its delay is
+    /// ``delayMilliseconds(forAttempt:jitter:)`` with jitter drawn by the caller.
+    public mutating func countAttempt() -> Int {
+        if attempt < Int.max { attempt += 1 }
+        return attempt
     }
 
     /// The nominal delay of attempt `attempt` (≥ 1; smaller counts as 1), before jitter, in milliseconds.

@@ -70,6 +70,11 @@ public struct HTTPRequest: Sendable {
     /// An absolute bound for everything done for this request (credentials, replays and the
     /// transfer): each step gets only the time left. `nil`: only `timeout` applies.
     public var deadline: ContinuousClock.Instant?
+    /// Whether the body is collected or streamed.
+    public var delivery: HTTPResponseDelivery = .buffered
+    /// Told when a middleware replays this request in answer to a response (an event stream
+    /// announces that reconnect); `nil`: nobody listens.
+    public var replayObserver: (@Sendable (HTTPReplayEvent) -> Void)?
 
     /// The bound for a transfer starting `now`: the smaller of `timeout` and the time left until
     /// `deadline` (at least one millisecond, so an expired deadline times out at once).
@@ -137,41 +142,60 @@ public enum HTTPError: Error, Sendable, Equatable, CustomStringConvertible {
     }
 }
 
-/// Sends one request and returns its response, or throws ``HTTPError``. Implementations follow no redirects, keep no
-/// cookies and add no ambient credentials.
+/// How a transport hands over a response body.
+public enum HTTPResponseDelivery: Sendable, Hashable {
+    /// Collected whole, up to the transport's body limit (past it ``HTTPError/bodyTooLarge(limit:)``);
+    /// the request's `timeout` bounds the exchange. The body comes as one chunk.
+    case buffered
+    /// Handed over as it arrives, with back-pressure: a slow reader pauses the transfer. No total
+    /// timeout, only the connect timeout and `idleTimeout` (no byte for that long while we are
+    /// not pausing: the body throws ``HTTPStreamStalled``); `nil` uses the transport's default.
+    case streamed(idleTimeout: Duration?)
+}
+
+/// What a middleware tells the caller when it answers a response by sending the request again
+/// (``HTTPRequest/replayObserver``).
+public enum HTTPReplayEvent: Sendable, Hashable {
+    /// A middleware is about to act on a response of `status` (for example renew a credential
+    /// after a 401) in order to replay the request; if that fails, its error is the exchange's.
+    case answering(status: Int)
+    /// The request is being sent again in answer to a response of `status`.
+    case replaying(status: Int)
+}
+
+/// Sends one request and returns its response head with the body to read, or throws
+/// ``HTTPError``: the one entry point of the transport and of every client built on it (the
+/// swift-openapi-runtime `ClientTransport` shape). The request's ``HTTPRequest/delivery`` says
+/// whether the body is collected by the transport or streamed. Implementations follow no
+/// redirects, keep no cookies and add no ambient credentials.
 public protocol HTTPTransport: Sendable {
-    func send(_ request: HTTPRequest) async throws -> HTTPResponse
+    func send(_ request: HTTPRequest) async throws -> HTTPStreamingResponse
+}
+
+extension HTTPTransport {
+    /// Sends `request` with its body collected (``HTTPResponseDelivery/buffered``): for callers
+    /// that want the whole response. The transport's body limit applies.
+    public func send(collecting request: HTTPRequest) async throws -> HTTPResponse {
+        var buffered = request
+        buffered.delivery = .buffered
+        return try await send(buffered).collect()
+    }
+
+    /// Sends `request` with its body streamed (``HTTPResponseDelivery/streamed(idleTimeout:)``);
+    /// returns once the response head arrived.
+    public func stream(_ request: HTTPRequest, idleTimeout: Duration? = nil) async throws -> HTTPStreamingResponse {
+        var streamed = request
+        streamed.delivery = .streamed(idleTimeout: idleTimeout)
+        return try await send(streamed)
+    }
 }
 
 /// A step folded around a transport: it may change the request, call `next` (zero, one or more
-/// times) and change the response.
+/// times) and change the response. It applies alike to buffered and streamed requests (a
+/// response it drops without returning must be cancelled: ``HTTPStreamingResponse/cancel()``).
 public protocol HTTPMiddleware: Sendable {
     func intercept(
         _ request: HTTPRequest,
-        next: @Sendable (HTTPRequest) async throws -> HTTPResponse
-    ) async throws -> HTTPResponse
-}
-
-/// Identifies which credential a request was sent with (for example a token's version), so a
-/// 401 can invalidate that credential only if it is still the current one.
-public struct CredentialStamp: Sendable, Hashable {
-    public let value: UInt64
-    public init(_ value: UInt64) { self.value = value }
-}
-
-/// The seam between the transport stack and whatever holds credentials (static secrets, the
-/// token manager). The credentials middleware calls it; the transport knows nothing of tokens.
-public protocol CredentialSource: Sendable {
-    /// Attaches credentials to `request` (a header or a query parameter) and returns which
-    /// credential was used. Throws when no credential can be had (e.g. token acquisition refused).
-    func apply(to request: inout HTTPRequest) async throws -> CredentialStamp
-
-    /// Whether a 401 may be recovered from by renewing this credential (OAuth tokens: yes;
-    /// static secrets: no — renewing would not change them).
-    var isRenewable: Bool { get }
-
-    /// A request signed with `stamp` was rejected with `401 invalid_token`. Drops that credential
-    /// only if it is still the current one, so that many concurrent 401s cause one renewal.
-    /// Throws when renewal is not allowed (for example excessive renewals).
-    func invalidate(stamp: CredentialStamp) async throws
+        next: @Sendable (HTTPRequest) async throws -> HTTPStreamingResponse
+    ) async throws -> HTTPStreamingResponse
 }

@@ -109,7 +109,7 @@ final class FakeTransport: HTTPTransport {
         for continuation in held { continuation.resume() }
     }
 
-    func send(_ request: HTTPRequest) async throws -> HTTPResponse {
+    func send(_ request: HTTPRequest) async throws -> HTTPStreamingResponse {
         let gated = state.withLock { state -> Bool in
             state.requests.append(request)
             return state.gated
@@ -126,7 +126,7 @@ final class FakeTransport: HTTPTransport {
             }
         }
         let next = state.withLock { state in state.queue.isEmpty ? nil : state.queue.removeFirst() }
-        return try (next ?? fallback(request)).get()
+        return HTTPStreamingResponse(try (next ?? fallback(request)).get())
     }
 }
 
@@ -277,12 +277,13 @@ final class FakeStore: TokenStore {
 
     struct SaveFailed: Error {}
 
-    @discardableResult
-    func save(_ tokens: StoredTokens, for key: StoreKey) async throws -> Int64 {
+    func save(_ tokens: StoredTokens, for key: StoreKey, logoutEpoch: Int64?) async throws -> Int64? {
         savesStarted.increment()
         await gate { $0.holdSaves }
-        let revision = state.withLock { state -> Int64? in
+        let logouts = try await shared.logoutEpoch(key)
+        let revision = state.withLock { state -> Int64?? in
             if state.failSaves { return nil }
+            if let logoutEpoch, logoutEpoch != logouts { return .some(nil) }
             var entry = tokens
             entry.revision = (state.entries[key.session]?.revision ?? 0) + 1
             entry.invalidated = false
@@ -295,6 +296,13 @@ final class FakeStore: TokenStore {
     }
 
     func remove(_ key: StoreKey) async throws { state.withLock { $0.entries[key.session] = nil } }
+
+    func logoutEpoch(_ key: StoreKey) async throws -> Int64 { try await shared.logoutEpoch(key) }
+
+    func logOut(_ key: StoreKey) async throws {
+        try await shared.logOut(key)
+        state.withLock { $0.entries[key.session] = nil }
+    }
 
     @discardableResult
     func recordInvalidation(_ key: StoreKey, revision: Int64?) throws -> Bool {

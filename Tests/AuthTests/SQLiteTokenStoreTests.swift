@@ -67,7 +67,45 @@ func expectStoreError(_ text: String, _ body: () async throws -> Void) async {
         try await reader.remove(key)
         #expect(try await writer.load(key) == nil)
         #expect(
-            reader.info == TokenStoreInfo(type: "sqlite", path: directory.database, encrypted: false, schemaVersion: 2))
+            reader.info == TokenStoreInfo(type: "sqlite", path: directory.database, encrypted: false, schemaVersion: 3))
+    }
+
+    @Test func aLogoutInAnotherProcessMakesAPendingSaveWriteNothing() async throws {
+        let directory = try StoreDirectory()
+        let key = StoreKey(session: sessionKey())
+        let renewer = SQLiteTokenStore(path: directory.database)
+        let other = SQLiteTokenStore(path: directory.database)
+        let epoch = try await renewer.logoutEpoch(key)
+        #expect(try await renewer.save(sampleTokens(), for: key, logoutEpoch: epoch) == 1)
+        try await other.logOut(key)
+        #expect(try await renewer.save(sampleTokens(), for: key, logoutEpoch: epoch) == nil)
+        #expect(try await other.load(key) == nil)
+        // A renewal that started after the logout commits as usual.
+        let next = try await renewer.logoutEpoch(key)
+        #expect(next == epoch + 1)
+        #expect(try await renewer.save(sampleTokens(), for: key, logoutEpoch: next) != nil)
+        #expect(try await other.load(key)?.accessToken == "at-canary-1-7d1f")
+    }
+
+    @Test func callersWaitingForAnotherProcessesWriteLockLeaveTheCooperativePoolFree() async throws {
+        let directory = try StoreDirectory()
+        // Generous for a loaded machine; on the cooperative pool the saves would fail one by one
+        // after it instead.
+        let store = SQLiteTokenStore(path: directory.database, busyTimeout: .seconds(10))
+        try await store.open()
+        // Another process holds the write lock: every save waits for it (up to busy_timeout).
+        let other = try SQLiteConnection(path: directory.database, create: false, busyTimeoutMilliseconds: 1000)
+        try other.execute("BEGIN IMMEDIATE")
+        // More waiting callers than the cooperative pool has threads (one per core).
+        let saves = (0..<16).map { index in
+            Task { try await store.save(sampleTokens("\(index)"), for: StoreKey(session: sessionKey("p\(index)"))) }
+        }
+        // Work queued behind them still runs while they wait (it would only run after the busy
+        // timeout if the waits held the pool's threads, and every save would then fail).
+        let probe = Task { (0..<1000).reduce(0, +) }
+        #expect(await probe.value == 499_500)
+        try other.execute("COMMIT")
+        for save in saves { #expect(try await save.value > 0) }
     }
 
     @Test func createsThePrivateDirectoryAndFile() async throws {
@@ -135,7 +173,7 @@ func expectStoreError(_ text: String, _ body: () async throws -> Void) async {
         let connection = try SQLiteConnection(path: directory.database, create: false, busyTimeoutMilliseconds: 1000)
         #expect(try connection.query("SELECT count(*) FROM sessions").first?.first == .integer(1))
         #expect(try connection.query("SELECT count(*) FROM spent_seeds").first?.first == .integer(0))
-        #expect(try SQLiteTokenStore.storedVersion(connection) == 2)
+        #expect(try SQLiteTokenStore.storedVersion(connection) == 3)
     }
 
     @Test func refusesANewerSchemaWithoutTouchingIt() async throws {
@@ -147,7 +185,7 @@ func expectStoreError(_ text: String, _ body: () async throws -> Void) async {
                 path: directory.database, create: false, busyTimeoutMilliseconds: 1000)
             try connection.execute("UPDATE schema_version SET version = 99")
         }
-        await expectStoreError("schema version 99, newer than this tokenrelay knows (2)") {
+        await expectStoreError("schema version 99, newer than this tokenrelay knows (3)") {
             _ = try await SQLiteTokenStore(path: directory.database).load(key)
         }
         let connection = try SQLiteConnection(path: directory.database, create: false, busyTimeoutMilliseconds: 1000)
@@ -280,10 +318,10 @@ func expectStoreError(_ text: String, _ body: () async throws -> Void) async {
         let second = SQLiteTokenStore(path: directory.database)
         let revision = try await first.save(sampleTokens(), for: key)
         _ = try await second.load(key)
-        #expect(try !second.recordInvalidation(key, revision: revision - 1))  // an older token: no effect
+        #expect(try await !second.recordInvalidation(key, revision: revision - 1))  // an older token: no effect
         #expect(try await first.load(key)?.invalidated == false)
-        #expect(try second.recordInvalidation(key, revision: revision))
-        #expect(try !first.recordInvalidation(key, revision: revision), "already invalidated")
+        #expect(try await second.recordInvalidation(key, revision: revision))
+        #expect(try await !first.recordInvalidation(key, revision: revision), "already invalidated")
         #expect(try await first.load(key)?.invalidated == true)
         let next = try await first.save(sampleTokens("2"), for: key)
         #expect(next == revision + 1)
@@ -393,11 +431,11 @@ func expectStoreError(_ text: String, _ body: () async throws -> Void) async {
         try await first.markSeedSpent("f1")
         #expect(try await second.isSeedSpent("f1"))
         let now = Date()
-        #expect(try first.recordUnexplainedRenewal(key, at: now, window: 30) == 0)
-        #expect(try second.recordUnexplainedRenewal(key, at: now.addingTimeInterval(1), window: 30) == 1)
-        #expect(try first.recordUnexplainedRenewal(key, at: now.addingTimeInterval(40), window: 30) == 0)
-        try second.clearUnexplainedRenewals(key)
-        #expect(try first.recordUnexplainedRenewal(key, at: now.addingTimeInterval(41), window: 30) == 0)
+        #expect(try await first.recordUnexplainedRenewal(key, at: now, window: 30) == 0)
+        #expect(try await second.recordUnexplainedRenewal(key, at: now.addingTimeInterval(1), window: 30) == 1)
+        #expect(try await first.recordUnexplainedRenewal(key, at: now.addingTimeInterval(40), window: 30) == 0)
+        try await second.clearUnexplainedRenewals(key)
+        #expect(try await first.recordUnexplainedRenewal(key, at: now.addingTimeInterval(41), window: 30) == 0)
     }
 
     @Test func storeKeysSeparateEverythingThatChangesTheToken() {

@@ -322,7 +322,8 @@ struct TokenManagerConcurrencyTests {
         await h.transport.arrivals.wait(for: 1)
         #expect(try await h.manager.logout() == 1)
         h.transport.release()
-        await #expect(throws: AuthError.cancelled) { try await caller.value }
+        // Kind `logged_out` (was `cancelled`: the caller did not cancel anything; SPEC §4.4).
+        await #expect(throws: AuthError.loggedOut) { try await caller.value }
         #expect(h.store.entry(h.key) == nil)
         #expect(await h.manager.status().first?.state == SessionStatus.State.none)
     }

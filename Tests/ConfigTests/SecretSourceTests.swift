@@ -57,10 +57,15 @@ func resolutionError(_ source: SecretSource) async -> String? {
     }
 
     @Test func fileSourceIsRelativeToTheConfigFolderAndTrimsOneNewline() async throws {
-        let files = InMemoryFileSystem(["/cfg/secrets/token": "file-secret-1\n\n"])
+        let files = InMemoryFileSystem([
+            "/cfg/secrets/token": "file-secret-1\n", "/cfg/secrets/two": "file-secret-2\n\n",
+        ])
         let source = try bearerSource(await decodeConfig(bearerConfig("{ file: secrets/token }"), files: files))
         #expect(source.origin == .file(path: "/cfg/secrets/token"))
-        #expect(try await source.resolve() == "file-secret-1\n")
+        #expect(try await source.resolve() == "file-secret-1")
+        // Only one newline is trimmed: what is left holds a line break, which no secret may.
+        let two = try bearerSource(await decodeConfig(bearerConfig("{ file: secrets/two }"), files: files))
+        #expect(await resolutionError(two)?.contains("contains a line break") == true)
     }
 
     @Test func missingFileFailsAtResolutionAndWarnsAtLoad() async throws {
@@ -224,5 +229,17 @@ func resolutionError(_ source: SecretSource) async -> String? {
         let source = try bearerSource(await decodeConfig(bearerConfig("{ env: FOUR }"), environment: ["FOUR": "w9#q"]))
         #expect(try await source.resolve() == "w9#q")
         #expect(Redactor.shared.redact("x w9#q y") == "x \(Redactor.mask) y")
+    }
+}
+
+@Suite struct LineBreakSecretTests {
+    @Test(arguments: ["tok-canary\r\nX-Injected: 1", "tok-canary\nsecond", "tok-canary\rx", "tok\u{0}canary"])
+    func aSecretWithALineBreakIsRefusedWhereItIsResolvedNamingTheKeyButNotTheValue(value: String) async throws {
+        let source = try bearerSource(
+            await decodeConfig(bearerConfig("{ env: BROKEN }"), environment: ["BROKEN": value]))
+        let error = try #require(await resolutionError(source))
+        #expect(error.contains("contains a line break (CR or LF) or a NUL byte"), "\(error)")
+        #expect(error.contains("profiles.p.token"), "names the profile and key: \(error)")
+        #expect(!error.contains("tok-canary") && !error.contains("canary"), "\(error)")
     }
 }

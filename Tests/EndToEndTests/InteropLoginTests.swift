@@ -189,6 +189,39 @@ import Testing
         }
     }
 
+    @Test func twoProcessesOnOneStoreLoggingInAtOnceShareOnePrompt() async throws {
+        try await InteropStack.with { stack in
+            let state = try InteropSharedStoreTests.sharedStateHome(stack)
+            let config = try stack.writeConfig(profiles: [("me", Self.publicClient(stack, scopes: "[read]"))])
+            let relays = try (0..<2).map { _ in
+                try RelayProcess(
+                    ["--config", config, "--log-level", "debug"], environment: ["XDG_STATE_HOME": state],
+                    testMethods: false)
+            }
+            // The first process's login holds the session's login lease and prompts...
+            let params = try await Self.startLogin(relays[0], profile: "me", id: "first")
+            // ...the second one's login waits for that lease instead of opening another tab.
+            try relays[1].send(#"{"jsonrpc":"2.0","id":"second","method":"login","params":{"profile":"me"}}"#)
+            try await relays[1].waitForStderr("is held elsewhere; waiting (login)")
+            let browser = try await Self.agent(stack, ["browser", params["url"]?.stringValue ?? ""])
+            #expect(browser["page"]?.stringValue?.contains("Login succeeded") == true, "\(browser.jsonText)")
+            for (relay, id) in zip(relays, ["first", "second"]) {
+                let answer = try await relay.answer(id: id)
+                #expect(answer["result"]?["loggedIn"]?.boolValue == true, "\(answer.jsonText)")
+                let whoami = try await relay.call("request", ["path": "/whoami"])
+                #expect(whoami["result"]?["json"]?["username"]?.stringValue == "alice", "\(whoami.jsonText)")
+            }
+            #expect(Self.promptCount(relays[0]) == 1)
+            #expect(Self.promptCount(relays[1]) == 0)
+            #expect(relays[1].stderrText.contains("another process logged in meanwhile"))
+            #expect(try await stack.issuedCount(client: "cli") == 1)
+            for relay in relays {
+                try relay.closeStdin()
+                #expect(try await relay.exitCode() == 0)
+            }
+        }
+    }
+
     @Test func renewalByRefreshKeepsTheSessionAndLogoutRevokesAtTheServer() async throws {
         try await InteropStack.with(.init(accessTTL: 3)) { stack in
             let relay = try stack.startRelay(profiles: [("me", Self.publicClient(stack, scopes: "[read]"))])

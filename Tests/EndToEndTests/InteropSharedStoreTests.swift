@@ -50,7 +50,7 @@ import Testing
             #expect(result["store"]?["type"]?.stringValue == "sqlite")
             #expect(result["store"]?["path"]?.stringValue == state + "/tokenrelay/sessions.db")
             #expect(result["store"]?["encrypted"]?.boolValue == false)
-            #expect(result["store"]?["schemaVersion"]?.intValue == 2)
+            #expect(result["store"]?["schemaVersion"]?.intValue == 3)
             let session = result["sessions"]?.arrayValue?.first
             #expect(session?["state"]?.stringValue == "valid", "\(result.jsonText)")
             #expect(session?["fromStore"]?.boolValue == true)
@@ -195,11 +195,11 @@ import Testing
             for restart in 0..<10 {
                 let relay = try RelayProcess(["--config", config], environment: environment, testMethods: false)
                 if restart > 0 {
-                    // Force a refresh in every process: it must use the stored, rotated token.
+                    // Force a refresh in every process: it must use the stored, rotated token. The
+                    // invalidation is recorded in the store though this process never used the
+                    // session yet (it counts the stored session).
                     let invalidated = try await relay.call("token-invalidate", ["profile": "seeded"])
-                    #expect(invalidated["result"]?["invalidated"]?.intValue == 0, "nothing held in memory yet")
-                    _ = try await relay.call("request", ["path": "/whoami"])
-                    _ = try await relay.call("token-invalidate", ["profile": "seeded"])
+                    #expect(invalidated["result"]?["invalidated"]?.intValue == 1, "\(invalidated.jsonText)")
                 }
                 let answer = try await relay.call("request", ["path": "/whoami"])
                 #expect(answer["result"]?["status"]?.intValue == 200, "restart \(restart): \(answer.jsonText)")
@@ -232,6 +232,73 @@ import Testing
         }
     }
 
+    @Test func invalidateAndLogoutInAProcessThatNeverUsedTheSessionAreSeenByTheOthers() async throws {
+        try await InteropStack.with(.init(reuseProtection: true)) { stack in
+            let state = try Self.sharedStateHome(stack)
+            let seed = try await stack.mintRefreshToken()
+            let config = try stack.writeConfig(profiles: [("seeded", Self.seededProfile(stack))])
+            let environment = ["SECRET": "pwd-secret", "SEED": seed, "XDG_STATE_HOME": state]
+            let editor = try RelayProcess(["--config", config], environment: environment, testMethods: false)
+            #expect(try await editor.call("request", ["path": "/whoami"])["result"]?["status"]?.intValue == 200)
+            #expect(try await stack.issuedCount(client: "pwd", kind: "refresh") == 1 + 1)
+            // A fresh process (its session's store key needs the seed; its store is not open yet).
+            let other = try RelayProcess(["--config", config], environment: environment, testMethods: false)
+            let invalidated = try await other.call("token-invalidate", ["environment": "interop"])
+            #expect(invalidated["result"]?["invalidated"]?.intValue == 1, "\(invalidated.jsonText)")
+            // The editor renews on its next request (its held token was invalidated elsewhere).
+            #expect(try await editor.call("request", ["path": "/whoami"])["result"]?["status"]?.intValue == 200)
+            #expect(try await stack.issuedCount(client: "pwd", kind: "refresh") == 1 + 2)
+            // Logout from another fresh process: the editor's session is gone too (its seed is spent,
+            // so it needs a new one), and nothing is sent to the token endpoint for it.
+            let (code, logout) = try await Self.run(["logout", "--config", config], environment: environment)
+            #expect(code == 0, "\(logout.stderrText)")
+            #expect(logout.stderrText.contains("logged out 1 session"))
+            let after = try await editor.call("request", ["path": "/whoami"])
+            #expect(after["error"]?["data"]?["kind"]?.stringValue == "interaction_required", "\(after.jsonText)")
+            #expect(try await stack.issuedCount(client: "pwd", kind: "refresh") == 1 + 2)
+            for relay in [editor, other] {
+                try relay.closeStdin()
+                #expect(try await relay.exitCode() == 0)
+            }
+        }
+    }
+
+    @Test func aRefreshAnsweredAfterALogoutElsewhereDoesNotBringTheSessionBack() async throws {
+        try await InteropStack.with(.init(reuseProtection: true, tokenGate: true)) { stack in
+            let state = try Self.sharedStateHome(stack)
+            let seed = try await stack.mintRefreshToken()
+            let config = try stack.writeConfig(profiles: [("seeded", Self.seededProfile(stack))])
+            let environment = ["SECRET": "pwd-secret", "SEED": seed, "XDG_STATE_HOME": state]
+            let editor = try RelayProcess(
+                ["--config", config, "--log-level", "debug"], environment: environment, testMethods: false)
+            #expect(try await editor.call("request", ["path": "/whoami"])["result"]?["status"]?.intValue == 200)
+            // The editor's refresh is handled (rotated) at the server; its answer is held...
+            try stack.armTokenGate(holdingResponses: true)
+            _ = try await editor.call("token-invalidate", ["profile": "seeded"])
+            try editor.send(#"{"jsonrpc":"2.0","id":"held","method":"request","params":{"path":"/whoami"}}"#)
+            try await stack.waitFor("the editor's refresh handled at the server") { stack.arrivedAtTokenGate() == 1 }
+            // ...while another process logs the session out.
+            let (code, logout) = try await Self.run(["logout", "--config", config], environment: environment)
+            #expect(code == 0, "\(logout.stderrText)")
+            try stack.releaseTokenGate()
+            let held = try await editor.answer(id: "held")
+            #expect(held["error"]?["data"]?["kind"]?.stringValue == "logged_out", "\(held.jsonText)")
+            // Nothing came back: not in the store, not in the editor.
+            let (statusCode, status) = try await Self.run(
+                ["status", "--config", config, "--json"], environment: environment)
+            #expect(statusCode == 0, "\(status.stderrText)")
+            let session = try JSONParser.parse(status.stdoutText)["sessions"]?.arrayValue?.first
+            #expect(session?["state"]?.stringValue != "valid", "\(session?.jsonText ?? "")")
+            #expect(session?["fromStore"]?.boolValue != true)
+            #expect(session?["refreshable"]?.boolValue == false)
+            let after = try await editor.call("request", ["path": "/whoami"])
+            #expect(after["error"]?["data"]?["kind"]?.stringValue == "interaction_required", "\(after.jsonText)")
+            #expect(editor.stderrText.contains("was logged out in another process"))
+            try editor.closeStdin()
+            #expect(try await editor.exitCode() == 0)
+        }
+    }
+
     @Test func aSealedStoreHoldsNoTokenInAnyEncoding() async throws {
         try await InteropStack.with(.init(reuseProtection: true)) { stack in
             let state = try Self.sharedStateHome(stack)
@@ -255,7 +322,7 @@ import Testing
             }
             let (statusCode, status) = try await Self.run(["status", "--config", config], environment: environment)
             #expect(statusCode == 0)
-            #expect(status.stdoutText.contains("(encrypted, schema 2)"), "\(status.stdoutText)")
+            #expect(status.stdoutText.contains("(encrypted, schema 3)"), "\(status.stdoutText)")
             // The wrong key is a config error naming the store, and changes nothing.
             var wrong = environment
             wrong["STORE_KEY"] = String(repeating: "00", count: 32)

@@ -106,8 +106,10 @@ struct InteropStack: Sendable {
     /// writes an `arrived-*` file) until `release` exists.
     var tokenGate: URL { stateDirectory.appendingPathComponent("token-gate") }
 
-    /// Holds refresh requests from now on.
-    func armTokenGate() throws {
+    /// Holds refresh requests from now on; with `holdingResponses`, each is handled first (the
+    /// refresh token rotated at the server) and its response is held.
+    func armTokenGate(holdingResponses: Bool = false) throws {
+        if holdingResponses { try Data().write(to: tokenGate.appendingPathComponent("after")) }
         try Data().write(to: tokenGate.appendingPathComponent("armed"))
     }
 

@@ -232,4 +232,22 @@ import Testing
         _ = try await client.finish()
         Self.expectNeverPrinted([Self.apiKey], client.relay)
     }
+
+    @Test func aSecretWithALineBreakIsAConfigErrorNamingTheKeyAndTheProcessKeepsServing() async throws {
+        let setup = try await Setup()
+        var environment = setup.environment
+        environment["E2E_BEARER"] = Self.staticToken + "\r\nX-Injected: 1"
+        let client = try RelayClient(
+            config: setup.config, environment: environment, arguments: ["--log-level", "trace"])
+        let refused = try await client.request(#"{"profile":"static","path":"/injected"}"#)
+        #expect(refused["error"]?["data"]?["kind"] == "config", "\(refused.jsonText)")
+        let message = refused["error"]?["message"]?.stringValue ?? ""
+        #expect(message.contains("profiles.static.token") && message.contains("line break"), "\(message)")
+        #expect(try setup.server.records().contains { $0.path.hasSuffix("/injected") } == false)
+        // Other profiles are served as before.
+        let served = try await client.request(#"{"profile":"key","path":"/status/200"}"#)
+        #expect(served["result"]?["status"]?.intValue == 200, "\(served.jsonText)")
+        #expect(try await client.finish() == 0)
+        Self.expectNeverPrinted([Self.staticToken, "X-Injected"], client.relay)
+    }
 }

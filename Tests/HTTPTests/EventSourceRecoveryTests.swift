@@ -1,9 +1,11 @@
+import Auth
 import Foundation
 import Testing
 
 @testable import HTTP
 
-/// ``EventSource`` with credentials, a slow consumer and cancellation, against `Fixtures/sse_server.py`.
+/// ``EventSource`` through a pipeline with Auth's credentials middleware (one recovery budget per subscription, as the
+/// relay builds it), a slow consumer and cancellation, against `Fixtures/sse_server.py`.
 @Suite struct EventSourceRecoveryTests {
     let server: EventStreamServer
     let transport: CurlTransport
@@ -19,11 +21,19 @@ import Testing
         _ pathAndQuery: String, credentials: (any CredentialSource)? = nil, idleTimeout: Duration? = .seconds(30),
         sleep: (@Sendable (Duration) async throws -> Void)? = nil
     ) -> EventSource {
-        EventSource(
+        let pipeline = HTTPClient(
             transport: transport,
+            middlewares: credentials.map {
+                [
+                    CredentialsMiddleware(
+                        source: $0, origins: OriginPolicy(baseURL: server.url("/")), budget: AuthRecoveryBudget())
+                ]
+            } ?? [])
+        return EventSource(
+            transport: pipeline,
             configuration: EventSourceConfiguration(
-                request: HTTPRequest(url: server.url(pathAndQuery)), credentials: credentials,
-                idleTimeout: idleTimeout, jitter: { 0 }, sleep: sleep ?? sleeper.sleep))
+                request: HTTPRequest(url: server.url(pathAndQuery)), idleTimeout: idleTimeout, jitter: { 0 },
+                sleep: sleep ?? sleeper.sleep))
     }
 
     // MARK: Auth recovery
@@ -71,7 +81,7 @@ import Testing
 
     @Test(arguments: ["interaction_required", nil])
     func credentialErrorClosesWithItsKind(kind: String?) async throws {
-        let error: any Error & Sendable = kind.map { KindedError(wireKind: $0) } ?? HTTPError.transport("refused")
+        let error: any Error & Sendable = kind.map { KindedError(wireKind: $0) } ?? KindlessError()
         let updates = await collect(source("/events?key=k", credentials: FailingCredentials(error: error)))
         let closed = try #require(updates.last?.stateChange)
         #expect(closed.state == .closed && closed.error?.kind == kind ?? "auth")

@@ -4,7 +4,7 @@ import Testing
 @testable import HTTP
 
 /// Answers `stream` from a script, one entry per connection (the last one repeats), and records the requests.
-final class ScriptedStreamingTransport: HTTPStreamingTransport {
+final class ScriptedStreamingTransport: HTTPTransport {
     /// One connection's outcome: a thrown error, or a head and body chunks followed by an optional error.
     enum Answer: Sendable {
         case fail(HTTPError)
@@ -17,9 +17,8 @@ final class ScriptedStreamingTransport: HTTPStreamingTransport {
 
     var requests: [HTTPRequest] { state.withLock { $0.requests } }
 
-    func send(_ request: HTTPRequest) async throws -> HTTPResponse { HTTPResponse(status: 500) }
-
-    func stream(_ request: HTTPRequest, idleTimeout: Duration?) async throws -> HTTPStreamingResponse {
+    func send(_ request: HTTPRequest) async throws -> HTTPStreamingResponse {
+        guard case .streamed = request.delivery else { return HTTPStreamingResponse(HTTPResponse(status: 500)) }
         let answer = state.withLock { s in
             s.requests.append(request)
             return s.answers.count > 1 ? s.answers.removeFirst() : s.answers.first ?? .fail(.transport("no script"))
@@ -62,6 +61,9 @@ final class ScriptedStreamingTransport: HTTPStreamingTransport {
         #expect(updates.eventIDs == [1, 2])
         let states = updates.compactMap(\.stateChange)
         #expect(states.map(\.state) == [.connecting, .open, .reconnecting, .connecting, .closed])
+        #expect(
+            updates.firstIndex { $0.stateChange?.state == .reconnecting } ?? 0 > updates.lastIndex { $0.event != nil }
+                ?? 0)
         #expect(states[2].error?.kind == "protocol")
         #expect(transport.requests.last?.headers["Last-Event-ID"] == "2")
     }

@@ -1,3 +1,4 @@
+import Auth
 import Foundation
 import Synchronization
 import Testing
@@ -52,13 +53,13 @@ final class EventStreamServer: Sendable {
     }
 
     func stats(_ key: String, using transport: CurlTransport) async throws -> Stats {
-        let response = try await transport.send(HTTPRequest(url: url("/stats?key=\(key)")))
+        let response = try await transport.send(collecting: HTTPRequest(url: url("/stats?key=\(key)")))
         return try JSONDecoder().decode(Stats.self, from: Data(response.body))
     }
 
     /// Blocks (server side, 10 s max) until the server recorded `event` for `key`; whether it did.
     func awaitEvent(_ event: String, key: String, using transport: CurlTransport) async throws -> Bool {
-        let response = try await transport.send(HTTPRequest(url: url("/await?key=\(key)&event=\(event)")))
+        let response = try await transport.send(collecting: HTTPRequest(url: url("/await?key=\(key)&event=\(event)")))
         return response.status == 200
     }
 }
@@ -104,6 +105,11 @@ final class VersionedTokens: CredentialSource {
 struct KindedError: Error, EventSourceErrorKind, CustomStringConvertible {
     let wireKind: String
     var description: String { "login needed" }
+}
+
+/// An error that names no kind.
+struct KindlessError: Error, CustomStringConvertible {
+    var description: String { "refused" }
 }
 
 /// Fails every acquisition with `error`.

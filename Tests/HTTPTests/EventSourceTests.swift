@@ -16,15 +16,15 @@ import Testing
     }
 
     func source(
-        _ pathAndQuery: String, lastEventID: String? = nil, credentials: (any CredentialSource)? = nil,
-        idleTimeout: Duration? = .seconds(30), maxBackoff: Duration = .seconds(30), maxLineLength: Int = 1 << 20,
+        _ pathAndQuery: String, lastEventID: String? = nil, idleTimeout: Duration? = .seconds(30),
+        maxBackoff: Duration = .seconds(30), maxLineLength: Int = 1 << 20,
         jitter: Double = 0
     ) -> EventSource {
         EventSource(
             transport: transport,
             configuration: EventSourceConfiguration(
                 request: HTTPRequest(url: server.url(pathAndQuery), headers: HTTPHeaders([("X-Caller", "yes")])),
-                lastEventID: lastEventID, credentials: credentials, idleTimeout: idleTimeout, maxBackoff: maxBackoff,
+                lastEventID: lastEventID, idleTimeout: idleTimeout, maxBackoff: maxBackoff,
                 maxLineLength: maxLineLength, jitter: { jitter }, sleep: sleeper.sleep))
     }
 

@@ -12,34 +12,12 @@ final class FakeTransport: HTTPTransport {
 
     var requests: [HTTPRequest] { state.withLock { $0.requests } }
 
-    func send(_ request: HTTPRequest) async throws -> HTTPResponse {
-        state.withLock { s in
-            s.requests.append(request)
-            return s.answers.count > 1 ? s.answers.removeFirst() : s.answers.first ?? HTTPResponse(status: 200)
-        }
-    }
-}
-
-/// Hands out `Bearer token-N`, N being the current version; invalidation bumps it.
-final class FakeCredentialSource: CredentialSource {
-    let isRenewable: Bool
-    private let state = Mutex((version: UInt64(1), invalidated: [CredentialStamp]()))
-
-    init(renewable: Bool = true) { isRenewable = renewable }
-
-    var invalidated: [CredentialStamp] { state.withLock { $0.invalidated } }
-
-    func apply(to request: inout HTTPRequest) async throws -> CredentialStamp {
-        let version = state.withLock { $0.version }
-        request.headers.set(name: "Authorization", value: "Bearer token-\(version)")
-        return CredentialStamp(version)
-    }
-
-    func invalidate(stamp: CredentialStamp) async throws {
-        state.withLock { s in
-            s.invalidated.append(stamp)
-            if s.version == stamp.value { s.version += 1 }
-        }
+    func send(_ request: HTTPRequest) async throws -> HTTPStreamingResponse {
+        HTTPStreamingResponse(
+            state.withLock { s in
+                s.requests.append(request)
+                return s.answers.count > 1 ? s.answers.removeFirst() : s.answers.first ?? HTTPResponse(status: 200)
+            })
     }
 }
 
@@ -48,8 +26,8 @@ struct TagMiddleware: HTTPMiddleware {
     let name: String
 
     func intercept(
-        _ request: HTTPRequest, next: @Sendable (HTTPRequest) async throws -> HTTPResponse
-    ) async throws -> HTTPResponse {
+        _ request: HTTPRequest, next: @Sendable (HTTPRequest) async throws -> HTTPStreamingResponse
+    ) async throws -> HTTPStreamingResponse {
         var tagged = request
         tagged.headers.add(name: "X-Order", value: name)
         var response = try await next(tagged)

@@ -115,28 +115,4 @@ struct SeededRandom: RandomNumberGenerator {
         #expect(EventStreamReconnectPolicy().nominalDelayMilliseconds(forAttempt: .max) == 30_000)
         #expect(EventStreamReconnectPolicy().delayMilliseconds(forAttempt: 1, jitter: .nan) == 1_000)
     }
-
-    // MARK: Auth-recovery budget
-
-    @Test func budgetAllowsOneReplay() {
-        var budget = EventStreamAuthRecoveryBudget()
-        let first = budget.consume()
-        let second = budget.consume()
-        #expect(first)
-        #expect(!second)
-        #expect(!budget.isAvailable)
-    }
-
-    @Test func successfulOpenRestoresTheReplay() {
-        var budget = EventStreamAuthRecoveryBudget()
-        for _ in 0..<3 {  // many token lifetimes: 401, renewed, opened, ...
-            let replayed = budget.consume()
-            #expect(replayed)
-            budget.connectionOpened()
-        }
-        let first = budget.consume()
-        let second = budget.consume()
-        #expect(first)
-        #expect(!second)  // two 401s with no successful open between them: give up
-    }
 }

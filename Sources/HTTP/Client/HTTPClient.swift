@@ -1,16 +1,17 @@
 /// A transport with middlewares folded around it. The first middleware is the outermost: it sees
-/// the request first and the response last.
-public struct HTTPClient: Sendable {
+/// the request first and the response last. A client is itself a transport: buffered requests and
+/// event streams go through the same middlewares.
+public struct HTTPClient: HTTPTransport {
     /// The transport at the core.
     public let transport: any HTTPTransport
     /// The middlewares, outermost first.
     public let middlewares: [any HTTPMiddleware]
-    private let chain: @Sendable (HTTPRequest) async throws -> HTTPResponse
+    private let chain: @Sendable (HTTPRequest) async throws -> HTTPStreamingResponse
 
     public init(transport: any HTTPTransport, middlewares: [any HTTPMiddleware] = []) {
         self.transport = transport
         self.middlewares = middlewares
-        var next: @Sendable (HTTPRequest) async throws -> HTTPResponse = { request in
+        var next: @Sendable (HTTPRequest) async throws -> HTTPStreamingResponse = { request in
             try await transport.send(request)
         }
         for middleware in middlewares.reversed() {
@@ -21,7 +22,7 @@ public struct HTTPClient: Sendable {
     }
 
     /// Sends `request` through every middleware and the transport.
-    public func send(_ request: HTTPRequest) async throws -> HTTPResponse {
+    public func send(_ request: HTTPRequest) async throws -> HTTPStreamingResponse {
         try await chain(request)
     }
 }

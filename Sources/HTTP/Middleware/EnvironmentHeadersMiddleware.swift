@@ -12,8 +12,8 @@ public struct EnvironmentHeadersMiddleware: HTTPMiddleware {
     }
 
     public func intercept(
-        _ request: HTTPRequest, next: @Sendable (HTTPRequest) async throws -> HTTPResponse
-    ) async throws -> HTTPResponse {
+        _ request: HTTPRequest, next: @Sendable (HTTPRequest) async throws -> HTTPStreamingResponse
+    ) async throws -> HTTPStreamingResponse {
         guard !headers.fields.isEmpty, origins.allows(url: request.url) else { return try await next(request) }
         var merged = request
         for field in headers.fields where !request.headers.contains(field.name) {

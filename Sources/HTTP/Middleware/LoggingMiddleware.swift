@@ -1,7 +1,9 @@
 import Logging
 
-/// Logs each exchange on stderr: at `debug` the method, the redacted URL, the status and the
-/// elapsed time; at `trace` also the header fields, with credentials masked. Never bodies.
+/// Logs each exchange on stderr, buffered requests and event-stream connections alike (a stream's
+/// `http response` line comes with its head, `stream` says which): at `debug` the method, the
+/// redacted URL, the status and the elapsed time; at `trace` also the header fields, with
+/// credentials masked. Never bodies.
 ///
 /// Masked: query parameters named in ``secretQueryParameters`` plus ``commonSecretParameters``,
 /// URL user-info passwords, and the fields `Authorization`, `Proxy-Authorization`, `Cookie`,
@@ -30,12 +32,13 @@ public struct LoggingMiddleware: HTTPMiddleware {
     }
 
     public func intercept(
-        _ request: HTTPRequest, next: @Sendable (HTTPRequest) async throws -> HTTPResponse
-    ) async throws -> HTTPResponse {
+        _ request: HTTPRequest, next: @Sendable (HTTPRequest) async throws -> HTTPStreamingResponse
+    ) async throws -> HTTPStreamingResponse {
         guard logger.isEnabled(.debug) else { return try await next(request) }
         let url = redactedURL(request.url)
         let tracing = logger.isEnabled(.trace)
-        logger.debug("http request", [("method", request.method), ("url", url)])
+        let stream = request.delivery == .buffered ? "no" : "yes"
+        logger.debug("http request", [("method", request.method), ("url", url), ("stream", stream)])
         if tracing { logger.trace("http request headers", redactedFields(request.headers)) }
         let start = ContinuousClock.now
         do {
@@ -43,7 +46,10 @@ public struct LoggingMiddleware: HTTPMiddleware {
             let elapsed = Self.milliseconds(ContinuousClock.now - start)
             logger.debug(
                 "http response",
-                [("method", request.method), ("url", url), ("status", String(response.status)), ("elapsedMs", elapsed)])
+                [
+                    ("method", request.method), ("url", url), ("stream", stream), ("status", String(response.status)),
+                    ("elapsedMs", elapsed),
+                ])
             if tracing { logger.trace("http response headers", redactedFields(response.headers)) }
             return response
         } catch {
@@ -51,7 +57,7 @@ public struct LoggingMiddleware: HTTPMiddleware {
             logger.debug(
                 "http failure",
                 [
-                    ("method", request.method), ("url", url), ("error", String(describing: error)),
+                    ("method", request.method), ("url", url), ("stream", stream), ("error", String(describing: error)),
                     ("elapsedMs", elapsed),
                 ])
             throw error

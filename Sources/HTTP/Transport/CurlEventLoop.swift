@@ -412,7 +412,8 @@ final class CurlEventLoop: @unchecked Sendable {  // Safe: inbox is a Mutex; the
         }
     }
 
-    /// libcurl's message for a failure: the error buffer, else the code's generic text; redacted.
+    /// libcurl's message for a failure: the error buffer, else the code's generic text; made an
+    /// error message by ``errorMessage(_:)``.
     private static func errorText(_ code: CURLcode, _ easy: CurlEasyHandle?) -> String {
         var text = ""
         if let easy, easy.errorBuffer[0] != 0 {
@@ -420,7 +421,14 @@ final class CurlEventLoop: @unchecked Sendable {  // Safe: inbox is a Mutex; the
         } else if let generic = tr_easy_strerror(code) {
             text = String(cString: generic)
         }
-        return Redactor.shared.redact(text)
+        return errorMessage(text)
+    }
+
+    /// libcurl's error text as it may appear in an error message: it can quote what the server
+    /// sent (a garbled status line, a certificate's names), so like any server text it is
+    /// redacted, stripped of control characters and bounded (``ServerText``, 256 bytes).
+    static func errorMessage(_ text: String) -> String {
+        ServerText(text).value
     }
 
     private static func milliseconds(_ duration: Duration) -> Int {

@@ -1,20 +1,3 @@
-/// Streams a response body with back-pressure. ``CurlTransport`` is the real one; tests fake it.
-public protocol HTTPStreamingTransport: HTTPTransport {
-    /// Starts `request` and returns once the response head arrived. The body is read from the
-    /// returned response's ``HTTPStreamingResponse/body``. No total timeout applies, only the
-    /// connect timeout and `idleTimeout` (no byte for that long: the body throws
-    /// ``HTTPStreamStalled``; the clock stops while the consumer is too slow and the transfer is
-    /// paused). `nil` uses the transport's default.
-    func stream(_ request: HTTPRequest, idleTimeout: Duration?) async throws -> HTTPStreamingResponse
-}
-
-extension HTTPStreamingTransport {
-    /// Starts a stream with the transport's default idle timeout.
-    public func stream(_ request: HTTPRequest) async throws -> HTTPStreamingResponse {
-        try await stream(request, idleTimeout: nil)
-    }
-}
-
 /// The HTTP transport on libcurl's multi interface: one event-loop thread owns one `CURLM`
 /// handle (connection reuse, HTTP/1.1 and HTTP/2), any task submits work to it.
 ///
@@ -27,7 +10,7 @@ extension HTTPStreamingTransport {
 /// (CURLOPT_CURLU). Framing and hop-by-hop fields are refused (``HTTPFieldRules``). Besides the caller's fields the
 /// request carries `Host`, `Accept: */*` (unless set), and `Content-Length` with a body; no
 /// `User-Agent`, `Accept-Encoding`, `Expect` or default `Content-Type`.
-public final class CurlTransport: HTTPStreamingTransport {
+public final class CurlTransport: HTTPTransport {
     /// Settings fixed for the transport's life.
     public struct Options: Sendable {
         /// A PEM bundle of CA certificates to trust instead of the system's (`ca_file`).
@@ -75,8 +58,17 @@ public final class CurlTransport: HTTPStreamingTransport {
     /// Stops the loop thread; transfers in flight and later calls fail with ``HTTPError/cancelled``.
     public func shutdown() { loop.enqueue(.shutdown) }
 
-    /// Sends `request` and returns the whole response. Any status is a response.
-    public func send(_ request: HTTPRequest) async throws -> HTTPResponse {
+    /// Sends `request`: its body collected or streamed as ``HTTPRequest/delivery`` says. Any
+    /// status is a response.
+    public func send(_ request: HTTPRequest) async throws -> HTTPStreamingResponse {
+        switch request.delivery {
+        case .buffered: HTTPStreamingResponse(try await buffered(request))
+        case .streamed(let idleTimeout): try await streamed(request, idleTimeout: idleTimeout)
+        }
+    }
+
+    /// Sends `request` and returns the whole response.
+    private func buffered(_ request: HTTPRequest) async throws -> HTTPResponse {
         if Task.isCancelled { throw HTTPError.cancelled }
         let lines = try CurlTransfer.headerLines(for: request)
         let target = try CurlTransfer.target(for: request)
@@ -96,8 +88,8 @@ public final class CurlTransport: HTTPStreamingTransport {
         }
     }
 
-    /// Starts a streamed request; see ``HTTPStreamingTransport/stream(_:idleTimeout:)``.
-    public func stream(_ request: HTTPRequest, idleTimeout: Duration?) async throws -> HTTPStreamingResponse {
+    /// Starts a streamed request; returns once the head arrived (``HTTPResponseDelivery/streamed(idleTimeout:)``).
+    private func streamed(_ request: HTTPRequest, idleTimeout: Duration?) async throws -> HTTPStreamingResponse {
         if Task.isCancelled { throw HTTPError.cancelled }
         let lines = try CurlTransfer.headerLines(for: request)
         let target = try CurlTransfer.target(for: request)

@@ -1,4 +1,5 @@
-/// A response whose body arrives over time (``HTTPStreamingTransport/stream(_:idleTimeout:)``).
+/// A response head with its body to read: what ``HTTPTransport/send(_:)`` returns. The body is
+/// either already whole (``HTTPResponseDelivery/buffered``) or arrives over time.
 public struct HTTPStreamingResponse: Sendable {
     public var status: Int
     public var headers: HTTPHeaders
@@ -11,8 +12,31 @@ public struct HTTPStreamingResponse: Sendable {
         self.body = body
     }
 
+    /// A response whose body is already whole.
+    public init(_ response: HTTPResponse) {
+        self.init(status: response.status, headers: response.headers, body: HTTPByteStream(bytes: response.body))
+    }
+
     /// Ends the transfer now; a pending or later read throws ``HTTPError/cancelled``.
     public func cancel() { body.cancel() }
+
+    /// The whole response: reads the body to its end, at most `limit` bytes (past it the
+    /// transfer is ended and ``HTTPError/bodyTooLarge(limit:)`` thrown).
+    public func collect(upTo limit: Int = .max) async throws -> HTTPResponse {
+        if case .bytes(let bytes) = body.source {
+            guard bytes.count <= limit else { throw HTTPError.bodyTooLarge(limit: limit) }
+            return HTTPResponse(status: status, headers: headers, body: bytes)
+        }
+        var collected: [UInt8] = []
+        for try await chunk in body {
+            guard collected.count + chunk.count <= limit else {
+                body.cancel()
+                throw HTTPError.bodyTooLarge(limit: limit)
+            }
+            collected += chunk
+        }
+        return HTTPResponse(status: status, headers: headers, body: collected)
+    }
 }
 
 /// A stream's body thrown at a consumer: the transfer got no byte for the idle bound while it
@@ -36,6 +60,7 @@ public struct HTTPByteStream: AsyncSequence, Sendable {
     enum Source: Sendable {
         case transfer(StreamController)
         case chunks(AsyncThrowingStream<[UInt8], any Error>)
+        case bytes([UInt8])
     }
 
     let source: Source
@@ -44,6 +69,9 @@ public struct HTTPByteStream: AsyncSequence, Sendable {
 
     /// A body fed by any chunk stream (for fakes and tests).
     public init(_ chunks: AsyncThrowingStream<[UInt8], any Error>) { source = .chunks(chunks) }
+
+    /// A body that is already whole (a buffered transfer): one chunk, none when empty.
+    public init(bytes: [UInt8]) { source = .bytes(bytes) }
 
     /// The channel behind a real transfer (observed by tests).
     var channel: StreamChannel? {
@@ -60,6 +88,7 @@ public struct HTTPByteStream: AsyncSequence, Sendable {
         switch source {
         case .transfer(let controller): AsyncIterator(controller: controller, fake: nil)
         case .chunks(let chunks): AsyncIterator(controller: nil, fake: chunks.makeAsyncIterator())
+        case .bytes(let bytes): AsyncIterator(controller: nil, fake: nil, whole: bytes.isEmpty ? nil : bytes)
         }
     }
 
@@ -67,8 +96,14 @@ public struct HTTPByteStream: AsyncSequence, Sendable {
     public struct AsyncIterator: AsyncIteratorProtocol {
         let controller: StreamController?
         var fake: AsyncThrowingStream<[UInt8], any Error>.AsyncIterator?
+        /// A whole body not yet handed out.
+        var whole: [UInt8]? = nil
 
         public mutating func next() async throws -> [UInt8]? {
+            if let bytes = whole {
+                whole = nil
+                return bytes
+            }
             if fake != nil { return try await fake?.next() }
             guard let controller else { return nil }
             return try await Self.read(controller)

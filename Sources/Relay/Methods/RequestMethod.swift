@@ -18,14 +18,14 @@ struct RequestMethod: Sendable {
         let profile = params.auth ? try runtime.profile(params.profile, in: environment) : nil
         var request = try Self.httpRequest(params, environment: environment)
         try profile?.checkCanSign(request.headers)
-        let client = profile.flatMap { environment.clients[$0.name] } ?? environment.plainClient
+        let client = environment.client(for: profile)
         let timeout = params.timeout ?? environment.settings.timeout
         let start = ContinuousClock.now
         // One deadline bounds the whole request: token acquisition, the transfer and a replay
         // each get only the time left (libcurl enforces it on the transfer; no timer task).
         request.timeout = timeout
         request.deadline = start + timeout
-        let response = try await client.send(request)
+        let response = try await client.send(collecting: request)
         return (response, ContinuousClock.now - start)
     }
 

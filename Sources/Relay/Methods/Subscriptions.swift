@@ -1,3 +1,4 @@
+import Auth
 import Config
 import Foundation
 import HTTP
@@ -9,23 +10,9 @@ import Synchronization
 /// writes `event` and `subscription-state` notifications. The task pulls only as fast as the
 /// writer accepts notifications, so a slow peer pauses the transfer instead of growing memory.
 final class Subscriptions: Sendable {
-    private struct State {
-        var nextID = 1
-        var active: [String: Entry] = [:]
-        var closing = false
-    }
-
-    /// One running subscription and what it belongs to (a reload that removes or changes its
-    /// environment or profile closes it).
-    private struct Entry {
-        let task: Task<Void, Never>
-        let environment: String
-        let profile: String?
-    }
-
     private let runtimes: CurrentRuntime
-    /// Guarded by the mutex: the running subscriptions.
-    private let state = Mutex(State())
+    /// The running subscriptions.
+    let registry = SubscriptionRegistry()
 
     init(runtimes: CurrentRuntime) {
         self.runtimes = runtimes
@@ -37,7 +24,7 @@ final class Subscriptions: Sendable {
     }
 
     /// How many subscriptions are open.
-    var count: Int { state.withLock { $0.active.count } }
+    var count: Int { registry.count }
 
     func subscribe(_ params: JSONValue?, context: RequestContext) async throws -> JSONValue {
         guard !context.inBatch else {
@@ -58,61 +45,55 @@ final class Subscriptions: Sendable {
     {
         let environment = try runtime.environment(params.environment)
         let profile = params.auth ? try runtime.profile(params.profile, in: environment) : nil
-        var request = try RequestMethod.httpRequest(params, environment: environment)
+        let request = try RequestMethod.httpRequest(params, environment: environment)
         try profile?.checkCanSign(request.headers)
-        let allowed = environment.origins.allows(url: request.url)
-        // An interactive session that needs a person fails the call at once (SPEC §5.4).
-        if allowed, let key = profile?.session, let needed = await runtime.manager.loginRequirement(key) {
+        // An interactive session that needs a person fails the call at once (SPEC §5.4), where
+        // the credentials middleware would sign the connection.
+        if let key = profile?.session, environment.origins.allows(url: request.url),
+            let needed = await runtime.manager.loginRequirement(key)
+        {
             throw needed
         }
-        if allowed {
-            for field in environment.headers where !request.headers.contains(field.name) {
-                request.headers.add(name: field.name, value: field.value)
-            }
-        } else if profile != nil {
-            log.debug(
-                "credentials withheld: origin not allowed",
-                [("origin", Origin(url: request.url)?.description ?? "-")])
-        }
-        let credentials = allowed ? profile?.credentials.map { WireErrorCredentialSource(base: $0) } : nil
         let configuration = EventSourceConfiguration(
-            request: request, lastEventID: params.lastEventID, credentials: credentials,
+            request: request, lastEventID: params.lastEventID, describeFailure: Self.failure,
             idleTimeout: environment.settings.events.idleTimeout, maxBackoff: environment.settings.events.maxBackoff,
             connectTimeout: params.timeout ?? environment.settings.connectTimeout)
-        let source = EventSource(transport: environment.transport, configuration: configuration)
+        // The environment's one middleware stack, `request`'s, around one recovery budget that
+        // every reconnect of this subscription shares (SPEC §5.5, §7).
+        let client = environment.client(for: profile, recoveryBudget: AuthRecoveryBudget())
+        let source = EventSource(transport: client, configuration: configuration)
 
         let notifier = Notifier(context: context)
         let replyHandedOver = context.replyHandedOver
-        // Registered under the lock only while `runtime` is still the current one: a reload
-        // swaps the runtime and picks the subscriptions to close under the same lock.
-        let id: String? = try state.withLock { table in
-            guard !table.closing else { throw RPCError.shuttingDown }
-            guard runtimes.current === runtime else { return nil }
-            defer { table.nextID += 1 }
-            let id = "sub-\(table.nextID)"
-            let task = Task.detached { [self] in
+        // Registered under the registry's lock only while `runtime` is still the current one and
+        // the registry is not closing: a reload swaps the runtime and a close marks the registry
+        // under that same lock, so nothing registers behind their backs.
+        let registry = self.registry
+        return try registry.register(
+            environment: environment.name, profile: profile?.name, isCurrent: { runtimes.current === runtime }
+        ) { id in
+            Task.detached {
                 // The reply carrying the id goes out before any notification of the subscription.
                 await replyHandedOver.wait()
                 await Self.pump(source, id: id, notifier: notifier)
-                state.withLock { _ = $0.active.removeValue(forKey: id) }
+                registry.finished(id)
             }
-            table.active[id] = Entry(task: task, environment: environment.name, profile: profile?.name)
-            return id
-        }
-        guard let id else { return nil }
-        return ["subscription": .string(id)]
+        }.map { ["subscription": .string($0)] }
+    }
+
+    /// The `{kind, message}` of a subscription closed by a pipeline error that is not the
+    /// connection's (a refused token says `auth`, `interaction_required`, `config`...): the one
+    /// error mapping decides.
+    @Sendable static func failure(_ error: any Error) -> EventSourceFailure {
+        let mapped = ErrorMapping.rpcError(error)
+        return EventSourceFailure(kind: mapped.kind, message: mapped.message)
     }
 
     /// Makes `runtime` the current one and closes the subscriptions whose environment or profile
     /// `diff` does not keep (each sends its final `closed` state); returns once they are closed.
     func replaceRuntime(with runtime: RelayRuntime, diff: SettingsDiff) async {
-        let tasks = state.withLock { state in
-            runtimes.replace(with: runtime)
-            let ending = state.active.filter {
-                !diff.keeps(environment: $0.value.environment, profile: $0.value.profile)
-            }
-            for id in ending.keys { state.active[id] = nil }
-            return ending.values.map(\.task)
+        let tasks = registry.replacingRuntime({ runtimes.replace(with: runtime) }) {
+            diff.keeps(environment: $0, profile: $1)
         }
         for task in tasks { task.cancel() }
         for task in tasks { await task.value }
@@ -122,7 +103,7 @@ final class Subscriptions: Sendable {
         var reader = try ParamReader(params, allowed: ["subscription"])
         let id = reader.string("subscription", required: true)
         try reader.finish()
-        guard let id, let task = state.withLock({ $0.active.removeValue(forKey: id)?.task }) else {
+        guard let id, let task = registry.remove(id) else {
             throw RPCError.invalidParams([
                 ParamDiagnostic(pointer: "/subscription", reason: "no open subscription with this id")
             ])
@@ -134,11 +115,7 @@ final class Subscriptions: Sendable {
 
     /// Closes every subscription (each sends its final `closed` state) and refuses new ones.
     func closeAll() async {
-        let tasks = state.withLock { state in
-            state.closing = true
-            defer { state.active = [:] }
-            return state.active.values.map(\.task)
-        }
+        let tasks = registry.close()
         for task in tasks { task.cancel() }
         for task in tasks { await task.value }
     }
@@ -179,31 +156,80 @@ final class Subscriptions: Sendable {
     }
 }
 
-/// Passes credential errors on with their wire kind (through the one error mapping), so a
-/// subscription closed by a refused token says `auth`, `interaction_required`, `config`...
-struct WireErrorCredentialSource: CredentialSource {
-    struct Failure: EventSourceErrorKind, CustomStringConvertible {
-        let wireKind: String
-        let description: String
+/// The running subscriptions: which exist, and whether new ones are still accepted. Every
+/// decision is one critical section, so a `subscribe` racing a close or a reload either
+/// registers before it (and is closed by it) or is refused (``RPCError/shuttingDown``) or
+/// retried on the new runtime, with no task started.
+final class SubscriptionRegistry: Sendable {
+    private struct State {
+        var nextID = 1
+        var active: [String: Entry] = [:]
+        var closing = false
     }
 
-    let base: any CredentialSource
+    /// One running subscription and what it belongs to (a reload that removes or changes its
+    /// environment or profile closes it).
+    private struct Entry {
+        let task: Task<Void, Never>
+        let environment: String
+        let profile: String?
+    }
 
-    func apply(to request: inout HTTPRequest) async throws -> CredentialStamp {
-        do {
-            return try await base.apply(to: &request)
-        } catch is CancellationError {
-            throw CancellationError()
-        } catch {
-            let mapped = ErrorMapping.rpcError(error)
-            throw Failure(wireKind: mapped.kind, description: mapped.message)
+    /// Guarded by the mutex: the running subscriptions and the closing mark.
+    private let state = Mutex(State())
+
+    /// How many subscriptions are registered.
+    var count: Int { state.withLock { $0.active.count } }
+
+    /// Registers a subscription of `environment`/`profile`: under the lock, refuses it when the
+    /// registry is closing, returns `nil` when `isCurrent()` says a reload replaced its runtime,
+    /// else takes the next id and registers the task `start(id)` creates. `start` only creates
+    /// a task (it runs under the lock); nothing is started for a refused subscription.
+    func register(
+        environment: String, profile: String?, isCurrent: () -> Bool, start: (String) -> Task<Void, Never>
+    ) throws(RPCError) -> String? {
+        try state.withLock { (table: inout State) throws(RPCError) -> String? in
+            guard !table.closing else {
+                throw RPCError(
+                    code: .shuttingDown, message: "the server is shutting down: no new subscription is accepted")
+            }
+            guard isCurrent() else { return nil }
+            defer { table.nextID += 1 }
+            let id = "sub-\(table.nextID)"
+            table.active[id] = Entry(task: start(id), environment: environment, profile: profile)
+            return id
         }
     }
 
-    var isRenewable: Bool { base.isRenewable }
+    /// A subscription's task ended by itself.
+    func finished(_ id: String) {
+        state.withLock { _ = $0.active.removeValue(forKey: id) }
+    }
 
-    func invalidate(stamp: CredentialStamp) async throws {
-        try await base.invalidate(stamp: stamp)
+    /// Unregisters subscription `id`; its task, to cancel, or `nil` when there is none.
+    func remove(_ id: String) -> Task<Void, Never>? {
+        state.withLock { $0.active.removeValue(forKey: id)?.task }
+    }
+
+    /// Runs `replace` (the runtime swap) under the lock and unregisters the subscriptions whose
+    /// environment and profile `keeps` does not keep; returns their tasks, to cancel.
+    func replacingRuntime(_ replace: () -> Void, keeps: (String, String?) -> Bool) -> [Task<Void, Never>] {
+        state.withLock { state in
+            replace()
+            let ending = state.active.filter { !keeps($0.value.environment, $0.value.profile) }
+            for id in ending.keys { state.active[id] = nil }
+            return ending.values.map(\.task)
+        }
+    }
+
+    /// Refuses new subscriptions from now on and unregisters every running one; returns their
+    /// tasks, to cancel.
+    func close() -> [Task<Void, Never>] {
+        state.withLock { state in
+            state.closing = true
+            defer { state.active = [:] }
+            return state.active.values.map(\.task)
+        }
     }
 }
 

@@ -53,7 +53,8 @@ final class CurrentRuntime: Sendable {
 
     private func release(_ runtime: RelayRuntime) {
         let id = ObjectIdentifier(runtime)
-        let cleanup: (drop: [LazyTransport], keep: Set<SessionKey>)? = state.withLock { state in
+        let cleanup: (drop: [LazyTransport], keep: Set<SessionKey>, environments: Set<String>)? = state.withLock {
+            state in
             let left = (state.calls[id] ?? 1) - 1
             state.calls[id] = left == 0 ? nil : left
             guard left == 0, let retired = state.retired.removeValue(forKey: id), !state.closed else { return nil }
@@ -61,13 +62,15 @@ final class CurrentRuntime: Sendable {
             let kept = Set(live.flatMap { $0.transports.map(ObjectIdentifier.init) })
             return (
                 retired.transports.filter { !kept.contains(ObjectIdentifier($0)) },
-                live.reduce(into: Set<SessionKey>()) { $0.formUnion($1.sessionKeys) }
+                live.reduce(into: Set<SessionKey>()) { $0.formUnion($1.sessionKeys) },
+                Set(live.flatMap(\.environmentTransports.keys))
             )
         }
         guard let cleanup else { return }
         let manager = runtime.manager
         Task {
             let removed = await manager.removeSessions(except: cleanup.keep)
+            manager.dropTransports(except: cleanup.environments)
             for transport in cleanup.drop { transport.shutdown() }
             if removed > 0 || !cleanup.drop.isEmpty {
                 log.debug(

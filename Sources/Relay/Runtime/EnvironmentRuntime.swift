@@ -9,6 +9,10 @@ struct EnvironmentRuntime: Sendable {
     let headers: HTTPHeaders
     let transport: LazyTransport
     let profiles: [String: ProfileRuntime]
+    /// Adds the environment's headers for its origins.
+    let environmentHeaders: EnvironmentHeadersMiddleware
+    /// Logs every exchange, with the profiles' secret header and query names masked.
+    let logging: LoggingMiddleware
     /// Sends without credentials (environment headers still go to allowed origins).
     let plainClient: HTTPClient
     /// Sends with each profile's credentials.
@@ -50,14 +54,35 @@ struct EnvironmentRuntime: Sendable {
         let environmentHeaders = EnvironmentHeadersMiddleware(headers: headers, origins: origins)
         for (name, profile) in profiles {
             guard let credentials = profile.credentials else { continue }
-            clients[name] = HTTPClient(
-                transport: transport,
-                middlewares: [
-                    environmentHeaders, CredentialsMiddleware(source: credentials, origins: origins), logging,
-                ])
+            clients[name] = makeClient(
+                transport: transport, environmentHeaders: environmentHeaders, logging: logging,
+                credentials: CredentialsMiddleware(source: credentials, origins: origins))
         }
         return EnvironmentRuntime(
             settings: settings, origins: origins, headers: headers, transport: transport, profiles: profiles,
-            plainClient: HTTPClient(transport: transport, middlewares: [environmentHeaders, logging]), clients: clients)
+            environmentHeaders: environmentHeaders, logging: logging,
+            plainClient: makeClient(
+                transport: transport, environmentHeaders: environmentHeaders, logging: logging, credentials: nil),
+            clients: clients)
+    }
+
+    /// The one middleware stack of the environment, for `request` and `subscribe` alike: environment headers and
+    /// credentials (each only for the environment's origins), then logging of every attempt the transport makes.
+    private static func makeClient(
+        transport: LazyTransport, environmentHeaders: EnvironmentHeadersMiddleware, logging: LoggingMiddleware,
+        credentials: CredentialsMiddleware?
+    ) -> HTTPClient {
+        HTTPClient(
+            transport: transport, middlewares: [environmentHeaders] + (credentials.map { [$0] } ?? []) + [logging])
+    }
+
+    /// The client that sends with `profile`'s credentials (`nil`: none). With `recoveryBudget` (a subscription's,
+    /// shared by its reconnects) the same stack is built around that budget; without, each request has its own.
+    func client(for profile: ProfileRuntime?, recoveryBudget: AuthRecoveryBudget? = nil) -> HTTPClient {
+        guard let profile, let credentials = profile.credentials else { return plainClient }
+        guard let recoveryBudget else { return clients[profile.name] ?? plainClient }
+        return Self.makeClient(
+            transport: transport, environmentHeaders: environmentHeaders, logging: logging,
+            credentials: CredentialsMiddleware(source: credentials, origins: origins, budget: recoveryBudget))
     }
 }

@@ -4,7 +4,7 @@ import Synchronization
 /// A libcurl transport created on first use, so that starting the server (and answering
 /// `initialize` or `ping`) costs no thread and no TLS initialisation for environments that a
 /// session never calls.
-final class LazyTransport: HTTPStreamingTransport {
+final class LazyTransport: HTTPTransport {
     private let options: CurlTransport.Options
     /// Guarded by the mutex: the transport, once created.
     private let transport = Mutex<CurlTransport?>(nil)
@@ -22,12 +22,8 @@ final class LazyTransport: HTTPStreamingTransport {
         }
     }
 
-    func send(_ request: HTTPRequest) async throws -> HTTPResponse {
+    func send(_ request: HTTPRequest) async throws -> HTTPStreamingResponse {
         try await current().send(request)
-    }
-
-    func stream(_ request: HTTPRequest, idleTimeout: Duration?) async throws -> HTTPStreamingResponse {
-        try await current().stream(request, idleTimeout: idleTimeout)
     }
 
     /// Stops the transport if it was ever created.

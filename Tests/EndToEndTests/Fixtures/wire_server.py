@@ -16,6 +16,9 @@ Each listener appends JSON lines to LOG_PATH (flushed before any answer is writt
 Answers (keep-alive):
   POST .../token        200 {"access_token": "tok-<listener>-<seq>", "token_type": "Bearer",
                         "expires_in": 3600}
+  .../reject-first/...  401 with `WWW-Authenticate: Bearer error="invalid_token"` while the request
+                        carries the Authorization value the first such request carried (an expired
+                        token); otherwise answered like any other path
   GET  .../events       200 text/event-stream with one event (id 1, data "hello"), then closes
   anything else         200 application/json {"listener", "conn", "seq", "method", "target"} — the
                         caller sees which request was answered; its record (same seq) holds the
@@ -31,6 +34,7 @@ import threading
 log_lock = threading.Lock()
 log_path = sys.argv[1]
 sequence = [0]
+rejected = []  # the Authorization value the first .../reject-first/ request carried
 
 
 def append(record):
@@ -46,8 +50,19 @@ def next_seq():
         return sequence[0]
 
 
-def respond(sock, status, body, content_type="application/json", close=False):
+def rejects(path, headers):
+    if "/reject-first/" not in path:
+        return False
+    authorization = next((value for key, value in headers if key.lower() == "authorization"), None)
+    with log_lock:
+        if not rejected:
+            rejected.append(authorization)
+        return authorization == rejected[0]
+
+
+def respond(sock, status, body, content_type="application/json", close=False, extra=""):
     head = "HTTP/1.1 %d OK\r\nContent-Type: %s\r\nContent-Length: %d\r\n" % (status, content_type, len(body))
+    head += extra
     head += "Connection: close\r\n" if close else ""
     sock.sendall(head.encode() + b"\r\n" + body)
 
@@ -92,7 +107,9 @@ def serve(sock, name, conn, context):
                 append({"listener": name, "event": "request", "conn": conn, "seq": seq, "method": method,
                         "target": target, "headers": headers, "body": base64.b64encode(body).decode()})
                 path = target.split("?", 1)[0]
-                if method == "POST" and path.endswith("/token"):
+                if rejects(path, headers):
+                    respond(sock, 401, b"{}", extra='WWW-Authenticate: Bearer error="invalid_token"\r\n')
+                elif method == "POST" and path.endswith("/token"):
                     token = {"access_token": "tok-%s-%d" % (name, seq), "token_type": "Bearer", "expires_in": 3600}
                     respond(sock, 200, json.dumps(token).encode())
                 elif path.endswith("/events"):

@@ -37,7 +37,7 @@ import Testing
             method: "POST", url: "https://h/p?api_key=\(canary)&page=1",
             headers: HTTPHeaders([("X-Api-Key", canary), ("Authorization", "Bearer \(canary)")]),
             body: Array(canary.utf8))
-        let response = try await client.send(request)
+        let response = try await client.send(collecting: request)
         #expect(response.status == 200)
         logger.flush()  // lines are written by the logger's own thread
         try pipe.fileHandleForWriting.close()
@@ -45,6 +45,24 @@ import Testing
         #expect(output.contains("http request"))
         #expect(output.contains("status=200"))
         #expect(output.contains("page=1"))
+        #expect(!output.contains(canary))
+    }
+
+    @Test func streamedConnectionsAreLoggedLikeRequestsWithoutTheCanary() async throws {
+        let pipe = Pipe()
+        let logger = Logger(redactor: Redactor(), fileDescriptor: pipe.fileHandleForWriting.fileDescriptor)
+        logger.configure(level: .trace, format: .text)
+        let canary = "canary-5d21c"
+        let client = HTTPClient(transport: FakeTransport(), middlewares: [LoggingMiddleware(logger: logger)])
+        let request = HTTPRequest(
+            url: "https://h/events?access_token=\(canary)",
+            headers: HTTPHeaders([("Authorization", "Bearer \(canary)")]))
+        _ = try await client.stream(request, idleTimeout: .seconds(5))
+        logger.flush()
+        try pipe.fileHandleForWriting.close()
+        let output = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        #expect(output.contains("http request") && output.contains("stream=yes"))
+        #expect(output.contains("http response") && output.contains("status=200"))
         #expect(!output.contains(canary))
     }
 }

@@ -83,7 +83,8 @@ import Testing
         let first = try await iterator.next()
         #expect(first?.count == 10)
         await Self.expectStall(&iterator, idle: .milliseconds(300))
-        let closed = try await transport.send(HTTPRequest(url: server.url("/await?event=closed-stream-idle")))
+        let closed = try await transport.send(
+            collecting: HTTPRequest(url: server.url("/await?event=closed-stream-idle")))
         #expect(closed.status == 200)
     }
 
@@ -116,7 +117,8 @@ import Testing
         // Wait until the consumer is parked for more data, then cancel it.
         consumer.cancel()
         await #expect(throws: HTTPError.cancelled) { _ = try await consumer.value }
-        let closed = try await transport.send(HTTPRequest(url: server.url("/await?event=closed-stream-cancel")))
+        let closed = try await transport.send(
+            collecting: HTTPRequest(url: server.url("/await?event=closed-stream-cancel")))
         #expect(closed.status == 200)
     }
 
@@ -125,7 +127,8 @@ import Testing
             let response = try await transport.stream(HTTPRequest(url: server.url("/stream?bytes=0&stall=1&id=drop")))
             #expect(response.status == 200)
         }
-        let closed = try await transport.send(HTTPRequest(url: server.url("/await?event=closed-stream-drop")))
+        let closed = try await transport.send(
+            collecting: HTTPRequest(url: server.url("/await?event=closed-stream-drop")))
         #expect(closed.status == 200)
     }
 

@@ -1,3 +1,4 @@
+import Auth
 import Foundation
 import Testing
 
@@ -34,7 +35,7 @@ func withSafetyNet<T: Sendable>(seconds: Int = 20, _ body: @escaping @Sendable (
         headers.add(name: "X-Repeated", value: "two")
         headers.add(name: "Content-Type", value: "application/octet-stream")
         let request = HTTPRequest(method: "PUT", url: server.url("/echo?a=1&b=%20x"), headers: headers, body: body)
-        let response = try await transport.send(request)
+        let response = try await transport.send(collecting: request)
         #expect(response.status == 200)
         let echo = try Echo(response)
         #expect(echo.method == "PUT")
@@ -50,14 +51,15 @@ func withSafetyNet<T: Sendable>(seconds: Int = 20, _ body: @escaping @Sendable (
     @Test func largeUploadIsSentWithoutExpectContinue() async throws {
         let body = [UInt8](repeating: 0x61, count: 3 << 20)
         let echo = try Echo(
-            try await transport.send(HTTPRequest(method: "POST", url: server.url("/headers"), body: body)))
+            try await transport.send(collecting: HTTPRequest(method: "POST", url: server.url("/headers"), body: body)))
         #expect(echo.values("Expect").isEmpty)
         #expect(echo.bodyBytes == Array(String(body.count).utf8))
     }
 
     @Test func postWithoutContentTypeSendsNone() async throws {
         let response = try await transport.send(
-            HTTPRequest(method: "POST", url: server.url("/echo"), body: Array("a=b".utf8)))
+            collecting:
+                HTTPRequest(method: "POST", url: server.url("/echo"), body: Array("a=b".utf8)))
         let echo = try Echo(response)
         #expect(echo.values("Content-Type").isEmpty)
         #expect(echo.values("Content-Length") == ["3"])
@@ -66,29 +68,29 @@ func withSafetyNet<T: Sendable>(seconds: Int = 20, _ body: @escaping @Sendable (
 
     @Test(arguments: [404, 500])
     func errorStatusesAreResponses(status: Int) async throws {
-        let response = try await transport.send(HTTPRequest(url: server.url("/status/\(status)")))
+        let response = try await transport.send(collecting: HTTPRequest(url: server.url("/status/\(status)")))
         #expect(response.status == status)
         #expect(response.body == Array("status \(status)".utf8))
     }
 
     @Test func redirectIsReturnedAndItsTargetNeverContacted() async throws {
-        let response = try await transport.send(HTTPRequest(url: server.url("/redirect")))
+        let response = try await transport.send(collecting: HTTPRequest(url: server.url("/redirect")))
         #expect(response.status == 302)
         #expect(response.headers["Location"] == "http://127.0.0.1:\(server.otherPort)/contacted")
-        let hits = try await transport.send(HTTPRequest(url: server.url("/other-hits")))
+        let hits = try await transport.send(collecting: HTTPRequest(url: server.url("/other-hits")))
         #expect(hits.body == Array(#"{"hits": 0}"#.utf8))
     }
 
     @Test func cookiesAreNeverSentBack() async throws {
-        let first = try await transport.send(HTTPRequest(url: server.url("/set-cookie")))
+        let first = try await transport.send(collecting: HTTPRequest(url: server.url("/set-cookie")))
         #expect(first.headers.values(for: "set-cookie") == ["session=s3cr3t; Path=/"])
-        let echo = try Echo(try await transport.send(HTTPRequest(url: server.url("/echo"))))
+        let echo = try Echo(try await transport.send(collecting: HTTPRequest(url: server.url("/echo"))))
         #expect(echo.values("Cookie").isEmpty)
     }
 
     @Test func basicChallengeComesBackAsAResponse() async throws {
         let response = try await withSafetyNet { [transport, server] in
-            try await transport.send(HTTPRequest(url: server.url("/basic-401")))
+            try await transport.send(collecting: HTTPRequest(url: server.url("/basic-401")))
         }
         #expect(response.status == 401)
         #expect(response.headers["www-authenticate"] == #"Basic realm="test""#)
@@ -97,33 +99,34 @@ func withSafetyNet<T: Sendable>(seconds: Int = 20, _ body: @escaping @Sendable (
     @Test func slowResponseTimesOut() async throws {
         // The slow route answers only after 30 s: a response instead of a timeout fails the test.
         await #expect(throws: HTTPError.timeout) {
-            _ = try await transport.send(HTTPRequest(url: server.url("/slow?id=t"), timeout: .milliseconds(300)))
+            _ = try await transport.send(
+                collecting: HTTPRequest(url: server.url("/slow?id=t"), timeout: .milliseconds(300)))
         }
     }
 
     @Test func cancellationRemovesTheTransferAndClosesTheConnection() async throws {
         let transport = self.transport, server = self.server
-        let task = Task { try await transport.send(HTTPRequest(url: server.url("/slow?id=c"))) }
-        let started = try await transport.send(HTTPRequest(url: server.url("/await?event=started-c")))
+        let task = Task { try await transport.send(collecting: HTTPRequest(url: server.url("/slow?id=c"))) }
+        let started = try await transport.send(collecting: HTTPRequest(url: server.url("/await?event=started-c")))
         #expect(started.status == 200)
         task.cancel()
         await #expect(throws: HTTPError.cancelled) { _ = try await task.value }
-        let closed = try await transport.send(HTTPRequest(url: server.url("/await?event=closed-c")))
+        let closed = try await transport.send(collecting: HTTPRequest(url: server.url("/await?event=closed-c")))
         #expect(closed.status == 200)
     }
 
     @Test(arguments: ["/large", "/large-chunked"])
     func bodyOverTheLimitFails(route: String) async throws {
         await #expect(throws: HTTPError.bodyTooLarge(limit: 1 << 20)) {
-            _ = try await transport.send(HTTPRequest(url: server.url("\(route)?bytes=\(3 << 20)")))
+            _ = try await transport.send(collecting: HTTPRequest(url: server.url("\(route)?bytes=\(3 << 20)")))
         }
-        let within = try await transport.send(HTTPRequest(url: server.url("\(route)?bytes=\(1 << 20)")))
+        let within = try await transport.send(collecting: HTTPRequest(url: server.url("\(route)?bytes=\(1 << 20)")))
         #expect(within.body.count == 1 << 20)
     }
 
     @Test func refusedConnectionIsATransportError() async throws {
         do {
-            _ = try await transport.send(HTTPRequest(url: "http://127.0.0.1:\(server.closedPort)/"))
+            _ = try await transport.send(collecting: HTTPRequest(url: "http://127.0.0.1:\(server.closedPort)/"))
             Issue.record("expected a transport error")
         } catch let HTTPError.transport(reason) {
             #expect(!reason.isEmpty)
@@ -136,7 +139,7 @@ func withSafetyNet<T: Sendable>(seconds: Int = 20, _ body: @escaping @Sendable (
             url: "http://127.0.0.1:\(server.closedPort)/?x=1",
             headers: HTTPHeaders([("Authorization", "Bearer \(canary)")]))
         do {
-            _ = try await transport.send(request)
+            _ = try await transport.send(collecting: request)
             Issue.record("expected a transport error")
         } catch {
             #expect(!String(describing: error).contains(canary))
@@ -146,7 +149,8 @@ func withSafetyNet<T: Sendable>(seconds: Int = 20, _ body: @escaping @Sendable (
     @Test func explicitProxyIsUsed() async throws {
         let proxied = try CurlTransport(options: .init(proxy: "http://127.0.0.1:\(server.port)"))
         defer { proxied.shutdown() }
-        let echo = try Echo(try await proxied.send(HTTPRequest(url: "http://origin.invalid/echo?via=proxy")))
+        let echo = try Echo(
+            try await proxied.send(collecting: HTTPRequest(url: "http://origin.invalid/echo?via=proxy")))
         #expect(echo.path == "http://origin.invalid/echo?via=proxy")
         #expect(echo.values("Host") == ["origin.invalid"])
     }
@@ -155,10 +159,10 @@ func withSafetyNet<T: Sendable>(seconds: Int = 20, _ body: @escaping @Sendable (
         // The proxy is a closed port: used, the request would fail to connect.
         let proxied = try CurlTransport(options: .init(proxy: "http://127.0.0.1:\(server.closedPort)"))
         defer { proxied.shutdown() }
-        let echo = try Echo(try await proxied.send(HTTPRequest(url: server.url("/echo?direct=1"))))
+        let echo = try Echo(try await proxied.send(collecting: HTTPRequest(url: server.url("/echo?direct=1"))))
         #expect(echo.path == "/echo?direct=1")
         do {
-            _ = try await proxied.send(HTTPRequest(url: "http://origin.invalid/echo"))
+            _ = try await proxied.send(collecting: HTTPRequest(url: "http://origin.invalid/echo"))
             Issue.record("a non-loopback destination must go through the (closed) proxy")
         } catch let HTTPError.transport(reason) {
             #expect(!reason.isEmpty)
@@ -170,7 +174,7 @@ func withSafetyNet<T: Sendable>(seconds: Int = 20, _ body: @escaping @Sendable (
         let request = HTTPRequest(
             method: "POST", url: server.url("/echo"), headers: HTTPHeaders([(name, "0")]), body: Array("x".utf8))
         do {
-            _ = try await transport.send(request)
+            _ = try await transport.send(collecting: request)
             Issue.record("\(name) must be refused")
         } catch let HTTPError.invalidRequest(reason) {
             #expect(reason.contains(name))
@@ -179,7 +183,7 @@ func withSafetyNet<T: Sendable>(seconds: Int = 20, _ body: @escaping @Sendable (
 
     @Test func tlsIsVerifiedAgainstTheSystemStoreByDefaultAndAFailureIsATLSError() async throws {
         do {
-            _ = try await transport.send(HTTPRequest(url: "https://127.0.0.1:\(server.tlsPort)/echo"))
+            _ = try await transport.send(collecting: HTTPRequest(url: "https://127.0.0.1:\(server.tlsPort)/echo"))
             Issue.record("a self-signed certificate must not be accepted")
         } catch let HTTPError.tls(reason) {
             #expect(!reason.isEmpty)
@@ -189,13 +193,14 @@ func withSafetyNet<T: Sendable>(seconds: Int = 20, _ body: @escaping @Sendable (
     @Test func caFileTrustsAPrivateCertificate() async throws {
         let trusting = try CurlTransport(options: .init(caFile: TestServer.certificatePath))
         defer { trusting.shutdown() }
-        let echo = try Echo(try await trusting.send(HTTPRequest(url: "https://127.0.0.1:\(server.tlsPort)/echo?tls=1")))
+        let echo = try Echo(
+            try await trusting.send(collecting: HTTPRequest(url: "https://127.0.0.1:\(server.tlsPort)/echo?tls=1")))
         #expect(echo.path == "/echo?tls=1")
     }
 
     @Test func unsupportedSchemeIsRejected() async throws {
         await #expect(throws: HTTPError.self) {
-            _ = try await transport.send(HTTPRequest(url: "file:///etc/passwd"))
+            _ = try await transport.send(collecting: HTTPRequest(url: "file:///etc/passwd"))
         }
     }
 
@@ -203,7 +208,7 @@ func withSafetyNet<T: Sendable>(seconds: Int = 20, _ body: @escaping @Sendable (
         var headers = HTTPHeaders()
         headers.add(name: "X-Bad", value: "a\r\nInjected: yes")
         await #expect(throws: HTTPError.self) {
-            _ = try await transport.send(HTTPRequest(url: server.url("/echo"), headers: headers))
+            _ = try await transport.send(collecting: HTTPRequest(url: server.url("/echo"), headers: headers))
         }
     }
 
@@ -213,7 +218,8 @@ func withSafetyNet<T: Sendable>(seconds: Int = 20, _ body: @escaping @Sendable (
             try await withThrowingTaskGroup(of: Int.self) { group in
                 for index in 0..<200 {
                     group.addTask {
-                        let response = try await transport.send(HTTPRequest(url: server.url("/echo?i=\(index)")))
+                        let response = try await transport.send(
+                            collecting: HTTPRequest(url: server.url("/echo?i=\(index)")))
                         return try Echo(response).path == "/echo?i=\(index)" ? response.status : -1
                     }
                 }
@@ -227,21 +233,24 @@ func withSafetyNet<T: Sendable>(seconds: Int = 20, _ body: @escaping @Sendable (
     }
 
     @Test func headAndBodylessDeleteAreSentAsSuch() async throws {
-        let head = try await transport.send(HTTPRequest(method: "HEAD", url: server.url("/echo")))
+        let head = try await transport.send(collecting: HTTPRequest(method: "HEAD", url: server.url("/echo")))
         #expect(head.status == 200)
         #expect(head.body.isEmpty)
-        let delete = try Echo(try await transport.send(HTTPRequest(method: "DELETE", url: server.url("/echo"))))
+        let delete = try Echo(
+            try await transport.send(collecting: HTTPRequest(method: "DELETE", url: server.url("/echo"))))
         #expect(delete.method == "DELETE")
         #expect(delete.values("Content-Length").isEmpty)
-        let post = try Echo(try await transport.send(HTTPRequest(method: "POST", url: server.url("/echo"))))
+        let post = try Echo(try await transport.send(collecting: HTTPRequest(method: "POST", url: server.url("/echo"))))
         #expect(post.values("Content-Length") == ["0"])
     }
 
     @Test func shutdownFailsTransfersInFlight() async throws {
         let transport = try CurlTransport()
         let server = self.server
-        let task = Task { try await transport.send(HTTPRequest(url: server.url("/slow?id=s"))) }
-        #expect(try await self.transport.send(HTTPRequest(url: server.url("/await?event=started-s"))).status == 200)
+        let task = Task { try await transport.send(collecting: HTTPRequest(url: server.url("/slow?id=s"))) }
+        #expect(
+            try await self.transport.send(collecting: HTTPRequest(url: server.url("/await?event=started-s"))).status
+                == 200)
         transport.shutdown()
         await #expect(throws: HTTPError.cancelled) { _ = try await task.value }
     }
@@ -253,12 +262,13 @@ func withSafetyNet<T: Sendable>(seconds: Int = 20, _ body: @escaping @Sendable (
             middlewares: [
                 LoggingMiddleware(),
                 EnvironmentHeadersMiddleware(headers: HTTPHeaders([("X-Env", "1")]), origins: policy),
-                CredentialsMiddleware(source: FakeCredentialSource(), origins: policy),
+                CredentialsMiddleware(source: VersionedTokens(), origins: policy),
             ])
-        let same = try Echo(try await client.send(HTTPRequest(url: server.url("/echo"))))
-        #expect(same.values("Authorization") == ["Bearer token-1"])
+        let same = try Echo(try await client.send(collecting: HTTPRequest(url: server.url("/echo"))))
+        #expect(same.values("Authorization") == ["Bearer tok-1"])
         #expect(same.values("X-Env") == ["1"])
-        let other = try Echo(try await client.send(HTTPRequest(url: "http://localhost:\(server.port)/echo")))
+        let other = try Echo(
+            try await client.send(collecting: HTTPRequest(url: "http://localhost:\(server.port)/echo")))
         #expect(other.values("Authorization").isEmpty)
         #expect(other.values("X-Env").isEmpty)
     }
@@ -267,7 +277,7 @@ func withSafetyNet<T: Sendable>(seconds: Int = 20, _ body: @escaping @Sendable (
         let transport = try CurlTransport()
         transport.shutdown()
         await #expect(throws: HTTPError.cancelled) {
-            _ = try await transport.send(HTTPRequest(url: server.url("/echo")))
+            _ = try await transport.send(collecting: HTTPRequest(url: server.url("/echo")))
         }
     }
 }

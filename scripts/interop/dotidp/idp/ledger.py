@@ -48,20 +48,29 @@ class TokenGateMiddleware:
     """With IDP_TOKEN_GATE=DIR (stack up --token-gate DIR): while DIR/armed exists, every
     refresh_token grant at POST /o/token/ writes DIR/arrived-<id> and is held until DIR/release
     exists (at most 120 s) before the token endpoint handles it, so tests can act while a refresh
-    request is in flight (e.g. kill its sender)."""
+    request is in flight (e.g. kill its sender). When DIR/after exists too, the grant is handled
+    first (the refresh token is rotated at the server) and its response is held instead: the
+    arrived marker is written once the server has answered."""
 
     def __init__(self, get_response):
         self.get_response = get_response
         self.directory = os.environ.get("IDP_TOKEN_GATE", "")
 
+    def _hold(self):
+        marker = os.path.join(self.directory, f"arrived-{uuid.uuid4().hex}")
+        with open(marker, "w") as handle:
+            handle.write("arrived\n")
+        deadline = time.monotonic() + 120
+        while not os.path.exists(os.path.join(self.directory, "release")) and time.monotonic() < deadline:
+            time.sleep(0.01)
+
     def __call__(self, request):
         if (self.directory and request.method == "POST" and request.path == "/o/token/"
                 and os.path.exists(os.path.join(self.directory, "armed"))
                 and request.POST.get("grant_type") == "refresh_token"):
-            marker = os.path.join(self.directory, f"arrived-{uuid.uuid4().hex}")
-            with open(marker, "w") as handle:
-                handle.write("arrived\n")
-            deadline = time.monotonic() + 120
-            while not os.path.exists(os.path.join(self.directory, "release")) and time.monotonic() < deadline:
-                time.sleep(0.01)
+            if os.path.exists(os.path.join(self.directory, "after")):
+                response = self.get_response(request)
+                self._hold()
+                return response
+            self._hold()
         return self.get_response(request)
