@@ -9,7 +9,9 @@ let package = Package(
     name: "tokenrelay",
     products: [
         .executable(name: "tokenrelay", targets: ["tokenrelay"]),
-        .library(name: "TokenRelay", targets: ["Relay", "Auth", "HTTP", "HTTPFields", "Config", "JSONRPC", "Logging", "ErrorKinds"]),
+        .library(
+            name: "TokenRelay",
+            targets: ["Relay", "Auth", "HTTP", "HTTPFields", "Config", "JSONRPC", "Logging", "ErrorKinds"]),
     ],
     targets: [
         // C libraries from Debian, reached through pkg-config.
@@ -30,7 +32,7 @@ let package = Package(
         .target(name: "Auth", dependencies: ["HTTP", "HTTPFields", "CCrypto", "CSQLite", "ErrorKinds", "Logging"]),
         .target(
             name: "Relay", dependencies: ["JSONRPC", "Config", "HTTP", "HTTPFields", "Auth", "ErrorKinds", "Logging"]),
-        .executableTarget(name: "tokenrelay", dependencies: ["Relay", "JSONRPC", "Config", "Logging"]),
+        .executableTarget(name: "tokenrelay", dependencies: ["Relay", "JSONRPC", "Config", "ErrorKinds", "Logging"]),
 
         // Fuzz targets: built with `-sanitize=fuzzer -DFUZZING` by scripts/fuzz; plain builds get a stub main.
         .executableTarget(name: "FuzzFraming", dependencies: ["JSONRPC"]),
@@ -49,12 +51,12 @@ let package = Package(
         .testTarget(name: "LoggingTests", dependencies: ["Logging"]),
         .testTarget(name: "JSONRPCTests", dependencies: ["JSONRPC"]),
         .testTarget(name: "ConfigTests", dependencies: ["Config", "HTTPFields"]),
-        .testTarget(name: "HTTPTests", dependencies: ["HTTP", "HTTPFields", "Auth"], exclude: ["Fixtures"]),
+        .testTarget(name: "HTTPTests", dependencies: ["HTTP", "HTTPFields", "Auth", "ErrorKinds"], exclude: ["Fixtures"]),
         // The tests make keys and signatures with libcrypto directly: they link it.
         .testTarget(
-            name: "AuthTests", dependencies: ["Auth", "HTTP", "Logging", "CCrypto"],
+            name: "AuthTests", dependencies: ["Auth", "HTTP", "Logging", "CCrypto", "ErrorKinds"],
             linkerSettings: [.linkedLibrary("crypto")]),
-        .testTarget(name: "RelayTests", dependencies: ["Relay", "JSONRPC", "Config", "HTTP", "Auth"]),
+        .testTarget(name: "RelayTests", dependencies: ["Relay", "JSONRPC", "Config", "HTTP", "Auth", "ErrorKinds"]),
         .testTarget(name: "EndToEndTests", dependencies: ["JSONRPC"], exclude: ["Fixtures"]),
     ],
     swiftLanguageModes: [.v6]

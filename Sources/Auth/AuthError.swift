@@ -1,8 +1,9 @@
+import ErrorKinds
 import Logging
 
 /// Why a credential could not be had. Every description is redacted and never contains a token,
 /// a secret or a response body.
-public enum AuthError: Error, Sendable, Equatable, CustomStringConvertible {
+public enum AuthError: KindedError, Sendable, Equatable, CustomStringConvertible {
     /// The token endpoint answered with an OAuth error object (RFC 6749 §5.2); its texts are
     /// cleaned where they are read (``ServerText``).
     case oauth(error: ServerText, description: ServerText?, status: Int)
@@ -19,9 +20,11 @@ public enum AuthError: Error, Sendable, Equatable, CustomStringConvertible {
     case timeout
     /// The caller or the manager gave up.
     case cancelled
-    /// The session was logged out (in this process or another) while its token was being
-    /// obtained; nothing was kept (wire kind `logged_out`).
+    /// A `logout` ended the session while this acquisition was under way (SPEC §7): nothing was
+    /// committed. Wire kind `logged_out`, never `cancelled`.
     case loggedOut
+    /// The manager is closing (the process shuts down): wire kind `shutting_down`.
+    case shuttingDown
     /// The profile's settings cannot work (bad endpoint, unsupported client authentication...).
     case configuration(String)
     /// The discovery document could not be trusted or used.
@@ -41,18 +44,19 @@ public enum AuthError: Error, Sendable, Equatable, CustomStringConvertible {
     /// The ID token failed validation (OpenID Connect Core §3.1.3.7); nothing was stored.
     case invalidIDToken(String)
 
-    /// The stable wire `kind` string (SPEC §4.4).
-    public var kind: String {
+    /// The stable wire kind (SPEC §4.4).
+    public var errorKind: ErrorKind {
         switch self {
-        case .oauth, .invalidTokenResponse, .excessiveRenewals, .discovery, .loginRefused, .invalidIDToken: "auth"
-        case .interactionRequired, .loginRequired: "interaction_required"
-        case .loginAttemptsExceeded: "limit"
-        case .transport: "transport"
-        case .timeout: "timeout"
-        case .cancelled: "cancelled"
-        case .loggedOut: "logged_out"
-        case .configuration, .store: "config"
-        case .storage: "internal"
+        case .oauth, .invalidTokenResponse, .excessiveRenewals, .discovery, .loginRefused, .invalidIDToken: .auth
+        case .interactionRequired, .loginRequired: .interactionRequired
+        case .loginAttemptsExceeded: .limit
+        case .transport: .transport
+        case .timeout: .timeout
+        case .cancelled: .cancelled
+        case .loggedOut: .loggedOut
+        case .shuttingDown: .shuttingDown
+        case .configuration, .store: .config
+        case .storage: .internal
         }
     }
 
@@ -103,7 +107,8 @@ public enum AuthError: Error, Sendable, Equatable, CustomStringConvertible {
         case .transport(let reason): text = "token endpoint unreachable: \(reason)"
         case .timeout: text = "timed out waiting for a token"
         case .cancelled: text = "token acquisition cancelled"
-        case .loggedOut: text = "the session was logged out while its token was being obtained"
+        case .loggedOut: text = "the session was logged out while its token was being acquired"
+        case .shuttingDown: text = "the token manager is shutting down"
         case .configuration(let reason): text = "invalid OAuth configuration: \(reason)"
         case .discovery(let reason): text = "authorization server discovery failed: \(reason)"
         case .storage(let reason): text = "token store failed: \(reason)"

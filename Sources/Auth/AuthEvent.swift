@@ -1,3 +1,4 @@
+import ErrorKinds
 import Foundation
 
 /// Something the Relay turns into a notification.
@@ -16,7 +17,7 @@ public struct AuthFailure: Sendable, Equatable {
     /// The profile name.
     public let profile: String
     /// The error's wire kind (`auth`, `interaction_required`).
-    public let kind: String
+    public let kind: ErrorKind
     /// The redacted error message.
     public let message: String
     /// The OAuth error code, when the server sent one.
@@ -28,7 +29,7 @@ public struct AuthFailure: Sendable, Equatable {
     init(key: SessionKey, error: AuthError) {
         environment = key.environment
         profile = key.profile
-        kind = error.kind
+        kind = error.errorKind
         message = error.description
         oauthError = error.oauthError
         oauthErrorDescription = error.oauthErrorDescription

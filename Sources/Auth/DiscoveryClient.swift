@@ -83,7 +83,9 @@ public actor DiscoveryClient {
             let delay = retryAfter?.timeInterval ?? retryPolicy.delay(retry: attempt, random: random())
             let wake = clock.now.addingTimeInterval(delay)
             guard wake < deadline else { throw error }
-            log.debug("discovery attempt \(attempt) failed (\(error.kind)); retrying in \(Int(delay * 1000)) ms")
+            log.debug(
+                "discovery attempt \(attempt) failed (\(error.errorKind.rawValue)); retrying in \(Int(delay * 1000)) ms"
+            )
             try await clock.sleep(until: wake)
         }
     }

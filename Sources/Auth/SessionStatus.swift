@@ -1,3 +1,4 @@
+import ErrorKinds
 import Foundation
 
 /// A snapshot of one session for `status` (SPEC §7). Never contains a token.
@@ -43,7 +44,7 @@ public struct SessionStatus: Sendable, Equatable {
     /// Whether a refresh token is held.
     public let refreshable: Bool
     /// The last error's kind and (redacted) message.
-    public let lastError: (kind: String, message: String)?
+    public let lastError: (kind: ErrorKind, message: String)?
     /// The counters.
     public let counters: Counters
     /// Who is logged in (interactive OpenID Connect sessions).
@@ -54,7 +55,7 @@ public struct SessionStatus: Sendable, Equatable {
     /// Creates a snapshot.
     public init(
         environment: String, profile: String, type: String, state: State, expiresAt: Date?, refreshable: Bool,
-        lastError: (kind: String, message: String)?, counters: Counters, fromStore: Bool = false,
+        lastError: (kind: ErrorKind, message: String)?, counters: Counters, fromStore: Bool = false,
         identity: LoginIdentity? = nil
     ) {
         self.environment = environment

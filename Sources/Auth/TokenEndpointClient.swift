@@ -195,7 +195,8 @@ public struct TokenEndpointClient: Sendable {
             let wake = clock.now.addingTimeInterval(delay)
             guard wake < deadline else { throw lastError }
             log.debug(
-                "token endpoint attempt \(attempt) failed (\(lastError.kind)); retrying in \(Int(delay * 1000)) ms")
+                "token endpoint attempt \(attempt) failed (\(lastError.errorKind.rawValue)); retrying in \(Int(delay * 1000)) ms"
+            )
             try await clock.sleep(until: wake)
         }
     }

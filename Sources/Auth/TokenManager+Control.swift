@@ -218,7 +218,7 @@ extension TokenManager {
             return SessionStatus(
                 environment: session.key.environment, profile: session.key.profile, type: session.key.grant,
                 state: state, expiresAt: session.token?.expiresAt, refreshable: session.refreshToken != nil,
-                lastError: session.lastError.map { ($0.kind, $0.description) }, counters: session.counters,
+                lastError: session.lastError.map { ($0.errorKind, $0.description) }, counters: session.counters,
                 fromStore: session.token != nil && session.tokenFromStore, identity: session.identity)
         }
     }
@@ -249,8 +249,8 @@ extension TokenManager {
     public var sessionKeys: [SessionKey] { Array(sessions.keys) }
 
     /// Stops the manager: acquisitions not yet sent are cancelled (their callers get
-    /// ``AuthError/cancelled``); acquisitions already sent run to completion and commit, and this
-    /// waits for them. Later calls to ``token(for:deadline:)`` fail with ``AuthError/cancelled``.
+    /// ``AuthError/shuttingDown``); acquisitions already sent run to completion and commit, and this
+    /// waits for them. Later calls to ``token(for:deadline:)`` fail with ``AuthError/shuttingDown``.
     public func close() async {
         closed = true
         endLogins()
@@ -268,7 +268,7 @@ extension TokenManager {
             flight.waiters = [:]
             for waiter in waiters.values {
                 waiter.timer?.cancel()
-                waiter.continuation.resume(throwing: AuthError.cancelled)
+                waiter.continuation.resume(throwing: AuthError.shuttingDown)
             }
         }
         for task in committing { await task.value }

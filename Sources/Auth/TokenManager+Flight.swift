@@ -53,7 +53,8 @@ extension TokenManager {
         do {
             result = .success(try await acquire(session, flight))
         } catch let error as AuthError {
-            result = .failure(error)
+            // Whatever failed after a logout of the session, the callers' answer is that logout.
+            result = .failure(session.generation == flight.generation ? error : .loggedOut)
         } catch {
             result = .failure(.cancelled)
         }
@@ -78,7 +79,7 @@ extension TokenManager {
             if flight.isRenewal { session.counters.renewals += 1 } else { session.counters.acquisitions += 1 }
             answer = .success(token)
         case .failure(let error):
-            if error != .cancelled, error != .loggedOut { session.lastError = error }
+            if error != .cancelled && error != .loggedOut { session.lastError = error }
             if flight.isRenewal && error.isRefusal {
                 log.warn("token renewal refused for \(session.key): \(error.description)")
                 emit(.authFailed(AuthFailure(key: session.key, error: error)))
@@ -175,6 +176,8 @@ extension TokenManager {
                     request, deadline: flight.deadline, beforeFirstSend: beforeSend)
                 usedRefreshToken = refreshToken
             } catch let error as AuthError where error.oauthError == "invalid_grant" {
+                // A logout meanwhile revoked the token: that is why, and the session stays logged out.
+                guard session.generation == flight.generation else { throw AuthError.loggedOut }
                 try await dropRefreshState(session, refused: refreshToken)
                 guard case .clientCredentials = configuration.grant else {
                     session.interactionRequired = true

@@ -104,7 +104,7 @@ extension TokenManager {
     /// meanwhile: then adopt that session instead of prompting) and release it after the commit.
     public func login(_ key: SessionKey, openBrowser: Bool = true) async throws -> LoginResult {
         try Task.checkCancellation()
-        guard !closed else { throw AuthError.cancelled }
+        guard !closed else { throw AuthError.shuttingDown }
         guard let session = sessions[key] else { throw AuthError.configuration("unknown session \(key)") }
         guard let settings = session.configuration.grant.interactive else {
             throw AuthError.configuration(
@@ -213,7 +213,7 @@ extension TokenManager {
         session.login = nil
         if case .failure(let error) = result {
             session.failedLogins.append(clock.now)
-            if error != .cancelled, error != .loggedOut { session.lastError = error }
+            if error != .cancelled && error != .loggedOut { session.lastError = error }
             log.info("login for \(session.key) failed: \(error.description)")
         }
         let waiters = flight.waiters

@@ -184,7 +184,7 @@ public actor TokenManager {
         -> Token
     {
         try Task.checkCancellation()
-        guard !closed else { throw AuthError.cancelled }
+        guard !closed else { throw AuthError.shuttingDown }
         guard let session = sessions[key] else { throw AuthError.configuration("unknown session \(key)") }
         session.counters.requests += 1
         if store.changedElsewhere() { markStale() }

@@ -135,8 +135,3 @@ extension TokenManager {
         return "\(type(of: error))"
     }
 }
-
-extension AuthError: EventSourceErrorKind {
-    /// The SPEC §4.4 kind (same as ``kind``), for event-source failures caused by credentials.
-    public var wireKind: String { kind }
-}

@@ -130,7 +130,7 @@ public struct EventSource: AsyncSequence, Sendable {
                     [
                         ("attempt", change.attempt.map(String.init) ?? "-"),
                         ("delayMs", change.retryInMs.map(String.init) ?? "-"),
-                        ("status", change.status.map(String.init) ?? "-"), ("kind", change.error?.kind ?? "-"),
+                        ("status", change.status.map(String.init) ?? "-"), ("kind", change.error?.kind.rawValue ?? "-"),
                     ])
             }
             switch transition.next {

@@ -13,7 +13,7 @@ public struct EventSourceConfiguration: Sendable {
     public var lastEventID: String?
     /// The `{kind, message}` a subscription closes with when the pipeline throws an error that is not the
     /// connection's (a middleware's: a credential that cannot be had). The relay passes its one error mapping; the
-    /// default takes a ``KindedError``'s or ``EventSourceErrorKind``'s kind, else `auth`, and the redacted description.
+    /// default takes a ``KindedError``'s kind, else `auth`, and the redacted description.
     public var describeFailure: @Sendable (any Error) -> EventSourceFailure
     /// No byte for this long while we are not pausing the transfer: the connection is treated as dropped. `nil`: the
     /// transport's default.

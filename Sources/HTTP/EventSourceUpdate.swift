@@ -59,47 +59,43 @@ public struct SubscriptionStateChange: Sendable, Hashable, CustomStringConvertib
 
 /// Why a connection of a subscription failed: the SPEC's `{kind, message}`. The message never holds a token, a header
 /// value or a body.
-public struct EventSourceFailure: Sendable, Hashable, CustomStringConvertible {
+public struct EventSourceFailure: KindedError, Sendable, Hashable, CustomStringConvertible {
     /// A stable kind: `auth`, `interaction_required`, `transport`, `timeout`, `http_status`, `protocol`, `limit`,
-    /// `invalid_params`, `cancelled`, or whatever kind a credential error exposes through ``EventSourceErrorKind``.
-    public var kind: String
+    /// `invalid_params`, `cancelled`, or whatever kind a credential error exposes through ``KindedError``.
+    public var kind: ErrorKind
     /// A human-readable reason.
     public var message: String
 
     /// Creates a failure.
-    public init(kind: String, message: String) {
+    public init(kind: ErrorKind, message: String) {
         self.kind = kind
         self.message = message
     }
 
-    public var description: String { "\(kind): \(message)" }
+    public var description: String { "\(kind.rawValue): \(message)" }
 
-    /// The credentials were refused or could not be had.
-    public static let auth = ErrorKind.auth.rawValue
+    public var errorKind: ErrorKind { kind }
+
+    /// The credentials were refused or could not be had. When a ``CredentialSource`` throws a
+    /// ``KindedError`` (the token manager's `AuthError` says `interaction_required`...), the
+    /// subscription closes with that kind instead; its `description` becomes the message, so it
+    /// must be redacted.
+    public static let auth = ErrorKind.auth
     /// The connection failed (DNS, TCP, TLS, dropped mid-stream).
-    public static let transport = ErrorKind.transport.rawValue
+    public static let transport = ErrorKind.transport
     /// The connect timeout or the idle timeout ran out.
-    public static let timeout = ErrorKind.timeout.rawValue
+    public static let timeout = ErrorKind.timeout
     /// The server answered a status that is not a stream.
-    public static let httpStatus = ErrorKind.httpStatus.rawValue
+    public static let httpStatus = ErrorKind.httpStatus
     /// The response was not a valid event stream (content type, line or event too large).
-    public static let `protocol` = ErrorKind.protocol.rawValue
+    public static let `protocol` = ErrorKind.protocol
     /// The request cannot be sent as built (URL or header refused): the wire kind of -32602.
-    public static let invalidRequest = ErrorKind.invalidParams.rawValue
+    public static let invalidRequest = ErrorKind.invalidParams
 
-    /// The failure an error of the pipeline that is not the connection's stands for: its ``KindedError`` or
-    /// ``EventSourceErrorKind`` kind, else `auth`; its description, redacted, as the message.
+    /// The failure an error of the pipeline that is not the connection's stands for: its
+    /// ``KindedError`` kind, else `auth`; its description, redacted, as the message.
     @Sendable public static func describing(_ error: any Error) -> EventSourceFailure {
-        let kind =
-            (error as? any KindedError)?.errorKind.rawValue ?? (error as? any EventSourceErrorKind)?.wireKind ?? auth
+        let kind = (error as? any KindedError)?.errorKind ?? auth
         return EventSourceFailure(kind: kind, message: Redactor.shared.redact(String(describing: error)))
     }
-}
-
-/// An error that knows its wire `kind` (for example the token manager's `AuthError` says `interaction_required`).
-/// When a middleware (the credentials one) throws such an error, the subscription closes with that kind instead of `auth`; its
-/// `description` becomes the message, so it must be redacted.
-public protocol EventSourceErrorKind: Error {
-    /// The stable kind string of the SPEC's error `data.kind`.
-    var wireKind: String { get }
 }

@@ -1,3 +1,5 @@
+import ErrorKinds
+
 /// The decisions of one event-stream subscription (SPEC §5.5, §7 "Events") as a pure state machine: the
 /// ``EventSource`` feeds it what happened (a connection is due, a response head, a failure, events dispatched, the end
 /// of a body) and does what it answers (announce state changes, connect, read the body, wait, finish). No clock, no
@@ -163,7 +165,7 @@ public struct EventStreamStateMachine: Sendable {
 
     // MARK: Decisions
 
-    mutating func close(status: Int? = nil, kind: String? = nil, message: String = "") -> Transition {
+    mutating func close(status: Int? = nil, kind: ErrorKind? = nil, message: String = "") -> Transition {
         isFinished = true
         let failure = kind.map { EventSourceFailure(kind: $0, message: message) }
         return Transition(
@@ -171,7 +173,7 @@ public struct EventStreamStateMachine: Sendable {
     }
 
     mutating func reconnect(
-        status: Int? = nil, kind: String?, message: String, minimumDelay: Int = 0, serverRetry: Int?, jitter: Double
+        status: Int? = nil, kind: ErrorKind?, message: String, minimumDelay: Int = 0, serverRetry: Int?, jitter: Double
     ) -> Transition {
         if delivered {
             policy.connectionDeliveredEvent()

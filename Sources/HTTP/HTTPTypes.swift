@@ -1,3 +1,5 @@
+import ErrorKinds
+
 /// An HTTP header list that keeps order and repeated fields; names compare case-insensitively.
 public struct HTTPHeaders: Sendable, Hashable, Sequence {
     /// The fields in the order they were added or received.
@@ -111,7 +113,7 @@ public struct HTTPResponse: Sendable {
 }
 
 /// Why a request produced no response. Descriptions never contain header values or bodies.
-public enum HTTPError: Error, Sendable, Equatable, CustomStringConvertible {
+public enum HTTPError: KindedError, Sendable, Equatable, CustomStringConvertible {
     /// DNS, connection or protocol failure, with libcurl's reason. May go away on retry.
     case transport(String)
     /// The TLS handshake failed or the peer's certificate was not trusted (`ca_file`, host name,
@@ -138,6 +140,17 @@ public enum HTTPError: Error, Sendable, Equatable, CustomStringConvertible {
         case .invalidURL(let reason): "invalid URL: \(reason)"
         case .invalidRequest(let reason): "invalid request: \(reason)"
         case .cancelled: "cancelled"
+        }
+    }
+
+    /// The wire kind (SPEC §4.4): a request that cannot be built as given is the caller's params.
+    public var errorKind: ErrorKind {
+        switch self {
+        case .transport, .tls: .transport
+        case .timeout: .timeout
+        case .bodyTooLarge: .limit
+        case .invalidURL, .invalidRequest: .invalidParams
+        case .cancelled: .cancelled
         }
     }
 }

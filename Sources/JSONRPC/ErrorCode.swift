@@ -1,3 +1,5 @@
+import ErrorKinds
+
 /// A JSON-RPC error code. An open set: the standard codes and tokenrelay's own
 /// (-32000...-32099) are static members; every code has a stable ``kind`` string.
 ///
@@ -28,21 +30,31 @@ public struct ErrorCode: RawRepresentable, Sendable, Hashable {
     public static let limit = ErrorCode(rawValue: -32022)
     public static let shuttingDown = ErrorCode(rawValue: -32030)
     public static let notSupported = ErrorCode(rawValue: -32031)
+    /// A `logout` ended the session the request was waiting on (SPEC §7).
+    public static let loggedOut = ErrorCode(rawValue: -32032)
 
     /// Codes LSP gives a meaning of its own; tokenrelay sends none of them.
     public static let lspReserved: Set<Int> = [-32001, -32002, -32803, -32802, -32801]
 
-    /// Every code tokenrelay sends, with its `data.kind`.
-    public static let all: [(code: ErrorCode, kind: String)] = [
-        (.parseError, "parse"), (.invalidRequest, "invalid_request"), (.methodNotFound, "method_not_found"),
-        (.invalidParams, "invalid_params"), (.internalError, "internal"), (.requestCancelled, "cancelled"),
-        (.config, "config"), (.unknownEnvironment, "unknown_environment"), (.unknownProfile, "unknown_profile"),
-        (.auth, "auth"), (.interactionRequired, "interaction_required"), (.transport, "transport"),
-        (.timeout, "timeout"), (.limit, "limit"), (.shuttingDown, "shutting_down"), (.notSupported, "not_supported"),
+    /// Every code tokenrelay sends, with its `data.kind`: the one table between codes and kinds.
+    /// `http_status` and `protocol` describe a subscription's end only and have no code.
+    public static let all: [(code: ErrorCode, kind: ErrorKind)] = [
+        (.parseError, .parse), (.invalidRequest, .invalidRequest), (.methodNotFound, .methodNotFound),
+        (.invalidParams, .invalidParams), (.internalError, .internal), (.requestCancelled, .cancelled),
+        (.config, .config), (.unknownEnvironment, .unknownEnvironment), (.unknownProfile, .unknownProfile),
+        (.auth, .auth), (.interactionRequired, .interactionRequired), (.transport, .transport),
+        (.timeout, .timeout), (.limit, .limit), (.shuttingDown, .shuttingDown), (.notSupported, .notSupported),
+        (.loggedOut, .loggedOut),
     ]
 
-    /// The stable `data.kind` string of this code.
-    public var kind: String {
-        Self.all.first { $0.code == self }?.kind ?? "internal"
+    /// The stable `data.kind` of this code (`internal` for a code tokenrelay does not send).
+    public var kind: ErrorKind {
+        Self.all.first { $0.code == self }?.kind ?? .internal
+    }
+
+    /// The code an error of `kind` is sent with. The stream-only kinds (`http_status`,
+    /// `protocol`) are transport failures when they end a request.
+    public init(kind: ErrorKind) {
+        self = Self.all.first { $0.kind == kind }?.code ?? .transport
     }
 }

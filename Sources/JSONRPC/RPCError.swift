@@ -1,3 +1,5 @@
+import ErrorKinds
+
 /// One problem with a request's params: where (a JSON Pointer into the params) and why.
 public struct ParamDiagnostic: Sendable, Hashable {
     /// RFC 6901 JSON Pointer into the params, e.g. `/query/b/1`; `""` for the params themselves.
@@ -27,20 +29,32 @@ public struct ParamDiagnostic: Sendable, Hashable {
 
 /// An error as it goes on the wire: code, message, and `data` that always carries `kind`.
 /// The message must never contain a secret (callers build it from redacted text).
-public struct RPCError: Error, Sendable, Hashable, CustomStringConvertible {
+public struct RPCError: KindedError, Sendable, Hashable, CustomStringConvertible {
     public var code: ErrorCode
     public var message: String
     /// Stable machine-readable kind (`data.kind`).
-    public var kind: String
+    public var kind: ErrorKind
     /// Further members of `data` (besides `kind`), e.g. `diagnostics`, `oauthError`.
     public var data: JSONObject
 
-    public init(code: ErrorCode, message: String, kind: String? = nil, data: JSONObject = JSONObject()) {
+    /// An error of `code`, with the kind that code has.
+    public init(code: ErrorCode, message: String, data: JSONObject = JSONObject()) {
         self.code = code
         self.message = message
-        self.kind = kind ?? code.kind
+        self.kind = code.kind
         self.data = data
     }
+
+    /// An error of `kind`, sent with the code of that kind (``ErrorCode/init(kind:)``), so code
+    /// and kind always agree.
+    public init(kind: ErrorKind, message: String, data: JSONObject = JSONObject()) {
+        self.code = ErrorCode(kind: kind)
+        self.message = message
+        self.kind = kind
+        self.data = data
+    }
+
+    public var errorKind: ErrorKind { kind }
 
     /// -32602 with `data.diagnostics`.
     public static func invalidParams(_ diagnostics: [ParamDiagnostic], message: String? = nil) -> RPCError {
@@ -66,10 +80,10 @@ public struct RPCError: Error, Sendable, Hashable, CustomStringConvertible {
     /// The `error` member of a response.
     public var jsonValue: JSONValue {
         var fullData = JSONObject()
-        fullData["kind"] = .string(kind)
+        fullData["kind"] = .string(kind.rawValue)
         for member in data where member.key != "kind" { fullData[member.key] = member.value }
         return .object(["code": .int(code.rawValue), "message": .string(message), "data": .object(fullData)])
     }
 
-    public var description: String { "\(code.rawValue) \(kind): \(message)" }
+    public var description: String { "\(code.rawValue) \(kind.rawValue): \(message)" }
 }

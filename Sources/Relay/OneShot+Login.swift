@@ -17,33 +17,21 @@ extension OneShot {
         settings: Settings, environment: String?, profile: String?, openBrowser: Bool,
         onPrompt: @escaping @Sendable (JSONValue) -> Void
     ) async -> Result<LoginOutcome, RPCError> {
-        let runtime: RelayRuntime
-        do {
-            runtime = try await RelayRuntime.make(settings: settings, environmentOverride: environment)
-        } catch {
-            return .failure(ErrorMapping.rpcError(error))
-        }
-        let prompts = Task {
-            for await event in runtime.manager.events {
-                if case .prompt(let prompt) = event { onPrompt(LoginMethod.promptParams(prompt)) }
+        await withRuntime(settings: settings, environment: environment) { runtime in
+            let prompts = Task {
+                for await event in runtime.manager.events {
+                    if case .prompt(let prompt) = event { onPrompt(LoginMethod.promptParams(prompt)) }
+                }
             }
-        }
-        let result: Result<LoginOutcome, RPCError>
-        do {
+            defer { prompts.cancel() }
             let method = LoginMethod(runtime: runtime)
             let (environmentRuntime, profileRuntime) = try method.session(environment: nil, profile: profile)
             let login = try await method.perform(
                 environment: environmentRuntime, profile: profileRuntime, openBrowser: openBrowser)
-            result = .success(
-                LoginOutcome(
-                    result: LoginMethod.resultValue(
-                        login, environment: environmentRuntime.name, profile: profileRuntime.name),
-                    persisted: settings.store.type != .memory))
-        } catch {
-            result = .failure(ErrorMapping.rpcError(error))
+            return LoginOutcome(
+                result: LoginMethod.resultValue(
+                    login, environment: environmentRuntime.name, profile: profileRuntime.name),
+                persisted: settings.store.type != .memory)
         }
-        await runtime.close()
-        prompts.cancel()
-        return result
     }
 }

@@ -6,7 +6,7 @@ extension OneShot {
     /// `tokenrelay status`: the `status` method's result in a process of its own (what the store
     /// holds for each configured session).
     public static func status(settings: Settings, environment: String?) async -> Result<JSONValue, RPCError> {
-        await withTokenMethods(settings: settings, environment: environment) { try await $0.status(nil) }
+        await withTokenMethods(settings: settings, environment: environment) { try await $0.status() }
     }
 
     /// `tokenrelay logout`: the `logout` method (params `{environment?, profile?, all?}`) in a
@@ -14,7 +14,9 @@ extension OneShot {
     public static func logout(settings: Settings, environment: String?, params: JSONValue) async -> Result<
         JSONValue, RPCError
     > {
-        await withTokenMethods(settings: settings, environment: environment) { try await $0.logout(params) }
+        await withTokenMethods(settings: settings, environment: environment) {
+            try await $0.logout(try SessionSelection(decoding: params)).resultValue
+        }
     }
 
     /// `tokenrelay store rekey`: re-seals every record of the configured SQLite store under
@@ -37,19 +39,8 @@ extension OneShot {
     private static func withTokenMethods(
         settings: Settings, environment: String?, _ body: (TokenMethods) async throws -> JSONValue
     ) async -> Result<JSONValue, RPCError> {
-        let runtime: RelayRuntime
-        do {
-            runtime = try await RelayRuntime.make(settings: settings, environmentOverride: environment)
-        } catch {
-            return .failure(ErrorMapping.rpcError(error))
+        await withRuntime(settings: settings, environment: environment) { runtime in
+            try await body(TokenMethods(runtime: runtime, subscriptionCount: { 0 }))
         }
-        let result: Result<JSONValue, RPCError>
-        do {
-            result = .success(try await body(TokenMethods(runtime: runtime, subscriptionCount: { 0 })))
-        } catch {
-            result = .failure(ErrorMapping.rpcError(error))
-        }
-        await runtime.close()
-        return result
     }
 }

@@ -1,4 +1,6 @@
 import Config
+import ErrorKinds
+import HTTP
 import JSONRPC
 import Logging
 import Synchronization
@@ -8,8 +10,9 @@ extension OneShot {
     public enum SubscriptionEnd: Sendable {
         /// Stopped by ``SubscriptionHandle/stop()`` (SIGINT/SIGTERM).
         case stopped
-        /// The server ended it; `error` is set when it ended on an error.
-        case closed(status: Int?, error: RPCError?)
+        /// The server ended it; `error` (the `subscription-state` notification's `{kind, message}`)
+        /// is set when it ended on an error.
+        case closed(status: Int?, error: EventSourceFailure?)
         /// It could not start.
         case failed(RPCError)
     }
@@ -45,7 +48,8 @@ extension OneShot {
         let subscriptions = Subscriptions(runtime: runtime)
         let context = RequestContext(id: .number(JSONNumber(1)), inBatch: false, sink: sink)
         do {
-            _ = try await subscriptions.subscribe(params, context: context)
+            _ = try await subscriptions.subscribe(
+                try SubscribeMethod.decode(params, context: context), context: context)
         } catch {
             await runtime.close()
             return .failed(ErrorMapping.rpcError(error))
@@ -85,9 +89,9 @@ extension OneShot {
                     params.members.filter { $0.key != "state" }.map { ($0.key, $0.value.jsonText) })
                 if state == "closed" {
                     let error = params["error"].map { error in
-                        RPCError(
-                            code: .transport, message: error["message"]?.stringValue ?? "closed",
-                            kind: error["kind"]?.stringValue ?? "transport")
+                        EventSourceFailure(
+                            kind: error["kind"]?.stringValue.flatMap(ErrorKind.init(rawValue:)) ?? .transport,
+                            message: error["message"]?.stringValue ?? "closed")
                     }
                     let status = params["status"]?.numberValue?.intValue
                     ending.withLock { $0 = .closed(status: status, error: error) }

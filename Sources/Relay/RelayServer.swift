@@ -78,7 +78,7 @@ public final class RelayServer: Sendable {
                 case .authFailed(let failure):
                     var params: JSONObject = [
                         "environment": .string(failure.environment), "profile": .string(failure.profile),
-                        "kind": .string(failure.kind), "message": .string(failure.message),
+                        "kind": .string(failure.kind.rawValue), "message": .string(failure.message),
                     ]
                     if let code = failure.oauthError { params["oauthError"] = .string(code) }
                     if let text = failure.oauthErrorDescription { params["oauthErrorDescription"] = .string(text) }

@@ -8,35 +8,19 @@ import Relay
 /// `tokenrelay call METHOD PATH`: one request for shell users. Prints the response body to
 /// stdout; `-v` prints the status line and headers to stderr.
 enum CallCommand {
-    /// Exit codes of `call` (README "Exit codes").
-    enum ExitCode {
-        static let success: Int32 = 0
-        static let usage: Int32 = 2
-        static let config: Int32 = 3
-        static let clientError: Int32 = 4
-        static let serverError: Int32 = 5
-        static let otherStatus: Int32 = 6
-        static let requestFailed: Int32 = 7
-        static let authFailed: Int32 = 8
-    }
-
     static func run(arguments: [String], environment: [String: String]) async -> Int32 {
         var parser = ArgumentParser(arguments)
         var positional: [String] = []
-        var configPath: String?
-        var environmentName: String?
+        var options = CommandOptions()
         var params = JSONObject()
         var headers = JSONObject()
         var query: [String: [JSONValue]] = [:]
         var queryOrder: [String] = []
         var verbose = false
-        var logLevel = LogLevel.warn
         do throws(ArgumentError) {
             while let argument = parser.next() {
+                if try options.take(argument, from: &parser) { continue }
                 switch argument {
-                case "--config": configPath = try parser.value(for: argument)
-                case "--env": environmentName = try parser.value(for: argument)
-                case "--profile": params["profile"] = .string(try parser.value(for: argument))
                 case "-H", "--header":
                     let (name, value) = try ArgumentParser.header(try parser.value(for: argument))
                     headers[name] = .string(value)
@@ -61,10 +45,6 @@ enum CallCommand {
                     params["timeoutMs"] = .int(Int(seconds * 1000))
                 case "--no-auth": params["auth"] = false
                 case "-v", "--verbose": verbose = true
-                case "--log-level":
-                    let value = try parser.value(for: argument)
-                    guard let level = LogLevel(name: value) else { throw ArgumentError("unknown log level '\(value)'") }
-                    logLevel = level
                 default:
                     if argument.hasPrefix("-") && argument != "-" {
                         throw ArgumentError("unknown option '\(argument)'")
@@ -77,7 +57,8 @@ enum CallCommand {
         } catch {
             return CommandLineTool.usageError(error.message)
         }
-        log.configure(level: logLevel, format: .text)
+        log.configure(level: options.logLevel, format: .text)
+        if let profile = options.profile { params["profile"] = .string(profile) }
         params["method"] = .string(positional[0].uppercased())
         let target = positional[1]
         let lower = target.lowercased()
@@ -91,18 +72,13 @@ enum CallCommand {
                         return (key: name, value: values.count == 1 ? values[0] : .array(values))
                     }))
         }
-        guard let settings = await CommandLineTool.loadSettings(path: configPath, environment: environment) else {
-            return ExitCode.config
+        guard let settings = await CommandLineTool.loadSettings(path: options.configPath, environment: environment)
+        else {
+            return ExitCodes.config
         }
-        switch await OneShot.call(settings: settings, environment: environmentName, params: .object(params)) {
+        switch await OneShot.call(settings: settings, environment: options.environment, params: .object(params)) {
         case .failure(let error):
-            CommandLineTool.writeStandardError("tokenrelay: \(error.kind): \(error.message)")
-            switch error.kind {
-            case "config", "unknown_environment", "unknown_profile": return ExitCode.config
-            case "invalid_params": return ExitCode.usage
-            case "auth", "interaction_required": return ExitCode.authFailed
-            default: return ExitCode.requestFailed
-            }
+            return CommandLineTool.fail(error, in: .call)
         case .success(let (response, elapsed)):
             if verbose {
                 var lines = ["HTTP \(response.status) (\(DurationText.format(elapsed)))"]
@@ -111,10 +87,10 @@ enum CallCommand {
             }
             CommandLineTool.writeRaw(STDOUT_FILENO, response.body)
             switch response.status {
-            case 200..<300: return ExitCode.success
-            case 400..<500: return ExitCode.clientError
-            case 500..<600: return ExitCode.serverError
-            default: return ExitCode.otherStatus
+            case 200..<300: return ExitCodes.success
+            case 400..<500: return ExitCodes.clientError
+            case 500..<600: return ExitCodes.serverError
+            default: return ExitCodes.otherStatus
             }
         }
     }

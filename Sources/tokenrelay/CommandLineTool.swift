@@ -1,4 +1,5 @@
 import Config
+import ErrorKinds
 import Foundation
 import JSONRPC
 import Logging
@@ -7,13 +8,15 @@ import Synchronization
 
 /// Parses the command line and runs the chosen command; returns the exit code.
 enum CommandLineTool {
-    /// Exit codes (README "Exit codes").
-    enum ExitCode {
-        static let success: Int32 = 0
-        /// `exit` without `shutdown` (LSP), or a failure while serving.
-        static let failure: Int32 = 1
-        static let usage: Int32 = 2
-        static let config: Int32 = 3
+    /// Prints a failed command's error and returns its exit code (``ExitCodes/code(for:in:)``).
+    static func fail(_ error: RPCError, in command: ExitCodes.Command, prefix: String = "") -> Int32 {
+        fail(kind: error.kind, message: error.message, in: command, prefix: prefix)
+    }
+
+    /// Prints a failure of `kind` and returns the exit code `command` gives it.
+    static func fail(kind: ErrorKind, message: String, in command: ExitCodes.Command, prefix: String = "") -> Int32 {
+        writeStandardError("tokenrelay: \(prefix)\(kind.rawValue): \(message)")
+        return ExitCodes.code(for: kind, in: command)
     }
 
     static let usage = """
@@ -50,13 +53,17 @@ enum CommandLineTool {
         }
         if arguments.contains("--version") || command == "version" {
             print("tokenrelay \(RelayServer.version)")
-            return ExitCode.success
+            return ExitCodes.success
         }
         if arguments.contains("--help") || arguments.contains("-h") || command == "help" {
             print(usage, terminator: "")
-            return ExitCode.success
+            return ExitCodes.success
         }
         switch command {
+        case "__openrpc":
+            // Hidden: the OpenRPC document for scripts/gen-openrpc (the source of schemas/openrpc.json).
+            writeRaw(STDOUT_FILENO, Array(OpenRPCDocument.text.utf8))
+            return ExitCodes.success
         case "serve":
             return await serve(arguments: arguments, environment: environment)
         case "call":
@@ -84,7 +91,7 @@ enum CommandLineTool {
 
     static func usageError(_ message: String) -> Int32 {
         writeStandardError("tokenrelay: \(message)\n\(usage)")
-        return ExitCode.usage
+        return ExitCodes.usage
     }
 
     /// Writes to stdout directly (no buffering: the text is out before the process exits).
@@ -112,7 +119,7 @@ enum CommandLineTool {
     }
 
     /// Loads the configuration for serving; prints its diagnostics on stderr. `nil` when it
-    /// failed to load (the caller exits with ``ExitCode/config``).
+    /// failed to load (the caller exits with ``ExitCodes/config``).
     static func loadSettings(path: String?, environment: [String: String]) async -> Settings? {
         let result = await loadConfig(path: path, environment: environment)
         for diagnostic in result.diagnostics {
@@ -195,7 +202,7 @@ enum CommandLineTool {
 
         let protocolOutput = ProcessSetup.protectStandardOutput()
         guard let settings = await loadSettings(path: configPath, environment: environment) else {
-            return ExitCode.config
+            return ExitCodes.config
         }
         options.dispatcherLimits = DispatcherLimits(
             maximumConcurrent: settings.server.maxConcurrentRequests, maximumQueued: settings.server.maxQueuedRequests)
@@ -208,7 +215,7 @@ enum CommandLineTool {
             server = try await RelayServer.make(options: options, settings: settings, environment: environmentName)
         } catch {
             log.error("cannot start: \(ErrorMapping.rpcError(error).message)")
-            return ExitCode.config
+            return ExitCodes.config
         }
         let signalSources = ProcessSetup.onSignals(ProcessSetup.stopping) { number in
             log.debug("\(ProcessSetup.name(of: number)) received: stopping")

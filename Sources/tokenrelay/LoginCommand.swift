@@ -7,55 +7,34 @@ import Relay
 /// `tokenrelay login [--env E] [--profile P] [--no-browser]`: an interactive login for a shell
 /// user. What to do goes to stderr; exit 0 once the session is stored.
 enum LoginCommand {
-    /// Exit codes of `login` (README "Exit codes").
-    enum ExitCode {
-        static let success: Int32 = 0
-        static let usage: Int32 = 2
-        static let config: Int32 = 3
-        static let failed: Int32 = 8
-    }
-
     static func run(arguments: [String], environment: [String: String]) async -> Int32 {
         var parser = ArgumentParser(arguments)
-        var configPath: String?
-        var environmentName: String?
-        var profile: String?
+        var options = CommandOptions()
         var openBrowser = true
-        var logLevel = LogLevel.warn
         do throws(ArgumentError) {
             while let argument = parser.next() {
+                if try options.take(argument, from: &parser) { continue }
                 switch argument {
-                case "--config": configPath = try parser.value(for: argument)
-                case "--env": environmentName = try parser.value(for: argument)
-                case "--profile": profile = try parser.value(for: argument)
                 case "--no-browser": openBrowser = false
-                case "--log-level":
-                    let value = try parser.value(for: argument)
-                    guard let level = LogLevel(name: value) else { throw ArgumentError("unknown log level '\(value)'") }
-                    logLevel = level
                 default: throw ArgumentError("unknown argument '\(argument)' for login")
                 }
             }
         } catch {
             return CommandLineTool.usageError(error.message)
         }
-        log.configure(level: logLevel, format: .text)
-        guard let settings = await CommandLineTool.loadSettings(path: configPath, environment: environment) else {
-            return ExitCode.config
+        log.configure(level: options.logLevel, format: .text)
+        guard let settings = await CommandLineTool.loadSettings(path: options.configPath, environment: environment)
+        else {
+            return ExitCodes.config
         }
         let outcome = await OneShot.login(
-            settings: settings, environment: environmentName, profile: profile, openBrowser: openBrowser
+            settings: settings, environment: options.environment, profile: options.profile, openBrowser: openBrowser
         ) { prompt in
             CommandLineTool.writeStandardError(instructions(prompt))
         }
         switch outcome {
         case .failure(let error):
-            CommandLineTool.writeStandardError("tokenrelay: login failed: \(error.kind): \(error.message)")
-            switch error.kind {
-            case "config", "unknown_environment", "unknown_profile", "not_supported": return ExitCode.config
-            case "invalid_params": return ExitCode.usage
-            default: return ExitCode.failed
-            }
+            return CommandLineTool.fail(error, in: .login, prefix: "login failed: ")
         case .success(let outcome):
             var line = "tokenrelay: logged in"
             if let subject = outcome.result.objectValue?["subject"]?.stringValue { line += " as \(subject)" }
@@ -65,7 +44,7 @@ enum LoginCommand {
                     + " and ends now: use the sqlite store to keep it"
             }
             CommandLineTool.writeStandardError(line)
-            return ExitCode.success
+            return ExitCodes.success
         }
     }
 

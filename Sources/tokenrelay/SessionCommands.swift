@@ -27,7 +27,7 @@ enum SessionCommands {
         }
         log.configure(level: .warn, format: .text)
         guard let settings = await CommandLineTool.loadSettings(path: configPath, environment: environment) else {
-            return CommandLineTool.ExitCode.config
+            return ExitCodes.config
         }
         switch await OneShot.status(settings: settings, environment: environmentName) {
         case .failure(let error):
@@ -38,7 +38,7 @@ enum SessionCommands {
             } else {
                 CommandLineTool.writeStandardOutput(describe(result))
             }
-            return CommandLineTool.ExitCode.success
+            return ExitCodes.success
         }
     }
 
@@ -89,7 +89,7 @@ enum SessionCommands {
         }
         log.configure(level: .warn, format: .text)
         guard let settings = await CommandLineTool.loadSettings(path: configPath, environment: environment) else {
-            return CommandLineTool.ExitCode.config
+            return ExitCodes.config
         }
         switch await OneShot.logout(settings: settings, environment: nil, params: .object(params)) {
         case .failure(let error):
@@ -97,7 +97,7 @@ enum SessionCommands {
         case .success(let result):
             let count = result["loggedOut"]?.numberValue.map { "\($0)" } ?? "0"
             CommandLineTool.writeStandardError("tokenrelay: logged out \(count) session(s)")
-            return CommandLineTool.ExitCode.success
+            return ExitCodes.success
         }
     }
 
@@ -111,10 +111,10 @@ enum SessionCommands {
             guard arguments.count == 1 else { return CommandLineTool.usageError("store new-key takes no options") }
             guard let key = OneShot.newStoreKey() else {
                 CommandLineTool.writeStandardError("tokenrelay: no random bytes available")
-                return CommandLineTool.ExitCode.failure
+                return ExitCodes.failure
             }
             CommandLineTool.writeStandardOutput(key)
-            return CommandLineTool.ExitCode.success
+            return ExitCodes.success
         case "rekey":
             return await rekey(arguments: Array(arguments.dropFirst()), environment: environment)
         default:
@@ -152,10 +152,10 @@ enum SessionCommands {
             return CommandLineTool.usageError(error.message)
         }
         log.configure(level: .warn, format: .text)
-        guard let newKey else { return CommandLineTool.ExitCode.usage }
+        guard let newKey else { return ExitCodes.usage }
         Redactor.shared.register(newKey.trimmingCharacters(in: .whitespacesAndNewlines))
         guard let settings = await CommandLineTool.loadSettings(path: configPath, environment: environment) else {
-            return CommandLineTool.ExitCode.config
+            return ExitCodes.config
         }
         switch await OneShot.rekeyStore(settings: settings, newKey: newKey) {
         case .failure(let error):
@@ -163,16 +163,11 @@ enum SessionCommands {
         case .success(let path):
             CommandLineTool.writeStandardError(
                 "tokenrelay: every record of \(path) is sealed under the new key; set store.encryption_key to it")
-            return CommandLineTool.ExitCode.success
+            return ExitCodes.success
         }
     }
 
     private static func fail(_ error: RPCError) -> Int32 {
-        CommandLineTool.writeStandardError("tokenrelay: \(error.kind): \(error.message)")
-        switch error.kind {
-        case "config", "unknown_environment", "unknown_profile": return CommandLineTool.ExitCode.config
-        case "invalid_params": return CommandLineTool.ExitCode.usage
-        default: return CommandLineTool.ExitCode.failure
-        }
+        CommandLineTool.fail(error, in: .sessions)
     }
 }

@@ -11,27 +11,19 @@ enum SubscribeCommand {
     static func run(arguments: [String], environment: [String: String]) async -> Int32 {
         var parser = ArgumentParser(arguments)
         var positional: [String] = []
-        var configPath: String?
-        var environmentName: String?
+        var options = CommandOptions()
         var params = JSONObject()
         var headers = JSONObject()
-        var logLevel = LogLevel.warn
         do throws(ArgumentError) {
             while let argument = parser.next() {
+                if try options.take(argument, from: &parser) { continue }
                 switch argument {
-                case "--config": configPath = try parser.value(for: argument)
-                case "--env": environmentName = try parser.value(for: argument)
-                case "--profile": params["profile"] = .string(try parser.value(for: argument))
                 case "--last-event-id": params["lastEventId"] = .string(try parser.value(for: argument))
                 case "-H", "--header":
                     let (name, value) = try ArgumentParser.header(try parser.value(for: argument))
                     headers[name] = .string(value)
                 case "--no-auth": params["auth"] = false
-                case "-v", "--verbose": logLevel = .info
-                case "--log-level":
-                    let value = try parser.value(for: argument)
-                    guard let level = LogLevel(name: value) else { throw ArgumentError("unknown log level '\(value)'") }
-                    logLevel = level
+                case "-v", "--verbose": options.logLevel = .info
                 default:
                     if argument.hasPrefix("-") { throw ArgumentError("unknown option '\(argument)'") }
                     positional.append(argument)
@@ -41,13 +33,15 @@ enum SubscribeCommand {
         } catch {
             return CommandLineTool.usageError(error.message)
         }
-        log.configure(level: logLevel, format: .text)
+        log.configure(level: options.logLevel, format: .text)
+        if let profile = options.profile { params["profile"] = .string(profile) }
         let target = positional[0]
         let lower = target.lowercased()
         params[lower.hasPrefix("http://") || lower.hasPrefix("https://") ? "url" : "path"] = .string(target)
         if !headers.isEmpty { params["headers"] = .object(headers) }
-        guard let settings = await CommandLineTool.loadSettings(path: configPath, environment: environment) else {
-            return CallCommand.ExitCode.config
+        guard let settings = await CommandLineTool.loadSettings(path: options.configPath, environment: environment)
+        else {
+            return ExitCodes.config
         }
         let handle = OneShot.SubscriptionHandle()
         // A one-shot command ends on SIGHUP as on SIGTERM: its terminal may have gone away.
@@ -56,23 +50,19 @@ enum SubscribeCommand {
         }
         defer { withExtendedLifetime(signalSources) {} }
         let end = await OneShot.subscribe(
-            settings: settings, environment: environmentName, params: .object(params), handle: handle
+            settings: settings, environment: options.environment, params: .object(params), handle: handle
         ) { event in
             CommandLineTool.writeStandardOutput(event.jsonText)
         }
         switch end {
         case .stopped:
-            return CallCommand.ExitCode.success
+            return ExitCodes.success
         case .closed(_, nil):
-            return CallCommand.ExitCode.success
-        case .closed(_, let error?), .failed(let error):
-            CommandLineTool.writeStandardError("tokenrelay: \(error.kind): \(error.message)")
-            switch error.kind {
-            case "config", "unknown_environment", "unknown_profile": return CallCommand.ExitCode.config
-            case "invalid_params": return CallCommand.ExitCode.usage
-            case "auth", "interaction_required": return CallCommand.ExitCode.authFailed
-            default: return CallCommand.ExitCode.requestFailed
-            }
+            return ExitCodes.success
+        case .closed(_, let failure?):
+            return CommandLineTool.fail(kind: failure.kind, message: failure.message, in: .call)
+        case .failed(let error):
+            return CommandLineTool.fail(error, in: .call)
         }
     }
 }

@@ -8,27 +8,16 @@ import Relay
 /// with `expose_token: true` in the format asked for; `--format git ACTION` speaks git's
 /// credential-helper protocol on stdin/stdout.
 enum TokenCommand {
-    /// Exit codes of `token` (README "Exit codes"); the others are as for `call`.
-    enum ExitCode {
-        /// The profile needs an interactive login (`tokenrelay login`); a helper never prompts.
-        static let interactionRequired: Int32 = 9
-    }
-
     static func run(arguments: [String], environment: [String: String]) async -> Int32 {
         var parser = ArgumentParser(arguments)
         var positional: [String] = []
-        var configPath: String?
-        var environmentName: String?
-        var profileName: String?
+        var options = CommandOptions()
         var formatName = "raw"
         var minimumValidity: Duration?
-        var logLevel = LogLevel.warn
         do throws(ArgumentError) {
             while let argument = parser.next() {
+                if try options.take(argument, from: &parser) { continue }
                 switch argument {
-                case "--config": configPath = try parser.value(for: argument)
-                case "--env": environmentName = try parser.value(for: argument)
-                case "--profile": profileName = try parser.value(for: argument)
                 case "--format": formatName = try parser.value(for: argument)
                 case "--min-valid":
                     let text = try parser.value(for: argument)
@@ -36,10 +25,6 @@ enum TokenCommand {
                         duration >= .zero, duration <= .seconds(86_400)
                     else { throw ArgumentError("--min-valid takes a duration up to 24h, e.g. 60s or 5m") }
                     minimumValidity = duration
-                case "--log-level":
-                    let value = try parser.value(for: argument)
-                    guard let level = LogLevel(name: value) else { throw ArgumentError("unknown log level '\(value)'") }
-                    logLevel = level
                 default:
                     if argument.hasPrefix("-") { throw ArgumentError("unknown option '\(argument)'") }
                     positional.append(argument)
@@ -60,34 +45,28 @@ enum TokenCommand {
         } catch {
             return CommandLineTool.usageError(error.message)
         }
-        log.configure(level: logLevel, format: .text)
-        guard let settings = await CommandLineTool.loadSettings(path: configPath, environment: environment) else {
-            return CallCommand.ExitCode.config
+        log.configure(level: options.logLevel, format: .text)
+        guard let settings = await CommandLineTool.loadSettings(path: options.configPath, environment: environment)
+        else {
+            return ExitCodes.config
         }
         let result: Result<String, RPCError>
         if let format = TokenFormat(rawValue: formatName) {
             result = await OneShot.token(
-                settings: settings, environment: environmentName, profile: profileName, format: format,
+                settings: settings, environment: options.environment, profile: options.profile, format: format,
                 minimumValidity: minimumValidity, execInfo: environment["KUBERNETES_EXEC_INFO"])
         } else {
             result = await OneShot.gitCredential(
-                settings: settings, environment: environmentName, profile: profileName, action: positional[0],
+                settings: settings, environment: options.environment, profile: options.profile, action: positional[0],
                 minimumValidity: minimumValidity, input: readStandardInput(limit: GitCredentialRequest.maximumBytes + 1)
             )
         }
         switch result {
         case .success(let text):
             if !text.isEmpty { CommandLineTool.writeRaw(STDOUT_FILENO, Array(text.utf8)) }
-            return CallCommand.ExitCode.success
+            return ExitCodes.success
         case .failure(let error):
-            CommandLineTool.writeStandardError("tokenrelay: \(error.kind): \(error.message)")
-            switch error.kind {
-            case "config", "unknown_environment", "unknown_profile", "not_supported": return CallCommand.ExitCode.config
-            case "invalid_params": return CallCommand.ExitCode.usage
-            case "interaction_required": return ExitCode.interactionRequired
-            case "auth": return CallCommand.ExitCode.authFailed
-            default: return CallCommand.ExitCode.requestFailed
-            }
+            return CommandLineTool.fail(error, in: .token)
         }
     }
 

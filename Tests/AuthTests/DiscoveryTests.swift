@@ -1,3 +1,4 @@
+import ErrorKinds
 import Foundation
 import HTTP
 import Testing
@@ -80,7 +81,7 @@ struct DiscoveryTests {
             _ = try await h.token()
             Issue.record("accepted untrustworthy metadata")
         } catch let error as AuthError {
-            #expect(error.kind == "auth")
+            #expect(error.errorKind == .auth)
         }
         #expect(h.transport.tokenRequests.isEmpty)
     }
@@ -107,7 +108,7 @@ struct DiscoveryTests {
             _ = try await h.token()
             Issue.record("should fail")
         } catch let error as AuthError {
-            #expect(error.kind == "config")
+            #expect(error.errorKind == .config)
             #expect(error.description.contains("client_secret_basic"))
         }
         #expect(h.transport.tokenRequests.isEmpty)
@@ -131,7 +132,7 @@ struct DiscoveryTests {
             _ = try await h.token()
             Issue.record("should fail")
         } catch let error as AuthError {
-            #expect(error.kind == "transport")
+            #expect(error.errorKind == .transport)
         }
         #expect(h.transport.tokenRequests.isEmpty)
         return h

@@ -1,3 +1,4 @@
+import ErrorKinds
 import Foundation
 import HTTP
 import Testing
@@ -166,7 +167,7 @@ import Testing
             _ = try await login.value
             Issue.record("the login should fail")
         } catch let error as AuthError {
-            #expect(error.kind == "auth")
+            #expect(error.errorKind == .auth)
             #expect(error.oauthError == "access_denied")
         }
         #expect(transport.tokenRequests.isEmpty)
@@ -217,7 +218,7 @@ import Testing
             _ = try await manager.token(for: key)
             Issue.record("no token without a login")
         } catch let error as AuthError {
-            #expect(error.kind == "interaction_required")
+            #expect(error.errorKind == .interactionRequired)
             #expect(error.needsLogin)
         }
         #expect(transport.requests.isEmpty)
@@ -261,7 +262,7 @@ import Testing
             _ = try await manager.login(key)
             Issue.record("the login should fail")
         } catch let failure as AuthError {
-            #expect(failure.kind == kind)
+            #expect(failure.errorKind.rawValue == kind)
             #expect(failure.oauthError == oauthError)
         }
         #expect(transport.tokenRequests.count == 3)
@@ -295,7 +296,7 @@ import Testing
         }
         for await event in events {
             if case .authFailed(let failure) = event {
-                #expect(failure.kind == "interaction_required")
+                #expect(failure.kind == .interactionRequired)
                 break
             }
         }

@@ -1,3 +1,4 @@
+import ErrorKinds
 import Foundation
 import HTTP
 import Testing
@@ -111,13 +112,15 @@ struct RevocationTests {
         #expect(store.entry(h.key) == nil)
     }
 
-    @Test func authErrorExposesItsKindToEventSources() {
-        let errors: [AuthError] = [
-            .timeout, .interactionRequired("x"), .transport("x"), .excessiveRenewals, .configuration("x"),
+    @Test func authErrorExposesItsWireKind() {
+        let expected: [(AuthError, ErrorKind)] = [
+            (.timeout, .timeout), (.interactionRequired("x"), .interactionRequired), (.transport("x"), .transport),
+            (.excessiveRenewals, .auth), (.configuration("x"), .config), (.loggedOut, .loggedOut),
+            (.shuttingDown, .shuttingDown), (.cancelled, .cancelled), (.loginAttemptsExceeded, .limit),
         ]
-        for error in errors {
-            let kinded: any EventSourceErrorKind = error
-            #expect(kinded.wireKind == error.kind)
+        for (error, kind) in expected {
+            let kinded: any KindedError = error
+            #expect(kinded.errorKind == kind, "\(error)")
         }
     }
 }

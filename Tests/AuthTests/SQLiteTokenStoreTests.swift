@@ -1,3 +1,4 @@
+import ErrorKinds
 import Foundation
 import Testing
 
@@ -43,7 +44,7 @@ func expectStoreError(_ text: String, _ body: () async throws -> Void) async {
         try await body()
         Issue.record("expected a store error containing '\(text)'")
     } catch let error as AuthError {
-        #expect(error.kind == "config", "\(error)")
+        #expect(error.errorKind == .config, "\(error)")
         #expect(error.description.contains(text), "\(error)")
     } catch {
         Issue.record("unexpected error \(error)")

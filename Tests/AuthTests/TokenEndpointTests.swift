@@ -1,3 +1,4 @@
+import ErrorKinds
 import Foundation
 import HTTP
 import Testing
@@ -85,7 +86,7 @@ struct TokenEndpointTests {
                     tokenURL: url, clientID: "svc", clientSecret: .value("abcd-secret")))
             Issue.record("accepted \(url)")
         } catch {
-            #expect(error.kind == "config")
+            #expect(error.errorKind == .config)
         }
     }
 

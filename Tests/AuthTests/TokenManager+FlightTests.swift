@@ -1,3 +1,4 @@
+import ErrorKinds
 import Foundation
 import Testing
 
@@ -14,7 +15,7 @@ import Testing
         #expect(try await h.manager.logout(environment: "staging") == 1)
         h.store.release()
         await #expect(throws: AuthError.loggedOut) { try await caller.value }
-        #expect(AuthError.loggedOut.kind == "logged_out")
+        #expect(AuthError.loggedOut.errorKind == .loggedOut)
         #expect(h.store.entry(h.key) == nil)
         let status = try #require(await h.manager.status().first)
         #expect(status.state == .none)

@@ -1,3 +1,4 @@
+import ErrorKinds
 import Foundation
 import HTTP
 import Testing
@@ -264,13 +265,13 @@ struct TokenManagerConcurrencyTests {
             try await h.manager.invalidate(h.key, stamp: CredentialStamp(token.version))
         }
         await #expect(throws: AuthError.excessiveRenewals) { try await h.token() }
-        #expect(AuthError.excessiveRenewals.kind == "auth")
+        #expect(AuthError.excessiveRenewals.errorKind == .auth)
         await events.count.wait(for: 1)
         guard case .authFailed(let failure) = events.all.first else {
             Issue.record("no auth-failed event")
             return
         }
-        #expect(failure.kind == "auth" && failure.environment == "staging" && failure.profile == "service")
+        #expect(failure.kind == .auth && failure.environment == "staging" && failure.profile == "service")
         h.clock.advance(by: 31)
         #expect(try await h.token().accessToken == "at-7")
         #expect(h.transport.tokenRequests.count == 7)
@@ -300,7 +301,8 @@ struct TokenManagerConcurrencyTests {
         #expect(Harness.form(h.transport.tokenRequests[1])["refresh_token"] == "rt-1")
     }
 
-    @Test func closeWaitsForAPendingCommit() async throws {
+    /// The call after `close` used to fail `cancelled`; it now says `shutting_down` (issue 12).
+    @Test func closeWaitsForAPendingCommitAndLaterCallsAreShuttingDown() async throws {
         let h = try await Harness(configuration: refreshConfiguration())
         h.transport.enqueue(.success(tokenResponse("at-1", refreshToken: "rt-rotated-2")))
         h.transport.hold()
@@ -312,10 +314,11 @@ struct TokenManagerConcurrencyTests {
         h.transport.release()
         await closed.value
         #expect(h.store.entry(h.key)?.refreshToken == "rt-rotated-2")
-        await #expect(throws: AuthError.cancelled) { try await h.token() }
+        await #expect(throws: AuthError.shuttingDown) { try await h.token() }
     }
 
-    @Test func logoutDuringAFlightCommitsNothing() async throws {
+    /// The waiter used to get `cancelled`; a logout now answers it `logged_out` (SPEC §7, issue 12).
+    @Test func logoutDuringAFlightCommitsNothingAndAnswersItsWaiterLoggedOut() async throws {
         let h = try await Harness(configuration: refreshConfiguration(), transport: .counting(refreshToken: true))
         h.transport.hold()
         let caller = Task { try await h.token() }

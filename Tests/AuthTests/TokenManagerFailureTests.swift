@@ -1,3 +1,4 @@
+import ErrorKinds
 import Foundation
 import HTTP
 import Testing
@@ -58,7 +59,7 @@ struct TokenManagerFailureTests {
             _ = try await h.token()
             Issue.record("accepted \(malformed.name)")
         } catch let error as AuthError {
-            #expect(error.kind == "auth")
+            #expect(error.errorKind == .auth)
             #expect(!error.description.contains("tok-abc"))
             #expect(!error.description.contains("nope"))
         }
@@ -107,14 +108,14 @@ struct TokenManagerFailureTests {
             _ = try await h.token()
             Issue.record("renewal should fail")
         } catch let error as AuthError {
-            #expect(error.kind == "interaction_required")
+            #expect(error.errorKind == .interactionRequired)
         }
         await events.count.wait(for: 1)
         guard case .authFailed(let failure) = events.all.first else {
             Issue.record("no auth-failed")
             return
         }
-        #expect(failure.kind == "interaction_required")
+        #expect(failure.kind == .interactionRequired)
         #expect(h.store.entry(h.key) == nil)
         // Ended: no further requests are sent.
         await #expect(throws: AuthError.self) { try await h.token() }
@@ -122,7 +123,7 @@ struct TokenManagerFailureTests {
         let status = try #require(await h.manager.status().first)
         #expect(status.state == .interactionRequired)
         #expect(status.refreshable == false)
-        #expect(status.lastError?.kind == "interaction_required")
+        #expect(status.lastError?.kind == .interactionRequired)
         // logout clears it, but the configured seed was already sent once: it is never sent again.
         #expect(try await h.manager.logout(environment: "staging") == 1)
         await #expect(
@@ -144,7 +145,7 @@ struct TokenManagerFailureTests {
             _ = try await h.token()
             Issue.record("a spent seed must not be sent")
         } catch let error as AuthError {
-            #expect(error.kind == "interaction_required")
+            #expect(error.errorKind == .interactionRequired)
             #expect(error.description.contains("already used"))
             #expect(!error.description.contains("rt-seed-0001"))
         }
@@ -182,7 +183,7 @@ struct TokenManagerFailureTests {
             _ = try await h.token()
             Issue.record("should fail")
         } catch let error as AuthError {
-            #expect(error.kind == "auth")
+            #expect(error.errorKind == .auth)
             #expect(error.oauthError == "invalid_client")
             #expect(error.oauthErrorDescription?.contains("bad client") == true)
             #expect(error.oauthErrorDescription?.contains(clientSecretCanary) == false)
@@ -213,7 +214,7 @@ struct TokenManagerFailureTests {
             return
         }
         #expect(failure.oauthError == "invalid_client")
-        #expect(failure.kind == "auth")
+        #expect(failure.kind == .auth)
     }
 
     @Test func serverErrorsAreRetriedWithBackoffThenSucceed() async throws {
@@ -232,7 +233,7 @@ struct TokenManagerFailureTests {
             _ = try await h.token()
             Issue.record("a certificate failure must fail the acquisition")
         } catch let error as AuthError {
-            #expect(error.kind == "transport")
+            #expect(error.errorKind == .transport)
         }
         #expect(h.transport.tokenRequests.count == 1)
         #expect(h.clock.sleeps.isEmpty)
@@ -288,11 +289,11 @@ struct TokenManagerFailureTests {
             _ = try await h.token()
             Issue.record("should fail")
         } catch let error as AuthError {
-            #expect(error.kind == "transport")
+            #expect(error.errorKind == .transport)
         }
         #expect(h.transport.tokenRequests.count > 2)
         #expect(h.clock.now.timeIntervalSince(start) < 3)
-        #expect(await h.manager.status().first?.lastError?.kind == "transport")
+        #expect(await h.manager.status().first?.lastError?.kind == .transport)
     }
 
     @Test func nonTransientErrorsAreNotRetried() async throws {
@@ -309,7 +310,7 @@ struct TokenManagerFailureTests {
             _ = try await h.token()
             Issue.record("should fail")
         } catch let error as AuthError {
-            #expect(error.kind == "internal")
+            #expect(error.errorKind == .internal)
         }
         h.store.failSaves(false)
         _ = try await h.token()

@@ -186,6 +186,35 @@ import Testing
         }
     }
 
+    /// A request waiting on the session's refresh when `logout` lands is answered `logged_out`
+    /// (SPEC §7), not `-32800 cancelled` as before issue 12: nothing cancelled it.
+    @Test func aLogoutEndsARequestWaitingOnItsRefreshWithLoggedOutNotCancelled() async throws {
+        try await InteropStack.with(.init(reuseProtection: true, tokenGate: true)) { stack in
+            let state = try Self.sharedStateHome(stack)
+            let seed = try await stack.mintRefreshToken()
+            let config = try stack.writeConfig(profiles: [("seeded", Self.seededProfile(stack))])
+            let environment = ["SECRET": "pwd-secret", "SEED": seed, "XDG_STATE_HOME": state]
+            let relay = try RelayProcess(["--config", config], environment: environment, testMethods: false)
+            #expect(try await relay.call("request", ["path": "/whoami"])["result"]?["status"]?.intValue == 200)
+            try stack.armTokenGate()
+            _ = try await relay.call("token-invalidate", ["profile": "seeded"])
+            try relay.send(#"{"jsonrpc":"2.0","id":"held","method":"request","params":{"path":"/whoami"}}"#)
+            try await stack.waitFor("the refresh at the token endpoint") { stack.arrivedAtTokenGate() == 1 }
+            let loggedOut = try await relay.call("logout", ["profile": "seeded"])
+            #expect(loggedOut["result"]?["loggedOut"]?.intValue == 1, "\(loggedOut.jsonText)")
+            try stack.releaseTokenGate()
+            let held = try await relay.answer(id: "held")
+            #expect(held["error"]?["data"]?["kind"] == "logged_out", "\(held.jsonText)")
+            #expect(held["error"]?["code"] == .int(-32032))
+            // Nothing was committed: the session stays logged out.
+            let status = try await relay.call("status")
+            let session = status["result"]?["sessions"]?.arrayValue?.first
+            #expect(session?["state"] != "valid", "\(status.jsonText)")
+            try relay.closeStdin()
+            #expect(try await relay.exitCode() == 0)
+        }
+    }
+
     @Test func aRefreshTokenProfileRestartedTenTimesSendsItsSeedOnce() async throws {
         try await InteropStack.with(.init(reuseProtection: true)) { stack in
             let state = try Self.sharedStateHome(stack)

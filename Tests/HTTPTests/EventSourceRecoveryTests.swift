@@ -1,4 +1,5 @@
 import Auth
+import ErrorKinds
 import Foundation
 import Testing
 
@@ -54,7 +55,7 @@ import Testing
         #expect(tokens.invalidated == [1, 2, 3])
         let renewals = updates.states(.reconnecting).filter { $0.status == 401 }
         #expect(renewals.count == 3)
-        #expect(renewals.allSatisfy { $0.retryInMs == 0 && $0.error?.kind == "auth" })
+        #expect(renewals.allSatisfy { $0.retryInMs == 0 && $0.error?.kind == .auth })
         #expect(!updates.states(.closed).contains { _ in true })
     }
 
@@ -62,7 +63,7 @@ import Testing
         let tokens = VersionedTokens()
         let updates = await collect(source("/events?key=k&expired=1,2", credentials: tokens))
         let closed = try #require(updates.last?.stateChange)
-        #expect(closed.state == .closed && closed.status == 401 && closed.error?.kind == "auth")
+        #expect(closed.state == .closed && closed.status == 401 && closed.error?.kind == .auth)
         #expect(updates.states(.reconnecting).count == 1)
         #expect(tokens.invalidated == [1])
         let stats = try await server.stats("k", using: transport)
@@ -74,17 +75,17 @@ import Testing
         let tokens = VersionedTokens(renewable: false)
         let updates = await collect(source("/events?key=k&expired=1", credentials: tokens))
         let closed = try #require(updates.last?.stateChange)
-        #expect(closed.state == .closed && closed.status == 401 && closed.error?.kind == "auth")
+        #expect(closed.state == .closed && closed.status == 401 && closed.error?.kind == .auth)
         #expect(tokens.invalidated.isEmpty)
         #expect(try await server.stats("k", using: transport).requests == 1)
     }
 
-    @Test(arguments: ["interaction_required", nil])
-    func credentialErrorClosesWithItsKind(kind: String?) async throws {
-        let error: any Error & Sendable = kind.map { KindedError(wireKind: $0) } ?? KindlessError()
+    @Test(arguments: [ErrorKind.interactionRequired, nil])
+    func credentialErrorClosesWithItsKind(kind: ErrorKind?) async throws {
+        let error: any Error & Sendable = kind.map { WireKindedError(errorKind: $0) } ?? KindlessError()
         let updates = await collect(source("/events?key=k", credentials: FailingCredentials(error: error)))
         let closed = try #require(updates.last?.stateChange)
-        #expect(closed.state == .closed && closed.error?.kind == kind ?? "auth")
+        #expect(closed.state == .closed && closed.error?.kind == kind ?? .auth)
         #expect(updates.count == 2)
         #expect(try await server.stats("k", using: transport).requests == 0)
     }

@@ -1,3 +1,4 @@
+import ErrorKinds
 import Synchronization
 import Testing
 
@@ -64,7 +65,7 @@ final class ScriptedStreamingTransport: HTTPTransport {
         #expect(
             updates.firstIndex { $0.stateChange?.state == .reconnecting } ?? 0 > updates.lastIndex { $0.event != nil }
                 ?? 0)
-        #expect(states[2].error?.kind == "protocol")
+        #expect(states[2].error?.kind == .protocol)
         #expect(transport.requests.last?.headers["Last-Event-ID"] == "2")
     }
 
@@ -79,9 +80,9 @@ final class ScriptedStreamingTransport: HTTPTransport {
     }
 
     @Test(arguments: [
-        (HTTPError.transport("refused"), "transport"), (HTTPError.timeout, "timeout"),
+        (HTTPError.transport("refused"), ErrorKind.transport), (HTTPError.timeout, .timeout),
     ])
-    func connectFailuresReconnectWithTheirKind(error: HTTPError, kind: String) async throws {
+    func connectFailuresReconnectWithTheirKind(error: HTTPError, kind: ErrorKind) async throws {
         let transport = ScriptedStreamingTransport([.fail(error), .respond(status: 204, chunks: [])])
         let updates = await collect(source(transport))
         let reconnecting = try #require(updates.states(.reconnecting).first)
@@ -95,16 +96,16 @@ final class ScriptedStreamingTransport: HTTPTransport {
             .respond(status: 204, chunks: []),
         ])
         let updates = await collect(source(transport))
-        #expect(updates.states(.reconnecting).first?.error?.kind == "timeout")
+        #expect(updates.states(.reconnecting).first?.error?.kind == .timeout)
         #expect(updates.last?.stateChange?.state == .closed)
     }
 
     @Test(arguments: [
-        (HTTPError.invalidURL("no scheme"), "invalid_params"),
-        (HTTPError.invalidRequest("the value of header X contains CR, LF or NUL"), "invalid_params"),
-        (HTTPError.tls("SSL certificate problem: unable to get local issuer certificate"), "transport"),
+        (HTTPError.invalidURL("no scheme"), ErrorKind.invalidParams),
+        (HTTPError.invalidRequest("the value of header X contains CR, LF or NUL"), .invalidParams),
+        (HTTPError.tls("SSL certificate problem: unable to get local issuer certificate"), .transport),
     ])
-    func anErrorNoReconnectCanCureClosesWithItsKindWithoutReconnecting(error: HTTPError, kind: String) async throws {
+    func anErrorNoReconnectCanCureClosesWithItsKindWithoutReconnecting(error: HTTPError, kind: ErrorKind) async throws {
         let transport = ScriptedStreamingTransport([.fail(error), .respond(status: 204, chunks: [])])
         let updates = await collect(source(transport))
         #expect(updates.states(.reconnecting).isEmpty)

@@ -1,4 +1,5 @@
 import Auth
+import ErrorKinds
 import Foundation
 import Synchronization
 import Testing
@@ -102,8 +103,8 @@ final class VersionedTokens: CredentialSource {
 }
 
 /// An error that names its wire kind, as the token manager's will.
-struct KindedError: Error, EventSourceErrorKind, CustomStringConvertible {
-    let wireKind: String
+struct WireKindedError: KindedError, CustomStringConvertible {
+    let errorKind: ErrorKind
     var description: String { "login needed" }
 }
 

@@ -1,3 +1,4 @@
+import ErrorKinds
 import Foundation
 import Testing
 
@@ -47,7 +48,7 @@ import Testing
         let reconnecting = updates.states(.reconnecting)
         #expect(reconnecting.count == 3)
         // Every connection delivered events, so each reconnect is attempt 1 with the base delay.
-        #expect(reconnecting.allSatisfy { $0.attempt == 1 && $0.retryInMs == 1000 && $0.error?.kind == "transport" })
+        #expect(reconnecting.allSatisfy { $0.attempt == 1 && $0.retryInMs == 1000 && $0.error?.kind == .transport })
         #expect(updates.states(.connecting).map(\.attempt) == [0, 1, 1, 1])
         #expect(sleeper.milliseconds == [1000, 1000, 1000])
         let stats = try await server.stats("k", using: transport)
@@ -87,7 +88,7 @@ import Testing
     func nonRetryableStatusCloses(status: Int) async throws {
         let updates = await collect(source("/status/\(status)?key=k"))
         let closed = try #require(updates.last?.stateChange)
-        #expect(closed.state == .closed && closed.status == status && closed.error?.kind == "http_status")
+        #expect(closed.state == .closed && closed.status == status && closed.error?.kind == .httpStatus)
         #expect(updates.states(.reconnecting).isEmpty)
         #expect(try await server.stats("k", using: transport).requests == 1)
     }
@@ -95,7 +96,7 @@ import Testing
     @Test func anotherContentTypeClosesWithAProtocolError() async throws {
         let updates = await collect(source("/events?key=k&content_type=application/json"))
         let closed = try #require(updates.last?.stateChange)
-        #expect(closed.state == .closed && closed.status == 200 && closed.error?.kind == "protocol")
+        #expect(closed.state == .closed && closed.status == 200 && closed.error?.kind == .protocol)
         #expect(updates.eventIDs.isEmpty)
     }
 
@@ -106,7 +107,7 @@ import Testing
         let reconnecting = updates.states(.reconnecting)
         #expect(reconnecting.map(\.attempt) == [1, 2, 3, 4, 5])
         #expect(reconnecting.map(\.retryInMs) == [1000, 2000, 3000, 3000, 3000])
-        #expect(reconnecting.allSatisfy { $0.status == 500 && $0.error?.kind == "http_status" })
+        #expect(reconnecting.allSatisfy { $0.status == 500 && $0.error?.kind == .httpStatus })
         #expect(sleeper.milliseconds == [1000, 2000, 3000, 3000, 3000])
         #expect(updates.eventIDs == [1])
     }
@@ -137,7 +138,7 @@ import Testing
         }
         #expect(updates.eventIDs == [1, 2])
         let reconnecting = try #require(updates.states(.reconnecting).first)
-        #expect(reconnecting.error?.kind == "timeout")
+        #expect(reconnecting.error?.kind == .timeout)
         #expect(try await server.awaitEvent("closed", key: "k", using: transport))
         #expect(try await server.stats("k", using: transport).last_event_ids == [nil, "1"])
     }
@@ -146,7 +147,7 @@ import Testing
         let updates = await collect(source("/events?key=k&huge_after=2", maxLineLength: 1024)) { $0.isEvent(id: 3) }
         #expect(updates.eventIDs == [1, 2, 3])
         let reconnecting = try #require(updates.states(.reconnecting).first)
-        #expect(reconnecting.error?.kind == "protocol")
+        #expect(reconnecting.error?.kind == .protocol)
         #expect(try await server.awaitEvent("closed", key: "k", using: transport))
         #expect(try await server.stats("k", using: transport).last_event_ids.prefix(2) == [nil, "2"])
     }

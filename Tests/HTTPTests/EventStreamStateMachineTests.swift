@@ -1,3 +1,4 @@
+import ErrorKinds
 import Testing
 
 @testable import HTTP
@@ -38,7 +39,7 @@ import Testing
             status: status, contentType: contentType, retryAfter: nil, serverRetry: nil, jitter: 0)
         #expect(closed.announce.map(\.state) == [.closed])
         #expect(closed.announce.first?.status == status)
-        #expect(closed.announce.first?.error?.kind == kind)
+        #expect(closed.announce.first?.error?.kind.rawValue == kind)
         #expect(closed.next == .finish)
         #expect(machine.isFinished)
     }
@@ -52,7 +53,7 @@ import Testing
             first.announce == [
                 SubscriptionStateChange(
                     state: .reconnecting, attempt: 1, retryInMs: 1000, status: status,
-                    error: EventSourceFailure(kind: "http_status", message: "the server answered \(status)"))
+                    error: EventSourceFailure(kind: .httpStatus, message: "the server answered \(status)"))
             ])
         #expect(machine.waited().announce == [SubscriptionStateChange(state: .connecting, attempt: 1)])
         let second = machine.responded(status: status, contentType: nil, retryAfter: "5", serverRetry: nil, jitter: 0)
@@ -101,7 +102,7 @@ import Testing
         var machine = Self.machine()
         let transition = machine.failed(failure, serverRetry: nil, jitter: 0)
         #expect(Self.states(transition) == [.reconnecting])
-        #expect(transition.announce.first?.error?.kind == kind)
+        #expect(transition.announce.first?.error?.kind.rawValue == kind)
         #expect(!machine.isFinished)
     }
 
@@ -109,16 +110,16 @@ import Testing
         (Machine.Failure.unusableRequest(message: "bad header"), "invalid_params", nil as Int?),
         (.tls(message: "certificate"), "transport", nil),
         (
-            .middleware(EventSourceFailure(kind: "interaction_required", message: "login needed"), status: nil),
+            .middleware(EventSourceFailure(kind: .interactionRequired, message: "login needed"), status: nil),
             "interaction_required", nil
         ),
-        (.middleware(EventSourceFailure(kind: "auth", message: "renewals paused"), status: 401), "auth", 401),
+        (.middleware(EventSourceFailure(kind: .auth, message: "renewals paused"), status: 401), "auth", 401),
     ])
     func failuresNoReconnectCanCureClose(failure: Machine.Failure, kind: String, status: Int?) {
         var machine = Self.machine()
         let transition = machine.failed(failure, serverRetry: nil, jitter: 0)
         #expect(Self.states(transition) == [.closed])
-        #expect(transition.announce.first?.error?.kind == kind)
+        #expect(transition.announce.first?.error?.kind.rawValue == kind)
         #expect(transition.announce.first?.status == status)
         #expect(transition.next == .finish)
     }
@@ -128,7 +129,7 @@ import Testing
         _ = machine.start()
         let replay = machine.replayed(status: 401)
         #expect(replay.map(\.state) == [.reconnecting, .connecting])
-        #expect(replay[0].retryInMs == 0 && replay[0].status == 401 && replay[0].error?.kind == "auth")
+        #expect(replay[0].retryInMs == 0 && replay[0].status == 401 && replay[0].error?.kind == .auth)
         #expect(replay[0].attempt == 1 && replay[1].attempt == 1)
         // The backoff is not consumed by the replay: the next failure still waits the base delay.
         #expect(machine.failed(.transport(message: "x"), serverRetry: nil, jitter: 0).next == .wait(milliseconds: 1000))
@@ -140,7 +141,7 @@ import Testing
             status: 200, contentType: "text/event-stream", retryAfter: nil, serverRetry: nil, jitter: 0)
         machine.eventsDispatched()
         let transition = machine.streamInvalid(message: "line too long", serverRetry: nil, jitter: 0)
-        #expect(transition.announce.first?.error == EventSourceFailure(kind: "protocol", message: "line too long"))
+        #expect(transition.announce.first?.error == EventSourceFailure(kind: .protocol, message: "line too long"))
         #expect(transition.announce.first?.attempt == 1)
     }
 }

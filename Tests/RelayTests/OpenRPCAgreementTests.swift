@@ -4,8 +4,8 @@ import Testing
 @testable import JSONRPC
 @testable import Relay
 
-/// schemas/openrpc.json, the document `rpc.discover` serves and the dispatcher's method table
-/// must agree.
+/// schemas/openrpc.json is the document the method types describe (not stale), `rpc.discover`
+/// serves it, and it covers the dispatcher's table and every error code.
 @Suite struct OpenRPCAgreementTests {
     static let repositoryRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
         .deletingLastPathComponent()
@@ -15,11 +15,33 @@ import Testing
         return try JSONParser.parse(Array(data))
     }
 
-    @Test func embeddedDocumentIsTheCheckedInSchema() throws {
+    /// A sink that drops what it is given.
+    final class DiscardingSink: MessageSink {
+        func send(_ message: [UInt8]) async {}
+        func sendNow(_ message: [UInt8]) {}
+    }
+
+    @Test func checkedInSchemaIsNotStale() throws {
         let data = try Data(contentsOf: Self.repositoryRoot.appendingPathComponent("schemas/openrpc.json"))
         #expect(
-            OpenRPCDocument.text + "\n" == String(decoding: data, as: UTF8.self),
-            "run scripts/embed-openrpc after editing schemas/openrpc.json")
+            OpenRPCDocument.text == String(decoding: data, as: UTF8.self),
+            "schemas/openrpc.json is stale: run scripts/gen-openrpc")
+    }
+
+    @Test func discoverServesTheGeneratedDocument() async throws {
+        let server = try await RelayServer.make(options: ServerOptions(), settings: .empty)
+        let discover = try #require(server.methodTable()["rpc.discover"])
+        let context = RequestContext(id: .number(JSONNumber(1)), inBatch: false, sink: DiscardingSink())
+        #expect(try await discover(nil, context) == (try JSONParser.parse(Array(OpenRPCDocument.text.utf8))))
+    }
+
+    @Test func everyDispatchedMethodIsDescribedOnceInItsOwnType() {
+        let names = MethodCatalog.documented.map { $0.method }
+        #expect(Set(names).count == names.count)
+        for type in MethodCatalog.documented { #expect(type.openRPC.name == type.method, "\(type)") }
+        // Every documented server-to-client notification is one the server sends.
+        let sent = MethodCatalog.documented.filter { $0.openRPC.direction == .serverToClient }.map { $0.method }
+        #expect(Set(sent) == ["event", "subscription-state", "auth-prompt", "auth-failed", "log"])
     }
 
     @Test func implementedMethodsAreExactlyTheDispatchersMethods() async throws {
@@ -57,7 +79,7 @@ import Testing
     @Test func documentedErrorCodesAreTheCodesTheServerUses() throws {
         let errors = try Self.document()["components"]?["errors"]?.objectValue ?? JSONObject()
         let documented = Set(errors.members.map { "\($0.value["code"]?.jsonText ?? "") \($0.key)" })
-        let used = Set(ErrorCode.all.map { "\($0.code.rawValue) \($0.kind)" })
+        let used = Set(ErrorCode.all.map { "\($0.code.rawValue) \($0.kind.rawValue)" })
         #expect(documented == used)
     }
 

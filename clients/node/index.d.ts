@@ -189,6 +189,7 @@ export class AbortError extends Cancelled {}
 export class LimitExceeded extends RelayError {}
 export class ShuttingDown extends RelayError {}
 export class NotSupported extends RelayError {}
+export class LoggedOut extends RelayError {}
 export class InvalidParams extends RelayError {
   readonly diagnostics: { pointer: string; reason: string }[];
 }

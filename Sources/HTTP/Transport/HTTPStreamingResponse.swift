@@ -1,3 +1,5 @@
+import ErrorKinds
+
 /// A response head with its body to read: what ``HTTPTransport/send(_:)`` returns. The body is
 /// either already whole (``HTTPResponseDelivery/buffered``) or arrives over time.
 public struct HTTPStreamingResponse: Sendable {
@@ -41,13 +43,16 @@ public struct HTTPStreamingResponse: Sendable {
 
 /// A stream's body thrown at a consumer: the transfer got no byte for the idle bound while it
 /// was not paused by us.
-public struct HTTPStreamStalled: Error, Sendable, Equatable, CustomStringConvertible {
+public struct HTTPStreamStalled: KindedError, Sendable, Equatable, CustomStringConvertible {
     /// The bound that ran out.
     public let idleTimeout: Duration
 
     public init(idleTimeout: Duration) { self.idleTimeout = idleTimeout }
 
     public var description: String { "stream stalled: no data for \(idleTimeout)" }
+
+    /// A stall is a time bound that ran out.
+    public var errorKind: ErrorKind { .timeout }
 }
 
 /// Body chunks of a streamed response, with back-pressure on the transfer. Single consumer.

@@ -7,12 +7,21 @@ import JSONRPC
 struct LoginMethod: Sendable {
     let runtime: RelayRuntime
 
-    func handle(_ params: JSONValue?) async throws -> JSONValue {
-        var reader = try ParamReader(params, allowed: ["environment", "profile"])
-        let environmentName = reader.string("environment")
-        let profileName = reader.string("profile")
-        try reader.finish()
-        let (environment, profile) = try session(environment: environmentName, profile: profileName)
+    /// `{environment?, profile?}`.
+    struct Params: MethodParams {
+        var environment: String?
+        var profile: String?
+
+        init(decoding params: JSONValue?) throws(RPCError) {
+            var reader = try ParamReader(params, allowed: ["environment", "profile"])
+            environment = reader.string("environment")
+            profile = reader.string("profile")
+            try reader.finish()
+        }
+    }
+
+    func handle(_ params: Params) async throws -> JSONValue {
+        let (environment, profile) = try session(environment: params.environment, profile: params.profile)
         let result = try await perform(environment: environment, profile: profile, openBrowser: true)
         return Self.resultValue(result, environment: environment.name, profile: profile.name)
     }
@@ -73,4 +82,44 @@ struct LoginMethod: Sendable {
         if let complete = prompt.verificationURIComplete { object["verificationUriComplete"] = .string(complete) }
         return .object(object)
     }
+}
+
+extension LoginMethod: RelayMethod {
+    static let method = "login"
+
+    static func handle(_ params: Params, in context: MethodContext) async throws -> JSONValue {
+        try await context.withRuntime { try await LoginMethod(runtime: $0).handle(params) }
+    }
+
+    static let openRPC = MethodDescription(
+        name: method,
+        summary:
+            "Starts (or joins) the interactive login of a session (authorization code + PKCE with a loopback redirect, or device code) and answers once the session is stored; what the person must do comes as one auth-prompt notification. One login per session at a time: concurrent callers join it. At most 3 failed logins per session per 10 minutes, then kind limit. Bounded by the profile's login_timeout (then interaction_required); $/cancelRequest ends it (the last caller leaving stops the listener or the polling).",
+        params: SharedParams.session,
+        result: Schema.object(
+            [
+                "environment": Schema.string, "profile": Schema.string, "loggedIn": ["const": true],
+                "expiresAt": Schema.dateTime,
+                "subject": Schema.string("OpenID Connect: the validated ID token's sub."),
+                "email": Schema.string, "name": Schema.string,
+            ], required: ["environment", "profile", "loggedIn"]),
+        errors: [
+            .config, .unknownEnvironment, .unknownProfile, .auth, .interactionRequired, .transport, .timeout, .limit,
+            .notSupported, .loggedOut,
+        ] + MethodDescription.standardErrors)
+}
+
+/// `auth-prompt` (server to client): what the person must do to log in (``LoginMethod/promptParams(_:)``).
+enum AuthPromptNotification: DescribedMethod {
+    static let method = "auth-prompt"
+    static let openRPC = MethodDescription.notification(
+        method,
+        "What the person must do to log in: open url in a browser (kind browser), or open url and enter userCode (kind device). Sent once per login, however many callers joined it. The URL carries state, nonce and the PKCE challenge, never a secret. tokenrelay never reads the terminal and opens a browser only when the profile's open_browser says so.",
+        params: [
+            param("environment", required: true, Schema.string), param("profile", required: true, Schema.string),
+            param("kind", required: true, Schema.oneOf(["browser", "device"])),
+            param("url", required: true, Schema.string),
+            param("userCode", Schema.string), param("verificationUriComplete", Schema.string),
+            param("expiresAt", required: true, Schema.dateTime),
+        ], direction: .serverToClient)
 }

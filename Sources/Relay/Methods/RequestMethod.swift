@@ -7,11 +7,6 @@ import Logging
 struct RequestMethod: Sendable {
     let runtime: RelayRuntime
 
-    func handle(_ params: JSONValue?) async throws -> JSONValue {
-        let (response, elapsed) = try await perform(try RequestParams.decode(params))
-        return ResponseEncoding.result(response, elapsed: elapsed)
-    }
-
     /// Sends the request the params describe; any HTTP status is a response.
     func perform(_ params: RequestParams) async throws -> (HTTPResponse, Duration) {
         let environment = try runtime.environment(params.environment)
@@ -25,7 +20,13 @@ struct RequestMethod: Sendable {
         // each get only the time left (libcurl enforces it on the transfer; no timer task).
         request.timeout = timeout
         request.deadline = start + timeout
-        let response = try await client.send(collecting: request)
+        let response: HTTPResponse
+        do {
+            response = try await client.send(collecting: request)
+        } catch HTTPError.invalidURL(let reason) {
+            // libcurl refused the URL at the transfer: the member it came from says where.
+            throw RPCError.invalidParams([ParamDiagnostic(pointer: params.target.pointer, reason: reason)])
+        }
         return (response, ContinuousClock.now - start)
     }
 
@@ -91,6 +92,41 @@ struct RequestMethod: Sendable {
         default: .string(RequestParams.scalarText(value) ?? "")
         }
     }
+}
+
+extension RequestMethod: RelayMethod {
+    static let method = "request"
+
+    static func decode(_ params: JSONValue?, context: RequestContext) throws -> RequestParams {
+        try RequestParams.decode(params)
+    }
+
+    static func handle(_ params: RequestParams, in context: MethodContext) async throws -> JSONValue {
+        try await context.withRuntime { runtime in
+            let (response, elapsed) = try await RequestMethod(runtime: runtime).perform(params)
+            return ResponseEncoding.result(response, elapsed: elapsed)
+        }
+    }
+
+    static let openRPC = MethodDescription(
+        name: method,
+        summary:
+            "Sends an HTTP request to an environment with the profile's credentials attached. Any HTTP status is a result.",
+        params: SharedParams.session + SharedParams.target + SharedParams.body + SharedParams.tail,
+        result: Schema.object(
+            [
+                "status": Schema.integer,
+                "headers": [
+                    "type": "object",
+                    "description": "Lower-case names; repeated fields joined with ', '; set-cookie an array.",
+                    "additionalProperties": ["oneOf": [Schema.string, ["type": "array", "items": Schema.string]]],
+                ],
+                "json": ["description": "Parsed body for application/json and +json types."],
+                "text": Schema.string("Other UTF-8 text bodies."),
+                "base64": Schema.string("Anything else."),
+                "elapsedMs": ["type": "number"],
+            ], required: ["status", "headers", "elapsedMs"]),
+        errors: MethodDescription.requestErrors)
 }
 
 /// Human-readable durations for messages.

@@ -26,12 +26,8 @@ final class Subscriptions: Sendable {
     /// How many subscriptions are open.
     var count: Int { registry.count }
 
-    func subscribe(_ params: JSONValue?, context: RequestContext) async throws -> JSONValue {
-        guard !context.inBatch else {
-            throw RPCError.invalidRequest(
-                "subscribe cannot be used inside a batch (its stream would hold the batch's answer)")
-        }
-        let params = try RequestParams.decodeSubscription(params)
+    /// Starts a subscription (``SubscribeMethod`` decodes its params and refuses batches).
+    func subscribe(_ params: RequestParams, context: RequestContext) async throws -> JSONValue {
         // A subscribe that raced a reload starts over with the new configuration.
         while true {
             let runtime = runtimes.current
@@ -99,11 +95,9 @@ final class Subscriptions: Sendable {
         for task in tasks { await task.value }
     }
 
-    func unsubscribe(_ params: JSONValue?) async throws -> JSONValue {
-        var reader = try ParamReader(params, allowed: ["subscription"])
-        let id = reader.string("subscription", required: true)
-        try reader.finish()
-        guard let id, let task = registry.remove(id) else {
+    /// Closes the subscription `id` (``UnsubscribeMethod``).
+    func unsubscribe(id: String) async throws -> JSONValue {
+        guard let task = registry.remove(id) else {
             throw RPCError.invalidParams([
                 ParamDiagnostic(pointer: "/subscription", reason: "no open subscription with this id")
             ])
@@ -150,7 +144,9 @@ final class Subscriptions: Sendable {
         if let retry = change.retryInMs { params["retryInMs"] = .int(retry) }
         if let status = change.status { params["status"] = .int(status) }
         if let error = change.error {
-            params["error"] = ["kind": .string(error.kind), "message": .string(Redactor.shared.redact(error.message))]
+            params["error"] = [
+                "kind": .string(error.kind.rawValue), "message": .string(Redactor.shared.redact(error.message)),
+            ]
         }
         return .object(params)
     }

@@ -13,35 +13,11 @@ extension TokenMethods {
     /// `token-get`: an access token, only for profiles with `expose_token: true`, in `format`
     /// (`json`, `header`, `exec-credential` with `apiVersion`), valid for at least `minValid`
     /// seconds.
-    func tokenGet(_ params: JSONValue?) async throws -> JSONValue {
-        var reader = try ParamReader(params, allowed: ["environment", "profile", "format", "minValid", "apiVersion"])
-        let environmentName = reader.string("environment")
-        let profileName = reader.string("profile")
-        var format = TokenFormat.json
-        if let name = reader.string("format") {
-            if let chosen = TokenFormat(rawValue: name), TokenFormat.methodFormats.contains(chosen) {
-                format = chosen
-            } else {
-                reader.report(
-                    ["format"], "must be one of \(TokenFormat.methodFormats.map(\.rawValue).joined(separator: ", "))")
-            }
-        }
-        let minimumValidity = reader.integer("minValid", in: 0...86_400).map { Duration.seconds($0) }
-        var version = ExecCredentialVersion.v1
-        if let text = reader.string("apiVersion") {
-            if format != .execCredential {
-                reader.report(["apiVersion"], "only applies to format exec-credential")
-            } else if let named = ExecCredentialVersion(rawValue: text) {
-                version = named
-            } else {
-                reader.report(["apiVersion"], ExecCredentialVersion.unknownVersionMessage(text))
-            }
-        }
-        try reader.finish()
+    func tokenGet(_ params: TokenGetMethod.Params) async throws -> JSONValue {
         let issued = try await issue(
-            environment: environmentName, profile: profileName,
-            minimumValidity: minimumValidity ?? Self.defaultMinimumValidity)
-        return format.value(issued.token, version: version)
+            environment: params.environment, profile: params.profile,
+            minimumValidity: params.minimumValidity ?? Self.defaultMinimumValidity)
+        return params.format.value(issued.token, version: params.version)
     }
 
     /// A token from the profile named `profile` of `environment` (or the defaults), valid for at

@@ -2,53 +2,64 @@ import Auth
 import Foundation
 import JSONRPC
 
-/// `token-invalidate`, `logout`, `status` and `token-get` (TokenMethods+CredentialHelper.swift).
+/// The params of `token-invalidate` and `logout`: `{environment?, profile?, all?}`.
+struct SessionSelection: MethodParams {
+    var environment: String?
+    var profile: String?
+    var all: Bool
+
+    init(decoding params: JSONValue?) throws(RPCError) {
+        var reader = try ParamReader(params, allowed: ["environment", "profile", "all"])
+        environment = reader.string("environment")
+        profile = reader.string("profile")
+        all = reader.bool("all") ?? false
+        if all && (environment != nil || profile != nil) {
+            reader.report(["all"], "all: true selects every session; leave out environment and profile")
+        }
+        try reader.finish()
+    }
+}
+
+/// What `token-invalidate`, `logout`, `status` and `token-get` (TokenMethods+CredentialHelper.swift)
+/// do, for the method types and the one-shot commands alike.
 struct TokenMethods: Sendable {
     let runtime: RelayRuntime
     let subscriptionCount: @Sendable () -> Int
 
-    /// The sessions a `{environment?, profile?, all?}` selection names; validates the names.
-    private func selection(_ params: JSONValue?) throws -> (environment: String?, profile: String?) {
-        var reader = try ParamReader(params, allowed: ["environment", "profile", "all"])
-        let environmentName = reader.string("environment")
-        let profileName = reader.string("profile")
-        let all = reader.bool("all") ?? false
-        if all && (environmentName != nil || profileName != nil) {
-            reader.report(["all"], "all: true selects every session; leave out environment and profile")
-        }
-        try reader.finish()
-        if all { return (nil, nil) }
+    /// The sessions `selection` names; validates the names. A named environment without a
+    /// profile means every profile of it, whatever its `default_profile` says; naming neither
+    /// means the default environment's default profile.
+    func resolve(_ selection: SessionSelection) throws -> (environment: String?, profile: String?) {
+        let environmentName = selection.environment
+        let profileName = selection.profile
+        if selection.all { return (nil, nil) }
         let environment = try runtime.environment(environmentName)
         if let profileName {
             _ = try runtime.profile(profileName, in: environment)
             return (environment.name, profileName)
         }
-        if let profile = try runtime.profile(nil, in: environment), environmentName == nil || profileName == nil {
-            // Without a profile name: the environment's default profile when the caller named no
-            // environment either; every profile of the named environment otherwise.
-            return (environment.name, environmentName == nil ? profile.name : nil)
-        }
-        return (environment.name, nil)
+        if environmentName != nil { return (environment.name, nil) }
+        return (environment.name, try runtime.profile(nil, in: environment)?.name)
     }
 
-    func invalidate(_ params: JSONValue?) async throws -> JSONValue {
-        let (environment, profile) = try selection(params)
+    func invalidate(_ selection: SessionSelection) async throws -> TokenInvalidateMethod.Result {
+        let (environment, profile) = try resolve(selection)
         var count = await runtime.manager.invalidate(environment: environment, profile: profile)
         for source in fetchedBearerSources(environment: environment, profile: profile) {
             source.reset()
             count += 1
         }
-        return ["invalidated": .int(count)]
+        return TokenInvalidateMethod.Result(invalidated: count)
     }
 
-    func logout(_ params: JSONValue?) async throws -> JSONValue {
-        let (environment, profile) = try selection(params)
+    func logout(_ selection: SessionSelection) async throws -> LogoutMethod.Result {
+        let (environment, profile) = try resolve(selection)
         var count = try await runtime.manager.logout(environment: environment, profile: profile)
         for source in fetchedBearerSources(environment: environment, profile: profile) {
             source.reset()
             count += 1
         }
-        return ["loggedOut": .int(count)]
+        return LogoutMethod.Result(loggedOut: count)
     }
 
     private func fetchedBearerSources(environment: String?, profile: String?) -> [FetchedBearerCredentialSource] {
@@ -59,8 +70,7 @@ struct TokenMethods: Sendable {
         }
     }
 
-    func status(_ params: JSONValue?) async throws -> JSONValue {
-        try ParamReader.expectNone(params)
+    func status() async throws -> JSONValue {
         // Sessions this process has not used yet show what the store holds (another process's
         // tokens); a store that cannot be opened is reported, not fatal.
         var storeError: RPCError?
@@ -74,7 +84,7 @@ struct TokenMethods: Sendable {
         if let path = info.path { store["path"] = .string(path) }
         if let version = info.schemaVersion { store["schemaVersion"] = .int(version) }
         if let storeError {
-            store["error"] = ["kind": .string(storeError.kind), "message": .string(storeError.message)]
+            store["error"] = ["kind": .string(storeError.kind.rawValue), "message": .string(storeError.message)]
         }
         let sessions = await runtime.manager.status().sorted {
             ($0.environment, $0.profile) < ($1.environment, $1.profile)
@@ -96,7 +106,7 @@ struct TokenMethods: Sendable {
                         for (name, value) in LoginMethod.identityMembers(identity) { object[name] = value }
                     }
                     if let error = session.lastError {
-                        object["lastError"] = ["kind": .string(error.kind), "message": .string(error.message)]
+                        object["lastError"] = ["kind": .string(error.kind.rawValue), "message": .string(error.message)]
                     }
                     object["counters"] = [
                         "acquisitions": .int(session.counters.acquisitions),

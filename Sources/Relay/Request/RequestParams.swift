@@ -10,6 +10,14 @@ struct RequestParams: Sendable {
     enum Target: Sendable {
         case path(template: String, variables: [String: JSONValue])
         case url(String)
+
+        /// The params member the target came from (`/path` or `/url`).
+        var pointer: String {
+            switch self {
+            case .path: "/path"
+            case .url: "/url"
+            }
+        }
     }
 
     /// A request body and the content type it implies when the caller gave none.

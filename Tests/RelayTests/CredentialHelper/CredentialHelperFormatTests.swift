@@ -1,4 +1,5 @@
 import Auth
+import ErrorKinds
 import Foundation
 import JSONRPC
 import Testing
@@ -55,7 +56,7 @@ struct CredentialHelperFormatTests {
             _ = try ExecCredentialVersion.fromExecInfo(info)
         } throws: { error in
             guard let error = error as? RPCError else { return false }
-            return error.kind == "invalid_params" && error.message.contains("KUBERNETES_EXEC_INFO")
+            return error.kind == .invalidParams && error.message.contains("KUBERNETES_EXEC_INFO")
         }
     }
 

@@ -54,6 +54,8 @@ export class LimitExceeded extends RelayError {}
 export class ShuttingDown extends RelayError {}
 /** `not_supported`. */
 export class NotSupported extends RelayError {}
+/** `logged_out`: a `logout` ended the session the call was waiting on for a token. */
+export class LoggedOut extends RelayError {}
 /** `invalid_params` (-32602); `diagnostics` is `[{pointer, reason}]`. */
 export class InvalidParams extends RelayError {
   /** @returns {{pointer: string, reason: string}[]} */
@@ -89,6 +91,7 @@ export const ERRORS_BY_KIND = {
   limit: LimitExceeded,
   shutting_down: ShuttingDown,
   not_supported: NotSupported,
+  logged_out: LoggedOut,
   invalid_params: InvalidParams,
   parse: ProtocolError,
   invalid_request: ProtocolError,
@@ -102,6 +105,7 @@ const KIND_BY_CODE = {
   [-32603]: 'internal', [-32800]: 'cancelled', [-32004]: 'config', [-32005]: 'unknown_environment',
   [-32003]: 'unknown_profile', [-32010]: 'auth', [-32011]: 'interaction_required', [-32020]: 'transport',
   [-32021]: 'timeout', [-32022]: 'limit', [-32030]: 'shutting_down', [-32031]: 'not_supported',
+  [-32032]: 'logged_out',
 };
 
 /**

@@ -15,6 +15,7 @@ from .errors import (
     InteractionRequired,
     InvalidParams,
     LimitExceeded,
+    LoggedOut,
     MethodNotFound,
     NotSupported,
     ProtocolError,
@@ -35,5 +36,5 @@ __all__ = [
     "AuthPrompt",
     "find_binary", "error_from_json", "RelayError", "ConfigError", "UnknownEnvironment", "UnknownProfile",
     "AuthError", "InteractionRequired", "TransportError", "RelayTimeout", "Cancelled", "LimitExceeded",
-    "ShuttingDown", "NotSupported", "InvalidParams", "ProtocolError", "MethodNotFound", "RelayClosed",
+    "ShuttingDown", "NotSupported", "LoggedOut", "InvalidParams", "ProtocolError", "MethodNotFound", "RelayClosed",
 ]

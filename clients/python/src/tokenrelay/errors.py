@@ -90,6 +90,10 @@ class NotSupported(RelayError):
     """``not_supported``: not supported by this build or configuration."""
 
 
+class LoggedOut(RelayError):
+    """``logged_out``: a ``logout`` ended the session the call was waiting on for a token."""
+
+
 class InvalidParams(RelayError):
     """``invalid_params`` (-32602). ``diagnostics`` is a list of ``{pointer, reason}``."""
 
@@ -131,6 +135,7 @@ ERRORS_BY_KIND: Dict[str, Type[RelayError]] = {
     "limit": LimitExceeded,
     "shutting_down": ShuttingDown,
     "not_supported": NotSupported,
+    "logged_out": LoggedOut,
     "invalid_params": InvalidParams,
     "parse": ProtocolError,
     "invalid_request": ProtocolError,
@@ -155,6 +160,7 @@ _KIND_BY_CODE: Dict[int, str] = {
     -32022: "limit",
     -32030: "shutting_down",
     -32031: "not_supported",
+    -32032: "logged_out",
 }
 
 

@@ -1,0 +1,92 @@
+import JSONRPC
+
+/// A method or notification the OpenRPC document describes: its wire name and its description,
+/// kept in the file of its implementation.
+protocol DescribedMethod: SendableMetatype {
+    /// The JSON-RPC method name.
+    static var method: String { get }
+    /// Its entry in `schemas/openrpc.json` and `rpc.discover`.
+    static var openRPC: MethodDescription { get }
+}
+
+/// A request method: typed params decoded with JSON-Pointer diagnostics, a handler, a result.
+/// ``MethodCatalog/requests`` lists every one; the dispatcher's table is built from that list.
+protocol RelayMethod: DescribedMethod {
+    associatedtype Params: Sendable
+    associatedtype Result: MethodResult
+    /// Decodes the params; every problem is a -32602 with `data.diagnostics`.
+    static func decode(_ params: JSONValue?, context: RequestContext) throws -> Params
+    /// Runs the method.
+    static func handle(_ params: Params, in context: MethodContext) async throws -> Result
+}
+
+/// Params that decode themselves from a request's `params`.
+protocol MethodParams: Sendable {
+    init(decoding params: JSONValue?) throws(RPCError)
+}
+
+/// A method's result as it goes on the wire.
+protocol MethodResult: Sendable {
+    var resultValue: JSONValue { get }
+}
+
+extension JSONValue: MethodResult {
+    var resultValue: JSONValue { self }
+}
+
+extension RelayMethod where Params: MethodParams {
+    static func decode(_ params: JSONValue?, context: RequestContext) throws -> Params {
+        try Params(decoding: params)
+    }
+}
+
+extension RelayMethod {
+    /// The dispatcher's handler: decode, then run.
+    static func handler(server: RelayServer) -> MethodHandler {
+        { params, request in
+            let decoded = try decode(params, context: request)
+            return try await handle(decoded, in: MethodContext(server: server, request: request)).resultValue
+        }
+    }
+}
+
+/// No params: absent, `null`, `{}` or `[]` (SPEC §4.2).
+struct NoParams: MethodParams {
+    init(decoding params: JSONValue?) throws(RPCError) {
+        try ParamReader.expectNone(params)
+    }
+}
+
+/// What a method's handler may use: the server (its runtimes, subscriptions, reload) and the
+/// request being answered.
+struct MethodContext: Sendable {
+    let server: RelayServer
+    let request: RequestContext
+
+    /// Runs `body` on the current runtime, kept to its end (a reload waits for it).
+    func withRuntime<Value>(_ body: (RelayRuntime) async throws -> Value) async throws -> Value {
+        try await server.runtimes.use(body)
+    }
+
+    /// The token methods of `runtime`.
+    func tokens(_ runtime: RelayRuntime) -> TokenMethods {
+        let subscriptions = server.subscriptions
+        return TokenMethods(runtime: runtime, subscriptionCount: { subscriptions.count })
+    }
+}
+
+/// Every method and notification, in the order the OpenRPC document lists them.
+enum MethodCatalog {
+    /// Everything documented: requests, the notifications a client sends, those the server sends.
+    static let documented: [any DescribedMethod.Type] = [
+        InitializeMethod.self, ShutdownMethod.self, ExitNotification.self, InitializedNotification.self,
+        MCPInitializedNotification.self, CancelRequestNotification.self, MCPCancelledNotification.self,
+        PingMethod.self, DiscoverMethod.self, RequestMethod.self, TokenInvalidateMethod.self, LogoutMethod.self,
+        StatusMethod.self, TokenGetMethod.self, LoginMethod.self, ConfigReloadMethod.self, SubscribeMethod.self,
+        UnsubscribeMethod.self, EventNotification.self, SubscriptionStateNotification.self,
+        AuthPromptNotification.self, AuthFailedNotification.self, LogNotification.self,
+    ]
+
+    /// The request methods the dispatcher serves (`test/wait` is added only for tests).
+    static let requests: [any RelayMethod.Type] = documented.compactMap { $0 as? any RelayMethod.Type }
+}
