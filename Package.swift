@@ -18,8 +18,8 @@ let package = Package(
         .systemLibrary(name: "CYAML", path: "Sources/CYAML", pkgConfig: "yaml-0.1", providers: [.apt(["libyaml-dev"])]),
         // CCurl loads libcurl with dlopen on first use (Sources/CCurl/shim.h): no pkg-config link flags.
         .systemLibrary(name: "CCurl", path: "Sources/CCurl", providers: [.apt(["libcurl4-openssl-dev"])]),
-        .systemLibrary(
-            name: "CCrypto", path: "Sources/CCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
+        // CCrypto loads libcrypto with dlopen on first use (Sources/CCrypto/shim.h), like CCurl.
+        .systemLibrary(name: "CCrypto", path: "Sources/CCrypto", providers: [.apt(["libssl-dev"])]),
         // CSQLite loads libsqlite3 with dlopen on first use (Sources/CSQLite/shim.h), like CCurl.
         .systemLibrary(name: "CSQLite", path: "Sources/CSQLite", providers: [.apt(["libsqlite3-dev"])]),
 
@@ -29,7 +29,7 @@ let package = Package(
         .target(name: "JSONRPC", dependencies: ["ErrorKinds", "Logging"]),
         .target(name: "Config", dependencies: ["CYAML", "ErrorKinds", "HTTPFields", "Logging"]),
         .target(name: "HTTP", dependencies: ["CCurl", "ErrorKinds", "HTTPFields", "Logging"]),
-        .target(name: "Auth", dependencies: ["HTTP", "CCrypto", "CSQLite", "ErrorKinds", "Logging"]),
+        .target(name: "Auth", dependencies: ["HTTP", "HTTPFields", "CCrypto", "CSQLite", "ErrorKinds", "Logging"]),
         .target(
             name: "Relay", dependencies: ["JSONRPC", "Config", "HTTP", "HTTPFields", "Auth", "ErrorKinds", "Logging"]),
         .executableTarget(name: "tokenrelay", dependencies: ["Relay", "JSONRPC", "Config", "HTTP", "ErrorKinds", "Logging"]),
@@ -42,7 +42,10 @@ let package = Package(
         .testTarget(name: "JSONRPCTests", dependencies: ["JSONRPC"]),
         .testTarget(name: "ConfigTests", dependencies: ["Config", "HTTPFields", "Logging"]),
         .testTarget(name: "HTTPTests", dependencies: ["HTTP", "HTTPFields", "Auth", "ErrorKinds", "Logging", "TestSupport"]),
-        .testTarget(name: "AuthTests", dependencies: ["Auth", "HTTP", "Logging", "CCrypto", "ErrorKinds"]),
+        // The tests make keys and signatures with libcrypto directly: they link it.
+        .testTarget(
+            name: "AuthTests", dependencies: ["Auth", "HTTP", "Logging", "CCrypto", "ErrorKinds"],
+            linkerSettings: [.linkedLibrary("crypto")]),
         .testTarget(name: "RelayTests", dependencies: ["Relay", "JSONRPC", "Config", "HTTP", "Auth", "ErrorKinds"]),
         .testTarget(name: "EndToEndTests", dependencies: ["JSONRPC", "TestSupport"], exclude: ["Fixtures"]),
     ],
