@@ -29,8 +29,8 @@ extension OneShot {
             let login = try await method.perform(
                 environment: environmentRuntime, profile: profileRuntime, openBrowser: openBrowser)
             return LoginOutcome(
-                result: LoginMethod.resultValue(
-                    login, environment: environmentRuntime.name, profile: profileRuntime.name),
+                result: LoginMethod.Result(login, environment: environmentRuntime.name, profile: profileRuntime.name)
+                    .resultValue,
                 persisted: settings.store.type != .memory)
         }
     }

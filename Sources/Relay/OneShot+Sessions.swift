@@ -6,7 +6,7 @@ extension OneShot {
     /// `tokenrelay status`: the `status` method's result in a process of its own (what the store
     /// holds for each configured session).
     public static func status(settings: Settings, environment: String?) async -> Result<JSONValue, RPCError> {
-        await withTokenMethods(settings: settings, environment: environment) { try await $0.status() }
+        await withTokenMethods(settings: settings, environment: environment) { try await $0.status().resultValue }
     }
 
     /// `tokenrelay logout`: the `logout` method (params `{environment?, profile?, all?}`) in a

@@ -10,7 +10,7 @@ extension RelayServer {
     /// subscriptions and in-flight requests; removed and changed ones finish their in-flight
     /// requests on the old runtime, their subscriptions end with `closed`, and changed ones start
     /// afresh. Answers `{added, changed, removed}`: lists of `{environment, profile}` pairs.
-    func reload() async throws -> JSONValue {
+    func reload() async throws -> ConfigReloadMethod.Result {
         try await reloads.run { [self] in
             guard let load = options.loadConfig else {
                 throw RPCError(code: .config, message: "there is no configuration file to reload")
@@ -57,10 +57,7 @@ extension RelayServer {
                 log.info(
                     "configuration reloaded: \(diff.added.count) added, \(diff.changed.count) changed, "
                         + "\(diff.removed.count) removed")
-                return [
-                    "added": Self.entriesValue(diff.added), "changed": Self.entriesValue(diff.changed),
-                    "removed": Self.entriesValue(diff.removed),
-                ]
+                return ConfigReloadMethod.Result(added: diff.added, changed: diff.changed, removed: diff.removed)
             }
         }
     }
@@ -73,15 +70,6 @@ extension RelayServer {
             let failure = ErrorMapping.rpcError(error)
             log.error("reload on SIGHUP failed: \(failure.message)")
         }
-    }
-
-    private static func entriesValue(_ entries: [SettingsDiff.Entry]) -> JSONValue {
-        .array(
-            entries.map { entry in
-                var object: JSONObject = ["environment": .string(entry.environment)]
-                if let profile = entry.profile { object["profile"] = .string(profile) }
-                return .object(object)
-            })
     }
 
     private static func diagnosticValue(_ diagnostic: ConfigDiagnostic) -> JSONValue {

@@ -17,28 +17,60 @@ enum InitializeMethod: RelayMethod {
         }
     }
 
-    static func handle(_ params: Params, in context: MethodContext) async throws -> JSONValue {
-        let server = context.server
-        if let processID = params.processID { server.watchParent(processID) }
-        let environments: [JSONValue] = server.catalog.environments.map { environment in
-            .object([
-                "name": .string(environment.name),
-                "default": .bool(environment.isDefault),
-                "profiles": .array(
-                    environment.profiles.map { .object(["name": .string($0.name), "type": .string($0.type)]) }),
+    /// `{serverInfo, protocolVersion, environments, capabilities}`: names and types only, never a
+    /// URL or a secret.
+    struct Result: MethodResult {
+        var serverName = RelayServer.name
+        var serverVersion = RelayServer.version
+        var protocolVersion = RelayServer.protocolVersion
+        /// The configured environments and their profiles.
+        var environments: [EnvironmentCatalog.Environment]
+        /// The request methods served (listed sorted).
+        var methods: [String]
+
+        var resultValue: JSONValue {
+            let environments: [JSONValue] = environments.map { environment in
+                .object([
+                    "name": .string(environment.name),
+                    "default": .bool(environment.isDefault),
+                    "profiles": .array(
+                        environment.profiles.map { .object(["name": .string($0.name), "type": .string($0.type)]) }),
+                ])
+            }
+            return .object([
+                "serverInfo": ["name": .string(serverName), "version": .string(serverVersion)],
+                "protocolVersion": .string(protocolVersion),
+                "environments": .array(environments),
+                "capabilities": [
+                    "framings": ["ndjson", "lsp"],
+                    "batches": true,
+                    "cancellation": ["$/cancelRequest", "notifications/cancelled"],
+                    "methods": .array(methods.sorted().map { .string($0) }),
+                ],
             ])
         }
-        return .object([
-            "serverInfo": ["name": .string(RelayServer.name), "version": .string(RelayServer.version)],
-            "protocolVersion": .string(RelayServer.protocolVersion),
-            "environments": .array(environments),
-            "capabilities": [
-                "framings": ["ndjson", "lsp"],
-                "batches": true,
-                "cancellation": ["$/cancelRequest", "notifications/cancelled"],
-                "methods": .array(MethodCatalog.requests.map { $0.method }.sorted().map { .string($0) }),
+
+        /// The result's schema in the OpenRPC document.
+        static let schema = Schema.object(
+            [
+                "serverInfo": Schema.object(["name": ["const": "tokenrelay"], "version": Schema.string]),
+                "protocolVersion": ["const": .string(RelayServer.protocolVersion)],
+                "environments": ["type": "array", "items": environmentSchema],
+                "capabilities": ["type": "object"],
+            ], required: ["serverInfo", "protocolVersion", "environments", "capabilities"])
+
+        static let environmentSchema = Schema.object([
+            "name": Schema.string, "default": Schema.boolean,
+            "profiles": [
+                "type": "array", "items": Schema.object(["name": Schema.string, "type": Schema.string]),
             ],
         ])
+    }
+
+    static func handle(_ params: Params, in context: MethodContext) async throws -> Result {
+        let server = context.server
+        if let processID = params.processID { server.watchParent(processID) }
+        return Result(environments: server.catalog.environments, methods: MethodCatalog.requests.map { $0.method })
     }
 
     /// The LSP members editors send that `initialize` accepts and ignores.
@@ -56,18 +88,5 @@ enum InitializeMethod: RelayMethod {
             param("processId", "Parent process id: tokenrelay exits when it dies.", ["type": ["integer", "null"]]),
             param("protocolVersion", "The revision the client speaks (read, not enforced).", Schema.string),
         ] + ignoredLSPMembers.map { param($0, "LSP member: accepted and ignored, of any shape.", Schema.any) },
-        result: Schema.object(
-            [
-                "serverInfo": Schema.object(["name": ["const": "tokenrelay"], "version": Schema.string]),
-                "protocolVersion": ["const": .string(RelayServer.protocolVersion)],
-                "environments": ["type": "array", "items": environmentSchema],
-                "capabilities": ["type": "object"],
-            ], required: ["serverInfo", "protocolVersion", "environments", "capabilities"]))
-
-    private static let environmentSchema = Schema.object([
-        "name": Schema.string, "default": Schema.boolean,
-        "profiles": [
-            "type": "array", "items": Schema.object(["name": Schema.string, "type": Schema.string]),
-        ],
-    ])
+        result: Result.schema)
 }

@@ -20,10 +20,10 @@ struct LoginMethod: Sendable {
         }
     }
 
-    func handle(_ params: Params) async throws -> JSONValue {
+    func handle(_ params: Params) async throws -> Result {
         let (environment, profile) = try session(environment: params.environment, profile: params.profile)
-        let result = try await perform(environment: environment, profile: profile, openBrowser: true)
-        return Self.resultValue(result, environment: environment.name, profile: profile.name)
+        let login = try await perform(environment: environment, profile: profile, openBrowser: true)
+        return Result(login, environment: environment.name, profile: profile.name)
     }
 
     /// The environment and interactive profile named (or the defaults).
@@ -53,14 +53,44 @@ struct LoginMethod: Sendable {
         return try await runtime.manager.login(key, openBrowser: openBrowser)
     }
 
-    /// The `login` result.
-    static func resultValue(_ result: LoginResult, environment: String, profile: String) -> JSONValue {
-        var object: JSONObject = ["environment": .string(environment), "profile": .string(profile), "loggedIn": true]
-        if let expiresAt = result.expiresAt {
-            object["expiresAt"] = .string(ISO8601DateFormatter().string(from: expiresAt))
+    /// `{environment, profile, loggedIn: true, expiresAt?, subject?, email?, name?}`: the session
+    /// is stored.
+    struct Result: MethodResult, Equatable {
+        var environment: String
+        var profile: String
+        /// The access token's expiry; `nil` when the token server gave no `expires_in`.
+        var expiresAt: Date?
+        /// Who logged in (OpenID Connect profiles).
+        var identity: LoginIdentity?
+
+        init(environment: String, profile: String, expiresAt: Date? = nil, identity: LoginIdentity? = nil) {
+            self.environment = environment
+            self.profile = profile
+            self.expiresAt = expiresAt
+            self.identity = identity
         }
-        if let identity = result.identity { for (name, value) in identityMembers(identity) { object[name] = value } }
-        return .object(object)
+
+        init(_ login: LoginResult, environment: String, profile: String) {
+            self.init(environment: environment, profile: profile, expiresAt: login.expiresAt, identity: login.identity)
+        }
+
+        var resultValue: JSONValue {
+            var object: JSONObject = [
+                "environment": .string(environment), "profile": .string(profile), "loggedIn": true,
+            ]
+            if let expiresAt { object["expiresAt"] = .string(ISO8601DateFormatter().string(from: expiresAt)) }
+            if let identity { for (name, value) in identityMembers(identity) { object[name] = value } }
+            return .object(object)
+        }
+
+        /// The result's schema in the OpenRPC document.
+        static let schema = Schema.object(
+            [
+                "environment": Schema.string, "profile": Schema.string, "loggedIn": ["const": true],
+                "expiresAt": Schema.dateTime,
+                "subject": Schema.string("OpenID Connect: the validated ID token's sub."),
+                "email": Schema.string, "name": Schema.string,
+            ], required: ["environment", "profile", "loggedIn"])
     }
 
     /// `subject`, `email`, `name`.
@@ -87,7 +117,7 @@ struct LoginMethod: Sendable {
 extension LoginMethod: RelayMethod {
     static let method = "login"
 
-    static func handle(_ params: Params, in context: MethodContext) async throws -> JSONValue {
+    static func handle(_ params: Params, in context: MethodContext) async throws -> Result {
         try await context.withRuntime { try await LoginMethod(runtime: $0).handle(params) }
     }
 
@@ -96,13 +126,7 @@ extension LoginMethod: RelayMethod {
         summary:
             "Starts (or joins) the interactive login of a session (authorization code + PKCE with a loopback redirect, or device code) and answers once the session is stored; what the person must do comes as one auth-prompt notification. One login per session at a time: concurrent callers join it. At most 3 failed logins per session per 10 minutes, then kind limit. Bounded by the profile's login_timeout (then interaction_required); $/cancelRequest ends it (the last caller leaving stops the listener or the polling).",
         params: SharedParams.session,
-        result: Schema.object(
-            [
-                "environment": Schema.string, "profile": Schema.string, "loggedIn": ["const": true],
-                "expiresAt": Schema.dateTime,
-                "subject": Schema.string("OpenID Connect: the validated ID token's sub."),
-                "email": Schema.string, "name": Schema.string,
-            ], required: ["environment", "profile", "loggedIn"]),
+        result: Result.schema,
         errors: [
             .config, .unknownEnvironment, .unknownProfile, .auth, .interactionRequired, .transport, .timeout, .limit,
             .notSupported, .loggedOut,

@@ -101,19 +101,43 @@ extension RequestMethod: RelayMethod {
         try RequestParams.decode(params)
     }
 
-    static func handle(_ params: RequestParams, in context: MethodContext) async throws -> JSONValue {
-        try await context.withRuntime { runtime in
-            let (response, elapsed) = try await RequestMethod(runtime: runtime).perform(params)
-            return ResponseEncoding.result(response, elapsed: elapsed)
+    /// `{status, headers, json | text | base64, elapsedMs}` (SPEC §4.3): any HTTP status is a result.
+    struct Result: MethodResult, Equatable {
+        /// Which member carries the body.
+        enum BodyEncoding: String, Sendable, CaseIterable {
+            /// Parsed JSON (`application/json`, `+json`).
+            case json
+            /// Other UTF-8 text.
+            case text
+            /// Anything else, base64-encoded.
+            case base64
         }
-    }
 
-    static let openRPC = MethodDescription(
-        name: method,
-        summary:
-            "Sends an HTTP request to an environment with the profile's credentials attached. Any HTTP status is a result.",
-        params: SharedParams.session + SharedParams.target + SharedParams.body + SharedParams.tail,
-        result: Schema.object(
+        var status: Int
+        /// Lower-case names; repeated fields joined with ", "; `set-cookie` an array.
+        var headers: JSONObject
+        /// The body as it goes on the wire, opaque here (`nil` for an empty body): a parsed JSON
+        /// value, or the string of `text` / `base64`.
+        var body: JSONValue?
+        /// The member `body` goes in.
+        var bodyEncoding = BodyEncoding.json
+        var elapsed: Duration
+
+        /// `elapsed` in milliseconds, rounded to the microsecond.
+        var elapsedMilliseconds: JSONNumber {
+            let milliseconds = Double(elapsed.components.seconds) * 1000 + Double(elapsed.components.attoseconds) / 1e15
+            return JSONNumber((milliseconds * 1000).rounded() / 1000)
+        }
+
+        var resultValue: JSONValue {
+            var result: JSONObject = ["status": .int(status), "headers": .object(headers)]
+            if let body { result[bodyEncoding.rawValue] = body }
+            result["elapsedMs"] = .number(elapsedMilliseconds)
+            return .object(result)
+        }
+
+        /// The result's schema in the OpenRPC document.
+        static let schema = Schema.object(
             [
                 "status": Schema.integer,
                 "headers": [
@@ -125,7 +149,22 @@ extension RequestMethod: RelayMethod {
                 "text": Schema.string("Other UTF-8 text bodies."),
                 "base64": Schema.string("Anything else."),
                 "elapsedMs": ["type": "number"],
-            ], required: ["status", "headers", "elapsedMs"]),
+            ], required: ["status", "headers", "elapsedMs"])
+    }
+
+    static func handle(_ params: RequestParams, in context: MethodContext) async throws -> Result {
+        try await context.withRuntime { runtime in
+            let (response, elapsed) = try await RequestMethod(runtime: runtime).perform(params)
+            return ResponseEncoding.result(response, elapsed: elapsed)
+        }
+    }
+
+    static let openRPC = MethodDescription(
+        name: method,
+        summary:
+            "Sends an HTTP request to an environment with the profile's credentials attached. Any HTTP status is a result.",
+        params: SharedParams.session + SharedParams.target + SharedParams.body + SharedParams.tail,
+        result: Result.schema,
         errors: MethodDescription.requestErrors)
 }
 

@@ -14,7 +14,16 @@ enum SubscribeMethod: RelayMethod {
         return try RequestParams.decodeSubscription(params)
     }
 
-    static func handle(_ params: RequestParams, in context: MethodContext) async throws -> JSONValue {
+    /// `{subscription}`: the id its notifications carry.
+    struct Result: MethodResult, Equatable {
+        var subscription: String
+        var resultValue: JSONValue { ["subscription": .string(subscription)] }
+
+        /// The result's schema in the OpenRPC document.
+        static let schema = Schema.object(["subscription": Schema.string], required: ["subscription"])
+    }
+
+    static func handle(_ params: RequestParams, in context: MethodContext) async throws -> Result {
         try await context.server.subscriptions.subscribe(params, context: context.request)
     }
 
@@ -25,7 +34,7 @@ enum SubscribeMethod: RelayMethod {
             param(
                 "lastEventId", "Sent as Last-Event-ID on the first connection; no control characters.", Schema.string)
         ] + SharedParams.tail,
-        result: Schema.object(["subscription": Schema.string], required: ["subscription"]),
+        result: Result.schema,
         errors: MethodDescription.requestErrors)
 }
 

@@ -27,7 +27,7 @@ final class Subscriptions: Sendable {
     var count: Int { registry.count }
 
     /// Starts a subscription (``SubscribeMethod`` decodes its params and refuses batches).
-    func subscribe(_ params: RequestParams, context: RequestContext) async throws -> JSONValue {
+    func subscribe(_ params: RequestParams, context: RequestContext) async throws -> SubscribeMethod.Result {
         // A subscribe that raced a reload starts over with the new configuration.
         while true {
             let runtime = runtimes.current
@@ -37,7 +37,7 @@ final class Subscriptions: Sendable {
 
     /// Starts the subscription on `runtime`; `nil` when a reload replaced `runtime` meanwhile.
     private func start(_ params: RequestParams, runtime: RelayRuntime, context: RequestContext) async throws
-        -> JSONValue?
+        -> SubscribeMethod.Result?
     {
         let environment = try runtime.environment(params.environment)
         let profile = params.auth ? try runtime.profile(params.profile, in: environment) : nil
@@ -74,7 +74,7 @@ final class Subscriptions: Sendable {
                 await Self.pump(source, id: id, notifier: notifier)
                 registry.finished(id)
             }
-        }.map { ["subscription": .string($0)] }
+        }.map { SubscribeMethod.Result(subscription: $0) }
     }
 
     /// The `{kind, message}` of a subscription closed by a pipeline error that is not the

@@ -1,3 +1,4 @@
+import Auth
 import JSONRPC
 
 /// `token-get {environment?, profile?, format?, minValid?, apiVersion?}` (SPEC §4.5): an access
@@ -40,7 +41,39 @@ enum TokenGetMethod: RelayMethod {
         }
     }
 
-    static func handle(_ params: Params, in context: MethodContext) async throws -> JSONValue {
+    /// The token in the format asked for (the same rendering as `tokenrelay token`): `json`
+    /// `{access_token, token_type, expires_at?}`, `header` a string, `exec-credential` an
+    /// ExecCredential. The expiry members are absent when the token's expiry is unknown.
+    struct Result: MethodResult {
+        var token: Token
+        var format: TokenFormat
+        var version = ExecCredentialVersion.v1
+
+        var resultValue: JSONValue { format.value(token, version: version) }
+
+        /// The result's schema in the OpenRPC document: one branch per format.
+        static let schema: JSONValue = [
+            "oneOf": [
+                [
+                    "title": "json", "type": "object", "required": ["access_token", "token_type"],
+                    "properties": [
+                        "access_token": Schema.string, "token_type": ["const": "Bearer"], "expires_at": Schema.dateTime,
+                    ],
+                ],
+                ["title": "header", "type": "string", "pattern": "^Authorization: Bearer "],
+                [
+                    "title": "exec-credential", "type": "object", "required": ["apiVersion", "kind", "status"],
+                    "properties": [
+                        "apiVersion": Schema.oneOf(versions), "kind": ["const": "ExecCredential"],
+                        "status": Schema.object(
+                            ["token": Schema.string, "expirationTimestamp": Schema.dateTime], required: ["token"]),
+                    ],
+                ],
+            ]
+        ]
+    }
+
+    static func handle(_ params: Params, in context: MethodContext) async throws -> Result {
         try await context.withRuntime { try await context.tokens($0).tokenGet(params) }
     }
 
@@ -65,24 +98,6 @@ enum TokenGetMethod: RelayMethod {
                 "The ExecCredential apiVersion (format exec-credential only; default client.authentication.k8s.io/v1).",
                 Schema.oneOf(versions)),
         ],
-        result: [
-            "oneOf": [
-                [
-                    "title": "json", "type": "object", "required": ["access_token", "token_type"],
-                    "properties": [
-                        "access_token": Schema.string, "token_type": ["const": "Bearer"], "expires_at": Schema.dateTime,
-                    ],
-                ],
-                ["title": "header", "type": "string", "pattern": "^Authorization: Bearer "],
-                [
-                    "title": "exec-credential", "type": "object", "required": ["apiVersion", "kind", "status"],
-                    "properties": [
-                        "apiVersion": Schema.oneOf(versions), "kind": ["const": "ExecCredential"],
-                        "status": Schema.object(
-                            ["token": Schema.string, "expirationTimestamp": Schema.dateTime], required: ["token"]),
-                    ],
-                ],
-            ]
-        ],
+        result: Result.schema,
         errors: MethodDescription.requestErrors + [.notSupported])
 }

@@ -13,11 +13,11 @@ extension TokenMethods {
     /// `token-get`: an access token, only for profiles with `expose_token: true`, in `format`
     /// (`json`, `header`, `exec-credential` with `apiVersion`), valid for at least `minValid`
     /// seconds.
-    func tokenGet(_ params: TokenGetMethod.Params) async throws -> JSONValue {
+    func tokenGet(_ params: TokenGetMethod.Params) async throws -> TokenGetMethod.Result {
         let issued = try await issue(
             environment: params.environment, profile: params.profile,
             minimumValidity: params.minimumValidity ?? Self.defaultMinimumValidity)
-        return params.format.value(issued.token, version: params.version)
+        return TokenGetMethod.Result(token: issued.token, format: params.format, version: params.version)
     }
 
     /// A token from the profile named `profile` of `environment` (or the defaults), valid for at

@@ -70,7 +70,7 @@ struct TokenMethods: Sendable {
         }
     }
 
-    func status() async throws -> JSONValue {
+    func status() async throws -> StatusMethod.Result {
         // Sessions this process has not used yet show what the store holds (another process's
         // tokens); a store that cannot be opened is reported, not fatal.
         var storeError: RPCError?
@@ -79,45 +79,12 @@ struct TokenMethods: Sendable {
         } catch {
             storeError = ErrorMapping.rpcError(error)
         }
-        let info = runtime.manager.storeInfo
-        var store: JSONObject = ["type": .string(info.type), "encrypted": .bool(info.encrypted)]
-        if let path = info.path { store["path"] = .string(path) }
-        if let version = info.schemaVersion { store["schemaVersion"] = .int(version) }
-        if let storeError {
-            store["error"] = ["kind": .string(storeError.kind.rawValue), "message": .string(storeError.message)]
-        }
         let sessions = await runtime.manager.status().sorted {
             ($0.environment, $0.profile) < ($1.environment, $1.profile)
         }
-        let formatter = ISO8601DateFormatter()
-        return [
-            "sessions": .array(
-                sessions.map { session in
-                    var object: JSONObject = [
-                        "environment": .string(session.environment), "profile": .string(session.profile),
-                        "type": .string(session.type), "state": .string(session.state.rawValue),
-                    ]
-                    if let expiresAt = session.expiresAt {
-                        object["expiresAt"] = .string(formatter.string(from: expiresAt))
-                    }
-                    object["refreshable"] = .bool(session.refreshable)
-                    object["fromStore"] = .bool(session.fromStore)
-                    if let identity = session.identity {
-                        for (name, value) in LoginMethod.identityMembers(identity) { object[name] = value }
-                    }
-                    if let error = session.lastError {
-                        object["lastError"] = ["kind": .string(error.kind.rawValue), "message": .string(error.message)]
-                    }
-                    object["counters"] = [
-                        "acquisitions": .int(session.counters.acquisitions),
-                        "renewals": .int(session.counters.renewals),
-                        "recoveries": .int(session.counters.recoveries), "requests": .int(session.counters.requests),
-                    ]
-                    return .object(object)
-                }),
-            "subscriptions": .int(subscriptionCount()),
-            "store": .object(store),
-        ]
+        return StatusMethod.Result(
+            sessions: sessions, subscriptions: subscriptionCount(), store: runtime.manager.storeInfo,
+            storeError: storeError.map { (kind: $0.kind, message: $0.message) })
     }
 }
 

@@ -6,17 +6,15 @@ import JSONRPC
 enum ResponseEncoding {
     /// `status`, `headers` (lower-case names; repeated fields joined with ", ", `set-cookie` an
     /// array), one of `json`/`text`/`base64` (none for an empty body) and `elapsedMs`.
-    static func result(_ response: HTTPResponse, elapsed: Duration) -> JSONValue {
-        var result = JSONObject()
-        result["status"] = .int(response.status)
-        result["headers"] = .object(headerObject(response.headers))
+    static func result(_ response: HTTPResponse, elapsed: Duration) -> RequestMethod.Result {
+        var result = RequestMethod.Result(
+            status: response.status, headers: headerObject(response.headers), elapsed: elapsed)
         if !response.body.isEmpty {
-            let (key, value) = body(response.body, contentType: response.headers["content-type"])
-            result[key] = value
+            let (encoding, value) = body(response.body, contentType: response.headers["content-type"])
+            result.bodyEncoding = encoding
+            result.body = value
         }
-        let milliseconds = Double(elapsed.components.seconds) * 1000 + Double(elapsed.components.attoseconds) / 1e15
-        result["elapsedMs"] = .number(JSONNumber((milliseconds * 1000).rounded() / 1000))
-        return .object(result)
+        return result
     }
 
     /// The fields as one object: names lower-cased on their ASCII bytes (field names are RFC 9110
@@ -57,17 +55,17 @@ enum ResponseEncoding {
     }
 
     /// The body member for `bytes` given the response's content type.
-    static func body(_ bytes: [UInt8], contentType: String?) -> (String, JSONValue) {
+    static func body(_ bytes: [UInt8], contentType: String?) -> (RequestMethod.Result.BodyEncoding, JSONValue) {
         let mediaType = contentType.map(Self.mediaType) ?? ""
         if mediaType == "application/json" || mediaType.hasSuffix("+json") {
-            if let value = try? JSONParser.parse(bytes) { return ("json", value) }
+            if let value = try? JSONParser.parse(bytes) { return (.json, value) }
         }
         if isTextual(mediaType) || mediaType == "application/json" || mediaType.hasSuffix("+json"),
             let text = String(validating: bytes, as: UTF8.self)
         {
-            return ("text", .string(text))
+            return (.text, .string(text))
         }
-        return ("base64", .string(Data(bytes).base64EncodedString()))
+        return (.base64, .string(Data(bytes).base64EncodedString()))
     }
 
     /// The lower-cased media type without parameters.

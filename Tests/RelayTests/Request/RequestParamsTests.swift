@@ -151,16 +151,16 @@ import Testing
     ])
     func bodiesAreClassifiedByContentType(contentType: String, body: String, expected: String) {
         let (key, value) = ResponseEncoding.body(Array(body.utf8), contentType: contentType.isEmpty ? nil : contentType)
-        #expect(key == expected)
-        if key == "json" { #expect(value.jsonText == body) }
-        if key == "text" { #expect(value == .string(body)) }
+        #expect(key.rawValue == expected)
+        if key == .json { #expect(value.jsonText == body) }
+        if key == .text { #expect(value == .string(body)) }
     }
 
     @Test func invalidUTF8TextIsBase64AndEmptyBodiesHaveNoBodyField() {
         let (key, value) = ResponseEncoding.body([0xFF, 0xFE, 0x00], contentType: "text/plain")
-        #expect(key == "base64")
+        #expect(key == .base64)
         #expect(value == "//4A")
-        let result = ResponseEncoding.result(HTTPResponse(status: 204), elapsed: .milliseconds(3))
+        let result = ResponseEncoding.result(HTTPResponse(status: 204), elapsed: .milliseconds(3)).resultValue
         #expect(result["status"] == 204)
         #expect(result["json"] == nil && result["text"] == nil && result["base64"] == nil)
         #expect(result["elapsedMs"]?.numberValue?.doubleValue == 3)
