@@ -8,8 +8,11 @@ enum ConfigReloadMethod: RelayMethod {
     /// `{added, changed, removed}`: lists of `{environment, profile?}`, in the order given
     /// (``SettingsDiff`` sorts them by environment, then profile).
     struct Result: MethodResult, Equatable {
+        /// Profiles (or profile-less environments) the new configuration adds.
         var added: [SettingsDiff.Entry]
+        /// Those it changes (every profile of a changed environment).
         var changed: [SettingsDiff.Entry]
+        /// Those it removes.
         var removed: [SettingsDiff.Entry]
 
         var resultValue: JSONValue {

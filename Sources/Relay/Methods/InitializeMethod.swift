@@ -20,8 +20,11 @@ enum InitializeMethod: RelayMethod {
     /// `{serverInfo, protocolVersion, environments, capabilities}`: names and types only, never a
     /// URL or a secret.
     struct Result: MethodResult {
+        /// `serverInfo.name`.
         var serverName = RelayServer.name
+        /// `serverInfo.version`.
         var serverVersion = RelayServer.version
+        /// The protocol revision this build speaks.
         var protocolVersion = RelayServer.protocolVersion
         /// The configured environments and their profiles.
         var environments: [EnvironmentCatalog.Environment]
@@ -59,6 +62,7 @@ enum InitializeMethod: RelayMethod {
                 "capabilities": ["type": "object"],
             ], required: ["serverInfo", "protocolVersion", "environments", "capabilities"])
 
+        /// One entry of `environments`.
         static let environmentSchema = Schema.object([
             "name": Schema.string, "default": Schema.boolean,
             "profiles": [

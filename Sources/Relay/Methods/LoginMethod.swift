@@ -56,13 +56,16 @@ struct LoginMethod: Sendable {
     /// `{environment, profile, loggedIn: true, expiresAt?, subject?, email?, name?}`: the session
     /// is stored.
     struct Result: MethodResult, Equatable {
+        /// The environment logged in to.
         var environment: String
+        /// The profile logged in with.
         var profile: String
         /// The access token's expiry; `nil` when the token server gave no `expires_in`.
         var expiresAt: Date?
         /// Who logged in (OpenID Connect profiles).
         var identity: LoginIdentity?
 
+        /// A result of the members given.
         init(environment: String, profile: String, expiresAt: Date? = nil, identity: LoginIdentity? = nil) {
             self.environment = environment
             self.profile = profile
@@ -70,6 +73,7 @@ struct LoginMethod: Sendable {
             self.identity = identity
         }
 
+        /// The result of `login` for that session.
         init(_ login: LoginResult, environment: String, profile: String) {
             self.init(environment: environment, profile: profile, expiresAt: login.expiresAt, identity: login.identity)
         }

@@ -113,6 +113,7 @@ extension RequestMethod: RelayMethod {
             case base64
         }
 
+        /// The HTTP status (any status is a result).
         var status: Int
         /// Lower-case names; repeated fields joined with ", "; `set-cookie` an array.
         var headers: JSONObject
@@ -121,6 +122,7 @@ extension RequestMethod: RelayMethod {
         var body: JSONValue?
         /// The member `body` goes in.
         var bodyEncoding = BodyEncoding.json
+        /// From sending to the collected response, token acquisition included.
         var elapsed: Duration
 
         /// `elapsed` in milliseconds, rounded to the microsecond.

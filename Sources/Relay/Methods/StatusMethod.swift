@@ -31,6 +31,7 @@ enum StatusMethod: RelayMethod {
             ]
         }
 
+        /// One session's entry: never a token value.
         static func sessionValue(_ session: SessionStatus, formatter: ISO8601DateFormatter) -> JSONValue {
             var object: JSONObject = [
                 "environment": .string(session.environment), "profile": .string(session.profile),

@@ -16,6 +16,7 @@ enum SubscribeMethod: RelayMethod {
 
     /// `{subscription}`: the id its notifications carry.
     struct Result: MethodResult, Equatable {
+        /// The subscription's id.
         var subscription: String
         var resultValue: JSONValue { ["subscription": .string(subscription)] }
 

@@ -45,8 +45,11 @@ enum TokenGetMethod: RelayMethod {
     /// `{access_token, token_type, expires_at?}`, `header` a string, `exec-credential` an
     /// ExecCredential. The expiry members are absent when the token's expiry is unknown.
     struct Result: MethodResult {
+        /// The token issued (this is the one method whose result carries a token).
         var token: Token
+        /// The rendering asked for.
         var format: TokenFormat
+        /// The ExecCredential version (`exec-credential` only).
         var version = ExecCredentialVersion.v1
 
         var resultValue: JSONValue { format.value(token, version: version) }
