@@ -247,7 +247,7 @@ public final class Dispatcher: Sendable {
                     let result = try await pending.handler(pending.request.params, context)
                     response = MessageCodec.response(id: id, result: result)
                 } catch {
-                    response = MessageCodec.response(id: id, error: mapError(error))
+                    response = MessageCodec.response(id: id, error: errorMapper(error))
                 }
             }
             await finish(id: id, response: response, batch: pending.batch)
@@ -260,12 +260,6 @@ public final class Dispatcher: Sendable {
             return entry.cancelledWith != nil
         }
         if cancelNow { task.cancel() }
-    }
-
-    private func mapError(_ error: any Error) -> RPCError {
-        if let rpcError = error as? RPCError { return rpcError }
-        if error is CancellationError { return .cancelled }
-        return errorMapper(error)
     }
 
     /// Records the end of a request, hands its answer to the sink, then frees its slot (starting

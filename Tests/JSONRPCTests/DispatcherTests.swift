@@ -26,7 +26,7 @@ import Testing
                         return "late"
                     },
                     "fail": { _, _ in throw RPCError(code: .auth, message: "refused") },
-                ], sink: sink, limits: limits, errorMapper: { _ in RPCError(code: .internalError, message: "x") })
+                ], sink: sink, limits: limits, errorMapper: RPCError.testMapper)
         }
 
         func send(_ text: String) { dispatcher.receive(Array(text.utf8)) }
@@ -202,7 +202,7 @@ import Testing
                     seen.signal.fire()
                     return .null
                 }
-            ], sink: sink, errorMapper: { _ in RPCError(code: .internalError, message: "x") })
+            ], sink: sink, errorMapper: RPCError.testMapper)
     }
 
     @Test func exitReadAfterShutdownKnowsItWhileTheShutdownHandlerIsStillRunning() async {
@@ -220,7 +220,7 @@ import Testing
         let dispatcher = Dispatcher(
             methods: ["shutdown": { _, _ in .null }],
             readOrderNotifications: ["exit": { context in seen.values.withLock { $0.append(context.afterShutdown) } }],
-            sink: RecordingSink(), errorMapper: { _ in RPCError(code: .internalError, message: "x") })
+            sink: RecordingSink(), errorMapper: RPCError.testMapper)
         dispatcher.receive(Array(#"{"jsonrpc":"2.0","method":"exit"}"#.utf8))
         #expect(seen.values.withLock { $0 } == [false], "ran on the reader's thread, before receive returned")
         dispatcher.receive(Array(#"{"jsonrpc":"2.0","id":1,"method":"shutdown"}"#.utf8))

@@ -48,7 +48,7 @@ import Testing
         let sink = RecordingSink()
         let dispatcher = Dispatcher(
             methods: ["ping": { _, _ in .object([:]) }], sink: sink,
-            errorMapper: { _ in RPCError(code: .internalError, message: "x") })
+            errorMapper: RPCError.testMapper)
         for text in [
             #"{"jsonrpc":"1.0","method":"exit"}"#, #"{"jsonrpc":"2.0","method":5}"#,
             #"{"jsonrpc":"2.0","method":"exit","params":"s"}"#, #"{"jsonrpc":"2.0","method":"no/such/notification"}"#,

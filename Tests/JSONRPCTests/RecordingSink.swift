@@ -91,3 +91,13 @@ final class Gate: Sendable {
         for waiter in waiting { waiter.resume() }
     }
 }
+
+extension RPCError {
+    /// The error mapper the dispatcher tests use (the relay's is `ErrorMapping.rpcError`): wire
+    /// errors as thrown, cancellation as -32800, anything else internal.
+    @Sendable static func testMapper(_ error: any Error) -> RPCError {
+        if let error = error as? RPCError { return error }
+        if error is CancellationError { return .cancelled }
+        return RPCError(code: .internalError, message: "x")
+    }
+}
