@@ -79,11 +79,12 @@ struct TokenMethods: Sendable {
         } catch {
             storeError = ErrorMapping.rpcError(error)
         }
+        let store = runtime.manager.storeInfo
         let sessions = await runtime.manager.status().sorted {
             ($0.environment, $0.profile) < ($1.environment, $1.profile)
         }
         return StatusMethod.Result(
-            sessions: sessions, subscriptions: subscriptionCount(), store: runtime.manager.storeInfo,
+            sessions: sessions, subscriptions: subscriptionCount(), store: store,
             storeError: storeError.map { (kind: $0.kind, message: $0.message) })
     }
 }
