@@ -18,8 +18,8 @@ let package = Package(
         .systemLibrary(name: "CYAML", path: "Sources/CYAML", pkgConfig: "yaml-0.1", providers: [.apt(["libyaml-dev"])]),
         // CCurl loads libcurl with dlopen on first use (Sources/CCurl/shim.h): no pkg-config link flags.
         .systemLibrary(name: "CCurl", path: "Sources/CCurl", providers: [.apt(["libcurl4-openssl-dev"])]),
-        .systemLibrary(
-            name: "CCrypto", path: "Sources/CCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
+        // CCrypto loads libcrypto with dlopen on first use (Sources/CCrypto/shim.h), like CCurl.
+        .systemLibrary(name: "CCrypto", path: "Sources/CCrypto", providers: [.apt(["libssl-dev"])]),
         // CSQLite loads libsqlite3 with dlopen on first use (Sources/CSQLite/shim.h), like CCurl.
         .systemLibrary(name: "CSQLite", path: "Sources/CSQLite", providers: [.apt(["libsqlite3-dev"])]),
 
@@ -29,17 +29,42 @@ let package = Package(
         .target(name: "JSONRPC", dependencies: ["ErrorKinds", "Logging"]),
         .target(name: "Config", dependencies: ["CYAML", "ErrorKinds", "HTTPFields", "Logging"]),
         .target(name: "HTTP", dependencies: ["CCurl", "ErrorKinds", "HTTPFields", "Logging"]),
-        .target(name: "Auth", dependencies: ["HTTP", "CCrypto", "CSQLite", "ErrorKinds", "Logging"]),
+        .target(name: "Auth", dependencies: ["HTTP", "HTTPFields", "CCrypto", "CSQLite", "ErrorKinds", "Logging"]),
         .target(
             name: "Relay", dependencies: ["JSONRPC", "Config", "HTTP", "HTTPFields", "Auth", "ErrorKinds", "Logging"]),
-        .executableTarget(name: "tokenrelay", dependencies: ["Relay", "JSONRPC", "Config", "ErrorKinds", "Logging"]),
+        .executableTarget(name: "tokenrelay", dependencies: ["Relay", "JSONRPC", "Config", "HTTP", "ErrorKinds", "Logging"]),
 
-        // Fuzz targets: built with `-sanitize=fuzzer -DFUZZING` by scripts/fuzz; plain builds get a stub main.
-        .executableTarget(name: "FuzzFraming", dependencies: ["JSONRPC"]),
-        .executableTarget(name: "FuzzConfig", dependencies: ["Config"]),
-        .executableTarget(name: "FuzzSSE", dependencies: ["HTTP"]),
-        .executableTarget(name: "FuzzTokenResponse", dependencies: ["Auth", "HTTP", "Logging"]),
-        .executableTarget(name: "FuzzJOSE", dependencies: ["Auth"]),
+        // What the test targets share: the fixture server launcher and Fixtures/fixture_server.py.
+        // Not part of any product.
+        .target(name: "TestSupport", path: "Tests/TestSupport", exclude: ["Fixtures"]),
+
+        .testTarget(name: "LoggingTests", dependencies: ["Logging"]),
+        .testTarget(name: "JSONRPCTests", dependencies: ["JSONRPC"]),
+        .testTarget(name: "ConfigTests", dependencies: ["Config", "HTTPFields", "Logging"]),
+        .testTarget(name: "HTTPTests", dependencies: ["HTTP", "HTTPFields", "Auth", "ErrorKinds", "Logging", "TestSupport"]),
+        // The tests make keys and signatures with libcrypto directly: they link it.
+        .testTarget(
+            name: "AuthTests", dependencies: ["Auth", "HTTP", "Logging", "CCrypto", "ErrorKinds"],
+            linkerSettings: [.linkedLibrary("crypto")]),
+        .testTarget(name: "RelayTests", dependencies: ["Relay", "JSONRPC", "Config", "HTTP", "Auth", "ErrorKinds"]),
+        .testTarget(name: "EndToEndTests", dependencies: ["JSONRPC", "TestSupport"], exclude: ["Fixtures"]),
+    ],
+    swiftLanguageModes: [.v6]
+)
+
+// Developer targets: the fuzzers and the benchmark driver. Declared only when
+// TOKENRELAY_DEV_TARGETS=1 (set by scripts/fuzz, scripts/bench and scripts/test), so a user's
+// `swift build` compiles the product, its libraries and the tests, nothing else.
+if Context.environment["TOKENRELAY_DEV_TARGETS"] == "1" {
+    package.targets += [
+        // Fuzz targets: built with `-sanitize=fuzzer -DFUZZING` by scripts/fuzz; otherwise each
+        // replays the files named on its command line. FuzzSupport is the libFuzzer glue they share.
+        .target(name: "FuzzSupport"),
+        .executableTarget(name: "FuzzFraming", dependencies: ["FuzzSupport", "JSONRPC"]),
+        .executableTarget(name: "FuzzConfig", dependencies: ["FuzzSupport", "Config"]),
+        .executableTarget(name: "FuzzSSE", dependencies: ["FuzzSupport", "HTTP"]),
+        .executableTarget(name: "FuzzTokenResponse", dependencies: ["FuzzSupport", "Auth", "HTTP", "Logging"]),
+        .executableTarget(name: "FuzzJOSE", dependencies: ["FuzzSupport", "Auth"]),
 
         // Benchmarks (scripts/bench): the load driver with its libcurl and URLSession references
         // (the only target allowed to import FoundationNetworking), and the bare Foundation
@@ -47,14 +72,5 @@ let package = Package(
         .executableTarget(
             name: "TokenRelayBench", dependencies: ["CCurl", "Logging"], linkerSettings: [.linkedLibrary("curl")]),
         .executableTarget(name: "BareFoundationEcho"),
-
-        .testTarget(name: "LoggingTests", dependencies: ["Logging"]),
-        .testTarget(name: "JSONRPCTests", dependencies: ["JSONRPC"]),
-        .testTarget(name: "ConfigTests", dependencies: ["Config", "HTTPFields"]),
-        .testTarget(name: "HTTPTests", dependencies: ["HTTP", "HTTPFields", "Auth", "ErrorKinds"], exclude: ["Fixtures"]),
-        .testTarget(name: "AuthTests", dependencies: ["Auth", "HTTP", "Logging", "CCrypto", "ErrorKinds"]),
-        .testTarget(name: "RelayTests", dependencies: ["Relay", "JSONRPC", "Config", "HTTP", "Auth", "ErrorKinds"]),
-        .testTarget(name: "EndToEndTests", dependencies: ["JSONRPC"], exclude: ["Fixtures"]),
-    ],
-    swiftLanguageModes: [.v6]
-)
+    ]
+}

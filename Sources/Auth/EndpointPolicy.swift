@@ -1,5 +1,6 @@
 import Foundation
 import HTTP
+import HTTPFields
 
 /// Where tokens and metadata may be fetched from: HTTPS anywhere, plain HTTP only on loopback
 /// (127.0.0.0/8, ::1, localhost); no user info, no fragment.
@@ -28,18 +29,16 @@ enum EndpointPolicy {
     /// must not pay for it). Advisory only: ``check(_:what:)`` decides before anything is sent,
     /// so where the two disagree the request is refused, never sent somewhere unchecked.
     static func precheck(_ url: String, what: String) throws(AuthError) {
-        guard let components = URLComponents(string: url), let scheme = components.scheme?.lowercased(),
-            let host = components.host, !host.isEmpty
-        else { throw .configuration("\(what) is not an absolute URL") }
-        guard components.user == nil, components.password == nil else {
-            throw .configuration("\(what) must not contain user information")
+        guard let syntax = URLSyntax(url), !syntax.host.isEmpty else {
+            throw .configuration("\(what) is not an absolute URL")
         }
-        guard components.fragment == nil else { throw .configuration("\(what) must not contain a fragment") }
-        switch scheme {
+        guard !syntax.hasUserInfo else { throw .configuration("\(what) must not contain user information") }
+        guard !syntax.hasFragment else { throw .configuration("\(what) must not contain a fragment") }
+        switch syntax.scheme {
         case "https": return
         case "http":
-            let bracketed = host.hasPrefix("[") ? host : (host.contains(":") ? "[\(host)]" : host)
-            guard ParsedURL.isLoopback(host: bracketed) else {
+            // As written (an IP literal keeps its brackets): advisory, see above.
+            guard ParsedURL.isLoopback(host: syntax.host) else {
                 throw .configuration("\(what) must use https (plain http is allowed only on loopback)")
             }
         default: throw .configuration("\(what) must use https")

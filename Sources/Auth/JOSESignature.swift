@@ -18,22 +18,22 @@ enum JOSESignature {
             return false
         }
         guard let pkey = publicKey(key.material) else { return false }
-        defer { EVP_PKEY_free(pkey) }
-        guard let context = EVP_MD_CTX_new() else { return false }
-        defer { EVP_MD_CTX_free(context) }
+        defer { tr_EVP_PKEY_free(pkey) }
+        guard let context = tr_EVP_MD_CTX_new() else { return false }
+        defer { tr_EVP_MD_CTX_free(context) }
         var keyContext: OpaquePointer?
-        guard EVP_DigestVerifyInit(context, &keyContext, EVP_sha256(), nil, pkey) == 1 else { return false }
+        guard tr_EVP_DigestVerifyInit(context, &keyContext, tr_EVP_sha256(), nil, pkey) == 1 else { return false }
         if algorithm == "PS256" {
-            guard let keyContext, EVP_PKEY_CTX_set_rsa_padding(keyContext, RSA_PKCS1_PSS_PADDING) == 1,
-                EVP_PKEY_CTX_set_rsa_pss_saltlen(keyContext, RSA_PSS_SALTLEN_DIGEST) == 1
+            guard let keyContext, tr_EVP_PKEY_CTX_set_rsa_padding(keyContext, RSA_PKCS1_PSS_PADDING) == 1,
+                tr_EVP_PKEY_CTX_set_rsa_pss_saltlen(keyContext, RSA_PSS_SALTLEN_DIGEST) == 1
             else { return false }
         }
         let status = derSignature.withUnsafeBufferPointer { sig in
             input.withUnsafeBufferPointer { data in
-                EVP_DigestVerify(context, sig.baseAddress, sig.count, data.baseAddress, data.count)
+                tr_EVP_DigestVerify(context, sig.baseAddress, sig.count, data.baseAddress, data.count)
             }
         }
-        ERR_clear_error()
+        tr_ERR_clear_error()
         return status == 1
     }
 
@@ -41,46 +41,47 @@ enum JOSESignature {
     /// 2048 bits are refused. The builder keeps the pointers it is given until `to_param`, so names
     /// are static C strings (from the shim) and the EC point buffer is alive until then.
     private static func publicKey(_ material: JSONWebKey.Material) -> OpaquePointer? {
-        guard let builder = OSSL_PARAM_BLD_new() else { return nil }
-        defer { OSSL_PARAM_BLD_free(builder) }
+        guard let builder = tr_OSSL_PARAM_BLD_new() else { return nil }
+        defer { tr_OSSL_PARAM_BLD_free(builder) }
         var bignums: [OpaquePointer] = []
-        defer { for bignum in bignums { BN_free(bignum) } }
+        defer { for bignum in bignums { tr_BN_free(bignum) } }
         let typeName: String
         let params: UnsafeMutablePointer<OSSL_PARAM>?
         switch material {
         case .rsa(let n, let e):
             let modulus = Array(n.drop { $0 == 0 })
             guard modulus.count >= 256, e.count <= 8,
-                let bn = modulus.withUnsafeBufferPointer({ BN_bin2bn($0.baseAddress, Int32($0.count), nil) }),
-                let be = e.withUnsafeBufferPointer({ BN_bin2bn($0.baseAddress, Int32($0.count), nil) })
+                let bn = modulus.withUnsafeBufferPointer({ tr_BN_bin2bn($0.baseAddress, Int32($0.count), nil) }),
+                let be = e.withUnsafeBufferPointer({ tr_BN_bin2bn($0.baseAddress, Int32($0.count), nil) })
             else { return nil }
             bignums = [bn, be]
-            guard OSSL_PARAM_BLD_push_BN(builder, tokenrelay_param_rsa_n(), bn) == 1,
-                OSSL_PARAM_BLD_push_BN(builder, tokenrelay_param_rsa_e(), be) == 1
+            guard tr_OSSL_PARAM_BLD_push_BN(builder, tokenrelay_param_rsa_n(), bn) == 1,
+                tr_OSSL_PARAM_BLD_push_BN(builder, tokenrelay_param_rsa_e(), be) == 1
             else { return nil }
-            params = OSSL_PARAM_BLD_to_param(builder)
+            params = tr_OSSL_PARAM_BLD_to_param(builder)
             typeName = "RSA"
         case .p256(let x, let y):
             let point = [UInt8(4)] + x + y
             params = point.withUnsafeBytes { bytes -> UnsafeMutablePointer<OSSL_PARAM>? in
                 guard
-                    OSSL_PARAM_BLD_push_utf8_string(builder, tokenrelay_param_group(), tokenrelay_group_p256(), 0) == 1,
-                    OSSL_PARAM_BLD_push_octet_string(builder, tokenrelay_param_pub(), bytes.baseAddress, bytes.count)
+                    tr_OSSL_PARAM_BLD_push_utf8_string(builder, tokenrelay_param_group(), tokenrelay_group_p256(), 0)
+                        == 1,
+                    tr_OSSL_PARAM_BLD_push_octet_string(builder, tokenrelay_param_pub(), bytes.baseAddress, bytes.count)
                         == 1
                 else { return nil }
-                return OSSL_PARAM_BLD_to_param(builder)
+                return tr_OSSL_PARAM_BLD_to_param(builder)
             }
             typeName = "EC"
         }
         guard let params else { return nil }
-        defer { OSSL_PARAM_free(params) }
-        guard let context = EVP_PKEY_CTX_new_from_name(nil, typeName, nil) else { return nil }
-        defer { EVP_PKEY_CTX_free(context) }
+        defer { tr_OSSL_PARAM_free(params) }
+        guard let context = tr_EVP_PKEY_CTX_new_from_name(nil, typeName, nil) else { return nil }
+        defer { tr_EVP_PKEY_CTX_free(context) }
         var pkey: OpaquePointer?
-        guard EVP_PKEY_fromdata_init(context) == 1,
-            EVP_PKEY_fromdata(context, &pkey, tokenrelay_evp_pkey_public_key(), params) == 1
+        guard tr_EVP_PKEY_fromdata_init(context) == 1,
+            tr_EVP_PKEY_fromdata(context, &pkey, tokenrelay_evp_pkey_public_key(), params) == 1
         else {
-            ERR_clear_error()
+            tr_ERR_clear_error()
             return nil
         }
         return pkey

@@ -173,33 +173,33 @@ struct StoreCipher: Sendable {
     /// `count` random bytes from libcrypto's CSPRNG; `nil` if it failed.
     static func randomBytes(_ count: Int) -> [UInt8]? {
         var bytes = [UInt8](repeating: 0, count: count)
-        let ok = bytes.withUnsafeMutableBufferPointer { RAND_bytes($0.baseAddress, Int32(count)) }
+        let ok = bytes.withUnsafeMutableBufferPointer { tr_RAND_bytes($0.baseAddress, Int32(count)) }
         return ok == 1 ? bytes : nil
     }
 
     /// Seals `plaintext` with `associatedData`; `nil` only if libcrypto failed.
     func seal(_ plaintext: [UInt8], associatedData: [UInt8]) -> [UInt8]? {
-        guard let nonce = Self.randomBytes(Self.nonceLength), let context = EVP_CIPHER_CTX_new() else { return nil }
-        defer { EVP_CIPHER_CTX_free(context) }
+        guard let nonce = Self.randomBytes(Self.nonceLength), let context = tr_EVP_CIPHER_CTX_new() else { return nil }
+        defer { tr_EVP_CIPHER_CTX_free(context) }
         var output = [UInt8](repeating: 0, count: plaintext.count + 16)
         var tag = [UInt8](repeating: 0, count: Self.tagLength)
         var length: Int32 = 0
         var total: Int32 = 0
-        guard EVP_EncryptInit_ex(context, EVP_aes_256_gcm(), nil, nil, nil) == 1,
-            EVP_CIPHER_CTX_ctrl(context, EVP_CTRL_AEAD_SET_IVLEN, Int32(Self.nonceLength), nil) == 1,
-            EVP_EncryptInit_ex(context, nil, nil, key, nonce) == 1,
-            EVP_EncryptUpdate(context, nil, &length, associatedData, Int32(associatedData.count)) == 1,
+        guard tr_EVP_EncryptInit_ex(context, tr_EVP_aes_256_gcm(), nil, nil, nil) == 1,
+            tr_EVP_CIPHER_CTX_ctrl(context, EVP_CTRL_AEAD_SET_IVLEN, Int32(Self.nonceLength), nil) == 1,
+            tr_EVP_EncryptInit_ex(context, nil, nil, key, nonce) == 1,
+            tr_EVP_EncryptUpdate(context, nil, &length, associatedData, Int32(associatedData.count)) == 1,
             output.withUnsafeMutableBufferPointer({ out in
-                EVP_EncryptUpdate(context, out.baseAddress, &length, plaintext, Int32(plaintext.count))
+                tr_EVP_EncryptUpdate(context, out.baseAddress, &length, plaintext, Int32(plaintext.count))
             }) == 1
         else { return nil }
         total = length
         guard
             output.withUnsafeMutableBufferPointer({ out in
-                EVP_EncryptFinal_ex(context, out.baseAddress.map { $0 + Int(total) }, &length)
+                tr_EVP_EncryptFinal_ex(context, out.baseAddress.map { $0 + Int(total) }, &length)
             }) == 1,
             tag.withUnsafeMutableBytes({
-                EVP_CIPHER_CTX_ctrl(context, EVP_CTRL_AEAD_GET_TAG, Int32(Self.tagLength), $0.baseAddress)
+                tr_EVP_CIPHER_CTX_ctrl(context, EVP_CTRL_AEAD_GET_TAG, Int32(Self.tagLength), $0.baseAddress)
             }) == 1
         else { return nil }
         total += length
@@ -208,28 +208,30 @@ struct StoreCipher: Sendable {
 
     /// Opens what ``seal(_:associatedData:)`` produced; `nil` when it does not verify.
     func open(_ sealed: [UInt8], associatedData: [UInt8]) -> [UInt8]? {
-        guard sealed.count >= Self.nonceLength + Self.tagLength, let context = EVP_CIPHER_CTX_new() else { return nil }
-        defer { EVP_CIPHER_CTX_free(context) }
+        guard sealed.count >= Self.nonceLength + Self.tagLength, let context = tr_EVP_CIPHER_CTX_new() else {
+            return nil
+        }
+        defer { tr_EVP_CIPHER_CTX_free(context) }
         let nonce = Array(sealed[0..<Self.nonceLength])
         let ciphertext = Array(sealed[Self.nonceLength..<(sealed.count - Self.tagLength)])
         var tag = Array(sealed[(sealed.count - Self.tagLength)...])
         var output = [UInt8](repeating: 0, count: ciphertext.count + 16)
         var length: Int32 = 0
-        guard EVP_DecryptInit_ex(context, EVP_aes_256_gcm(), nil, nil, nil) == 1,
-            EVP_CIPHER_CTX_ctrl(context, EVP_CTRL_AEAD_SET_IVLEN, Int32(Self.nonceLength), nil) == 1,
-            EVP_DecryptInit_ex(context, nil, nil, key, nonce) == 1,
-            EVP_DecryptUpdate(context, nil, &length, associatedData, Int32(associatedData.count)) == 1,
+        guard tr_EVP_DecryptInit_ex(context, tr_EVP_aes_256_gcm(), nil, nil, nil) == 1,
+            tr_EVP_CIPHER_CTX_ctrl(context, EVP_CTRL_AEAD_SET_IVLEN, Int32(Self.nonceLength), nil) == 1,
+            tr_EVP_DecryptInit_ex(context, nil, nil, key, nonce) == 1,
+            tr_EVP_DecryptUpdate(context, nil, &length, associatedData, Int32(associatedData.count)) == 1,
             output.withUnsafeMutableBufferPointer({ out in
-                EVP_DecryptUpdate(context, out.baseAddress, &length, ciphertext, Int32(ciphertext.count))
+                tr_EVP_DecryptUpdate(context, out.baseAddress, &length, ciphertext, Int32(ciphertext.count))
             }) == 1
         else { return nil }
         let total = length
         guard
             tag.withUnsafeMutableBytes({
-                EVP_CIPHER_CTX_ctrl(context, EVP_CTRL_AEAD_SET_TAG, Int32(Self.tagLength), $0.baseAddress)
+                tr_EVP_CIPHER_CTX_ctrl(context, EVP_CTRL_AEAD_SET_TAG, Int32(Self.tagLength), $0.baseAddress)
             }) == 1,
             output.withUnsafeMutableBufferPointer({ out in
-                EVP_DecryptFinal_ex(context, out.baseAddress.map { $0 + Int(total) }, &length)
+                tr_EVP_DecryptFinal_ex(context, out.baseAddress.map { $0 + Int(total) }, &length)
             }) == 1
         else { return nil }
         return Array(output[0..<Int(total + length)])
@@ -237,11 +239,26 @@ struct StoreCipher: Sendable {
 
     /// SHA-256 of `bytes`.
     static func sha256(_ bytes: [UInt8]) -> [UInt8] {
+        LibCrypto.require()
         var output = [UInt8](repeating: 0, count: Int(SHA256_DIGEST_LENGTH))
         _ = bytes.withUnsafeBufferPointer { input in
-            output.withUnsafeMutableBufferPointer { out in SHA256(input.baseAddress, input.count, out.baseAddress) }
+            output.withUnsafeMutableBufferPointer { out in tr_SHA256(input.baseAddress, input.count, out.baseAddress) }
         }
         return output
+    }
+}
+
+/// libcrypto, loaded on first use (Sources/CCrypto/shim.h).
+enum LibCrypto {
+    /// Ends the process with a message when libcrypto.so.3 cannot be loaded, as the dynamic loader
+    /// would have at exec had it been linked: a digest has no failure value to return. (libcurl,
+    /// built against OpenSSL, cannot load without it either.) Every other wrapper returns its
+    /// failure value, which its caller already handles.
+    static func require() {
+        guard tr_crypto_load() != 1 else { return }
+        let message = "tokenrelay: libcrypto.so.3 could not be loaded (install OpenSSL 3's libssl3)\n"
+        _ = message.utf8CString.withUnsafeBufferPointer { write(STDERR_FILENO, $0.baseAddress, $0.count - 1) }
+        exit(70)
     }
 }
 

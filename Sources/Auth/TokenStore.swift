@@ -52,8 +52,13 @@ public struct StoreKey: Sendable, Hashable, CustomStringConvertible {
     public let session: SessionKey
     /// Hex SHA-256 of the `refresh_token` seed, if the grant has one.
     public let seedFingerprint: String?
-    /// Hex SHA-256 of the canonical form of everything above (the store's row id).
-    public let id: String
+    /// The length-prefixed canonical form of everything above; ``id`` is its digest.
+    private let canonical: String
+
+    /// Hex SHA-256 of the canonical form of everything above (the store's row id). Computed when a
+    /// store is used, not when a session is registered: hashing loads libcrypto, which a start
+    /// that never touches a store does not need to map.
+    public var id: String { StoreKey.hex(StoreCipher.sha256(Array(canonical.utf8))) }
 
     /// The key of `session` (with the fingerprint of its seed, if any).
     public init(session: SessionKey, seedFingerprint: String? = nil) {
@@ -69,7 +74,7 @@ public struct StoreKey: Sendable, Hashable, CustomStringConvertible {
         for field in fields {
             if let field { canonical += ";\(field.utf8.count):\(field)" } else { canonical += ";-" }
         }
-        id = StoreKey.hex(StoreCipher.sha256(Array(canonical.utf8)))
+        self.canonical = canonical
     }
 
     /// `environment/profile` (no secrets).

@@ -1,14 +1,164 @@
 #include <openssl/evp.h>
 #include <openssl/rand.h>
 #include <openssl/sha.h>
-#include <openssl/pem.h>
-#include <openssl/bio.h>
 #include <openssl/err.h>
 #include <openssl/param_build.h>
 #include <openssl/core_names.h>
 #include <openssl/rsa.h>
 #include <openssl/bn.h>
 #include <openssl/hmac.h>
+#include <dlfcn.h>
+#include <pthread.h>
+
+/*
+ * libcrypto is loaded with dlopen on first use instead of being linked, like libcurl
+ * (Sources/CCurl/shim.h) and libsqlite3 (Sources/CSQLite/shim.h): most starts (initialize, ping,
+ * check-config, a static token, a memory store) never verify a signature, seal a stored token or
+ * make a PKCE secret, and mapping libcrypto at exec costs every start about a millisecond.
+ * tr_crypto_load() returns 0 when libcrypto.so.3 or one of its symbols is missing; then every
+ * tr_ wrapper below returns its failure value (0 or NULL) without calling anything, so callers
+ * need no separate check beyond the results they already test. Thread-safe (pthread_once).
+ * Opened with RTLD_LAZY, like libcurl (Sources/CCurl/shim.h).
+ *
+ * Every module that imports this header (and every module the optimizer inlines Swift code
+ * calling it into) gets its own copy of these static inline functions and of the table, so every
+ * wrapper makes sure its copy is loaded (one pthread_once check). The headers are included for
+ * the types and constants only; nothing here links against libcrypto (tests that call libcrypto
+ * directly link it themselves). SwiftPM does not track this header: after editing it, touch the
+ * Swift files that import CCrypto (or build clean).
+ */
+struct tr_crypto_api {
+    int (*rand_bytes)(unsigned char *buf, int num);
+    unsigned char *(*sha256)(const unsigned char *d, size_t n, unsigned char *md);
+    void (*err_clear_error)(void);
+    const EVP_MD *(*evp_sha256)(void);
+    const EVP_CIPHER *(*evp_aes_256_gcm)(void);
+    EVP_MD_CTX *(*evp_md_ctx_new)(void);
+    void (*evp_md_ctx_free)(EVP_MD_CTX *ctx);
+    int (*evp_digestverifyinit)(EVP_MD_CTX *ctx, EVP_PKEY_CTX **pctx, const EVP_MD *type, ENGINE *e, EVP_PKEY *pkey);
+    int (*evp_digestverify)(EVP_MD_CTX *ctx, const unsigned char *sigret, size_t siglen, const unsigned char *tbs, size_t tbslen);
+    int (*evp_pkey_ctx_set_rsa_padding)(EVP_PKEY_CTX *ctx, int pad_mode);
+    int (*evp_pkey_ctx_set_rsa_pss_saltlen)(EVP_PKEY_CTX *ctx, int saltlen);
+    void (*evp_pkey_free)(EVP_PKEY *pkey);
+    EVP_PKEY_CTX *(*evp_pkey_ctx_new_from_name)(OSSL_LIB_CTX *libctx, const char *name, const char *propquery);
+    void (*evp_pkey_ctx_free)(EVP_PKEY_CTX *ctx);
+    int (*evp_pkey_fromdata_init)(EVP_PKEY_CTX *ctx);
+    int (*evp_pkey_fromdata)(EVP_PKEY_CTX *ctx, EVP_PKEY **ppkey, int selection, OSSL_PARAM param[]);
+    OSSL_PARAM_BLD *(*ossl_param_bld_new)(void);
+    void (*ossl_param_bld_free)(OSSL_PARAM_BLD *bld);
+    int (*ossl_param_bld_push_bn)(OSSL_PARAM_BLD *bld, const char *key, const BIGNUM *bn);
+    int (*ossl_param_bld_push_utf8_string)(OSSL_PARAM_BLD *bld, const char *key, const char *buf, size_t bsize);
+    int (*ossl_param_bld_push_octet_string)(OSSL_PARAM_BLD *bld, const char *key, const void *buf, size_t bsize);
+    OSSL_PARAM *(*ossl_param_bld_to_param)(OSSL_PARAM_BLD *bld);
+    void (*ossl_param_free)(OSSL_PARAM *params);
+    BIGNUM *(*bn_bin2bn)(const unsigned char *s, int len, BIGNUM *ret);
+    void (*bn_free)(BIGNUM *a);
+    EVP_CIPHER_CTX *(*evp_cipher_ctx_new)(void);
+    void (*evp_cipher_ctx_free)(EVP_CIPHER_CTX *ctx);
+    int (*evp_cipher_ctx_ctrl)(EVP_CIPHER_CTX *ctx, int type, int arg, void *ptr);
+    int (*evp_encryptinit_ex)(EVP_CIPHER_CTX *ctx, const EVP_CIPHER *cipher, ENGINE *impl, const unsigned char *key, const unsigned char *iv);
+    int (*evp_encryptupdate)(EVP_CIPHER_CTX *ctx, unsigned char *out, int *outl, const unsigned char *in, int inl);
+    int (*evp_encryptfinal_ex)(EVP_CIPHER_CTX *ctx, unsigned char *out, int *outl);
+    int (*evp_decryptinit_ex)(EVP_CIPHER_CTX *ctx, const EVP_CIPHER *cipher, ENGINE *impl, const unsigned char *key, const unsigned char *iv);
+    int (*evp_decryptupdate)(EVP_CIPHER_CTX *ctx, unsigned char *out, int *outl, const unsigned char *in, int inl);
+    int (*evp_decryptfinal_ex)(EVP_CIPHER_CTX *ctx, unsigned char *outm, int *outl);
+    int loaded;
+};
+
+static inline struct tr_crypto_api *tr_crypto_table(void) {
+    static struct tr_crypto_api api;
+    return &api;
+}
+
+static inline void tr_crypto_load_once(void) {
+    struct tr_crypto_api *api = tr_crypto_table();
+    void *library = dlopen("libcrypto.so.3", RTLD_LAZY | RTLD_LOCAL);
+    if (!library) return;
+#define TR_CRYPTO_SYMBOL(field, name) \
+    *(void **)(&api->field) = dlsym(library, name); \
+    if (!api->field) return;
+    TR_CRYPTO_SYMBOL(rand_bytes, "RAND_bytes")
+    TR_CRYPTO_SYMBOL(sha256, "SHA256")
+    TR_CRYPTO_SYMBOL(err_clear_error, "ERR_clear_error")
+    TR_CRYPTO_SYMBOL(evp_sha256, "EVP_sha256")
+    TR_CRYPTO_SYMBOL(evp_aes_256_gcm, "EVP_aes_256_gcm")
+    TR_CRYPTO_SYMBOL(evp_md_ctx_new, "EVP_MD_CTX_new")
+    TR_CRYPTO_SYMBOL(evp_md_ctx_free, "EVP_MD_CTX_free")
+    TR_CRYPTO_SYMBOL(evp_digestverifyinit, "EVP_DigestVerifyInit")
+    TR_CRYPTO_SYMBOL(evp_digestverify, "EVP_DigestVerify")
+    TR_CRYPTO_SYMBOL(evp_pkey_ctx_set_rsa_padding, "EVP_PKEY_CTX_set_rsa_padding")
+    TR_CRYPTO_SYMBOL(evp_pkey_ctx_set_rsa_pss_saltlen, "EVP_PKEY_CTX_set_rsa_pss_saltlen")
+    TR_CRYPTO_SYMBOL(evp_pkey_free, "EVP_PKEY_free")
+    TR_CRYPTO_SYMBOL(evp_pkey_ctx_new_from_name, "EVP_PKEY_CTX_new_from_name")
+    TR_CRYPTO_SYMBOL(evp_pkey_ctx_free, "EVP_PKEY_CTX_free")
+    TR_CRYPTO_SYMBOL(evp_pkey_fromdata_init, "EVP_PKEY_fromdata_init")
+    TR_CRYPTO_SYMBOL(evp_pkey_fromdata, "EVP_PKEY_fromdata")
+    TR_CRYPTO_SYMBOL(ossl_param_bld_new, "OSSL_PARAM_BLD_new")
+    TR_CRYPTO_SYMBOL(ossl_param_bld_free, "OSSL_PARAM_BLD_free")
+    TR_CRYPTO_SYMBOL(ossl_param_bld_push_bn, "OSSL_PARAM_BLD_push_BN")
+    TR_CRYPTO_SYMBOL(ossl_param_bld_push_utf8_string, "OSSL_PARAM_BLD_push_utf8_string")
+    TR_CRYPTO_SYMBOL(ossl_param_bld_push_octet_string, "OSSL_PARAM_BLD_push_octet_string")
+    TR_CRYPTO_SYMBOL(ossl_param_bld_to_param, "OSSL_PARAM_BLD_to_param")
+    TR_CRYPTO_SYMBOL(ossl_param_free, "OSSL_PARAM_free")
+    TR_CRYPTO_SYMBOL(bn_bin2bn, "BN_bin2bn")
+    TR_CRYPTO_SYMBOL(bn_free, "BN_free")
+    TR_CRYPTO_SYMBOL(evp_cipher_ctx_new, "EVP_CIPHER_CTX_new")
+    TR_CRYPTO_SYMBOL(evp_cipher_ctx_free, "EVP_CIPHER_CTX_free")
+    TR_CRYPTO_SYMBOL(evp_cipher_ctx_ctrl, "EVP_CIPHER_CTX_ctrl")
+    TR_CRYPTO_SYMBOL(evp_encryptinit_ex, "EVP_EncryptInit_ex")
+    TR_CRYPTO_SYMBOL(evp_encryptupdate, "EVP_EncryptUpdate")
+    TR_CRYPTO_SYMBOL(evp_encryptfinal_ex, "EVP_EncryptFinal_ex")
+    TR_CRYPTO_SYMBOL(evp_decryptinit_ex, "EVP_DecryptInit_ex")
+    TR_CRYPTO_SYMBOL(evp_decryptupdate, "EVP_DecryptUpdate")
+    TR_CRYPTO_SYMBOL(evp_decryptfinal_ex, "EVP_DecryptFinal_ex")
+#undef TR_CRYPTO_SYMBOL
+    api->loaded = 1;
+}
+
+/** This copy's table, loaded (once) first. */
+static inline struct tr_crypto_api *tr_crypto_api(void) {
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, tr_crypto_load_once);
+    return tr_crypto_table();
+}
+
+/** Loads libcrypto (once); 1 when every entry point was found. */
+static inline int tr_crypto_load(void) { return tr_crypto_api()->loaded; }
+
+static inline int tr_RAND_bytes(unsigned char *buf, int num) { struct tr_crypto_api *api = tr_crypto_api(); return api->loaded ? api->rand_bytes(buf, num) : 0; }
+static inline unsigned char *tr_SHA256(const unsigned char *d, size_t n, unsigned char *md) { struct tr_crypto_api *api = tr_crypto_api(); return api->loaded ? api->sha256(d, n, md) : NULL; }
+static inline void tr_ERR_clear_error(void) { struct tr_crypto_api *api = tr_crypto_api(); if (api->loaded) api->err_clear_error(); }
+static inline const EVP_MD *tr_EVP_sha256(void) { struct tr_crypto_api *api = tr_crypto_api(); return api->loaded ? api->evp_sha256() : NULL; }
+static inline const EVP_CIPHER *tr_EVP_aes_256_gcm(void) { struct tr_crypto_api *api = tr_crypto_api(); return api->loaded ? api->evp_aes_256_gcm() : NULL; }
+static inline EVP_MD_CTX *tr_EVP_MD_CTX_new(void) { struct tr_crypto_api *api = tr_crypto_api(); return api->loaded ? api->evp_md_ctx_new() : NULL; }
+static inline void tr_EVP_MD_CTX_free(EVP_MD_CTX *ctx) { struct tr_crypto_api *api = tr_crypto_api(); if (api->loaded) api->evp_md_ctx_free(ctx); }
+static inline int tr_EVP_DigestVerifyInit(EVP_MD_CTX *ctx, EVP_PKEY_CTX **pctx, const EVP_MD *type, ENGINE *e, EVP_PKEY *pkey) { struct tr_crypto_api *api = tr_crypto_api(); return api->loaded ? api->evp_digestverifyinit(ctx, pctx, type, e, pkey) : 0; }
+static inline int tr_EVP_DigestVerify(EVP_MD_CTX *ctx, const unsigned char *sigret, size_t siglen, const unsigned char *tbs, size_t tbslen) { struct tr_crypto_api *api = tr_crypto_api(); return api->loaded ? api->evp_digestverify(ctx, sigret, siglen, tbs, tbslen) : 0; }
+static inline int tr_EVP_PKEY_CTX_set_rsa_padding(EVP_PKEY_CTX *ctx, int pad_mode) { struct tr_crypto_api *api = tr_crypto_api(); return api->loaded ? api->evp_pkey_ctx_set_rsa_padding(ctx, pad_mode) : 0; }
+static inline int tr_EVP_PKEY_CTX_set_rsa_pss_saltlen(EVP_PKEY_CTX *ctx, int saltlen) { struct tr_crypto_api *api = tr_crypto_api(); return api->loaded ? api->evp_pkey_ctx_set_rsa_pss_saltlen(ctx, saltlen) : 0; }
+static inline void tr_EVP_PKEY_free(EVP_PKEY *pkey) { struct tr_crypto_api *api = tr_crypto_api(); if (api->loaded) api->evp_pkey_free(pkey); }
+static inline EVP_PKEY_CTX *tr_EVP_PKEY_CTX_new_from_name(OSSL_LIB_CTX *libctx, const char *name, const char *propquery) { struct tr_crypto_api *api = tr_crypto_api(); return api->loaded ? api->evp_pkey_ctx_new_from_name(libctx, name, propquery) : NULL; }
+static inline void tr_EVP_PKEY_CTX_free(EVP_PKEY_CTX *ctx) { struct tr_crypto_api *api = tr_crypto_api(); if (api->loaded) api->evp_pkey_ctx_free(ctx); }
+static inline int tr_EVP_PKEY_fromdata_init(EVP_PKEY_CTX *ctx) { struct tr_crypto_api *api = tr_crypto_api(); return api->loaded ? api->evp_pkey_fromdata_init(ctx) : 0; }
+static inline int tr_EVP_PKEY_fromdata(EVP_PKEY_CTX *ctx, EVP_PKEY **ppkey, int selection, OSSL_PARAM param[]) { struct tr_crypto_api *api = tr_crypto_api(); return api->loaded ? api->evp_pkey_fromdata(ctx, ppkey, selection, param) : 0; }
+static inline OSSL_PARAM_BLD *tr_OSSL_PARAM_BLD_new(void) { struct tr_crypto_api *api = tr_crypto_api(); return api->loaded ? api->ossl_param_bld_new() : NULL; }
+static inline void tr_OSSL_PARAM_BLD_free(OSSL_PARAM_BLD *bld) { struct tr_crypto_api *api = tr_crypto_api(); if (api->loaded) api->ossl_param_bld_free(bld); }
+static inline int tr_OSSL_PARAM_BLD_push_BN(OSSL_PARAM_BLD *bld, const char *key, const BIGNUM *bn) { struct tr_crypto_api *api = tr_crypto_api(); return api->loaded ? api->ossl_param_bld_push_bn(bld, key, bn) : 0; }
+static inline int tr_OSSL_PARAM_BLD_push_utf8_string(OSSL_PARAM_BLD *bld, const char *key, const char *buf, size_t bsize) { struct tr_crypto_api *api = tr_crypto_api(); return api->loaded ? api->ossl_param_bld_push_utf8_string(bld, key, buf, bsize) : 0; }
+static inline int tr_OSSL_PARAM_BLD_push_octet_string(OSSL_PARAM_BLD *bld, const char *key, const void *buf, size_t bsize) { struct tr_crypto_api *api = tr_crypto_api(); return api->loaded ? api->ossl_param_bld_push_octet_string(bld, key, buf, bsize) : 0; }
+static inline OSSL_PARAM *tr_OSSL_PARAM_BLD_to_param(OSSL_PARAM_BLD *bld) { struct tr_crypto_api *api = tr_crypto_api(); return api->loaded ? api->ossl_param_bld_to_param(bld) : NULL; }
+static inline void tr_OSSL_PARAM_free(OSSL_PARAM *params) { struct tr_crypto_api *api = tr_crypto_api(); if (api->loaded) api->ossl_param_free(params); }
+static inline BIGNUM *tr_BN_bin2bn(const unsigned char *s, int len, BIGNUM *ret) { struct tr_crypto_api *api = tr_crypto_api(); return api->loaded ? api->bn_bin2bn(s, len, ret) : NULL; }
+static inline void tr_BN_free(BIGNUM *a) { struct tr_crypto_api *api = tr_crypto_api(); if (api->loaded) api->bn_free(a); }
+static inline EVP_CIPHER_CTX *tr_EVP_CIPHER_CTX_new(void) { struct tr_crypto_api *api = tr_crypto_api(); return api->loaded ? api->evp_cipher_ctx_new() : NULL; }
+static inline void tr_EVP_CIPHER_CTX_free(EVP_CIPHER_CTX *ctx) { struct tr_crypto_api *api = tr_crypto_api(); if (api->loaded) api->evp_cipher_ctx_free(ctx); }
+static inline int tr_EVP_CIPHER_CTX_ctrl(EVP_CIPHER_CTX *ctx, int type, int arg, void *ptr) { struct tr_crypto_api *api = tr_crypto_api(); return api->loaded ? api->evp_cipher_ctx_ctrl(ctx, type, arg, ptr) : 0; }
+static inline int tr_EVP_EncryptInit_ex(EVP_CIPHER_CTX *ctx, const EVP_CIPHER *cipher, ENGINE *impl, const unsigned char *key, const unsigned char *iv) { struct tr_crypto_api *api = tr_crypto_api(); return api->loaded ? api->evp_encryptinit_ex(ctx, cipher, impl, key, iv) : 0; }
+static inline int tr_EVP_EncryptUpdate(EVP_CIPHER_CTX *ctx, unsigned char *out, int *outl, const unsigned char *in, int inl) { struct tr_crypto_api *api = tr_crypto_api(); return api->loaded ? api->evp_encryptupdate(ctx, out, outl, in, inl) : 0; }
+static inline int tr_EVP_EncryptFinal_ex(EVP_CIPHER_CTX *ctx, unsigned char *out, int *outl) { struct tr_crypto_api *api = tr_crypto_api(); return api->loaded ? api->evp_encryptfinal_ex(ctx, out, outl) : 0; }
+static inline int tr_EVP_DecryptInit_ex(EVP_CIPHER_CTX *ctx, const EVP_CIPHER *cipher, ENGINE *impl, const unsigned char *key, const unsigned char *iv) { struct tr_crypto_api *api = tr_crypto_api(); return api->loaded ? api->evp_decryptinit_ex(ctx, cipher, impl, key, iv) : 0; }
+static inline int tr_EVP_DecryptUpdate(EVP_CIPHER_CTX *ctx, unsigned char *out, int *outl, const unsigned char *in, int inl) { struct tr_crypto_api *api = tr_crypto_api(); return api->loaded ? api->evp_decryptupdate(ctx, out, outl, in, inl) : 0; }
+static inline int tr_EVP_DecryptFinal_ex(EVP_CIPHER_CTX *ctx, unsigned char *outm, int *outl) { struct tr_crypto_api *api = tr_crypto_api(); return api->loaded ? api->evp_decryptfinal_ex(ctx, outm, outl) : 0; }
 
 /* EVP_PKEY_PUBLIC_KEY is a compound macro Swift cannot import. */
 static inline int tokenrelay_evp_pkey_public_key(void) { return EVP_PKEY_PUBLIC_KEY; }

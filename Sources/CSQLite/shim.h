@@ -8,6 +8,7 @@
  * check-config, a memory store) does not map it. Call tr_sqlite_load() before any other
  * tr_sqlite_ function; it returns 0 when libsqlite3.so.0 or one of its symbols is missing (then
  * no other tr_sqlite_ function may be called). Thread-safe (pthread_once).
+ * Opened with RTLD_LAZY, like libcurl (Sources/CCurl/shim.h).
  *
  * Every module that imports this header (and every module the optimizer inlines Swift code
  * calling it into, with cross-module optimization in release builds) gets its own copy of these
@@ -47,7 +48,7 @@ static inline struct tr_sqlite_api *tr_sqlite_table(void) {
 
 static inline void tr_sqlite_load_once(void) {
     struct tr_sqlite_api *api = tr_sqlite_table();
-    void *library = dlopen("libsqlite3.so.0", RTLD_NOW | RTLD_LOCAL);
+    void *library = dlopen("libsqlite3.so.0", RTLD_LAZY | RTLD_LOCAL);
     if (!library) return;
 #define TR_SQLITE_SYMBOL(field, name) \
     *(void **)(&api->field) = dlsym(library, name); \

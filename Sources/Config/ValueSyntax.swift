@@ -77,16 +77,14 @@ public enum ValueSyntax {
         if text.utf8.contains(where: { $0 <= 0x20 || $0 == 0x7F || $0 == UInt8(ascii: "\\") }) {
             return "must not contain spaces, control characters or backslashes"
         }
-        guard let components = URLComponents(string: text), let scheme = components.scheme?.lowercased() else {
-            return "is not a valid absolute URL"
+        guard let url = URLSyntax(text) else { return "is not a valid absolute URL" }
+        guard url.scheme == "http" || url.scheme == "https" else {
+            return "must use http or https, not '\(url.scheme)'"
         }
-        guard scheme == "http" || scheme == "https" else { return "must use http or https, not '\(scheme)'" }
-        guard let host = components.host, !host.isEmpty else { return "has no host" }
-        guard components.user == nil, components.password == nil else {
-            return "must not contain credentials (user:password@); use a profile instead"
-        }
-        guard components.query == nil else { return "must not contain a query ('?...')" }
-        guard components.fragment == nil else { return "must not contain a fragment ('#...')" }
+        guard !url.host.isEmpty else { return "has no host" }
+        guard !url.hasUserInfo else { return "must not contain credentials (user:password@); use a profile instead" }
+        guard !url.hasQuery else { return "must not contain a query ('?...')" }
+        guard !url.hasFragment else { return "must not contain a fragment ('#...')" }
         return nil
     }
 
@@ -94,8 +92,8 @@ public enum ValueSyntax {
     /// scheme (a single trailing `/` is tolerated).
     public static func originProblem(_ text: String) -> String? {
         if let problem = httpURLProblem(text) { return problem }
-        guard let components = URLComponents(string: text) else { return "is not a valid origin" }
-        guard components.path.isEmpty || components.path == "/" else {
+        guard let url = URLSyntax(text) else { return "is not a valid origin" }
+        guard url.path.isEmpty || url.path == "/" else {
             return "must be an origin (scheme://host[:port]) without a path"
         }
         return nil
@@ -103,14 +101,12 @@ public enum ValueSyntax {
 
     /// Why a proxy URL was refused, or `nil` when it has a supported scheme and a host.
     public static func proxyProblem(_ text: String) -> String? {
-        guard let components = URLComponents(string: text), let scheme = components.scheme?.lowercased() else {
-            return "is not a valid URL"
-        }
+        guard let url = URLSyntax(text) else { return "is not a valid URL" }
         let schemes = ["http", "https", "socks4", "socks4a", "socks5", "socks5h"]
-        guard schemes.contains(scheme) else {
-            return "must use one of \(schemes.joined(separator: ", ")), not '\(scheme)'"
+        guard schemes.contains(url.scheme) else {
+            return "must use one of \(schemes.joined(separator: ", ")), not '\(url.scheme)'"
         }
-        guard let host = components.host, !host.isEmpty else { return "has no host" }
+        guard !url.host.isEmpty else { return "has no host" }
         return nil
     }
 

@@ -1,12 +1,12 @@
 // libFuzzer target for the stdio framer and message decoding: any bytes, split into chunks at
 // positions taken from the input, must frame identically to one whole push, and every frame
 // must decode (or be rejected) without crashing. Built by scripts/fuzz with
-// `-sanitize=fuzzer -DFUZZING`; a plain build gets a stub `main`.
+// `-sanitize=fuzzer -DFUZZING`; otherwise it replays the files named on its command line.
+import FuzzSupport
 import JSONRPC
 
 enum FuzzFramingTarget {
-    static func run(_ bytes: UnsafeBufferPointer<UInt8>) {
-        let input = Array(bytes)
+    @Sendable static func run(_ input: [UInt8]) {
         guard !input.isEmpty else { return }
         let mode: Framing? = [nil, .ndjson, .lsp][Int(input[0]) % 3]
         let limits = FramingLimits(maximumMessageBytes: 4096, maximumHeaderBytes: 256)
@@ -44,47 +44,7 @@ enum FuzzFramingTarget {
     }
 }
 
-#if FUZZING
-    @_cdecl("LLVMFuzzerTestOneInput")
-    public func fuzzTestOneInput(_ data: UnsafePointer<UInt8>, _ size: Int) -> Int32 {
-        FuzzFramingTarget.run(UnsafeBufferPointer(start: data, count: size))
-        return 0
-    }
-
-    @_silgen_name("LLVMFuzzerRunDriver")
-    func LLVMFuzzerRunDriver(
-        _ argc: UnsafeMutablePointer<Int32>,
-        _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?>,
-        _ callback: @convention(c) (UnsafePointer<UInt8>, Int) -> Int32
-    ) -> Int32
-
-    @_cdecl("FuzzFraming_main")
-    public func fuzzMain(_ argc: Int32, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?) -> Int32 {
-        var count = argc
-        var arguments = argv
-        return LLVMFuzzerRunDriver(&count, &arguments, fuzzTestOneInput)
-    }
-#else
-    @main
-    enum FuzzFraming {
-        /// Without libFuzzer: runs the target once per file named on the command line.
-        static func main() {
-            for path in CommandLine.arguments.dropFirst() {
-                guard let file = fopen(path, "rb") else { continue }
-                var bytes: [UInt8] = []
-                var buffer = [UInt8](repeating: 0, count: 4096)
-                while true {
-                    let count = fread(&buffer, 1, buffer.count, file)
-                    if count <= 0 { break }
-                    bytes += buffer[0..<count]
-                }
-                fclose(file)
-                bytes.withUnsafeBufferPointer { FuzzFramingTarget.run($0) }
-            }
-        }
-    }
-#endif
-
-#if canImport(Glibc)
-    import Glibc
-#endif
+@main
+enum FuzzFraming {
+    static func main() { FuzzDriver.run(FuzzFramingTarget.run) }
+}

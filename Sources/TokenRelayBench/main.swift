@@ -92,18 +92,30 @@ case "coldstart":
     let runs = options.int("runs", 30)
     var relayTimes: [UInt64] = []
     var bareTimes: [UInt64] = []
+    let ping = #"{"jsonrpc":"2.0","id":1,"method":"ping"}"#
+    var relayLibraries: [String] = []
+    var bareLibraries: [String] = []
     for run in 0..<runs {
-        // Alternate which one goes first, so drift on a shared machine hits both alike.
+        // Alternate which one goes first, so drift on a shared machine hits both alike. The
+        // libraries are read once, after the timed runs' first answer (not timed either way).
+        let last = run == runs - 1
         if run % 2 == 0 {
-            relayTimes.append(ColdStart.firstAnswer(relay, line: #"{"jsonrpc":"2.0","id":1,"method":"ping"}"#))
-            bareTimes.append(ColdStart.firstAnswer(bare, line: "hello"))
+            let relayRun = ColdStart.firstAnswer(relay, line: ping, libraries: last)
+            let bareRun = ColdStart.firstAnswer(bare, line: "hello", libraries: last)
+            relayTimes.append(relayRun.nanos)
+            bareTimes.append(bareRun.nanos)
+            if last { (relayLibraries, bareLibraries) = (relayRun.libraries, bareRun.libraries) }
         } else {
-            bareTimes.append(ColdStart.firstAnswer(bare, line: "hello"))
-            relayTimes.append(ColdStart.firstAnswer(relay, line: #"{"jsonrpc":"2.0","id":1,"method":"ping"}"#))
+            let bareRun = ColdStart.firstAnswer(bare, line: "hello", libraries: last)
+            let relayRun = ColdStart.firstAnswer(relay, line: ping, libraries: last)
+            bareTimes.append(bareRun.nanos)
+            relayTimes.append(relayRun.nanos)
+            if last { (relayLibraries, bareLibraries) = (relayRun.libraries, bareRun.libraries) }
         }
     }
     let relayMedian = ColdStart.median(relayTimes)
     let bareMedian = ColdStart.median(bareTimes)
+    let bareSet = Set(bareLibraries)
     printJSON([
         "runs": runs,
         "tokenrelay_ms": rounded(relayMedian / 1e6, 2),
@@ -111,6 +123,11 @@ case "coldstart":
         "tokenrelay_min_ms": rounded(Double(relayTimes.min() ?? 0) / 1e6, 2),
         "bare_min_ms": rounded(Double(bareTimes.min() ?? 0) / 1e6, 2),
         "ratio": rounded(bareMedian > 0 ? relayMedian / bareMedian : 0, 3),
+        "tokenrelay_libraries": relayLibraries.count,
+        "bare_libraries": bareLibraries.count,
+        // What tokenrelay maps at start beyond the bare Foundation binary: a library appearing
+        // here (libcurl, libcrypto, libsqlite3, ICU data...) is a start-up regression to look at.
+        "extra_libraries": relayLibraries.filter { !bareSet.contains($0) },
     ])
 
 case "storm":

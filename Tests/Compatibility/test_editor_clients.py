@@ -22,12 +22,15 @@ import json
 import os
 import pathlib
 import subprocess
+import tempfile
 import threading
 from typing import Any
 
 import pytest
 
 HERE = pathlib.Path(__file__).resolve().parent
+# The binaries run here keep whatever session state they make in a private directory.
+STATE_HOME = tempfile.mkdtemp(prefix="tokenrelay-compat-state-")
 ROOT = HERE.parent.parent
 FRAMES = HERE / "frames"
 
@@ -42,6 +45,7 @@ def binary() -> str:
 def environment() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k != "TOKENRELAY_CONFIG"}
     env["XDG_CONFIG_HOME"] = str(HERE / "no-config")  # no config: serve runs with no environments
+    env["XDG_STATE_HOME"] = STATE_HOME  # never the user's session store
     return env
 
 

@@ -40,4 +40,38 @@ import Testing
     func urlsThatParsersMayReadDifferentlyAreRefused(url: String) {
         #expect(ValueSyntax.httpURLProblem(url) == "must not contain spaces, control characters or backslashes")
     }
+
+    @Test(arguments: [
+        "https://api.example.com", "https://api.example.com/v1", "HTTP://127.0.0.1:8080/", "https://[::1]:8443/x",
+        "https://h:/", "https://bücher.example/",
+    ])
+    func absoluteHTTPURLsAreAccepted(url: String) {
+        #expect(ValueSyntax.httpURLProblem(url) == nil)
+    }
+
+    @Test(arguments: [
+        ("api.example.com/v1", "is not a valid absolute URL"), ("1http://h/", "is not a valid absolute URL"),
+        ("https://h:80x/", "is not a valid absolute URL"), ("https://[::1/", "is not a valid absolute URL"),
+        ("ftp://h/", "must use http or https, not 'ftp'"), ("https:/h/x", "has no host"), ("https:///x", "has no host"),
+        ("https://u:p@h/", "must not contain credentials (user:password@); use a profile instead"),
+        ("https://h/x?a=1", "must not contain a query ('?...')"),
+        ("https://h/x#f", "must not contain a fragment ('#...')"),
+        ("https://h/a@b?c", "must not contain a query ('?...')"),
+    ])
+    func urlProblemsAreNamed(url: String, problem: String) {
+        #expect(ValueSyntax.httpURLProblem(url) == problem)
+    }
+
+    @Test func originsHaveNoPathAndProxiesNeedAKnownScheme() {
+        #expect(ValueSyntax.originProblem("https://files.example.com") == nil)
+        #expect(ValueSyntax.originProblem("https://files.example.com/") == nil)
+        #expect(
+            ValueSyntax.originProblem("https://files.example.com/x")
+                == "must be an origin (scheme://host[:port]) without a path")
+        #expect(ValueSyntax.proxyProblem("socks5h://127.0.0.1:1080") == nil)
+        #expect(
+            ValueSyntax.proxyProblem("gopher://h")
+                == "must use one of http, https, socks4, socks4a, socks5, socks5h, not 'gopher'")
+        #expect(ValueSyntax.proxyProblem("http://:3128") == "has no host")
+    }
 }

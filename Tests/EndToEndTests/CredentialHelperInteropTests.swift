@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import Testing
 
 @testable import JSONRPC
@@ -67,7 +68,7 @@ import Testing
                     "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
                 ], in: directory, timeout: .seconds(60))
             #expect(openssl.status == 0, "\(openssl.stderr)")
-            let stub = try CredentialStub(mode: "kube", whoami: "\(stack.rsURL)/whoami", arguments: [cert, key])
+            let stub = try await CredentialStub(mode: "kube", whoami: "\(stack.rsURL)/whoami", arguments: [cert, key])
             let config = try Self.config(stack, baseURL: "https://127.0.0.1:\(stub.port)")
             // The image's kubectl (1.32) speaks both; Debian's 1.20 (scripts/setup's fallback) only v1beta1.
             let version = try await InteropStack.run(
@@ -139,7 +140,7 @@ import Testing
                     "/usr/bin/git", arguments, in: directory, timeout: .seconds(60), environment: environment)
                 #expect(result.status == 0, "git \(arguments): \(result.stderr)")
             }
-            let stub = try CredentialStub(mode: "git", whoami: "\(stack.rsURL)/whoami", arguments: [root.path])
+            let stub = try await CredentialStub(mode: "git", whoami: "\(stack.rsURL)/whoami", arguments: [root.path])
             let config = try Self.config(
                 stack, baseURL: "http://127.0.0.1:\(stub.port)", extra: ["git_username: relay-bot"])
             let helper = "credential.helper=!'\(RelayProcess.binaryPath)' token --format git --config '\(config)'"
@@ -284,42 +285,18 @@ import Testing
 /// `Fixtures/credential_stub.py`: the HTTPS Kubernetes API stub or the smart-HTTP git server,
 /// stopped with SIGKILL.
 final class CredentialStub: Sendable {
-    struct DidNotStart: Error {}
-
-    let process: Process
+    let fixture: FixtureServer
     let port: Int
     let logPath: String
 
-    init(mode: String, whoami: String, arguments: [String]) throws {
+    init(mode: String, whoami: String, arguments: [String]) async throws {
         let directory = try TemporaryDirectory.make()
         logPath = directory.appendingPathComponent("requests.log").path
         try Data().write(to: URL(fileURLWithPath: logPath))
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
-        process.arguments =
-            ["-u", RecordingServer.fixtures.appendingPathComponent("credential_stub.py").path, mode, logPath, whoami]
-            + arguments
-        let output = Pipe()
-        process.standardOutput = output
-        try process.run()
-        self.process = process
-        var line: [UInt8] = []
-        let handle = output.fileHandleForReading
-        while !line.contains(0x0A) {
-            let data = handle.availableData
-            if data.isEmpty { break }
-            line.append(contentsOf: data)
-        }
-        guard let port = Int(String(decoding: line, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines))
-        else {
-            kill(process.processIdentifier, SIGKILL)
-            throw DidNotStart()
-        }
-        self.port = port
-    }
-
-    deinit {
-        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+        fixture = try await FixtureServer(
+            script: RecordingServer.fixtures.appendingPathComponent("credential_stub.py").path,
+            [mode, logPath, whoami] + arguments, words: 1)
+        port = fixture.ports[0]
     }
 
     /// Every request received so far (`{path, scheme, user, token_ok, status}`), in order.

@@ -286,7 +286,8 @@ struct InteropStack: Sendable {
 
     /// Runs `executable` to completion with stdout and stderr in files (a daemon it leaves
     /// behind cannot hold a pipe open); SIGKILLed past `timeout`. `stdin` is its input (none when
-    /// `nil`); `environment`, when given, replaces the inherited environment.
+    /// `nil`); `environment`, when given, replaces the inherited environment, which otherwise gets a
+    /// fresh `XDG_STATE_HOME` (no tokenrelay a test runs writes into the user's session store).
     static func run(
         _ executable: String, _ arguments: [String], in directory: URL, timeout: Duration, stdin: String? = nil,
         environment: [String: String]? = nil
@@ -318,7 +319,13 @@ struct InteropStack: Sendable {
         process.arguments = arguments
         process.currentDirectoryURL = repositoryRoot
         process.standardInput = stdin == nil ? FileHandle.nullDevice : inHandle
-        if let environment { process.environment = environment }
+        if let environment {
+            process.environment = environment
+        } else {
+            var inherited = ProcessInfo.processInfo.environment
+            inherited["XDG_STATE_HOME"] = RelayProcess.freshStateHome()
+            process.environment = inherited
+        }
         process.standardOutput = outHandle
         process.standardError = errHandle
         let exit = ExitSignal()

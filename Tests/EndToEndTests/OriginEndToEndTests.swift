@@ -15,8 +15,8 @@ import Testing
         let wire: WireServer
         let client: RelayClient
 
-        init() throws {
-            wire = try WireServer(["api", "other"])
+        init() async throws {
+            wire = try await WireServer(["api", "other"])
             client = try RelayClient(
                 config: """
                     version: 1
@@ -75,7 +75,7 @@ import Testing
     }
 
     @Test func requestURLsThatParsersReadDifferentlyAreRefusedAndNothingIsSent() async throws {
-        let setup = try Setup()
+        let setup = try await Setup()
         let relay = setup.client.relay
         for url in setup.refusedURLs {
             Self.expectInvalidParams(try await relay.call("request", ["url": .string(url)]), at: "/url")
@@ -103,7 +103,7 @@ import Testing
     }
 
     @Test func requestsToAnotherOriginHoweverSpelledCarryNoCredentialOrEnvironmentHeader() async throws {
-        let setup = try Setup()
+        let setup = try await Setup()
         let relay = setup.client.relay
         for url in setup.otherOriginURLs {
             let reply = try await relay.call("request", ["url": .string(url)])
@@ -118,7 +118,7 @@ import Testing
     }
 
     @Test func subscribeURLsThatParsersReadDifferentlyAreRefusedAndNothingIsSent() async throws {
-        let setup = try Setup()
+        let setup = try await Setup()
         let relay = setup.client.relay
         for url in setup.refusedURLs {
             Self.expectInvalidParams(try await relay.call("subscribe", ["url": .string(url)]), at: "/url")
@@ -136,7 +136,7 @@ import Testing
     }
 
     @Test func subscriptionsToAnotherOriginCarryNoCredentialOrEnvironmentHeader() async throws {
-        let setup = try Setup()
+        let setup = try await Setup()
         let relay = setup.client.relay
         for (url, listener) in [
             ("HTTP://\(setup.other)/events", "other"),

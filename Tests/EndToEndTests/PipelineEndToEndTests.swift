@@ -49,8 +49,8 @@ import Testing
         let wire: WireServer
         let client: RelayClient
 
-        init() throws {
-            wire = try WireServer(["api", "other"])
+        init() async throws {
+            wire = try await WireServer(["api", "other"])
             client = try RelayClient(
                 config: """
                     version: 1
@@ -77,7 +77,7 @@ import Testing
 
     @Test(arguments: Method.allCases)
     func credentialsAndEnvironmentHeadersGoOnlyToTheEnvironmentsOrigin(method: Method) async throws {
-        let setup = try Setup()
+        let setup = try await Setup()
         let relay = setup.client.relay
         let own = try await method.exchange(relay, ["path": "/events"])
         #expect(method.succeeded(own), "\(own)")
@@ -98,7 +98,7 @@ import Testing
 
     @Test(arguments: Method.allCases)
     func perCallHeadersWinOverEnvironmentHeadersAndAnAuthorizationHeaderIsRefused(method: Method) async throws {
-        let setup = try Setup()
+        let setup = try await Setup()
         let relay = setup.client.relay
         let outcome = try await method.exchange(relay, ["path": "/events", "headers": ["x-env": "mine"]])
         #expect(method.succeeded(outcome), "\(outcome)")
@@ -115,7 +115,7 @@ import Testing
 
     @Test(arguments: Method.allCases)
     func anInvalidTokenIsRenewedAndTheCallReplayedOnceWithTheNewToken(method: Method) async throws {
-        let setup = try Setup()
+        let setup = try await Setup()
         let relay = setup.client.relay
         let outcome = try await method.exchange(relay, ["path": "/reject-first/events"])
         #expect(method.succeeded(outcome), "\(outcome)")

@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import Testing
 
 @testable import JSONRPC
@@ -7,12 +8,11 @@ import Testing
     import Glibc
 #endif
 
-/// The Python recording server of `Fixtures/recording_server.py`, one per test, stopped with
-/// SIGKILL. Every request it receives lands in a log file before the response is written.
+/// The shared fixture server in its `recording` role (`TestSupport/Fixtures/fixture_server.py`),
+/// one per test, stopped with SIGKILL. Every request it receives lands in a log file before the
+/// response is written.
 final class RecordingServer: Sendable {
-    struct DidNotStart: Error {}
-
-    let process: Process
+    let fixture: FixtureServer
     /// Port of the routes (the environment's origin).
     let port: Int
     /// Port of a second server on another origin that records every request.
@@ -22,38 +22,15 @@ final class RecordingServer: Sendable {
     /// The JSON-lines request log.
     let logPath: String
 
+    /// This target's own fixture scripts.
     static let fixtures = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Fixtures")
 
     init() async throws {
         let directory = try TemporaryDirectory.make()
         logPath = directory.appendingPathComponent("requests.log").path
         try Data().write(to: URL(fileURLWithPath: logPath))
-        let (process, ports) = try await Self.start("recording_server.py", [logPath], ports: 3)
-        self.process = process
-        (port, otherPort, closedPort) = (ports[0], ports[1], ports[2])
-    }
-
-    /// Starts the Python fixture `script` with `arguments` and reads the `ports` numbers it
-    /// prints on its first line.
-    static func start(_ script: String, _ arguments: [String] = [], ports count: Int) async throws -> (Process, [Int]) {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
-        process.arguments = ["-u", fixtures.appendingPathComponent(script).path] + arguments
-        let output = Pipe()
-        process.standardOutput = output
-        try process.run()
-        let line = await firstLine(of: output.fileHandleForReading)
-        let ports = String(decoding: line, as: UTF8.self).split(whereSeparator: { $0 == " " || $0 == "\n" })
-            .compactMap { Int($0) }
-        guard ports.count == count else {
-            kill(process.processIdentifier, SIGKILL)
-            throw DidNotStart()
-        }
-        return (process, ports)
-    }
-
-    deinit {
-        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+        fixture = try await FixtureServer(role: "recording", [logPath], ports: 3)
+        (port, otherPort, closedPort) = (fixture.ports[0], fixture.ports[1], fixture.ports[2])
     }
 
     var origin: String { "http://127.0.0.1:\(port)" }
@@ -187,22 +164,5 @@ func decodedBase64(_ value: JSONValue?) -> [UInt8]? {
         let reply = try await client.request(#"{"path":"/status/204"}"#)
         #expect(reply["result"]?["status"] == .int(204))
         #expect(try server.last("/status/204")?.method == "GET")
-    }
-}
-
-/// Reads a fixture server's first line (its ports) on a thread of its own: a test must never
-/// block a cooperative-pool thread while a Python process starts on a busy machine, or every
-/// other test in the process stalls behind it.
-func firstLine(of handle: FileHandle) async -> [UInt8] {
-    await withCheckedContinuation { (continuation: CheckedContinuation<[UInt8], Never>) in
-        Thread {
-            var line: [UInt8] = []
-            while !line.contains(0x0A) {
-                let data = handle.availableData
-                if data.isEmpty { break }
-                line.append(contentsOf: data)
-            }
-            continuation.resume(returning: line)
-        }.start()
     }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import Testing
 
 @testable import JSONRPC
@@ -15,15 +16,14 @@ import Testing
     static let secret = "canary-client-secret-5e7b21"
 
     final class EchoingTokenServer: Sendable {
-        let process: Process
+        let fixture: FixtureServer
         let port: Int
 
         init() async throws {
-            let (process, ports) = try await RecordingServer.start("echoing_token_server.py", ports: 1)
-            (self.process, port) = (process, ports[0])
+            fixture = try await FixtureServer(
+                script: RecordingServer.fixtures.appendingPathComponent("echoing_token_server.py").path, words: 1)
+            port = fixture.ports[0]
         }
-
-        deinit { kill(process.processIdentifier, SIGKILL) }
 
         var origin: String { "http://127.0.0.1:\(port)" }
     }

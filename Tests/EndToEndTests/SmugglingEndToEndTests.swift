@@ -38,7 +38,7 @@ import Testing
         ("Proxy-Authorization", "Basic eDp5"), ("proxy-connection", "keep-alive"), (":path", "/smuggled"),
     ])
     func framingHeadersAreRefusedSoTheNextCallerGetsItsOwnAnswer(name: String, value: String) async throws {
-        let wire = try WireServer(["api"])
+        let wire = try await WireServer(["api"])
         let client = try Self.client(wire)
         let relay = client.relay
         // Alice opens the keep-alive connection Bob's request will reuse.

@@ -1,57 +1,37 @@
 import Foundation
+import TestSupport
 import Testing
 
 @testable import JSONRPC
-
-#if canImport(Glibc)
-    import Glibc
-#endif
 
 /// The listeners of `Fixtures/wire_server.py`, one process per test, stopped with SIGKILL: they
 /// record every connection, TLS handshake, raw chunk and parsed request, so a test can assert
 /// that a listener received nothing at all, or exactly which requests.
 final class WireServer: Sendable {
-    struct DidNotStart: Error {}
-
-    let process: Process
+    let fixture: FixtureServer
     let ports: [String: Int]
     let logPath: String
 
-    /// Starts one listener per name (`name` or `name:tls`; TLS ones serve `certificate`).
-    init(_ listeners: [String], certificate: PrivateCA.Leaf? = nil) throws {
+    /// Starts one listener per name (`name` or `name:tls`; TLS ones serve `certificate`) and
+    /// waits, without blocking a thread of the shared pool, for its line of `name=PORT` words.
+    init(_ listeners: [String], certificate: PrivateCA.Leaf? = nil) async throws {
         logPath = try TemporaryDirectory.make().appendingPathComponent("wire.log").path
         try Data().write(to: URL(fileURLWithPath: logPath))
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
-        var arguments = ["-u", RecordingServer.fixtures.appendingPathComponent("wire_server.py").path, logPath]
-        arguments += listeners
+        var arguments = [logPath] + listeners
         if let certificate { arguments += ["--cert", certificate.certificate, "--key", certificate.key] }
-        process.arguments = arguments
-        let output = Pipe()
-        process.standardOutput = output
-        try process.run()
-        self.process = process
-        var line: [UInt8] = []
-        let handle = output.fileHandleForReading
-        while !line.contains(0x0A) {
-            let data = handle.availableData
-            if data.isEmpty { break }
-            line.append(contentsOf: data)
-        }
+        fixture = try await FixtureServer(
+            script: RecordingServer.fixtures.appendingPathComponent("wire_server.py").path, arguments,
+            words: listeners.count)
         var ports: [String: Int] = [:]
-        for pair in String(decoding: line, as: UTF8.self).split(whereSeparator: { $0 == " " || $0 == "\n" }) {
-            let parts = pair.split(separator: "=")
+        for word in fixture.words {
+            let parts = word.split(separator: "=")
             if parts.count == 2, let port = Int(parts[1]) { ports[String(parts[0])] = port }
         }
         guard ports.count == listeners.count else {
-            kill(process.processIdentifier, SIGKILL)
-            throw DidNotStart()
+            fixture.stop()
+            throw FixtureServer.DidNotStart(description: "wire_server.py printed \(fixture.words)")
         }
         self.ports = ports
-    }
-
-    deinit {
-        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
     }
 
     func port(_ name: String) -> Int { ports[name] ?? 0 }
@@ -120,20 +100,21 @@ struct PrivateCA {
     /// The server's certificate and key.
     let leaf: Leaf
 
-    init() throws {
+    /// Runs openssl without blocking a thread of the shared pool.
+    init() async throws {
         let folder = try TemporaryDirectory.make()
         func path(_ name: String) -> String { folder.appendingPathComponent(name).path }
         try Data("subjectAltName=IP:127.0.0.1,DNS:localhost\nbasicConstraints=CA:FALSE\n".utf8).write(
             to: URL(fileURLWithPath: path("leaf.ext")))
         let ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
-        try Self.openssl(
+        try await Self.openssl(
             ["req", "-x509"] + ec + [
                 "-keyout", path("ca.key"), "-out", path("ca.pem"), "-days", "2", "-subj", "/CN=tokenrelay test CA",
                 "-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign,cRLSign",
             ])
-        try Self.openssl(
+        try await Self.openssl(
             ["req"] + ec + ["-keyout", path("leaf.key"), "-out", path("leaf.csr"), "-subj", "/CN=127.0.0.1"])
-        try Self.openssl([
+        try await Self.openssl([
             "x509", "-req", "-in", path("leaf.csr"), "-CA", path("ca.pem"), "-CAkey", path("ca.key"),
             "-CAcreateserial", "-out", path("leaf.pem"), "-days", "2", "-extfile", path("leaf.ext"),
         ])
@@ -141,18 +122,11 @@ struct PrivateCA {
         leaf = Leaf(certificate: path("leaf.pem"), key: path("leaf.key"))
     }
 
-    private static func openssl(_ arguments: [String]) throws {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
-        process.arguments = arguments
-        process.standardOutput = FileHandle.nullDevice
-        let errors = Pipe()
-        process.standardError = errors
-        try process.run()
-        let message = errors.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else {
-            throw Failed(description: "openssl \(arguments[0]) failed: \(String(decoding: message, as: UTF8.self))")
+    private static func openssl(_ arguments: [String]) async throws {
+        let folder = try TemporaryDirectory.make()
+        let result = try await InteropStack.run("/usr/bin/openssl", arguments, in: folder, timeout: .seconds(120))
+        guard result.status == 0 else {
+            throw Failed(description: "openssl \(arguments[0]) failed: \(result.stderr)")
         }
     }
 }

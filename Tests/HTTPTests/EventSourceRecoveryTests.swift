@@ -6,7 +6,7 @@ import Testing
 @testable import HTTP
 
 /// ``EventSource`` through a pipeline with Auth's credentials middleware (one recovery budget per subscription, as the
-/// relay builds it), a slow consumer and cancellation, against `Fixtures/sse_server.py`.
+/// relay builds it), a slow consumer and cancellation, against the shared fixture server (`events` role).
 @Suite struct EventSourceRecoveryTests {
     let server: EventStreamServer
     let transport: CurlTransport

@@ -2,6 +2,7 @@ import Auth
 import ErrorKinds
 import Foundation
 import Synchronization
+import TestSupport
 import Testing
 
 @testable import HTTP
@@ -10,33 +11,15 @@ import Testing
     import Glibc
 #endif
 
-/// The Python SSE server of `Fixtures/sse_server.py`, one per test, stopped with SIGKILL.
+/// The shared fixture server in its `events` role (`TestSupport/Fixtures/fixture_server.py`),
+/// one per test, stopped with SIGKILL.
 final class EventStreamServer: Sendable {
-    let process: Process
+    let fixture: FixtureServer
     let port: Int
 
     init() async throws {
-        let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
-            .appendingPathComponent("Fixtures/sse_server.py").path
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
-        process.arguments = ["-u", script]
-        let output = Pipe()
-        process.standardOutput = output
-        try process.run()
-        self.process = process
-        // The first line: the server prints its port as soon as it listens.
-        let line = await firstLine(of: output.fileHandleForReading)
-        guard let port = Int(String(decoding: line, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines))
-        else {
-            kill(process.processIdentifier, SIGKILL)
-            throw HTTPError.transport("SSE test server did not start")
-        }
-        self.port = port
-    }
-
-    deinit {
-        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+        fixture = try await FixtureServer(role: "events", ports: 1)
+        port = fixture.ports[0]
     }
 
     /// An absolute URL on the server.

@@ -4,7 +4,7 @@ import Testing
 
 @testable import HTTP
 
-/// End-to-end tests of ``EventSource`` over ``CurlTransport`` against `Fixtures/sse_server.py` on 127.0.0.1. Backoff
+/// End-to-end tests of ``EventSource`` over ``CurlTransport`` against the shared fixture server (`events` role) on 127.0.0.1. Backoff
 /// sleeps are recorded and skipped; jitter is 0 unless a test says otherwise.
 @Suite struct EventSourceTests {
     let server: EventStreamServer

@@ -3,8 +3,9 @@
 
   store_bench.py --binary PATH [--work DIR] [--calls 100] [--procs 4] [--requests 1000] [--ttl 2]
 
-1. `tokenrelay call GET /whoami` --calls times in a row with a valid token in the shared store,
-   against `curl` with that token given (-H Authorization), same resource server: time per call.
+1. `tokenrelay call GET /whoami` --calls times with a valid token in the shared store, against
+   `curl` with that token given (-H Authorization), same resource server, interleaved
+   (call_bench.compare): median time per call.
 2. --procs `tokenrelay serve` processes sending --requests requests each (one at a time) with
    --ttl second access tokens, all on one store: token calls at the authorization server per
    token lifetime (goal 1 across all processes, not one per process).
@@ -20,6 +21,8 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+
+from call_bench import compare
 
 REPO = Path(__file__).resolve().parent.parent.parent
 STACK = REPO / "scripts/interop/stack"
@@ -63,24 +66,6 @@ environments:
         scopes: [read]
         expiry_skew: {skew}
 """)
-
-
-def per_call(binary, config, calls, env):
-    tokenrelay = [binary, "call", "GET", "/whoami", "--config", str(config)]
-    subprocess.run(tokenrelay, check=True, env=env, stdout=subprocess.DEVNULL)  # the one token
-    start = time.perf_counter()
-    for _ in range(calls):
-        subprocess.run(tokenrelay, check=True, env=env, stdout=subprocess.DEVNULL)
-    return (time.perf_counter() - start) / calls
-
-
-def curl_per_call(url, token, calls):
-    command = ["curl", "-sf", "-o", "/dev/null", "-H", f"Authorization: Bearer {token}", url]
-    subprocess.run(command, check=True)
-    start = time.perf_counter()
-    for _ in range(calls):
-        subprocess.run(command, check=True)
-    return (time.perf_counter() - start) / calls
 
 
 def client_credentials_token(token_url):
@@ -139,8 +124,10 @@ def main():
         config = calls_dir / "config.yaml"
         write_config(config, stack, "30s")
         say(f"{args.calls} x tokenrelay call with a stored token vs curl with the token given")
-        relay = per_call(args.binary, config, args.calls, env)
-        curl = curl_per_call(stack["RS_URL"] + "/whoami", client_credentials_token(stack["TOKEN_URL"]), args.calls)
+        token = client_credentials_token(stack["TOKEN_URL"])
+        relay, curl = compare([args.binary, "call", "GET", "/whoami", "--config", str(config)],
+                              ["curl", "-sf", "-o", "/dev/null", "-H", f"Authorization: Bearer {token}",
+                               stack["RS_URL"] + "/whoami"], args.calls, env)
         result.update({"call_ms": round(relay * 1000, 2), "curl_ms": round(curl * 1000, 2),
                        "call_vs_curl": round(relay / curl, 2),
                        "call_tokens_issued": issued(calls_dir / "stack") - 1})  # minus curl's own token

@@ -152,8 +152,13 @@ final class CurlURLHandle: @unchecked Sendable {  // Safe: see the file's invari
             throw .malformed("no host")
         }
         // No user information, and a host cannot hold '/': the first '/' after "://" starts the path.
-        let afterScheme = url.range(of: "://").map(\.upperBound) ?? url.startIndex
-        let root = String(url[..<(url[afterScheme...].firstIndex(of: "/") ?? url.endIndex)])
+        // Scanned on the UTF-8 view (Foundation's range(of:) bridges through NSString: ~2 % of a
+        // request's CPU in scripts/bench's profile).
+        let bytes = url.utf8
+        let schemeEnd = bytes.firstIndex(of: UInt8(ascii: ":")) ?? bytes.startIndex
+        let afterScheme =
+            bytes[schemeEnd...].starts(with: "://".utf8) ? bytes.index(schemeEnd, offsetBy: 3) : bytes.startIndex
+        let root = String(url[..<(bytes[afterScheme...].firstIndex(of: UInt8(ascii: "/")) ?? bytes.endIndex)])
         self.handle = handle
         parsed = ParsedURL(
             text: url, scheme: scheme, host: host, zoneID: part(CURLUPART_ZONEID), port: port, root: root,

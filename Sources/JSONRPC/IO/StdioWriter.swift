@@ -4,8 +4,11 @@ import Logging
 import Synchronization
 
 /// The one serial writer of protocol frames. Whole frames are written in the order they were
-/// handed over, by a dedicated thread doing blocking `write(2)` calls, so frames never
-/// interleave and no cooperative-pool thread ever blocks on a slow peer.
+/// handed over, one writer at a time, so frames never interleave, and no producer ever blocks on
+/// a slow peer: when nothing is queued or being written and the frame fits in the pipe without
+/// blocking (at most `PIPE_BUF` bytes into a pipe with a free slot, or any frame into a regular
+/// file), the producer writes it itself (no thread hand-off for a lone answer); otherwise the
+/// frame is queued for a dedicated thread doing blocking `write(2)` calls, started on first need.
 ///
 /// One bound holds for every frame, whoever produced it (SPEC §7 "Concurrency limits"): while
 /// `bound` bytes or more wait to be written, ``send(_:)`` suspends its caller and
@@ -22,6 +25,10 @@ public final class StdioWriter: MessageSink {
         /// Bytes handed over and not yet written (queued or in the writer thread's hands).
         var queuedBytes = 0
         var writerSleeping = false
+        /// A writer (the thread, or a producer writing inline) owns the output until it clears this.
+        var busy = false
+        /// The writer thread has been started.
+        var threadStarted = false
         var closed = false
         var broken = false
         var framing: Framing = .ndjson
@@ -38,6 +45,8 @@ public final class StdioWriter: MessageSink {
     }
 
     private let fileDescriptor: Int32
+    /// What the output is, which decides whether a producer may write inline.
+    private let output: OutputKind
     private let onPeerGone: @Sendable () -> Void
     /// Guarded by the mutex: the queue, its byte count, the waiters and the writer thread's
     /// sleep flag.
@@ -47,16 +56,47 @@ public final class StdioWriter: MessageSink {
     /// Signalled once each time the parked reader thread is let go.
     private let readerWakeup = DispatchSemaphore(value: 0)
 
-    /// Starts the writer thread on `fileDescriptor` (a dup of the real stdout in the server).
+    /// A writer of frames to `fileDescriptor` (a dup of the real stdout in the server).
     public init(
         fileDescriptor: Int32, bound: Int = StdioWriter.defaultBound, onPeerGone: @escaping @Sendable () -> Void = {}
     ) {
         self.fileDescriptor = fileDescriptor
         self.onPeerGone = onPeerGone
+        output = OutputKind(fileDescriptor)
         state = Mutex(State(bound: max(1, bound)))
-        let thread = Thread { [self] in run() }
-        thread.name = "tokenrelay-writer"
-        thread.start()
+    }
+
+    /// The kinds of output a producer may write to inline without risking a block.
+    enum OutputKind {
+        case pipe, regularFile, other
+
+        init(_ fileDescriptor: Int32) {
+            var info = stat()
+            guard fstat(fileDescriptor, &info) == 0 else {
+                self = .other
+                return
+            }
+            switch info.st_mode & S_IFMT {
+            case S_IFIFO: self = .pipe
+            case S_IFREG: self = .regularFile
+            default: self = .other
+            }
+        }
+    }
+
+    /// Whether writing `count` bytes now cannot block: a regular file never does (for this
+    /// purpose); a pipe write of at most `PIPE_BUF` bytes does not when the pipe has a free slot
+    /// (`POLLOUT`: the kernel merges it into the last page or takes the free one). Called only by
+    /// the one writer that owns the output, and the peer only ever makes more room.
+    private func canWriteWithoutBlocking(_ count: Int) -> Bool {
+        switch output {
+        case .regularFile: return true
+        case .other: return false
+        case .pipe:
+            guard count <= Int(PIPE_BUF) else { return false }
+            var descriptor = pollfd(fd: fileDescriptor, events: Int16(POLLOUT), revents: 0)
+            return poll(&descriptor, 1, 0) == 1 && descriptor.revents & Int16(POLLOUT) != 0
+        }
     }
 
     /// The framing replies use (the peer's, once detected).
@@ -100,22 +140,56 @@ public final class StdioWriter: MessageSink {
         log.debug("stdout drained below the bound: stdin resumed")
     }
 
-    /// Queues a frame; returns whether the caller should wait for room.
+    /// Writes a frame inline or queues it; returns whether the caller should wait for room.
     private func enqueue(_ message: [UInt8]) -> Bool {
-        let (wake, full): (Bool, Bool) = state.withLock { state in
-            guard !state.broken, !state.closed else { return (false, false) }
+        enum Action { case none, writeInline([UInt8]), wake, startThread }
+        let (action, full): (Action, Bool) = state.withLock { state in
+            guard !state.broken, !state.closed else { return (.none, false) }
             let frame = state.framing.frame(message)
-            state.queue.append(frame)
             state.queuedBytes += frame.count
-            var wake = false
+            if !state.busy, state.queue.isEmpty, canWriteWithoutBlocking(frame.count) {
+                state.busy = true
+                return (.writeInline(frame), !state.hasRoom)
+            }
+            state.queue.append(frame)
+            return (wakeAction(&state), !state.hasRoom)
+        }
+        switch action {
+        case .none: break
+        case .writeInline(let frame):
+            let ok = write(frame)
+            let wake: Action = state.withLock { state in
+                state.busy = false
+                return ok && !state.queue.isEmpty ? wakeAction(&state) : .none
+            }
+            perform(wake)
+        case .wake, .startThread: perform(action)
+        }
+        return full
+
+        /// What gets the queue written when no writer owns the output. Under the lock.
+        func wakeAction(_ state: inout State) -> Action {
+            guard !state.busy else { return .none }
+            if !state.threadStarted {
+                state.threadStarted = true
+                return .startThread
+            }
             if state.writerSleeping {
                 state.writerSleeping = false
-                wake = true
+                return .wake
             }
-            return (wake, !state.hasRoom)
+            return .none
         }
-        if wake { wakeup.signal() }
-        return full
+        func perform(_ action: Action) {
+            switch action {
+            case .wake: wakeup.signal()
+            case .startThread:
+                let thread = Thread { [self] in run() }
+                thread.name = "tokenrelay-writer"
+                thread.start()
+            case .none, .writeInline: break
+            }
+        }
     }
 
     /// Waits until everything handed over so far has been written (or the peer is gone).
@@ -139,10 +213,11 @@ public final class StdioWriter: MessageSink {
             // frees it instead of copying the batch.
             guard
                 var batch: [[UInt8]] = state.withLock({ state in
-                    if state.queue.isEmpty {
+                    if state.queue.isEmpty || state.busy {
                         state.writerSleeping = true
                         return nil
                     }
+                    state.busy = true
                     defer { state.queue = [] }
                     return state.queue
                 })
@@ -170,6 +245,7 @@ public final class StdioWriter: MessageSink {
                 }
             }
             if !pending.isEmpty, !write(pending) { return }
+            state.withLock { $0.busy = false }
         }
     }
 

@@ -19,21 +19,41 @@ enum ResponseEncoding {
         return .object(result)
     }
 
+    /// The fields as one object: names lower-cased on their ASCII bytes (field names are RFC 9110
+    /// tokens; anything else is left as sent), repeats joined in arrival order. A response has a
+    /// handful of fields, so repeats are found by a linear scan, with an index only past 32
+    /// distinct names (a server sending thousands must not make this quadratic).
     static func headerObject(_ headers: HTTPHeaders) -> JSONObject {
-        var order: [String] = []
-        var values: [String: [String]] = [:]
+        var names: [String] = []
+        var values: [[String]] = []
+        var index: [String: Int] = [:]
         for field in headers {
-            let name = field.name.lowercased()
-            if values[name] == nil { order.append(name) }
-            values[name, default: []].append(field.value)
+            let name = asciiLowercased(field.name)
+            let found = names.count > 32 ? index[name] : names.firstIndex(of: name)
+            if let found {
+                values[found].append(field.value)
+                continue
+            }
+            names.append(name)
+            values.append([field.value])
+            if names.count == 33 {
+                for (position, known) in names.enumerated() { index[known] = position }
+            } else if names.count > 33 {
+                index[name] = names.count - 1
+            }
         }
-        var object = JSONObject()
-        for name in order {
-            let list = values[name] ?? []
-            object[name] =
-                name == "set-cookie" ? .array(list.map { .string($0) }) : .string(list.joined(separator: ", "))
-        }
-        return object
+        // The names are distinct: the members go in as they are, without a lookup each.
+        return JSONObject(
+            zip(names, values).map { name, list in
+                (name, name == "set-cookie" ? .array(list.map { .string($0) }) : .string(list.joined(separator: ", ")))
+            })
+    }
+
+    /// `text` with `A`-`Z` lower-cased (the same string when there is none: no copy).
+    static func asciiLowercased(_ text: String) -> String {
+        func isUpper(_ byte: UInt8) -> Bool { byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z") }
+        guard text.utf8.contains(where: isUpper) else { return text }
+        return String(decoding: text.utf8.map { isUpper($0) ? $0 | 0x20 : $0 }, as: UTF8.self)
     }
 
     /// The body member for `bytes` given the response's content type.

@@ -129,6 +129,17 @@ import Testing
         #expect(object["set-cookie"] == ["a=1", "b=2"])
     }
 
+    @Test func manyFieldsKeepTheirOrderAndRepeatsPastTheLinearScan() {
+        // 40 distinct names (past the 32 scanned linearly), each sent twice in different cases.
+        let names = (0..<40).map { "X-Field-\($0)" }
+        let headers = HTTPHeaders(names.map { ($0, "a") } + names.map { ($0.uppercased(), "b") })
+        let object = ResponseEncoding.headerObject(headers)
+        #expect(object.count == 40)
+        #expect(names.allSatisfy { object[$0.lowercased()] == "a, b" })
+        #expect(ResponseEncoding.asciiLowercased("Content-Type") == "content-type")
+        #expect(ResponseEncoding.asciiLowercased("X-Ünïcode") == "x-Ünïcode")
+    }
+
     @Test(arguments: [
         ("application/json", #"{"a":12345678901234567890}"#, "json"),
         ("application/problem+json; charset=utf-8", #"{"a":1}"#, "json"),

@@ -9,7 +9,7 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Relay } from '../index.js';
-import { realBin, stackEnv, logSink, testEnviron } from './helpers.js';
+import { realBin, stackEnv, logSink, testEnviron, isolatedEnviron } from './helpers.js';
 
 const stack = stackEnv();
 const binary = realBin();
@@ -39,7 +39,7 @@ function heldBytes(/** @type {Relay} */ relay, /** @type {any} */ subscription) 
 }
 
 test('a slow consumer keeps the client flat and gets every event in order', { skip: skipStack }, async () => {
-  const relay = new Relay({ config: publicConfig(), binary: /** @type {string} */ (binary), onLog: logSink().onLog });
+  const relay = new Relay({ config: publicConfig(), binary: /** @type {string} */ (binary), environ: isolatedEnviron, onLog: logSink().onLog });
   try {
     await relay.ping();
     const subscription = relay.subscribe({ path: '/public/events', query: { count: COUNT, interval: 0, size: SIZE, ping: 0 },
@@ -88,14 +88,14 @@ test('large concurrent requests wait for drain instead of filling stdin\'s buffe
 });
 
 test('maxBuffered must be a positive integer', { skip: noBinary }, async () => {
-  const relay = new Relay({ binary: /** @type {string} */ (binary), onLog: logSink().onLog });
+  const relay = new Relay({ binary: /** @type {string} */ (binary), environ: isolatedEnviron, onLog: logSink().onLog });
   try {
     assert.throws(() => relay.subscribe({ path: '/x', maxBuffered: 0 }), RangeError);
   } finally { await relay.close(); }
 });
 
 test('close() releases a full subscription nobody reads', { skip: skipStack }, async () => {
-  const relay = new Relay({ config: publicConfig(), binary: /** @type {string} */ (binary), onLog: logSink().onLog });
+  const relay = new Relay({ config: publicConfig(), binary: /** @type {string} */ (binary), environ: isolatedEnviron, onLog: logSink().onLog });
   const subscription = relay.subscribe({ path: '/public/events', query: { count: 2000, interval: 0, ping: 0 }, auth: false, maxBuffered: 4 });
   await new Promise((resolve) => { // the signal: the relay stops reading for this subscription
     const hold = relay.holdReading.bind(relay);

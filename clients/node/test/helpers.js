@@ -1,8 +1,9 @@
 // Shared test helpers: the fake server (shared with the Python suite), the real binary
 // ($TOKENRELAY_BIN or ../../.build/debug/tokenrelay), the interop stack ($TOKENRELAY_STACK_ENV).
-import { accessSync, constants, readFileSync } from 'node:fs';
+import { accessSync, constants, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { execFileSync } from 'node:child_process';
-import { dirname, resolve } from 'node:path';
+import { tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const here = dirname(fileURLToPath(import.meta.url));
@@ -15,7 +16,13 @@ export function realBin() {
   try { accessSync(candidate, constants.X_OK); return candidate; } catch { return null; }
 }
 
-export const testEnviron = { ...process.env, TOKENRELAY_ENABLE_TEST_METHODS: '1' };
+// Every real tokenrelay a test starts keeps its default session store here, never in the
+// user's ~/.local/state.
+const stateHome = mkdtempSync(join(tmpdir(), 'tokenrelay-node-state-'));
+process.on('exit', () => rmSync(stateHome, { recursive: true, force: true }));
+/** The environment for the real binary: the test process's, with a private XDG_STATE_HOME. */
+export const isolatedEnviron = { ...process.env, XDG_STATE_HOME: stateHome };
+export const testEnviron = { ...isolatedEnviron, TOKENRELAY_ENABLE_TEST_METHODS: '1' };
 
 /** Quiet log sink that records lines. */
 export function logSink() {

@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { Relay, UnknownEnvironment, UnknownProfile, AuthError, TransportError, InvalidParams, NotSupported, InteractionRequired, RelayTimeout } from '../index.js';
-import { realBin, stackEnv, logSink } from './helpers.js';
+import { realBin, stackEnv, logSink, isolatedEnviron } from './helpers.js';
 
 const stack = stackEnv();
 const binary = realBin();
@@ -46,7 +46,7 @@ function configPath() {
 
 const path = stack?.STACK_PATH || '/whoami';
 const ssePath = stack?.STACK_SSE_PATH || '/events';
-const start = () => new Relay({ config: configPath(), binary: /** @type {string} */ (binary), onLog: logSink().onLog });
+const start = () => new Relay({ config: configPath(), binary: /** @type {string} */ (binary), environ: isolatedEnviron, onLog: logSink().onLog });
 
 /** @param {any} status */
 const renewals = (status) => {
@@ -106,7 +106,7 @@ test('tokenGet and logout', { skip }, async () => {
     default_profile: 'exposed', profiles: { exposed: { ...client, expose_token: true }, hidden: client } } } };
   const file = join(mkdtempSync(join(tmpdir(), 'tokenrelay-node-')), 'config.yaml');
   writeFileSync(file, JSON.stringify(config));
-  const relay = new Relay({ config: file, binary: /** @type {string} */ (binary), onLog: logSink().onLog });
+  const relay = new Relay({ config: file, binary: /** @type {string} */ (binary), environ: isolatedEnviron, onLog: logSink().onLog });
   try {
     const token = await relay.tokenGet({ environment: 'stack', profile: 'exposed' });
     assert.ok(typeof token.access_token === 'string' && token.access_token.length > 0);

@@ -22,6 +22,13 @@ def real_binary_path():
     return candidate if os.path.isfile(candidate) and os.access(candidate, os.X_OK) else None
 
 
+@pytest.fixture(autouse=True)
+def private_state_home(tmp_path_factory, monkeypatch):
+    """Every tokenrelay a test starts keeps its default session store in a fresh directory,
+    never in the user's ~/.local/state (tests that share a store within a test still do)."""
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path_factory.mktemp("xdg-state")))
+
+
 @pytest.fixture
 def fake_bin():
     return str(FAKE)

@@ -10,6 +10,8 @@ real=${TOKENRELAY_BIN:-$repo/.build/debug/tokenrelay}
 fake=$repo/clients/python/tests/fake_tokenrelay.py
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
+# Every tokenrelay started here keeps its default session store in $work, never in ~/.local/state.
+export XDG_STATE_HOME=$work/state
 failures=0 passes=0 skips=0
 
 ok() { passes=$((passes + 1)); printf 'ok   %s\n' "$1"; }

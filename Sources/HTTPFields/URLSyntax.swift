@@ -1,0 +1,87 @@
+/// An absolute URL split into its RFC 3986 §3 parts, by syntax only: nothing is decoded,
+/// normalised or resolved, and no Foundation URL type (whose host handling goes through ICU's
+/// IDNA data, which a start would have to map) is involved.
+///
+/// For diagnostics while a config loads (Config) and for early advisory checks (Auth); the
+/// decision on where a request goes is made by libcurl's URL parser, the one that sends it
+/// (`ParsedURL` in HTTP, SPEC §5.3). It lives here, with the header field rules, because Config
+/// and HTTP are siblings that cannot import each other.
+public struct URLSyntax: Sendable, Equatable {
+    /// The scheme, lower-cased (`https`).
+    public let scheme: String
+    /// Whether an authority (`//...`) follows the scheme.
+    public let hasAuthority: Bool
+    /// Whether the authority has user information (`user:password@`).
+    public let hasUserInfo: Bool
+    /// The host as written (an IP literal keeps its brackets); empty when there is none.
+    public let host: String
+    /// The port digits as written, if a `:` follows the host.
+    public let port: String?
+    /// The path as written (may be empty).
+    public let path: String
+    /// Whether a `?` query follows.
+    public let hasQuery: Bool
+    /// Whether a `#` fragment follows.
+    public let hasFragment: Bool
+
+    /// Splits `text`; `nil` when it has no valid scheme (`ALPHA *( ALPHA / DIGIT / "+" / "-" /
+    /// "." ) ":"`), a bracketed host without its `]`, or a port that is not digits.
+    public init?(_ text: String) {
+        let bytes = Array(text.utf8)
+        guard let colon = bytes.firstIndex(of: UInt8(ascii: ":")), colon > 0, Self.isAlpha(bytes[0]),
+            bytes[1..<colon].allSatisfy({ Self.isAlpha($0) || Self.isDigit($0) || "+-.".utf8.contains($0) })
+        else { return nil }
+        scheme = String(decoding: bytes[0..<colon].map(Self.lowercased), as: UTF8.self)
+        var index = colon + 1
+        let slash = UInt8(ascii: "/")
+        hasAuthority = bytes.count >= index + 2 && bytes[index] == slash && bytes[index + 1] == slash
+        if hasAuthority {
+            index += 2
+            let end =
+                bytes[index...].firstIndex(where: { $0 == slash || $0 == UInt8(ascii: "?") || $0 == UInt8(ascii: "#") })
+                ?? bytes.endIndex
+            var authority = bytes[index..<end]
+            if let at = authority.lastIndex(of: UInt8(ascii: "@")) {
+                hasUserInfo = true
+                authority = authority[(at + 1)...]
+            } else {
+                hasUserInfo = false
+            }
+            let hostEnd: Int
+            if authority.first == UInt8(ascii: "[") {
+                guard let close = authority.firstIndex(of: UInt8(ascii: "]")) else { return nil }
+                hostEnd = close + 1
+            } else {
+                hostEnd = authority.firstIndex(of: UInt8(ascii: ":")) ?? authority.endIndex
+            }
+            host = String(decoding: authority[authority.startIndex..<hostEnd], as: UTF8.self)
+            let rest = authority[hostEnd...]
+            if rest.isEmpty {
+                port = nil
+            } else {
+                guard rest.first == UInt8(ascii: ":"), rest.dropFirst().allSatisfy(Self.isDigit) else { return nil }
+                port = String(decoding: rest.dropFirst(), as: UTF8.self)
+            }
+            index = end
+        } else {
+            hasUserInfo = false
+            host = ""
+            port = nil
+        }
+        let pathEnd =
+            bytes[index...].firstIndex(where: { $0 == UInt8(ascii: "?") || $0 == UInt8(ascii: "#") })
+            ?? bytes.endIndex
+        path = String(decoding: bytes[index..<pathEnd], as: UTF8.self)
+        let fragment = bytes[pathEnd...].firstIndex(of: UInt8(ascii: "#"))
+        hasQuery = pathEnd < bytes.endIndex && bytes[pathEnd] == UInt8(ascii: "?")
+        hasFragment = fragment != nil
+    }
+
+    private static func isAlpha(_ byte: UInt8) -> Bool {
+        (byte | 0x20) >= UInt8(ascii: "a") && (byte | 0x20) <= UInt8(ascii: "z")
+    }
+    private static func isDigit(_ byte: UInt8) -> Bool { byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9") }
+    private static func lowercased(_ byte: UInt8) -> UInt8 {
+        byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z") ? byte | 0x20 : byte
+    }
+}

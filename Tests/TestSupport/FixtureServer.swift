@@ -1,0 +1,83 @@
+import Foundation
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// A loopback fixture server for one test: a Python script run as `python3 -u SCRIPT ARGUMENTS`,
+/// ready once it printed its listening line (its ports), stopped with SIGKILL when the test lets
+/// go of it (SIGTERM is blocked in test threads). The shared server is
+/// `Fixtures/fixture_server.py` (`init(role:)`); a suite's own scripts start through
+/// `init(script:)`.
+public final class FixtureServer: Sendable {
+    /// The fixture exited or printed something else before its listening line.
+    public struct DidNotStart: Error, CustomStringConvertible {
+        public let description: String
+
+        public init(description: String) { self.description = description }
+    }
+
+    /// This target's `Fixtures` folder: the shared server and its test certificate.
+    public static let fixtures = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+        .appendingPathComponent("Fixtures")
+    /// The certificate (self-signed for 127.0.0.1) the `transport` role's TLS listener serves;
+    /// trust it as a CA file.
+    public static let certificatePath = fixtures.appendingPathComponent("test_cert.pem").path
+
+    /// The Python process.
+    public let process: Process
+    /// The words of the listening line, in order.
+    public let words: [String]
+
+    /// Starts the shared fixture server in `role` (`transport`, `events` or `recording LOG`; see
+    /// its docstring) and waits for its listening line of `ports` port numbers.
+    public convenience init(role: String, _ arguments: [String] = [], ports: Int) async throws {
+        try await self.init(
+            script: Self.fixtures.appendingPathComponent("fixture_server.py").path, [role] + arguments, words: ports)
+    }
+
+    /// Starts `script` with `arguments` and waits for its listening line of `words` words.
+    public init(script: String, _ arguments: [String] = [], words count: Int) async throws {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
+        process.arguments = ["-u", script] + arguments
+        let output = Pipe()
+        process.standardOutput = output
+        try process.run()
+        self.process = process
+        let line = String(decoding: await firstLine(of: output.fileHandleForReading), as: UTF8.self)
+        words = line.split(whereSeparator: { $0 == " " || $0 == "\n" }).map(String.init)
+        guard words.count == count else {
+            kill(process.processIdentifier, SIGKILL)
+            let name = URL(fileURLWithPath: script).lastPathComponent
+            throw DidNotStart(description: "\(name) \(arguments.joined(separator: " ")) did not start: \(line)")
+        }
+    }
+
+    deinit { stop() }
+
+    /// The listening line's words as port numbers (0 for a word that is not one).
+    public var ports: [Int] { words.map { Int($0) ?? 0 } }
+
+    /// Kills the server.
+    public func stop() {
+        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+    }
+}
+
+/// Reads a fixture's first line (its ports) on a thread of its own: a test must never block a
+/// cooperative-pool thread while a Python process starts on a busy machine, or every other test
+/// in the process stalls behind it. The line, or what came before end of file.
+public func firstLine(of handle: FileHandle) async -> [UInt8] {
+    await withCheckedContinuation { (continuation: CheckedContinuation<[UInt8], Never>) in
+        Thread {
+            var line: [UInt8] = []
+            while !line.contains(0x0A) {
+                let data = handle.availableData
+                if data.isEmpty { break }
+                line.append(contentsOf: data)
+            }
+            continuation.resume(returning: line)
+        }.start()
+    }
+}
