@@ -125,6 +125,7 @@ extension TokenManager {
             session.generation += 1
             session.token = nil
             session.refreshToken = nil
+            session.unsavedRotation = nil
             session.revision = nil
             session.tokenFromStore = false
             session.invalidated = false

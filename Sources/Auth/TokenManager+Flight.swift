@@ -292,6 +292,9 @@ extension TokenManager {
             revision = try await store.save(stored, for: storeKey, logoutEpoch: logoutEpoch)
         } catch {
             guard session.generation == generation else { throw AuthError.loggedOut }
+            if let rotated = response.refreshToken {
+                session.unsavedRotation = (rotated, session.revision)
+            }
             session.refreshToken = refreshToken
             session.token = nil
             session.revision = nil
@@ -313,6 +316,7 @@ extension TokenManager {
         }
         session.revision = revision
         session.refreshToken = refreshToken
+        session.unsavedRotation = nil
         session.tokenFromStore = false
         return token
     }
@@ -321,6 +325,7 @@ extension TokenManager {
     func forgetTokens(_ session: Session) {
         session.token = nil
         session.refreshToken = nil
+        session.unsavedRotation = nil
         session.revision = nil
         session.tokenFromStore = false
         session.invalidated = false
@@ -331,6 +336,7 @@ extension TokenManager {
     private func dropRefreshState(_ session: Session, refused: String) async throws {
         guard session.refreshToken == nil || session.refreshToken == refused else { return }
         session.refreshToken = nil
+        session.unsavedRotation = nil
         session.token = session.token.map {
             Token(
                 accessToken: $0.accessToken, tokenType: $0.tokenType, receivedAt: $0.receivedAt,
@@ -346,8 +352,20 @@ extension TokenManager {
 
     /// Takes what the store holds as the session's state: the same revision keeps the held token
     /// (and its stamp); another one replaces it; an entry gone (logged out, or refused, in another
-    /// process) drops what this process held from the store.
+    /// process) drops what this process held from the store. While a rotated refresh token could
+    /// not be committed, the entry it replaced (same revision) is not adopted: it holds the spent one.
     func adoptStored(_ stored: StoredTokens?, into session: Session) {
+        if let unsaved = session.unsavedRotation {
+            guard stored?.revision != unsaved.storedRevision else {
+                session.refreshToken = unsaved.refreshToken
+                session.token = nil
+                session.revision = stored?.revision
+                session.invalidated = false
+                session.tokenFromStore = false
+                return
+            }
+            session.unsavedRotation = nil
+        }
         guard let stored else {
             if session.revision != nil {
                 session.revision = nil

@@ -57,6 +57,10 @@ public actor TokenManager {
         /// The token was invalidated (401 recovery or `token-invalidate`) and must be renewed.
         var invalidated = false
         var refreshToken: String?
+        /// A rotated refresh token the store failed to commit, with the revision of the entry that
+        /// still holds the spent one it replaced (`nil`: no entry). Re-reading that entry keeps the
+        /// rotated token (the stored one would be a replay); a newer entry replaces both.
+        var unsavedRotation: (refreshToken: String, storedRevision: Int64?)?
         /// The refresh token was refused; only `logout` clears this.
         var interactionRequired = false
         var flight: Flight?
@@ -219,10 +223,14 @@ public actor TokenManager {
         return token
     }
 
-    /// Another process changed the store: every session without a flight re-reads it on its next
-    /// use (a renewal, `token-invalidate` or `logout` elsewhere is seen at once).
+    /// Another process changed the store: every session re-reads it on its next use (a renewal,
+    /// `token-invalidate` or `logout` elsewhere is seen at once). Sessions with a flight under way
+    /// too: the change check consumed the signal, and the flight's own read may predate the change
+    /// (e.g. an invalidation recorded on the entry the flight just committed), so the first use
+    /// after the flight re-reads; the flight itself is not disturbed (it never looks at `loaded`
+    /// after its start).
     func markStale() {
-        for session in sessions.values where session.flight == nil { session.loaded = false }
+        for session in sessions.values { session.loaded = false }
     }
 
     /// What `status` shows about the store.

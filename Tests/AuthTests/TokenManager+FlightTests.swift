@@ -1,5 +1,6 @@
 import ErrorKinds
 import Foundation
+import Synchronization
 import Testing
 
 @testable import Auth
@@ -58,4 +59,106 @@ import Testing
         #expect(next == epoch + 1)
         #expect(try await store.save(StoredTokens(accessToken: "at-3"), for: key, logoutEpoch: next) != nil)
     }
+}
+
+/// A change made by another process while a flight is under way (SPEC §5.6: seen on the next
+/// request, never later), on a real SQLite store shared by two managers.
+@Suite struct TokenManagerChangeDuringAFlightTests {
+    @Test func anInvalidationElsewhereSeenWhileAFlightCommitsIsHonouredByTheNextUse() async throws {
+        let directory = try StoreDirectory()
+        let configuration = OAuthClientConfiguration(
+            tokenURL: "https://as.example/token", clientID: "svc", clientSecret: .value(clientSecretCanary))
+        let store = SaveHeldStore(SQLiteTokenStore(path: directory.database))
+        let transport = FakeTransport.counting()
+        let manager = TokenManager(transport: transport, store: store, clock: FakeClock())
+        let key = try await manager.register(environment: "dev", profile: "svc", configuration: configuration)
+        // Another process on the same file.
+        let other = TokenManager(
+            transport: FakeTransport.counting(), store: SQLiteTokenStore(path: directory.database), clock: FakeClock())
+        try await other.register(environment: "dev", profile: "svc", configuration: configuration)
+
+        #expect(try await manager.token(for: key).accessToken == "at-1")
+        #expect(await manager.invalidate() == 1)
+        store.holdAfterSave()
+        let renewal = Task { try await manager.token(for: key) }
+        // at-2 is committed; the flight has not finished yet.
+        await store.savesDone.wait(for: 2)
+        #expect(await other.invalidate() == 1, "recorded on the entry just committed")
+        // Another caller's change check sees that invalidation while the flight is still under way.
+        let joined = Task { try await manager.token(for: key) }
+        await waitUntil { await manager.waiterCount(key) == 2 }
+        store.release()
+        #expect(try await renewal.value.accessToken == "at-2")
+        #expect(try await joined.value.accessToken == "at-2")
+        // The store's queue is idle (its lease release ran before this read), so the next change
+        // check answers from `data_version`, not "busy, so changed".
+        _ = try await store.load(StoreKey(session: key))
+        // The next use honours it: at-2 was invalidated elsewhere, so it is renewed, not handed out.
+        #expect(try await manager.token(for: key).accessToken == "at-3")
+        #expect(transport.tokenRequests.count == 3)
+    }
+}
+
+/// Forwards to a real store; after ``holdAfterSave()``, a save that has committed waits until
+/// ``release()`` before it returns (the window between a flight's commit and its end).
+final class SaveHeldStore: TokenStore {
+    private struct State {
+        var holding = false
+        var held: [CheckedContinuation<Void, Never>] = []
+    }
+    private let base: any TokenStore
+    private let state = Mutex(State())
+    /// Counts committed saves.
+    let savesDone = CountWatcher()
+
+    init(_ base: any TokenStore) { self.base = base }
+
+    func holdAfterSave() { state.withLock { $0.holding = true } }
+
+    func release() {
+        let held = state.withLock { state -> [CheckedContinuation<Void, Never>] in
+            state.holding = false
+            defer { state.held = [] }
+            return state.held
+        }
+        for continuation in held { continuation.resume() }
+    }
+
+    var info: TokenStoreInfo { base.info }
+    func open() async throws { try await base.open() }
+    func load(_ key: StoreKey) async throws -> StoredTokens? { try await base.load(key) }
+
+    func save(_ tokens: StoredTokens, for key: StoreKey, logoutEpoch: Int64?) async throws -> Int64? {
+        let revision = try await base.save(tokens, for: key, logoutEpoch: logoutEpoch)
+        savesDone.increment()
+        await withCheckedContinuation { continuation in
+            let pass = state.withLock { state -> Bool in
+                if !state.holding { return true }
+                state.held.append(continuation)
+                return false
+            }
+            if pass { continuation.resume() }
+        }
+        return revision
+    }
+
+    func remove(_ key: StoreKey) async throws { try await base.remove(key) }
+    func logoutEpoch(_ key: StoreKey) async throws -> Int64 { try await base.logoutEpoch(key) }
+    func logOut(_ key: StoreKey) async throws { try await base.logOut(key) }
+    func recordInvalidation(_ key: StoreKey, revision: Int64?) async throws -> Bool {
+        try await base.recordInvalidation(key, revision: revision)
+    }
+    func changedElsewhere() -> Bool { base.changedElsewhere() }
+    func acquireLease(_ key: StoreKey, purpose: LeasePurpose, deadline: Date, expiresAt: Date) async throws
+        -> StoreLease
+    {
+        try await base.acquireLease(key, purpose: purpose, deadline: deadline, expiresAt: expiresAt)
+    }
+    func releaseLease(_ lease: StoreLease) { base.releaseLease(lease) }
+    func isSeedSpent(_ fingerprint: String) async throws -> Bool { try await base.isSeedSpent(fingerprint) }
+    func markSeedSpent(_ fingerprint: String) async throws { try await base.markSeedSpent(fingerprint) }
+    func recordUnexplainedRenewal(_ key: StoreKey, at date: Date, window: TimeInterval) async throws -> Int {
+        try await base.recordUnexplainedRenewal(key, at: date, window: window)
+    }
+    func clearUnexplainedRenewals(_ key: StoreKey) async throws { try await base.clearUnexplainedRenewals(key) }
 }

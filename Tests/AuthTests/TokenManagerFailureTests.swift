@@ -318,6 +318,31 @@ struct TokenManagerFailureTests {
         #expect(Harness.form(h.transport.tokenRequests[1])["refresh_token"] == "rt-1")
     }
 
+    @Test func aRenewalWhoseSaveFailedKeepsItsRotatedRefreshTokenOverTheSpentOneInTheStore() async throws {
+        let store = FakeStore()
+        let configuration = refreshConfiguration()
+        let key = SessionKey(environment: "staging", profile: "service", configuration: configuration)
+        let clock = FakeClock()
+        store.put(
+            StoredTokens(
+                accessToken: "at-stored", receivedAt: clock.now, expiresAt: clock.now.addingTimeInterval(600),
+                refreshToken: "rt-stored", revision: 1),
+            for: key)
+        let h = try await Harness(
+            configuration: configuration, transport: .counting(refreshToken: true), clock: clock, store: store)
+        #expect(try await h.token().accessToken == "at-stored")
+        #expect(await h.manager.invalidate() == 1)
+        h.store.failSaves(true)
+        await #expect(throws: AuthError.self) { try await h.token() }
+        h.store.failSaves(false)
+        // The store still holds the spent rt-stored (the server rotated it to rt-1): re-reading it
+        // under the lease must not bring it back.
+        #expect(try await h.token().accessToken == "at-2")
+        let sent = h.transport.tokenRequests.map { Harness.form($0)["refresh_token"] }
+        #expect(sent == ["rt-stored", "rt-1"])
+        #expect(store.entry(key)?.refreshToken == "rt-2")
+    }
+
     @Test func storedTokensAreUsedWithoutARequest() async throws {
         let store = FakeStore()
         let configuration = refreshConfiguration()
