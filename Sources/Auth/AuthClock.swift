@@ -32,3 +32,12 @@ extension Duration {
         return TimeInterval(parts.seconds) + TimeInterval(parts.attoseconds) / 1e18
     }
 }
+
+extension AuthClock {
+    /// The time left until `deadline` as a request timeout (at least 1 ms), or `nil` once it has
+    /// passed: every request of the Auth module is bounded by what is left of its caller's deadline.
+    func requestTimeout(until deadline: Date) -> Duration? {
+        let remaining = deadline.timeIntervalSince(now)
+        return remaining > 0 ? .milliseconds(Int64(max(1, remaining * 1000))) : nil
+    }
+}

@@ -65,10 +65,9 @@ extension TokenEndpointClient {
         var attempt = 0
         while true {
             attempt += 1
-            let remaining = deadline.timeIntervalSince(clock.now)
-            guard remaining > 0 else { throw AuthError.timeout }
+            guard let timeout = clock.requestTimeout(until: deadline) else { throw AuthError.timeout }
             var attemptRequest = request
-            attemptRequest.timeout = .milliseconds(Int64(max(1, remaining * 1000)))
+            attemptRequest.timeout = timeout
             let response: HTTPResponse
             do {
                 response = try await transport.send(collecting: attemptRequest)

@@ -100,12 +100,10 @@ public actor DiscoveryClient {
         var transientFailure: AuthError?
         var retryAfter: Duration?
         for url in urls {
-            let remaining = deadline.timeIntervalSince(clock.now)
-            guard remaining > 0 else { throw AuthError.timeout }
+            guard let timeout = clock.requestTimeout(until: deadline) else { throw AuthError.timeout }
             var headers = HTTPHeaders()
             headers.add(name: "Accept", value: "application/json")
-            let request = HTTPRequest(
-                method: "GET", url: url, headers: headers, timeout: .milliseconds(Int64(max(1, remaining * 1000))))
+            let request = HTTPRequest(method: "GET", url: url, headers: headers, timeout: timeout)
             let response: HTTPResponse
             do {
                 response = try await transport.send(collecting: request)

@@ -20,26 +20,16 @@ struct LoginSecrets: Sendable {
         let verifier = Base64URL.encode(try randomBytes(32))
         Redactor.shared.register(verifier)
         return LoginSecrets(
-            verifier: verifier, challenge: Base64URL.encode(sha256(Array(verifier.utf8))),
+            verifier: verifier, challenge: Base64URL.encode(LibCrypto.sha256(Array(verifier.utf8))),
             state: Base64URL.encode(try randomBytes(16)), nonce: Base64URL.encode(try randomBytes(16)))
     }
 
     /// `count` bytes from `RAND_bytes`.
     static func randomBytes(_ count: Int) throws(AuthError) -> [UInt8] {
-        var bytes = [UInt8](repeating: 0, count: count)
-        let status = bytes.withUnsafeMutableBufferPointer { tr_RAND_bytes($0.baseAddress, Int32(count)) }
-        guard status == 1 else { throw .configuration("the system random generator failed") }
-        return bytes
-    }
-
-    /// SHA-256 of `bytes`.
-    static func sha256(_ bytes: [UInt8]) -> [UInt8] {
-        LibCrypto.require()
-        var output = [UInt8](repeating: 0, count: Int(SHA256_DIGEST_LENGTH))
-        _ = bytes.withUnsafeBufferPointer { input in
-            output.withUnsafeMutableBufferPointer { out in tr_SHA256(input.baseAddress, input.count, out.baseAddress) }
+        guard let bytes = LibCrypto.randomBytes(count) else {
+            throw .configuration("the system random generator failed")
         }
-        return output
+        return bytes
     }
 }
 

@@ -149,7 +149,7 @@ public final class SQLiteTokenStore: TokenStore {
 
     /// A fresh random key, base64 (`tokenrelay store new-key`).
     public static func newKey() -> String? {
-        StoreCipher.randomBytes(StoreCipher.keyLength).map { Data($0).base64EncodedString() }
+        LibCrypto.randomBytes(StoreCipher.keyLength).map { Data($0).base64EncodedString() }
     }
 
     private func openConnection(cipher: StoreCipher?) throws(AuthError) -> Opened {

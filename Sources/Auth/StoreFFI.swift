@@ -170,16 +170,11 @@ struct StoreCipher: Sendable {
         self.key = key
     }
 
-    /// `count` random bytes from libcrypto's CSPRNG; `nil` if it failed.
-    static func randomBytes(_ count: Int) -> [UInt8]? {
-        var bytes = [UInt8](repeating: 0, count: count)
-        let ok = bytes.withUnsafeMutableBufferPointer { tr_RAND_bytes($0.baseAddress, Int32(count)) }
-        return ok == 1 ? bytes : nil
-    }
-
     /// Seals `plaintext` with `associatedData`; `nil` only if libcrypto failed.
     func seal(_ plaintext: [UInt8], associatedData: [UInt8]) -> [UInt8]? {
-        guard let nonce = Self.randomBytes(Self.nonceLength), let context = tr_EVP_CIPHER_CTX_new() else { return nil }
+        guard let nonce = LibCrypto.randomBytes(Self.nonceLength), let context = tr_EVP_CIPHER_CTX_new() else {
+            return nil
+        }
         defer { tr_EVP_CIPHER_CTX_free(context) }
         var output = [UInt8](repeating: 0, count: plaintext.count + 16)
         var tag = [UInt8](repeating: 0, count: Self.tagLength)
@@ -237,15 +232,6 @@ struct StoreCipher: Sendable {
         return Array(output[0..<Int(total + length)])
     }
 
-    /// SHA-256 of `bytes`.
-    static func sha256(_ bytes: [UInt8]) -> [UInt8] {
-        LibCrypto.require()
-        var output = [UInt8](repeating: 0, count: Int(SHA256_DIGEST_LENGTH))
-        _ = bytes.withUnsafeBufferPointer { input in
-            output.withUnsafeMutableBufferPointer { out in tr_SHA256(input.baseAddress, input.count, out.baseAddress) }
-        }
-        return output
-    }
 }
 
 /// libcrypto, loaded on first use (Sources/CCrypto/shim.h).
@@ -259,6 +245,23 @@ enum LibCrypto {
         let message = "tokenrelay: libcrypto.so.3 could not be loaded (install OpenSSL 3's libssl3)\n"
         _ = message.utf8CString.withUnsafeBufferPointer { write(STDERR_FILENO, $0.baseAddress, $0.count - 1) }
         exit(70)
+    }
+
+    /// `count` random bytes from libcrypto's CSPRNG; `nil` if it failed.
+    static func randomBytes(_ count: Int) -> [UInt8]? {
+        var bytes = [UInt8](repeating: 0, count: count)
+        let ok = bytes.withUnsafeMutableBufferPointer { tr_RAND_bytes($0.baseAddress, Int32(count)) }
+        return ok == 1 ? bytes : nil
+    }
+
+    /// SHA-256 of `bytes`.
+    static func sha256(_ bytes: [UInt8]) -> [UInt8] {
+        require()
+        var output = [UInt8](repeating: 0, count: Int(SHA256_DIGEST_LENGTH))
+        _ = bytes.withUnsafeBufferPointer { input in
+            output.withUnsafeMutableBufferPointer { out in tr_SHA256(input.baseAddress, input.count, out.baseAddress) }
+        }
+        return output
     }
 }
 

@@ -158,13 +158,13 @@ public struct TokenEndpointClient: Sendable {
         var attempt = 0
         var lastError: AuthError = .timeout
         while true {
-            let now = clock.now
-            let remaining = deadline.timeIntervalSince(now)
-            guard remaining > 0 else { throw attempt == 0 ? AuthError.timeout : lastError }
+            guard let timeout = clock.requestTimeout(until: deadline) else {
+                throw attempt == 0 ? AuthError.timeout : lastError
+            }
             if attempt == 0 { try await beforeFirstSend() }
             attempt += 1
             var attemptRequest = request
-            attemptRequest.timeout = .milliseconds(Int64(max(1, remaining * 1000)))
+            attemptRequest.timeout = timeout
             var retryAfter: Duration?
             do {
                 let response = try await transport.send(collecting: attemptRequest)

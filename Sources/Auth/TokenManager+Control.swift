@@ -123,16 +123,10 @@ extension TokenManager {
                 accessToken: session.token?.accessToken)
             loggedOut.append((session, revocation, session.loaded))
             session.generation += 1
-            session.token = nil
-            session.refreshToken = nil
-            session.unsavedRotation = nil
-            session.revision = nil
-            session.tokenFromStore = false
-            session.invalidated = false
+            forgetTokens(session)
             session.interactionRequired = false
             session.lastError = nil
             session.loaded = true
-            session.identity = nil
         }
         var failure: AuthError?
         var revocations: [TokenRevocation] = []

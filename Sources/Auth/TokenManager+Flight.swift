@@ -431,5 +431,5 @@ extension TokenManager {
     }
 
     /// The SHA-256 digest of `value` (consumed seeds are remembered by digest, not by value).
-    static func digest(_ value: String) -> [UInt8] { StoreCipher.sha256(Array(value.utf8)) }
+    static func digest(_ value: String) -> [UInt8] { LibCrypto.sha256(Array(value.utf8)) }
 }

@@ -13,12 +13,10 @@ extension TokenManager {
             throw AuthError.invalidIDToken("the issuer's verified metadata names no jwks_uri")
         }
         if !refresh, let cached = jwksCache[uri] { return cached }
-        let remaining = deadline.timeIntervalSince(clock.now)
-        guard remaining > 0 else { throw AuthError.timeout }
+        guard let timeout = clock.requestTimeout(until: deadline) else { throw AuthError.timeout }
         var headers = HTTPHeaders()
         headers.add(name: "Accept", value: "application/json")
-        let request = HTTPRequest(
-            method: "GET", url: uri, headers: headers, timeout: .milliseconds(Int64(max(1, remaining * 1000))))
+        let request = HTTPRequest(method: "GET", url: uri, headers: headers, timeout: timeout)
         let response: HTTPResponse
         do {
             response = try await traffic(for: key).endpoint.transport.send(collecting: request)

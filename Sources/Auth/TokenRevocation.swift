@@ -46,10 +46,9 @@ extension TokenEndpointClient {
     /// Sends one revocation request once, within `deadline`. RFC 7009 §2.2: HTTP 200 means the
     /// token is revoked (or was already invalid); anything else throws.
     func revoke(_ request: HTTPRequest, deadline: Date) async throws(AuthError) {
-        let remaining = deadline.timeIntervalSince(clock.now)
-        guard remaining > 0 else { throw .timeout }
+        guard let timeout = clock.requestTimeout(until: deadline) else { throw .timeout }
         var attemptRequest = request
-        attemptRequest.timeout = .milliseconds(Int64(max(1, remaining * 1000)))
+        attemptRequest.timeout = timeout
         let response: HTTPResponse
         do {
             response = try await transport.send(collecting: attemptRequest)

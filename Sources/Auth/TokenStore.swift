@@ -58,7 +58,7 @@ public struct StoreKey: Sendable, Hashable, CustomStringConvertible {
     /// Hex SHA-256 of the canonical form of everything above (the store's row id). Computed when a
     /// store is used, not when a session is registered: hashing loads libcrypto, which a start
     /// that never touches a store does not need to map.
-    public var id: String { StoreKey.hex(StoreCipher.sha256(Array(canonical.utf8))) }
+    public var id: String { StoreKey.hex(LibCrypto.sha256(Array(canonical.utf8))) }
 
     /// The key of `session` (with the fingerprint of its seed, if any).
     public init(session: SessionKey, seedFingerprint: String? = nil) {

@@ -100,7 +100,7 @@ import Testing
         #expect(sent["client_secret"] == nil, "a public client sends no secret")
         #expect(sent["extra"] == "1", "token parameters are sent")
         let verifier = try #require(sent["code_verifier"])
-        #expect(Base64URL.encode(LoginSecrets.sha256(Array(verifier.utf8))) == parameters["code_challenge"])
+        #expect(Base64URL.encode(LibCrypto.sha256(Array(verifier.utf8))) == parameters["code_challenge"])
         #expect(try await manager.token(for: key).accessToken == "at-login")
     }
 
