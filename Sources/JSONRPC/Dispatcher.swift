@@ -61,6 +61,7 @@ public final class Dispatcher: Sendable {
     private let limits: DispatcherLimits
     private let errorMapper: @Sendable (any Error) -> RPCError
     private let shutdownMethod: String?
+    private let executorPreference: @Sendable (RPCRequest) -> (any TaskExecutor)?
     /// Guarded by the mutex: slots, queue, in-flight table, lifecycle.
     private let state = Mutex(State())
 
@@ -73,13 +74,18 @@ public final class Dispatcher: Sendable {
     ///   - shutdownMethod: the request after which every new request is refused with kind
     ///     `shutting_down` (decided when it is read, so the order of requests is respected).
     ///   - errorMapper: the one place that turns any thrown error into a wire error.
+    ///   - executorPreference: the executor a request's task prefers (`nil`: the global one), e.g.
+    ///     the event loop that will do its transfer, so that the task, the transfer and the
+    ///     answer need no thread hand-off. Only a scheduling choice: any executor is correct.
     public init(
         methods: [String: MethodHandler], notifications: [String: MethodHandler] = [:],
         readOrderNotifications: [String: @Sendable (RequestContext) -> Void] = [:], sink: MessageSink,
         limits: DispatcherLimits = DispatcherLimits(), shutdownMethod: String? = "shutdown",
-        errorMapper: @escaping @Sendable (any Error) -> RPCError
+        errorMapper: @escaping @Sendable (any Error) -> RPCError,
+        executorPreference: @escaping @Sendable (RPCRequest) -> (any TaskExecutor)? = { _ in nil }
     ) {
         self.shutdownMethod = shutdownMethod
+        self.executorPreference = executorPreference
         self.methods = methods
         self.notificationHandlers = notifications
         self.readOrderNotificationHandlers = readOrderNotifications
@@ -238,7 +244,7 @@ public final class Dispatcher: Sendable {
     private func start(_ pending: Pending) {
         guard let id = pending.request.id else { return }
         let context = RequestContext(id: id, inBatch: pending.batch != nil, sink: sink)
-        let task = Task.detached { [self] in
+        let task = Task.detached(executorPreference: executorPreference(pending.request)) { [self] in
             let response: JSONValue
             if Task.isCancelled {
                 response = MessageCodec.response(id: id, error: .cancelled)

@@ -70,7 +70,8 @@ public final class RelayServer: Sendable {
         let dispatcher = Dispatcher(
             methods: methodTable(), notifications: notificationTable(),
             readOrderNotifications: readOrderNotificationTable(), sink: writer,
-            limits: options.dispatcherLimits, errorMapper: ErrorMapping.rpcError)
+            limits: options.dispatcherLimits, errorMapper: ErrorMapping.rpcError,
+            executorPreference: { [runtimes] request in runtimes.current.executor(for: request) })
         let notifier = Notifier(sink: writer)
         let authEvents = Task.detached { [runtimes] in
             for await event in runtimes.current.manager.events {

@@ -21,6 +21,10 @@ import Synchronization
 // - String options are copied by libcurl; the request body is copied (COPYPOSTFIELDS); the
 //   header slist lives until the handle is detached, then is freed.
 // - Continuations are resumed on the loop thread, never while holding a lock.
+// - The loop is also a TaskExecutor: a task that prefers it (``CurlTransport/executor``) runs its
+//   jobs on the loop thread between transfers, so a request's task, its transfer and its answer
+//   need no thread hand-off. A job never blocks (every wait in the code is a suspension), and a
+//   job enqueued once the loop has stopped runs on the global executor: no job is ever dropped.
 // - The multi handle is cleaned up in deinit, so a late curl_multi_wakeup never touches freed
 //   memory (every caller of wakeup holds a reference to the loop).
 
@@ -36,6 +40,8 @@ final class CurlEventLoop: @unchecked Sendable {  // Safe: inbox is a Mutex; the
         case add(CurlTransfer)
         case cancel(CurlTransfer)
         case resume(CurlTransfer)
+        /// A job of a task that prefers this loop as its executor.
+        case run(UnownedJob)
         case shutdown
     }
 
@@ -109,6 +115,7 @@ final class CurlEventLoop: @unchecked Sendable {  // Safe: inbox is a Mutex; the
                 case .add(let transfer): stop ? finish(transfer, .failure(HTTPError.cancelled)) : add(transfer)
                 case .cancel(let transfer): cancel(transfer)
                 case .resume(let transfer): resume(transfer)
+                case .run(let job): job.runSynchronously(on: asUnownedTaskExecutor())
                 case .shutdown: stop = true
                 }
             }
@@ -387,7 +394,13 @@ final class CurlEventLoop: @unchecked Sendable {  // Safe: inbox is a Mutex; the
             defer { inbox.commands.removeAll() }
             return inbox.commands
         }
-        for case .add(let transfer) in late { finish(transfer, .failure(HTTPError.cancelled)) }
+        for command in late {
+            switch command {
+            case .add(let transfer): finish(transfer, .failure(HTTPError.cancelled))
+            case .run(let job): globalConcurrentExecutor.enqueue(ExecutorJob(job))
+            case .cancel, .resume, .shutdown: break
+            }
+        }
     }
 
     // MARK: Helpers
@@ -443,6 +456,14 @@ final class CurlEventLoop: @unchecked Sendable {  // Safe: inbox is a Mutex; the
         var spec = timespec()
         clock_gettime(CLOCK_MONOTONIC, &spec)
         return UInt64(spec.tv_sec) &* 1_000_000_000 &+ UInt64(spec.tv_nsec)
+    }
+}
+
+extension CurlEventLoop: TaskExecutor {
+    /// Runs `job` on the loop thread (the global executor once the loop has stopped).
+    func enqueue(_ job: consuming ExecutorJob) {
+        let job = UnownedJob(job)
+        if !enqueue(.run(job)) { globalConcurrentExecutor.enqueue(ExecutorJob(job)) }
     }
 }
 

@@ -55,6 +55,12 @@ public final class CurlTransport: HTTPTransport {
 
     deinit { loop.enqueue(.shutdown) }
 
+    /// The loop thread as a task executor. A task that prefers it (`Task(executorPreference:)`)
+    /// runs between transfers on the thread that does them: its transfers start and finish with
+    /// no thread hand-off. Its jobs must not block (they never do in this code: every wait is a
+    /// suspension); after ``shutdown()`` its jobs run on the global executor.
+    public var executor: any TaskExecutor { loop }
+
     /// Stops the loop thread; transfers in flight and later calls fail with ``HTTPError/cancelled``.
     public func shutdown() { loop.enqueue(.shutdown) }
 

@@ -26,6 +26,12 @@ final class LazyTransport: HTTPTransport {
         try await current().send(request)
     }
 
+    /// The transport's loop as a task executor, once the transport exists (it is not created for
+    /// this: a request before the first transfer runs on the global executor).
+    var startedExecutor: (any TaskExecutor)? {
+        transport.withLock { $0 }?.executor
+    }
+
     /// Stops the transport if it was ever created.
     func shutdown() {
         transport.withLock { $0 }?.shutdown()

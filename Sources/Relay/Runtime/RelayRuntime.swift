@@ -142,7 +142,7 @@ final class RelayRuntime: Sendable {
         case .memory:
             return InMemoryTokenStore()
         case .sqlite:
-            let path = settings.path ?? StoreSettings.defaultPath(environment: ProcessInfo.processInfo.environment)
+            let path = settings.path ?? StoreSettings.defaultPath(environment: ProcessEnvironment.current())
             let key = settings.encryptionKey.map { source in SecretProvider { try await source.resolve() } }
             return SQLiteTokenStore(path: path, encryptionKey: key)
         }
@@ -204,6 +204,16 @@ final class RelayRuntime: Sendable {
 
     /// The profile named `name` in `environment`, or its default one; `nil` when the environment
     /// has no profile at all.
+    /// The event loop of the environment `request` names (`params.environment`, else the
+    /// default), once its transport exists: the request's task runs there, on the thread that
+    /// will do its transfer. A scheduling hint only: a request that names no valid environment
+    /// fails in its handler, wherever it runs.
+    func executor(for request: RPCRequest) -> (any TaskExecutor)? {
+        var name = defaultEnvironmentName
+        if case .string(let named)? = request.params?["environment"] { name = named }
+        return name.flatMap { environmentTransports[$0] }?.startedExecutor
+    }
+
     func profile(_ name: String?, in environment: EnvironmentRuntime) throws(RPCError) -> ProfileRuntime? {
         let known = JSONValue.array(environment.settings.profiles.map { .string($0.name) })
         guard let name = name ?? environment.defaultProfileName else {
