@@ -63,8 +63,13 @@ public final class SQLiteTokenStore: TokenStore {
     private let queue = DispatchQueue(label: "tokenrelay.sqlite-store")
     /// What `info` shows of the opened store (schema version, encrypted), readable from any thread.
     private let openedInfo = Mutex<(schemaVersion: Int, encrypted: Bool)?>(nil)
-    /// This process, as lease rows name their holder.
-    private let holder: (pid: Int64, start: Int64)
+    /// This process, as lease rows name their holder (read from /proc on the first lease, not at
+    /// start: a process that never renews never reads it).
+    private var holder: (pid: Int64, start: Int64) { Self.thisProcess }
+    private static let thisProcess: (pid: Int64, start: Int64) = {
+        let pid = getpid()
+        return (Int64(pid), processStartTime(pid) ?? 0)
+    }()
 
     /// A store at `path` (opened on first use), sealing tokens under the key from `encryptionKey`
     /// (base64 or hex of 32 bytes) when given.
@@ -72,8 +77,6 @@ public final class SQLiteTokenStore: TokenStore {
         self.path = path
         self.encryptionKey = encryptionKey
         busyTimeoutMilliseconds = Int32(busyTimeout.components.seconds * 1000)
-        let pid = getpid()
-        holder = (Int64(pid), processStartTime(pid) ?? 0)
     }
 
     public var info: TokenStoreInfo {

@@ -19,7 +19,10 @@ enum Interpolation {
 
     /// Interpolates `text` against `environment`.
     static func apply(_ text: String, environment: [String: String]) throws(Failure) -> Outcome {
-        guard text.contains("$") else { return Outcome(text: text, missing: [], referencedVariables: false) }
+        // On the bytes: `String.contains(_: String)` is Foundation's, through NSString.
+        guard text.utf8.contains(UInt8(ascii: "$")) else {
+            return Outcome(text: text, missing: [], referencedVariables: false)
+        }
         let characters = Array(text)
         var output = ""
         var missing: [String] = []

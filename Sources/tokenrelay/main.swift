@@ -1,3 +1,4 @@
+import Config
 import Foundation
 import JSONRPC
 import Logging
@@ -8,6 +9,6 @@ import Relay
 
 ProcessSetup.resetSignals()
 let arguments = Array(CommandLine.arguments.dropFirst())
-let exitCode = await CommandLineTool.run(arguments: arguments, environment: ProcessInfo.processInfo.environment)
+let exitCode = await CommandLineTool.run(arguments: arguments, environment: ProcessEnvironment.current())
 log.flush()
 exit(exitCode)

@@ -145,7 +145,7 @@ extension ProfileRuntime {
     private static func openBrowser(argv: [String], url: String) async {
         do throws(SecretCommandError) {
             _ = try await ProcessCommandRunner().run(
-                argv: argv + [url], environment: ProcessInfo.processInfo.environment, timeout: .seconds(30))
+                argv: argv + [url], environment: ProcessEnvironment.current(), timeout: .seconds(30))
         } catch {
             log.warn("open_browser: \(argv[0]) failed: \(error.description); open the URL from auth-prompt")
         }
