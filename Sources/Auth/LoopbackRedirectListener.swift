@@ -103,11 +103,11 @@ final class LoopbackRedirectListener: Sendable {
             try await withCheckedThrowingContinuation {
                 (continuation: CheckedContinuation<(RedirectCallback, BrowserAnswer), any Error>) in
                 let thread = Thread { [self] in
+                    Thread.current.name = "relay-redirect"
                     let result = serve(state: state)
                     close()
                     continuation.resume(with: result)
                 }
-                thread.name = "tokenrelay-redirect-listener"
                 thread.start()
             }
         } onCancel: {

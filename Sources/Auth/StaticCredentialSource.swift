@@ -64,10 +64,7 @@ public final class StaticCredentialSource: CredentialSource, BearerTokenSource {
     public func invalidate(stamp: CredentialStamp) async throws {}
 
     private func secret(_ provider: SecretProvider) async throws -> String {
-        if let value = resolved.withLock({ $0 }) {
-            Redactor.shared.registerToken(value)  // in use: kept among the redactor's recent values
-            return value
-        }
+        if let value = resolved.withLock({ $0 }) { return value }
         let value: String
         do {
             value = try await provider.resolve()
@@ -76,6 +73,10 @@ public final class StaticCredentialSource: CredentialSource, BearerTokenSource {
         } catch {
             throw AuthError.configuration("the credential's secret could not be resolved")
         }
+        // Kept for the life of this source, so masked for the life of the process (a file or
+        // command secret is registered by `resolve` only among the recent tokens, which a
+        // stream of issued tokens could push out while this one is still being sent).
+        Redactor.shared.register(value)
         resolved.withLock { $0 = value }
         return value
     }

@@ -65,8 +65,10 @@ public final class LogWriter: Sendable {
         case .none: break
         case .wake: wakeup.signal()
         case .start:
-            let thread = Thread { [self] in run() }
-            thread.name = "tokenrelay-log"
+            let thread = Thread { [self] in
+                Thread.current.name = "relay-stderr"
+                run()
+            }
             thread.start()
         }
     }

@@ -10,7 +10,7 @@ import Synchronization
 // ALL of the transport's unsafe C work lives in this file (the URL API's lives in CurlURL.swift).
 //
 // Invariants:
-// - One loop thread ("tokenrelay-curl") owns the CURLM handle and every easy handle: it alone
+// - One loop thread ("relay-curl") owns the CURLM handle and every easy handle: it alone
 //   calls curl_multi_* (except curl_multi_wakeup, which libcurl allows from any thread) and
 //   curl_easy_* on them. Other threads only append commands to `inbox` (Mutex) and wake it.
 // - A CurlTransfer is retained by `active` for as long as its easy handle is attached to the
@@ -61,6 +61,9 @@ final class CurlEventLoop: @unchecked Sendable {  // Safe: inbox is a Mutex; the
     private var pool: [CurlEasyHandle] = []
     private var nextIdleCheck: UInt64 = .max
 
+    /// The loop thread's name (Linux keeps 15 bytes of a thread name).
+    static let threadName = "relay-curl"
+
     private static let globalInit: Bool = tr_curl_load() == 1 && tr_global_init(Int(CURL_GLOBAL_DEFAULT)) == CURLE_OK
 
     init(options: CurlTransport.Options) throws(HTTPError) {
@@ -73,8 +76,10 @@ final class CurlEventLoop: @unchecked Sendable {  // Safe: inbox is a Mutex; the
         if options.maxConnectionsPerHost > 0 {
             _ = tr_multi_setopt_long(multi, CURLMOPT_MAX_HOST_CONNECTIONS, options.maxConnectionsPerHost)
         }
-        let thread = Thread { [self] in self.run() }
-        thread.name = "tokenrelay-curl"
+        let thread = Thread { [self] in
+            Thread.current.name = Self.threadName
+            self.run()
+        }
         thread.start()
     }
 

@@ -40,6 +40,7 @@ public final class StdioReader: Sendable {
         let limits = limits
         let waitForRoom = waitForRoom
         let thread = Thread {
+            Thread.current.name = "relay-stdin"
             var framer = MessageFramer(framing: framing, limits: limits)
             var announced = false
             var buffer = [UInt8](repeating: 0, count: 64 << 10)
@@ -72,7 +73,6 @@ public final class StdioReader: Sendable {
             deliver(framer.finish())
             onEnd()
         }
-        thread.name = "tokenrelay-reader"
         thread.start()
     }
 }

@@ -184,8 +184,10 @@ public final class StdioWriter: MessageSink {
             switch action {
             case .wake: wakeup.signal()
             case .startThread:
-                let thread = Thread { [self] in run() }
-                thread.name = "tokenrelay-writer"
+                let thread = Thread { [self] in
+                    Thread.current.name = "relay-stdout"
+                    run()
+                }
                 thread.start()
             case .none, .writeInline: break
             }
