@@ -103,7 +103,7 @@ final class LoopbackRedirectListener: Sendable {
             try await withCheckedThrowingContinuation {
                 (continuation: CheckedContinuation<(RedirectCallback, BrowserAnswer), any Error>) in
                 let thread = Thread { [self] in
-                    Thread.current.name = "relay-redirect"
+                    ThreadName.set("relay-redirect")
                     let result = serve(state: state)
                     close()
                     continuation.resume(with: result)

@@ -66,7 +66,7 @@ public final class LogWriter: Sendable {
         case .wake: wakeup.signal()
         case .start:
             let thread = Thread { [self] in
-                Thread.current.name = "relay-stderr"
+                ThreadName.set("relay-stderr")
                 run()
             }
             thread.start()

@@ -77,7 +77,7 @@ final class CurlEventLoop: @unchecked Sendable {  // Safe: inbox is a Mutex; the
             _ = tr_multi_setopt_long(multi, CURLMOPT_MAX_HOST_CONNECTIONS, options.maxConnectionsPerHost)
         }
         let thread = Thread { [self] in
-            Thread.current.name = Self.threadName
+            ThreadName.set(Self.threadName)
             self.run()
         }
         thread.start()

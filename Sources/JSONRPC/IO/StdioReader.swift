@@ -40,7 +40,7 @@ public final class StdioReader: Sendable {
         let limits = limits
         let waitForRoom = waitForRoom
         let thread = Thread {
-            Thread.current.name = "relay-stdin"
+            ThreadName.set("relay-stdin")
             var framer = MessageFramer(framing: framing, limits: limits)
             var announced = false
             var buffer = [UInt8](repeating: 0, count: 64 << 10)

@@ -185,7 +185,7 @@ public final class StdioWriter: MessageSink {
             case .wake: wakeup.signal()
             case .startThread:
                 let thread = Thread { [self] in
-                    Thread.current.name = "relay-stdout"
+                    ThreadName.set("relay-stdout")
                     run()
                 }
                 thread.start()

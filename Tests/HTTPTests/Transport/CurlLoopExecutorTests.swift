@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import Testing
 
 @testable import HTTP
@@ -40,6 +41,6 @@ import Testing
     }
 }
 
-/// The name of the thread running the caller (synchronous: `Thread.current` is unavailable in
-/// async code, which may move between threads; here it is read at one point in time).
-private func threadName() -> String? { Thread.current.name }
+/// The system name of the thread running the caller, read at one point in time (synchronous:
+/// async code may move between threads).
+private func threadName() -> String? { ThreadName.current }
