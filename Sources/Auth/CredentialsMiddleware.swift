@@ -29,7 +29,7 @@ public struct CredentialsMiddleware: HTTPMiddleware {
     public func intercept(
         _ request: HTTPRequest, next: @Sendable (HTTPRequest) async throws -> HTTPStreamingResponse
     ) async throws -> HTTPStreamingResponse {
-        guard origins.allows(url: request.url) else {
+        guard origins.allows(request) else {
             Logger.shared.debug(
                 "credentials withheld: origin not allowed",
                 [("origin", Origin(url: request.url)?.description ?? "unknown")])

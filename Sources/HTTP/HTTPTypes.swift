@@ -63,6 +63,10 @@ extension String {
 public struct HTTPRequest: Sendable {
     public var method: String
     public var url: String
+    /// libcurl's parse of `url` when the caller made it (``init(method:parsedURL:headers:body:timeout:connectTimeout:)``):
+    /// the origin checks and the transfer use it instead of parsing again, for as long as its
+    /// text is `url` (a middleware that changes `url` gets a fresh parse: ``targetURL()``).
+    public var parsedURL: ParsedURL?
     public var headers: HTTPHeaders
     public var body: [UInt8]?
     /// Bounds the whole exchange (connect, send, wait, receive). `nil`: no total bound.
@@ -96,6 +100,23 @@ public struct HTTPRequest: Sendable {
         self.body = body
         self.timeout = timeout
         self.connectTimeout = connectTimeout
+    }
+
+    /// A request to an already parsed URL (`url` is its text).
+    public init(
+        method: String = "GET", parsedURL: ParsedURL, headers: HTTPHeaders = HTTPHeaders(), body: [UInt8]? = nil,
+        timeout: Duration? = nil, connectTimeout: Duration? = nil
+    ) {
+        self.init(
+            method: method, url: parsedURL.text, headers: headers, body: body, timeout: timeout,
+            connectTimeout: connectTimeout)
+        self.parsedURL = parsedURL
+    }
+
+    /// `url` as libcurl parses it: the kept parse while it still describes `url`, else a new one.
+    public func targetURL() throws(URLProblem) -> ParsedURL {
+        if let parsedURL, parsedURL.text == url { return parsedURL }
+        return try ParsedURL(url)
     }
 }
 

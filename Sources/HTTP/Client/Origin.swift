@@ -59,6 +59,13 @@ public struct OriginPolicy: Sendable {
         return allows(parsed)
     }
 
+    /// Whether `request` may carry the environment's headers and credentials (its URL parsed
+    /// once: the parse it carries, if it still describes its URL).
+    public func allows(_ request: HTTPRequest) -> Bool {
+        guard let parsed = try? request.targetURL() else { return false }
+        return allows(parsed)
+    }
+
     /// Whether a request to `url` may carry the environment's headers and credentials.
     public func allows(_ url: ParsedURL) -> Bool {
         origins.contains(url.origin)

@@ -14,7 +14,7 @@ public struct EnvironmentHeadersMiddleware: HTTPMiddleware {
     public func intercept(
         _ request: HTTPRequest, next: @Sendable (HTTPRequest) async throws -> HTTPStreamingResponse
     ) async throws -> HTTPStreamingResponse {
-        guard !headers.fields.isEmpty, origins.allows(url: request.url) else { return try await next(request) }
+        guard !headers.fields.isEmpty, origins.allows(request) else { return try await next(request) }
         var merged = request
         for field in headers.fields where !request.headers.contains(field.name) {
             merged.headers.add(name: field.name, value: field.value)

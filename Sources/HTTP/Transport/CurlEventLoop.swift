@@ -188,7 +188,7 @@ final class CurlEventLoop: @unchecked Sendable {  // Safe: inbox is a Mutex; the
         _ = tr_easy_setopt_pointer(h, CURLOPT_ERRORBUFFER, easy.errorBuffer)
         _ = tr_easy_setopt_long(h, CURLOPT_NOSIGNAL, 1)
         // The parse the origin decision was made on: libcurl does not parse the URL again.
-        guard tr_easy_setopt_pointer(h, CURLOPT_CURLU, UnsafeMutableRawPointer(transfer.target.handle)) == CURLE_OK
+        guard tr_easy_setopt_pointer(h, CURLOPT_CURLU, UnsafeMutableRawPointer(transfer.target.handle.handle)) == CURLE_OK
         else {
             return .invalidURL("the URL could not be used")
         }
@@ -206,7 +206,7 @@ final class CurlEventLoop: @unchecked Sendable {  // Safe: inbox is a Mutex; the
         // Without CURLOPT_PROXY libcurl reads http_proxy / https_proxy / all_proxy / no_proxy.
         // Loopback never goes through a proxy: "" disables every proxy for this transfer only,
         // so NO_PROXY and the other variables keep applying to every other destination.
-        if transfer.target.parsed.isLoopback {
+        if transfer.target.isLoopback {
             _ = tr_easy_setopt_string(h, CURLOPT_PROXY, "")
         } else if let proxy = options.proxy {
             _ = proxy.withCString { tr_easy_setopt_string(h, CURLOPT_PROXY, $0) }

@@ -25,7 +25,7 @@ final class CurlTransfer: @unchecked Sendable {  // Safe: see the ownership rule
     let request: HTTPRequest
     /// The request's URL as libcurl parsed it; attached with CURLOPT_CURLU, so the transfer
     /// connects to exactly the origin ``ParsedURL`` reports.
-    let target: CurlURLHandle
+    let target: ParsedURL
     /// Header lines to send (`Name: value`), validated, including transport defaults.
     let headerLines: [String]
     let sink: Sink
@@ -54,7 +54,7 @@ final class CurlTransfer: @unchecked Sendable {  // Safe: see the ownership rule
     var headContinuation: CheckedContinuation<Head, any Error>?
 
     init(
-        request: HTTPRequest, target: CurlURLHandle, headerLines: [String], sink: Sink,
+        request: HTTPRequest, target: ParsedURL, headerLines: [String], sink: Sink,
         idleTimeoutNanoseconds: UInt64 = 0
     ) {
         self.request = request
@@ -90,9 +90,9 @@ final class CurlTransfer: @unchecked Sendable {  // Safe: see the ownership rule
     static let bodyMethods: Set<String> = ["POST", "PUT", "PATCH"]
 
     /// Parses `request`'s URL with libcurl's URL API, or throws ``HTTPError/invalidURL(_:)``.
-    static func target(for request: HTTPRequest) throws(HTTPError) -> CurlURLHandle {
+    static func target(for request: HTTPRequest) throws(HTTPError) -> ParsedURL {
         do {
-            return try CurlURLHandle(parsing: request.url)
+            return try request.targetURL()
         } catch {
             throw .invalidURL(error.description)
         }

@@ -7,9 +7,10 @@ import CCurl
 // ALL of the unsafe work with libcurl's URL API (curl_url) lives in this file.
 //
 // Invariants:
-// - A `CurlURLHandle` owns exactly one CURLU and frees it in deinit; it is never shared between
-//   threads while mutable (it is created, read, then either dropped or handed to the transport's
-//   loop thread, which alone uses it from then on).
+// - A `CurlURLHandle` owns exactly one CURLU and frees it in deinit. It is written only while it
+//   is parsed (`parse`: set, fragment dropped, parts read); from then on it is only read, by
+//   libcurl for the transfers it is attached to (CURLOPT_CURLU handles are used read-only), so
+//   the ParsedURL values that share it may go anywhere.
 // - Every string curl_url_get returns is copied into a Swift String and freed with curl_free at once.
 // - The parser is libcurl's own: the transport sends a request with CURLOPT_CURLU set to the very
 //   handle ``ParsedURL`` read its parts from (same function, same flags), so the origin that
@@ -24,6 +25,10 @@ import CCurl
 public struct ParsedURL: Sendable, Hashable, CustomStringConvertible {
     /// The URL libcurl will request, normalised (`scheme://host[:port]/path[?query]`).
     public let text: String
+    /// The CURLU the parts were read from: a transfer of this URL sends that very handle
+    /// (CURLOPT_CURLU), so it is parsed once however many checks look at it. Read-only from here
+    /// on (libcurl only reads a handle given with CURLOPT_CURLU).
+    let handle: CurlURLHandle
     /// `http` or `https`.
     public let scheme: String
     /// The host as libcurl connects to it (percent-decoded, IPv4 normalised, IPv6 in brackets,
@@ -45,8 +50,12 @@ public struct ParsedURL: Sendable, Hashable, CustomStringConvertible {
     /// Parses `text` with libcurl's URL API; throws ``URLProblem`` when it is not an absolute
     /// http(s) URL that can be sent as written.
     public init(_ text: String) throws(URLProblem) {
-        self = try CurlURLHandle(parsing: text).parsed
+        self = try CurlURLHandle.parse(text)
     }
+
+    // The parts follow from `text` (one parser, one set of flags): equal texts, equal URLs.
+    public static func == (lhs: ParsedURL, rhs: ParsedURL) -> Bool { lhs.text == rhs.text }
+    public func hash(into hasher: inout Hasher) { hasher.combine(text) }
 
     /// The origin requests to this URL go to. The host is lower-cased; a zone id is kept
     /// (`[fe80::1%eth0]`), since it names another interface.
@@ -115,11 +124,13 @@ public enum URLProblem: Error, Sendable, Hashable, CustomStringConvertible {
 
 /// One CURLU handle holding a parsed URL. The transport attaches it to a transfer with
 /// CURLOPT_CURLU, so the request goes exactly where ``ParsedURL`` says.
-final class CurlURLHandle: @unchecked Sendable {  // Safe: see the file's invariants (one owner at a time).
+final class CurlURLHandle: @unchecked Sendable {  // Safe: see the file's invariants (written only while parsing).
     let handle: OpaquePointer
-    let parsed: ParsedURL
 
-    init(parsing text: String) throws(URLProblem) {
+    private init(_ handle: OpaquePointer) { self.handle = handle }
+
+    /// Parses `text` into a new handle and reads its parts.
+    static func parse(_ text: String) throws(URLProblem) -> ParsedURL {
         guard !ParsedURL.containsControlCharacter(text) else { throw .controlCharacter }
         guard tr_curl_load() == 1, let handle = tr_url() else { throw .unavailable }
         let code = text.withCString { tr_url_set(handle, CURLUPART_URL, $0, tr_urlflag_disallow_user()) }
@@ -159,10 +170,10 @@ final class CurlURLHandle: @unchecked Sendable {  // Safe: see the file's invari
         let afterScheme =
             bytes[schemeEnd...].starts(with: "://".utf8) ? bytes.index(schemeEnd, offsetBy: 3) : bytes.startIndex
         let root = String(url[..<(bytes[afterScheme...].firstIndex(of: UInt8(ascii: "/")) ?? bytes.endIndex)])
-        self.handle = handle
-        parsed = ParsedURL(
-            text: url, scheme: scheme, host: host, zoneID: part(CURLUPART_ZONEID), port: port, root: root,
-            path: part(CURLUPART_PATH) ?? "/", query: part(CURLUPART_QUERY), hadFragment: hadFragment)
+        return ParsedURL(
+            text: url, handle: CurlURLHandle(handle), scheme: scheme, host: host, zoneID: part(CURLUPART_ZONEID),
+            port: port, root: root, path: part(CURLUPART_PATH) ?? "/", query: part(CURLUPART_QUERY),
+            hadFragment: hadFragment)
     }
 
     deinit { tr_url_cleanup(handle) }
@@ -176,11 +187,12 @@ final class CurlURLHandle: @unchecked Sendable {  // Safe: see the file's invari
 extension ParsedURL {
     /// Memberwise, for ``CurlURLHandle`` only.
     fileprivate init(
-        text: String, scheme: String, host: String, zoneID: String?, port: Int, root: String, path: String,
-        query: String?, hadFragment: Bool
+        text: String, handle: CurlURLHandle, scheme: String, host: String, zoneID: String?, port: Int, root: String,
+        path: String, query: String?, hadFragment: Bool
     ) {
         self.root = root
         self.text = text
+        self.handle = handle
         self.scheme = scheme
         self.host = host
         self.zoneID = zoneID

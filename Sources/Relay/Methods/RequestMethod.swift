@@ -48,14 +48,14 @@ struct RequestMethod: Sendable {
         if !params.query.isEmpty {
             url = RequestURL.appendingQuery(params.query.map { ($0.name, $0.value) }, to: url)
         }
-        // libcurl's parse decides: the origin checks downstream and the transfer see its text.
-        url = try parsedURL(url, params: params, environment: environment).text
+        // libcurl's parse decides, once: the origin checks downstream and the transfer use it.
+        let parsed = try parsedURL(url, params: params, environment: environment)
         var headers = params.headers
         if let body = params.body, let contentType = body.defaultContentType, !headers.contains("content-type") {
             headers.add(name: "Content-Type", value: contentType)
         }
         return HTTPRequest(
-            method: params.method, url: url, headers: headers, body: params.body?.bytes,
+            method: params.method, parsedURL: parsed, headers: headers, body: params.body?.bytes,
             connectTimeout: environment.settings.connectTimeout)
     }
 

@@ -45,7 +45,7 @@ final class Subscriptions: Sendable {
         try profile?.checkCanSign(request.headers)
         // An interactive session that needs a person fails the call at once (SPEC §5.4), where
         // the credentials middleware would sign the connection.
-        if let key = profile?.session, environment.origins.allows(url: request.url),
+        if let key = profile?.session, environment.origins.allows(request),
             let needed = await runtime.manager.loginRequirement(key)
         {
             throw needed

@@ -119,6 +119,25 @@ import Testing
     func loopbackIsDecidedOnTheHostLibcurlConnectsTo(url: String, loopback: Bool) throws {
         #expect(try ParsedURL(url).isLoopback == loopback)
     }
+
+    @Test func aRequestKeepsItsParseUntilItsURLChangesThenIsParsedAgain() throws {
+        let parsed = try ParsedURL("http://api.example.com/a?x=1")
+        var request = HTTPRequest(method: "GET", parsedURL: parsed)
+        #expect(request.url == parsed.text)
+        // The origin checks and the transfer use the very handle that was parsed.
+        #expect(try request.targetURL().handle === parsed.handle)
+        // A middleware that rewrites the URL (an API key in the query, another host) is not
+        // judged or sent by the old parse.
+        request.url = "http://other.example.com/a?x=1&key=k"
+        let fresh = try request.targetURL()
+        #expect(fresh.handle !== parsed.handle)
+        #expect(fresh.origin == Origin(scheme: "http", host: "other.example.com", port: 80))
+        #expect(fresh.text == "http://other.example.com/a?x=1&key=k")
+        let policy = OriginPolicy([parsed.origin])
+        #expect(!policy.allows(request))
+        request.url = parsed.text
+        #expect(policy.allows(request))
+    }
 }
 
 @Suite struct HTTPFieldRulesTests {
