@@ -43,15 +43,25 @@ enum ResponseEncoding {
         // The names are distinct: the members go in as they are, without a lookup each.
         return JSONObject(
             zip(names, values).map { name, list in
-                (name, name == "set-cookie" ? .array(list.map { .string($0) }) : .string(list.joined(separator: ", ")))
+                if name == "set-cookie" { return (name, .array(list.map { .string($0) })) }
+                return (name, .string(list.count == 1 ? list[0] : list.joined(separator: ", ")))
             })
     }
 
     /// `text` with `A`-`Z` lower-cased (the same string when there is none: no copy).
     static func asciiLowercased(_ text: String) -> String {
         func isUpper(_ byte: UInt8) -> Bool { byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z") }
-        guard text.utf8.contains(where: isUpper) else { return text }
-        return String(decoding: text.utf8.map { isUpper($0) ? $0 | 0x20 : $0 }, as: UTF8.self)
+        let utf8 = text.utf8
+        guard utf8.contains(where: isUpper) else { return text }
+        // Written straight into the new string's storage (no intermediate array).
+        return String(unsafeUninitializedCapacity: utf8.count) { buffer in
+            var count = 0
+            for byte in utf8 {
+                buffer[count] = isUpper(byte) ? byte | 0x20 : byte
+                count += 1
+            }
+            return count
+        }
     }
 
     /// The body member for `bytes` given the response's content type.

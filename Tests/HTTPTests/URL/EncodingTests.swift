@@ -34,6 +34,11 @@ import Testing
         ("https://h/api", "/items?a=1", "https://h/api/items?a=1"),
         ("https://h/api", "?a=1", "https://h/api?a=1"),
         ("https://h/api?ignored=1", "/x", "https://h/api/x"),
+        ("https://h/api#frag", "x", "https://h/api/x"),
+        ("https://h//", "//x", "https://h/x"),
+        ("https://h/api", "#f", "https://h/api#f"),
+        ("https://h/é", "/ü", "https://h/é/ü"),
+        ("http://", "/x", "http:///x"),
     ])
     func joinsBaseAndPathWithOneSlash(base: String, path: String, expected: String) {
         #expect(RequestURL.join(base: base, path: path) == expected)
