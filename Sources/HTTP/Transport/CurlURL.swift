@@ -40,10 +40,20 @@ public struct ParsedURL: Sendable, Hashable, CustomStringConvertible {
     public let port: Int
     /// `scheme://host[:port]` as libcurl writes it: ``text`` up to the path.
     public let root: String
-    /// The path (at least `/`).
-    public let path: String
-    /// The query without `?`, if any.
-    public let query: String?
+    /// The path (at least `/`): ``text`` after ``root`` up to the query (libcurl writes ``text``
+    /// from its parts, so this is its path part).
+    public var path: String {
+        let rest = text.utf8.dropFirst(root.utf8.count)
+        let end = rest.firstIndex(of: UInt8(ascii: "?")) ?? rest.endIndex
+        let path = String(text[rest.startIndex..<end])
+        return path.isEmpty ? "/" : path
+    }
+    /// The query without `?`, if any (``text`` after the first `?`).
+    public var query: String? {
+        let rest = text.utf8.dropFirst(root.utf8.count)
+        guard let question = rest.firstIndex(of: UInt8(ascii: "?")) else { return nil }
+        return String(text[text.utf8.index(after: question)...])
+    }
     /// Whether the text had a fragment (dropped from ``text``).
     public let hadFragment: Bool
 
@@ -153,9 +163,10 @@ final class CurlURLHandle: @unchecked Sendable {  // Safe: see the file's invari
             tr_url_cleanup(handle)
             throw .unsupportedScheme
         }
-        let hadFragment = part(CURLUPART_FRAGMENT) != nil
-        // A fragment is never sent; drop it so that the text is what goes out.
-        _ = tr_url_set(handle, CURLUPART_FRAGMENT, nil, 0)
+        // A fragment is never sent; drop it so that the text is what goes out. (Without a '#'
+        // there is none to ask libcurl about.)
+        let hadFragment = text.utf8.contains(UInt8(ascii: "#")) && part(CURLUPART_FRAGMENT) != nil
+        if hadFragment { _ = tr_url_set(handle, CURLUPART_FRAGMENT, nil, 0) }
         guard let host = part(CURLUPART_HOST), !host.isEmpty, let url = part(CURLUPART_URL),
             let portText = part(CURLUPART_PORT, tr_urlflag_default_port()), let port = Int(portText)
         else {
@@ -170,10 +181,11 @@ final class CurlURLHandle: @unchecked Sendable {  // Safe: see the file's invari
         let afterScheme =
             bytes[schemeEnd...].starts(with: "://".utf8) ? bytes.index(schemeEnd, offsetBy: 3) : bytes.startIndex
         let root = String(url[..<(bytes[afterScheme...].firstIndex(of: UInt8(ascii: "/")) ?? bytes.endIndex)])
+        // Only an IPv6 literal (`[...]`) can carry a zone id.
+        let zoneID = host.utf8.first == UInt8(ascii: "[") ? part(CURLUPART_ZONEID) : nil
         return ParsedURL(
-            text: url, handle: CurlURLHandle(handle), scheme: scheme, host: host, zoneID: part(CURLUPART_ZONEID),
-            port: port, root: root, path: part(CURLUPART_PATH) ?? "/", query: part(CURLUPART_QUERY),
-            hadFragment: hadFragment)
+            text: url, handle: CurlURLHandle(handle), scheme: scheme, host: host, zoneID: zoneID, port: port,
+            root: root, hadFragment: hadFragment)
     }
 
     deinit { tr_url_cleanup(handle) }
@@ -188,7 +200,7 @@ extension ParsedURL {
     /// Memberwise, for ``CurlURLHandle`` only.
     fileprivate init(
         text: String, handle: CurlURLHandle, scheme: String, host: String, zoneID: String?, port: Int, root: String,
-        path: String, query: String?, hadFragment: Bool
+        hadFragment: Bool
     ) {
         self.root = root
         self.text = text
@@ -197,8 +209,6 @@ extension ParsedURL {
         self.host = host
         self.zoneID = zoneID
         self.port = port
-        self.path = path
-        self.query = query
         self.hadFragment = hadFragment
     }
 }

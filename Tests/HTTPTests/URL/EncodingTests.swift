@@ -125,6 +125,31 @@ import Testing
         #expect(try ParsedURL(url).isLoopback == loopback)
     }
 
+    @Test(arguments: [
+        ("http://h", "http://h/", "/", nil, false),
+        ("http://h/a/b?x=1&y=2", "http://h/a/b?x=1&y=2", "/a/b", "x=1&y=2", false),
+        ("https://h:8443/a?b#c", "https://h:8443/a?b", "/a", "b", true),
+        ("http://h/a#", "http://h/a", "/a", nil, false),  // libcurl: an empty fragment is none
+        ("http://h/a%23b?q=%23", "http://h/a%23b?q=%23", "/a%23b", "q=%23", false),
+        ("http://[::1]:9/p", "http://[::1]:9/p", "/p", nil, false),
+    ] as [(String, String, String, String?, Bool)])
+    func pathQueryAndFragmentAreLibcurlsParts(url: String, text: String, path: String, query: String?, fragment: Bool)
+        throws
+    {
+        let parsed = try ParsedURL(url)
+        #expect(parsed.text == text)
+        #expect(parsed.path == path)
+        #expect(parsed.query == query)
+        #expect(parsed.hadFragment == fragment)
+    }
+
+    @Test func anIPv6ZoneIDIsPartOfTheOrigin() throws {
+        let parsed = try ParsedURL("http://[fe80::1%25eth0]:8080/x")
+        #expect(parsed.zoneID == "eth0")
+        #expect(parsed.origin == Origin(scheme: "http", host: "[fe80::1%eth0]", port: 8080))
+        #expect(try ParsedURL("http://[fe80::1]:8080/x").zoneID == nil)
+    }
+
     @Test func aRequestKeepsItsParseUntilItsURLChangesThenIsParsedAgain() throws {
         let parsed = try ParsedURL("http://api.example.com/a?x=1")
         var request = HTTPRequest(method: "GET", parsedURL: parsed)
