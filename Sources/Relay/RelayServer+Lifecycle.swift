@@ -7,8 +7,8 @@ extension RelayServer {
     func methodTable() -> [String: MethodHandler] {
         var methods = MethodCatalog.requests
         if options.testMethods { methods.append(TestWaitMethod.self) }
-        return Dictionary(
-            uniqueKeysWithValues: methods.compactMap { method in method.requestHandler.map { (method.method, $0(self)) } })
+        let handlers = methods.compactMap { method in method.requestHandler.map { (method.method, $0(self)) } }
+        return Dictionary(uniqueKeysWithValues: handlers)
     }
 
     /// Every notification the server acts on by name (`$/cancelRequest` and

@@ -188,7 +188,8 @@ final class CurlEventLoop: @unchecked Sendable {  // Safe: inbox is a Mutex; the
         _ = tr_easy_setopt_pointer(h, CURLOPT_ERRORBUFFER, easy.errorBuffer)
         _ = tr_easy_setopt_long(h, CURLOPT_NOSIGNAL, 1)
         // The parse the origin decision was made on: libcurl does not parse the URL again.
-        guard tr_easy_setopt_pointer(h, CURLOPT_CURLU, UnsafeMutableRawPointer(transfer.target.handle.handle)) == CURLE_OK
+        guard
+            tr_easy_setopt_pointer(h, CURLOPT_CURLU, UnsafeMutableRawPointer(transfer.target.handle.handle)) == CURLE_OK
         else {
             return .invalidURL("the URL could not be used")
         }

@@ -125,14 +125,15 @@ import Testing
         #expect(try ParsedURL(url).isLoopback == loopback)
     }
 
-    @Test(arguments: [
-        ("http://h", "http://h/", "/", nil, false),
-        ("http://h/a/b?x=1&y=2", "http://h/a/b?x=1&y=2", "/a/b", "x=1&y=2", false),
-        ("https://h:8443/a?b#c", "https://h:8443/a?b", "/a", "b", true),
-        ("http://h/a#", "http://h/a", "/a", nil, false),  // libcurl: an empty fragment is none
-        ("http://h/a%23b?q=%23", "http://h/a%23b?q=%23", "/a%23b", "q=%23", false),
-        ("http://[::1]:9/p", "http://[::1]:9/p", "/p", nil, false),
-    ] as [(String, String, String, String?, Bool)])
+    @Test(
+        arguments: [
+            ("http://h", "http://h/", "/", nil, false),
+            ("http://h/a/b?x=1&y=2", "http://h/a/b?x=1&y=2", "/a/b", "x=1&y=2", false),
+            ("https://h:8443/a?b#c", "https://h:8443/a?b", "/a", "b", true),
+            ("http://h/a#", "http://h/a", "/a", nil, false),  // libcurl: an empty fragment is none
+            ("http://h/a%23b?q=%23", "http://h/a%23b?q=%23", "/a%23b", "q=%23", false),
+            ("http://[::1]:9/p", "http://[::1]:9/p", "/p", nil, false),
+        ] as [(String, String, String, String?, Bool)])
     func pathQueryAndFragmentAreLibcurlsParts(url: String, text: String, path: String, query: String?, fragment: Bool)
         throws
     {
