@@ -34,7 +34,6 @@ struct tr_curl_api {
     CURLMsg *(*multi_info_read)(CURLM *, int *);
     CURLMcode (*multi_setopt)(CURLM *, CURLMoption, ...);
     CURL *(*easy_init)(void);
-    void (*easy_reset)(CURL *);
     void (*easy_cleanup)(CURL *);
     CURLcode (*easy_pause)(CURL *, int);
     const char *(*easy_strerror)(CURLcode);
@@ -74,7 +73,6 @@ static inline void tr_curl_load_once(void) {
     TR_CURL_SYMBOL(multi_info_read, "curl_multi_info_read")
     TR_CURL_SYMBOL(multi_setopt, "curl_multi_setopt")
     TR_CURL_SYMBOL(easy_init, "curl_easy_init")
-    TR_CURL_SYMBOL(easy_reset, "curl_easy_reset")
     TR_CURL_SYMBOL(easy_cleanup, "curl_easy_cleanup")
     TR_CURL_SYMBOL(easy_pause, "curl_easy_pause")
     TR_CURL_SYMBOL(easy_strerror, "curl_easy_strerror")
@@ -114,7 +112,6 @@ static inline CURLMcode tr_multi_add_handle(CURLM *multi, CURL *easy) { return t
 static inline CURLMcode tr_multi_remove_handle(CURLM *multi, CURL *easy) { return tr_curl_api()->multi_remove_handle(multi, easy); }
 static inline CURLMsg *tr_multi_info_read(CURLM *multi, int *remaining) { return tr_curl_api()->multi_info_read(multi, remaining); }
 static inline CURL *tr_easy_init(void) { return tr_curl_api()->easy_init(); }
-static inline void tr_easy_reset(CURL *easy) { tr_curl_api()->easy_reset(easy); }
 static inline void tr_easy_cleanup(CURL *easy) { tr_curl_api()->easy_cleanup(easy); }
 static inline CURLcode tr_easy_pause(CURL *easy, int mask) { return tr_curl_api()->easy_pause(easy, mask); }
 static inline const char *tr_easy_strerror(CURLcode code) { return tr_curl_api()->easy_strerror(code); }
