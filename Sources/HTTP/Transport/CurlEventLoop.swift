@@ -19,7 +19,11 @@ import Synchronization
 //   curl_easy_pause, i.e. while the transfer is attached and therefore alive.
 // - Each pooled easy handle owns a CURL_ERROR_SIZE error buffer, freed with the handle.
 // - String options are copied by libcurl; the request body is copied (COPYPOSTFIELDS); the
-//   header slist lives until the handle is detached, then is freed.
+//   header slist lives until the handle is detached, then is freed (and the pooled handle's
+//   CURLOPT_HTTPHEADER and CURLOPT_CURLU cleared).
+// - A pooled easy handle is never reset: `setFixedOptions` sets what is the same for every
+//   transfer once, and `configure` sets EVERY other option it uses on every transfer, to a value
+//   or back to libcurl's default, so nothing of one request reaches the next.
 // - Continuations are resumed on the loop thread, never while holding a lock.
 // - The loop is also a TaskExecutor: a task that prefers it (``CurlTransport/executor``) runs its
 //   jobs on the loop thread between transfers, so a request's task, its transfer and its answer
