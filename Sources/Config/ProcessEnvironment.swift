@@ -9,7 +9,7 @@ public enum ProcessEnvironment {
     /// goes through Foundation, ~0.3 ms of each start.
     public static func current() -> [String: String] {
         var variables: [String: String] = [:]
-        var entry = environ
+        guard var entry = Optional(environ) else { return variables }
         while let pointer = entry.pointee {
             let text = String(cString: pointer)
             if let equals = text.utf8.firstIndex(of: UInt8(ascii: "=")) {

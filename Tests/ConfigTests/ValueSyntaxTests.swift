@@ -6,12 +6,14 @@ import Testing
     @Test(arguments: [
         ("500ms", Duration.milliseconds(500)), ("30s", .seconds(30)), ("5m", .seconds(300)), ("1h", .seconds(3600)),
         ("1m30s", .seconds(90)), ("45", .seconds(45)), ("0", .zero),
+        // Spaces and tabs around the value are trimmed (CharacterSet.whitespaces' set), newlines not.
+        (" 30s\t", .seconds(30)), ("\u{00A0}5m", .seconds(300)),
     ])
     func durationsParse(text: String, expected: Duration) {
         #expect(ValueSyntax.duration(text) == expected)
     }
 
-    @Test(arguments: ["", "s", "10x", "-5s", "1.5s", "5 m", "ms10"])
+    @Test(arguments: ["", "s", "10x", "-5s", "1.5s", "5 m", "ms10", "30s\n", " "])
     func invalidDurationsAreRefused(text: String) {
         #expect(ValueSyntax.duration(text) == nil)
     }
@@ -19,6 +21,11 @@ import Testing
     @Test(arguments: ["12 parsecs", "MiB", "-1", "99999999999999999999GiB", "1.5MiB"])
     func invalidSizesAreRefused(text: String) {
         #expect(ValueSyntax.size(text) == nil)
+    }
+
+    @Test(arguments: [("1024", 1024), (" 2 KiB ", 2048), ("3MB", 3_000_000), ("\t1 GiB", 1 << 30)])
+    func sizesParseWithSpacesAroundAndBeforeTheUnit(text: String, expected: Int) {
+        #expect(ValueSyntax.size(text) == expected)
     }
 
     @Test func suggestionsFindTyposOnly() {
