@@ -65,8 +65,7 @@ public final class SQLiteTokenStore: TokenStore {
     private let openedInfo = Mutex<(schemaVersion: Int, encrypted: Bool)?>(nil)
     /// This process, as lease rows name their holder (read from /proc on the first lease, not at
     /// start: a process that never renews never reads it).
-    private var holder: (pid: Int64, start: Int64) { Self.thisProcess }
-    private static let thisProcess: (pid: Int64, start: Int64) = {
+    private static let holder: (pid: Int64, start: Int64) = {
         let pid = getpid()
         return (Int64(pid), processStartTime(pid) ?? 0)
     }()
@@ -587,7 +586,7 @@ public final class SQLiteTokenStore: TokenStore {
                     VALUES (?1, ?2, ?3, ?4, ?5, ?6)
                     """,
                     [
-                        .text(key.id), .integer(holder.pid), .integer(holder.start), .integer(owner),
+                        .text(key.id), .integer(Self.holder.pid), .integer(Self.holder.start), .integer(owner),
                         .text(purpose.rawValue), .real(expiresAt.timeIntervalSince1970),
                     ])
                 try connection.execute("COMMIT")

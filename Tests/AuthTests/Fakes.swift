@@ -70,16 +70,48 @@ final class CountWatcher: Sendable {
     }
 }
 
+/// Holds its callers from ``hold()`` until ``release()`` (which lets every held caller go and
+/// stops holding). The fakes below hold requests, loads and saves with it.
+final class HoldGate: Sendable {
+    private struct State {
+        var holding = false
+        var held: [CheckedContinuation<Void, Never>] = []
+    }
+    private let state = Mutex(State())
+
+    func hold() { state.withLock { $0.holding = true } }
+
+    func release() {
+        let held = state.withLock { state -> [CheckedContinuation<Void, Never>] in
+            state.holding = false
+            defer { state.held = [] }
+            return state.held
+        }
+        for continuation in held { continuation.resume() }
+    }
+
+    /// Returns at once unless holding; then waits for ``release()``.
+    func pass() async {
+        await withCheckedContinuation { continuation in
+            let now = state.withLock { state -> Bool in
+                if !state.holding { return true }
+                state.held.append(continuation)
+                return false
+            }
+            if now { continuation.resume() }
+        }
+    }
+}
+
 /// A transport that answers from a queue (then a fallback), records every request, and can hold
 /// requests behind a gate.
 final class FakeTransport: HTTPTransport {
     private struct State {
         var requests: [HTTPRequest] = []
         var queue: [Result<HTTPResponse, HTTPError>] = []
-        var gated = false
-        var held: [CheckedContinuation<Void, Never>] = []
     }
     private let state = Mutex(State())
+    private let gate = HoldGate()
     private let fallback: @Sendable (HTTPRequest) -> Result<HTTPResponse, HTTPError>
     /// Counts arrivals.
     let arrivals = CountWatcher()
@@ -98,33 +130,14 @@ final class FakeTransport: HTTPTransport {
     func enqueue(_ results: Result<HTTPResponse, HTTPError>...) { state.withLock { $0.queue += results } }
 
     /// Holds every request from now on until ``release()``.
-    func hold() { state.withLock { $0.gated = true } }
+    func hold() { gate.hold() }
 
-    func release() {
-        let held = state.withLock { state -> [CheckedContinuation<Void, Never>] in
-            state.gated = false
-            defer { state.held = [] }
-            return state.held
-        }
-        for continuation in held { continuation.resume() }
-    }
+    func release() { gate.release() }
 
     func send(_ request: HTTPRequest) async throws -> HTTPStreamingResponse {
-        let gated = state.withLock { state -> Bool in
-            state.requests.append(request)
-            return state.gated
-        }
+        state.withLock { $0.requests.append(request) }
         arrivals.increment()
-        if gated {
-            await withCheckedContinuation { continuation in
-                let pass = state.withLock { state -> Bool in
-                    if !state.gated { return true }
-                    state.held.append(continuation)
-                    return false
-                }
-                if pass { continuation.resume() }
-            }
-        }
+        await gate.pass()
         let next = state.withLock { state in state.queue.isEmpty ? nil : state.queue.removeFirst() }
         return HTTPStreamingResponse(try (next ?? fallback(request)).get())
     }
@@ -225,12 +238,11 @@ final class FakeClock: AuthClock {
 final class FakeStore: TokenStore {
     private struct State {
         var entries: [SessionKey: StoredTokens] = [:]
-        var holdLoads = false
-        var holdSaves = false
         var failSaves = false
-        var held: [CheckedContinuation<Void, Never>] = []
     }
     private let state = Mutex(State())
+    private let loadGate = HoldGate()
+    private let saveGate = HoldGate()
     private let shared = InMemoryTokenStore()
     let loads = CountWatcher()
     let saves = CountWatcher()
@@ -244,34 +256,19 @@ final class FakeStore: TokenStore {
     func put(_ tokens: StoredTokens, for key: SessionKey) {
         state.withLock { $0.entries[key] = tokens }
     }
-    func holdLoads() { state.withLock { $0.holdLoads = true } }
-    func holdSaves() { state.withLock { $0.holdSaves = true } }
+    func holdLoads() { loadGate.hold() }
+    func holdSaves() { saveGate.hold() }
     func failSaves(_ fail: Bool) { state.withLock { $0.failSaves = fail } }
 
+    /// Lets every held load and save go, and holds no more.
     func release() {
-        let held = state.withLock { state -> [CheckedContinuation<Void, Never>] in
-            state.holdLoads = false
-            state.holdSaves = false
-            defer { state.held = [] }
-            return state.held
-        }
-        for continuation in held { continuation.resume() }
-    }
-
-    private func gate(_ isHeld: @escaping @Sendable (State) -> Bool) async {
-        await withCheckedContinuation { continuation in
-            let pass = state.withLock { state -> Bool in
-                if !isHeld(state) { return true }
-                state.held.append(continuation)
-                return false
-            }
-            if pass { continuation.resume() }
-        }
+        loadGate.release()
+        saveGate.release()
     }
 
     func load(_ key: StoreKey) async throws -> StoredTokens? {
         loads.increment()
-        await gate { $0.holdLoads }
+        await loadGate.pass()
         return state.withLock { $0.entries[key.session] }
     }
 
@@ -279,7 +276,7 @@ final class FakeStore: TokenStore {
 
     func save(_ tokens: StoredTokens, for key: StoreKey, logoutEpoch: Int64?) async throws -> Int64? {
         savesStarted.increment()
-        await gate { $0.holdSaves }
+        await saveGate.pass()
         let logouts = try await shared.logoutEpoch(key)
         let revision = state.withLock { state -> Int64?? in
             if state.failSaves { return nil }

@@ -102,27 +102,16 @@ import Testing
 /// Forwards to a real store; after ``holdAfterSave()``, a save that has committed waits until
 /// ``release()`` before it returns (the window between a flight's commit and its end).
 final class SaveHeldStore: TokenStore {
-    private struct State {
-        var holding = false
-        var held: [CheckedContinuation<Void, Never>] = []
-    }
     private let base: any TokenStore
-    private let state = Mutex(State())
+    private let gate = HoldGate()
     /// Counts committed saves.
     let savesDone = CountWatcher()
 
     init(_ base: any TokenStore) { self.base = base }
 
-    func holdAfterSave() { state.withLock { $0.holding = true } }
+    func holdAfterSave() { gate.hold() }
 
-    func release() {
-        let held = state.withLock { state -> [CheckedContinuation<Void, Never>] in
-            state.holding = false
-            defer { state.held = [] }
-            return state.held
-        }
-        for continuation in held { continuation.resume() }
-    }
+    func release() { gate.release() }
 
     var info: TokenStoreInfo { base.info }
     func open() async throws { try await base.open() }
@@ -131,14 +120,7 @@ final class SaveHeldStore: TokenStore {
     func save(_ tokens: StoredTokens, for key: StoreKey, logoutEpoch: Int64?) async throws -> Int64? {
         let revision = try await base.save(tokens, for: key, logoutEpoch: logoutEpoch)
         savesDone.increment()
-        await withCheckedContinuation { continuation in
-            let pass = state.withLock { state -> Bool in
-                if !state.holding { return true }
-                state.held.append(continuation)
-                return false
-            }
-            if pass { continuation.resume() }
-        }
+        await gate.pass()
         return revision
     }
 

@@ -318,7 +318,9 @@ struct TokenManagerFailureTests {
         #expect(Harness.form(h.transport.tokenRequests[1])["refresh_token"] == "rt-1")
     }
 
-    @Test func aRenewalWhoseSaveFailedKeepsItsRotatedRefreshTokenOverTheSpentOneInTheStore() async throws {
+    /// A manager whose store already holds a session: access token `at-stored` valid for 600 s,
+    /// refresh token `rt-stored`.
+    func harnessWithAStoredSession(revision: Int64 = 0) async throws -> (Harness, FakeStore, SessionKey) {
         let store = FakeStore()
         let configuration = refreshConfiguration()
         let key = SessionKey(environment: "staging", profile: "service", configuration: configuration)
@@ -326,10 +328,15 @@ struct TokenManagerFailureTests {
         store.put(
             StoredTokens(
                 accessToken: "at-stored", receivedAt: clock.now, expiresAt: clock.now.addingTimeInterval(600),
-                refreshToken: "rt-stored", revision: 1),
+                refreshToken: "rt-stored", revision: revision),
             for: key)
         let h = try await Harness(
             configuration: configuration, transport: .counting(refreshToken: true), clock: clock, store: store)
+        return (h, store, key)
+    }
+
+    @Test func aRenewalWhoseSaveFailedKeepsItsRotatedRefreshTokenOverTheSpentOneInTheStore() async throws {
+        let (h, store, key) = try await harnessWithAStoredSession(revision: 1)
         #expect(try await h.token().accessToken == "at-stored")
         #expect(await h.manager.invalidate() == 1)
         h.store.failSaves(true)
@@ -344,17 +351,7 @@ struct TokenManagerFailureTests {
     }
 
     @Test func storedTokensAreUsedWithoutARequest() async throws {
-        let store = FakeStore()
-        let configuration = refreshConfiguration()
-        let key = SessionKey(environment: "staging", profile: "service", configuration: configuration)
-        let clock = FakeClock()
-        store.put(
-            StoredTokens(
-                accessToken: "at-stored", receivedAt: clock.now, expiresAt: clock.now.addingTimeInterval(600),
-                refreshToken: "rt-stored"),
-            for: key)
-        let h = try await Harness(
-            configuration: configuration, transport: .counting(refreshToken: true), clock: clock, store: store)
+        let (h, _, _) = try await harnessWithAStoredSession()
         #expect(try await h.token().accessToken == "at-stored")
         #expect(h.transport.requests.isEmpty)
         h.clock.advance(by: 600)

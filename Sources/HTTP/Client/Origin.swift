@@ -52,15 +52,9 @@ public struct OriginPolicy: Sendable {
     /// Every allowed origin.
     public var origins: Set<Origin> { resolved.origins }
 
-    /// Whether a request to `url` may carry the environment's headers and credentials: `url`
-    /// parses (libcurl) and its origin is one of ``origins``.
-    public func allows(url: String) -> Bool {
-        guard let parsed = try? ParsedURL(url) else { return false }
-        return allows(parsed)
-    }
-
-    /// Whether `request` may carry the environment's headers and credentials (its URL parsed
-    /// once: the parse it carries, if it still describes its URL).
+    /// Whether `request` may carry the environment's headers and credentials: its URL parses
+    /// (libcurl; the parse the request carries, while it still describes its URL) and its origin
+    /// is one of ``origins``.
     public func allows(_ request: HTTPRequest) -> Bool {
         guard let parsed = try? request.targetURL() else { return false }
         return allows(parsed)

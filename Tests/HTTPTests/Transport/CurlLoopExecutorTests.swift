@@ -12,9 +12,9 @@ import Testing
         let transport = try CurlTransport()
         defer { transport.shutdown() }
         let task = Task(executorPreference: transport.executor) {
-            let before = threadName()
+            let before = ThreadName.current
             let response = try await transport.send(collecting: HTTPRequest(method: "GET", url: server.url("/echo")))
-            return (before, threadName(), response.status)
+            return (before, ThreadName.current, response.status)
         }
         let (before, after, status) = try await withSafetyNet { try await task.value }
         #expect(status == 200)
@@ -27,7 +27,7 @@ import Testing
         let transport = try CurlTransport()
         transport.shutdown()
         let task = Task(executorPreference: transport.executor) { () -> (String?, Bool) in
-            let name = threadName()
+            let name = ThreadName.current
             do {
                 _ = try await transport.send(collecting: HTTPRequest(method: "GET", url: server.url("/echo")))
                 return (name, false)
@@ -40,7 +40,3 @@ import Testing
         #expect(cancelled)
     }
 }
-
-/// The system name of the thread running the caller, read at one point in time (synchronous:
-/// async code may move between threads).
-private func threadName() -> String? { ThreadName.current }
