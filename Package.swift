@@ -22,11 +22,13 @@ let package = Package(
         .systemLibrary(name: "CCrypto", path: "Sources/CCrypto", providers: [.apt(["libssl-dev"])]),
         // CSQLite loads libsqlite3 with dlopen on first use (Sources/CSQLite/shim.h), like CCurl.
         .systemLibrary(name: "CSQLite", path: "Sources/CSQLite", providers: [.apt(["libsqlite3-dev"])]),
+        // CSystem shows the libc calls Swift's Glibc module does not (eventfd, pwritev2).
+        .systemLibrary(name: "CSystem", path: "Sources/CSystem"),
 
         .target(name: "ErrorKinds"),
         .target(name: "Logging"),
         .target(name: "HTTPFields"),
-        .target(name: "JSONRPC", dependencies: ["ErrorKinds", "Logging"]),
+        .target(name: "JSONRPC", dependencies: ["CSystem", "ErrorKinds", "Logging"]),
         .target(name: "Config", dependencies: ["CYAML", "ErrorKinds", "HTTPFields", "Logging"]),
         .target(name: "HTTP", dependencies: ["CCurl", "ErrorKinds", "HTTPFields", "Logging"]),
         .target(name: "Auth", dependencies: ["HTTP", "HTTPFields", "CCrypto", "CSQLite", "ErrorKinds", "Logging"]),

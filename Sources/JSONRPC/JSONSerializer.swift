@@ -2,8 +2,9 @@ extension JSONValue {
     /// The compact JSON text of this value as UTF-8 bytes. Non-ASCII text is written as UTF-8;
     /// control characters, `"` and `\` are escaped; numbers are written as their literal.
     public func serialized() -> [UInt8] {
+        // Room for a typical answer (status, a dozen headers, a small body) without regrowing.
         var output: [UInt8] = []
-        output.reserveCapacity(64)
+        output.reserveCapacity(512)
         write(into: &output)
         return output
     }

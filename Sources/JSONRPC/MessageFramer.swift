@@ -5,23 +5,33 @@ public enum Framing: String, Sendable, CaseIterable {
     /// `Content-Length: N\r\n\r\n` + N bytes (LSP base protocol).
     case lsp
 
-    /// Wraps one serialized message for the wire.
-    public func frame(_ body: [UInt8]) -> [UInt8] {
-        // Sized exactly: a serialized body carries up to as much spare capacity again, and
-        // queued frames are bounded by their byte count (StdioWriter).
-        var out: [UInt8] = []
+    /// Wraps one serialized message for the wire: NDJSON appends its newline in place (no copy
+    /// when the body has room for it, which a serialized body usually has).
+    public func frame(_ body: consuming [UInt8]) -> [UInt8] {
         switch self {
         case .ndjson:
-            out.reserveCapacity(body.count + 1)
-            out.append(contentsOf: body)
+            var out = body
             out.append(0x0A)
+            return out
         case .lsp:
             let header = "Content-Length: \(body.count)\r\n\r\n".utf8
+            var out: [UInt8] = []
             out.reserveCapacity(header.count + body.count)
             out.append(contentsOf: header)
             out.append(contentsOf: body)
+            return out
         }
-        return out
+    }
+
+    /// `frame` from `start` on, in storage of its own size, for a frame that waits in a queue:
+    /// queued frames are bounded by their byte count (StdioWriter), and a serialized body can
+    /// carry up to as much spare capacity again. A whole frame without much spare room is kept.
+    static func exactlySized(_ frame: [UInt8], from start: Int = 0) -> [UInt8] {
+        let count = frame.count - start
+        if start == 0, frame.capacity - count <= count / 8 { return frame }
+        return [UInt8](unsafeUninitializedCapacity: count) { buffer, initialized in
+            initialized = buffer.initialize(fromContentsOf: frame[start...])
+        }
     }
 }
 

@@ -5,12 +5,12 @@ import Synchronization
 public protocol MessageSink: Sendable {
     /// Hands over one serialized JSON message, suspending while the output is backed up
     /// (back-pressure for a slow peer).
-    func send(_ message: [UInt8]) async
+    func send(_ message: consuming [UInt8]) async
 
     /// Hands over one serialized JSON message without waiting (and never drops it). For the
     /// reader thread, which must not block in the middle of a frame; it waits for room before
     /// its next read instead (``StdioWriter/waitForRoom()``).
-    func sendNow(_ message: [UInt8])
+    func sendNow(_ message: consuming [UInt8])
 }
 
 /// A one-shot signal that tasks can wait for (e.g. "the reply has been handed to the writer").

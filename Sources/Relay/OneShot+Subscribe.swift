@@ -74,9 +74,9 @@ extension OneShot {
 
         var end: SubscriptionEnd { ending.withLock { $0 } }
 
-        func send(_ message: [UInt8]) async { sendNow(message) }
+        func send(_ message: consuming [UInt8]) async { sendNow(message) }
 
-        func sendNow(_ message: [UInt8]) {
+        func sendNow(_ message: consuming [UInt8]) {
             guard let value = try? JSONParser.parse(message), var params = value["params"]?.objectValue else { return }
             params["subscription"] = nil
             switch value["method"]?.stringValue {

@@ -11,8 +11,8 @@ final class RecordingSink: MessageSink {
 
     private let state = Mutex(State())
 
-    func send(_ message: [UInt8]) async { record(message) }
-    func sendNow(_ message: [UInt8]) { record(message) }
+    func send(_ message: consuming [UInt8]) async { record(message) }
+    func sendNow(_ message: consuming [UInt8]) { record(message) }
 
     private func record(_ message: [UInt8]) {
         let value = (try? JSONParser.parse(message)) ?? .string("<unparseable>")

@@ -81,6 +81,6 @@ import Testing
 
 /// A sink that drops what it is given (the handlers called here send nothing).
 final class DiscardingSink: MessageSink {
-    func send(_ frame: [UInt8]) async {}
-    func sendNow(_ frame: [UInt8]) {}
+    func send(_ frame: consuming [UInt8]) async {}
+    func sendNow(_ frame: consuming [UInt8]) {}
 }

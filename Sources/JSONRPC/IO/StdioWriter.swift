@@ -1,3 +1,4 @@
+import CSystem
 import Dispatch
 import Foundation
 import Logging
@@ -5,10 +6,11 @@ import Synchronization
 
 /// The one serial writer of protocol frames. Whole frames are written in the order they were
 /// handed over, one writer at a time, so frames never interleave, and no producer ever blocks on
-/// a slow peer: when nothing is queued or being written and the frame fits in the pipe without
-/// blocking (at most `PIPE_BUF` bytes into a pipe with a free slot, or any frame into a regular
-/// file), the producer writes it itself (no thread hand-off for a lone answer); otherwise the
-/// frame is queued for a dedicated thread doing blocking `write(2)` calls, started on first need.
+/// a slow peer: when nothing is queued or being written, the producer writes the frame itself
+/// (no thread hand-off for a lone answer) as far as that cannot block: into a pipe, one
+/// `RWF_NOWAIT` write of what fits; into a regular file, all of it. Whatever is left (all of it
+/// for a terminal or socket) is queued, first in line, for a dedicated thread doing blocking
+/// `write(2)` calls, started on first need.
 ///
 /// One bound holds for every frame, whoever produced it (SPEC §7 "Concurrency limits"): while
 /// `bound` bytes or more wait to be written, ``send(_:)`` suspends its caller and
@@ -38,6 +40,9 @@ public final class StdioWriter: MessageSink {
         var readerParked = false
         /// Producers wait in ``send(_:)`` since the queue last had room (logged once per episode).
         var producersWaiting = false
+        /// Producers may write inline: the output is a pipe or a regular file, and (for a pipe)
+        /// the kernel has not refused a non-blocking write.
+        var inlineWrites: Bool
 
         var hasRoom: Bool { broken || closed || queuedBytes < bound }
         var isDrained: Bool { broken || (queue.isEmpty && queuedBytes == 0) }
@@ -62,13 +67,16 @@ public final class StdioWriter: MessageSink {
     ) {
         self.fileDescriptor = fileDescriptor
         self.onPeerGone = onPeerGone
-        output = OutputKind(fileDescriptor)
-        state = Mutex(State(bound: max(1, bound)))
+        let output = OutputKind(fileDescriptor)
+        self.output = output
+        state = Mutex(State(inlineWrites: output != .other, bound: max(1, bound)))
     }
 
-    /// The kinds of output a producer may write to inline without risking a block.
+    /// The kinds of output a producer may write to inline without risking a block: a pipe (as
+    /// Python's and Emacs's subprocesses give), a socket (libuv's: Neovim, Node, VS Code) and a
+    /// regular file; not a terminal.
     enum OutputKind {
-        case pipe, regularFile, other
+        case pipe, socket, regularFile, other
 
         init(_ fileDescriptor: Int32) {
             var info = stat()
@@ -78,25 +86,52 @@ public final class StdioWriter: MessageSink {
             }
             switch info.st_mode & S_IFMT {
             case S_IFIFO: self = .pipe
+            case S_IFSOCK: self = .socket
             case S_IFREG: self = .regularFile
             default: self = .other
             }
         }
     }
 
-    /// Whether writing `count` bytes now cannot block: a regular file never does (for this
-    /// purpose); a pipe write of at most `PIPE_BUF` bytes does not when the pipe has a free slot
-    /// (`POLLOUT`: the kernel merges it into the last page or takes the free one). Called only by
-    /// the one writer that owns the output, and the peer only ever makes more room.
-    private func canWriteWithoutBlocking(_ count: Int) -> Bool {
-        switch output {
-        case .regularFile: return true
-        case .other: return false
-        case .pipe:
-            guard count <= Int(PIPE_BUF) else { return false }
-            var descriptor = pollfd(fd: fileDescriptor, events: Int16(POLLOUT), revents: 0)
-            return poll(&descriptor, 1, 0) == 1 && descriptor.revents & Int16(POLLOUT) != 0
+    /// Writes as much of `frame` as can go without blocking, accounts for it, and returns how
+    /// many bytes are done with (all of them when the peer is gone). Called only by the one
+    /// writer that owns the output, with nothing queued before `frame`.
+    private func writeInline(_ frame: [UInt8]) -> Int {
+        let output = output
+        guard output == .pipe || output == .socket else {
+            _ = write(frame)
+            return frame.count
         }
+        var written = 0
+        var failed = false
+        frame.withUnsafeBytes { buffer in
+            guard let base = buffer.baseAddress else { return }
+            while written < buffer.count {
+                let count =
+                    output == .pipe
+                    ? tr_write_nowait(fileDescriptor, base + written, buffer.count - written)
+                    : Glibc.send(
+                        fileDescriptor, base + written, buffer.count - written, Int32(MSG_DONTWAIT | MSG_NOSIGNAL))
+                if count >= 0 {
+                    written += count
+                    continue
+                }
+                switch errno {
+                case EINTR: continue
+                case EAGAIN: return
+                case EOPNOTSUPP, EINVAL:
+                    // A kernel without non-blocking pipe writes (before 4.14, or pipes without
+                    // RWF_NOWAIT support): the thread writes from now on.
+                    state.withLock { $0.inlineWrites = false }
+                    return
+                default:
+                    failed = true
+                    return
+                }
+            }
+        }
+        account(failed ? frame.count : written, ok: !failed)
+        return failed ? frame.count : written
     }
 
     /// The framing replies use (the peer's, once detected).
@@ -105,7 +140,7 @@ public final class StdioWriter: MessageSink {
         set { state.withLock { $0.framing = newValue } }
     }
 
-    public func send(_ message: [UInt8]) async {
+    public func send(_ message: consuming [UInt8]) async {
         guard enqueue(message) else { return }
         let (firstToWait, queued) = state.withLock { state in
             defer { state.producersWaiting = true }
@@ -122,7 +157,7 @@ public final class StdioWriter: MessageSink {
         }
     }
 
-    public func sendNow(_ message: [UInt8]) {
+    public func sendNow(_ message: consuming [UInt8]) {
         _ = enqueue(message)
     }
 
@@ -141,26 +176,29 @@ public final class StdioWriter: MessageSink {
     }
 
     /// Writes a frame inline or queues it; returns whether the caller should wait for room.
-    private func enqueue(_ message: [UInt8]) -> Bool {
-        enum Action { case none, writeInline([UInt8]), wake, startThread }
+    private func enqueue(_ message: consuming [UInt8]) -> Bool {
+        enum Action { case none, writeInline, wake, startThread }
+        // Framed outside the lock, in place for NDJSON (the framing changes only once, when
+        // detected, before the first reply).
+        let frame = state.withLock { $0.framing }.frame(message)
         let (action, full): (Action, Bool) = state.withLock { state in
             guard !state.broken, !state.closed else { return (.none, false) }
-            let frame = state.framing.frame(message)
             state.queuedBytes += frame.count
-            if !state.busy, state.queue.isEmpty, canWriteWithoutBlocking(frame.count) {
+            if !state.busy, state.queue.isEmpty, state.inlineWrites {
                 state.busy = true
-                return (.writeInline(frame), !state.hasRoom)
+                return (.writeInline, !state.hasRoom)
             }
-            state.queue.append(frame)
+            state.queue.append(Framing.exactlySized(frame))
             return (wakeAction(&state), !state.hasRoom)
         }
         switch action {
         case .none: break
-        case .writeInline(let frame):
-            let ok = write(frame)
+        case .writeInline:
+            let done = writeInline(frame)
             let wake: Action = state.withLock { state in
                 state.busy = false
-                return ok && !state.queue.isEmpty ? wakeAction(&state) : .none
+                if done < frame.count { state.queue.insert(Framing.exactlySized(frame, from: done), at: 0) }
+                return !state.broken && !state.queue.isEmpty ? wakeAction(&state) : .none
             }
             perform(wake)
         case .wake, .startThread: perform(action)
@@ -254,10 +292,17 @@ public final class StdioWriter: MessageSink {
     /// Writes `bytes` and accounts for them; false once the peer is gone (the thread ends).
     private func write(_ bytes: [UInt8]) -> Bool {
         let ok = !isBroken && OutputFile.writeAll(fileDescriptor, bytes)
+        account(bytes.count, ok: ok)
+        return ok
+    }
+
+    /// Takes `count` written bytes off the queue's count and lets waiters go as room or the end
+    /// of the queue is reached; `ok == false`: the peer is gone, all output is dropped.
+    private func account(_ count: Int, ok: Bool) {
         let (spaceWaiters, drainWaiters, releaseReader, peerGone):
             ([CheckedContinuation<Void, Never>], [CheckedContinuation<Void, Never>], Bool, Bool) =
                 state.withLock { state in
-                    state.queuedBytes -= bytes.count
+                    state.queuedBytes -= count
                     var peerGone = false
                     if !ok && !state.broken {
                         state.broken = true
@@ -288,6 +333,5 @@ public final class StdioWriter: MessageSink {
             log.debug("stdout closed by the peer")
             onPeerGone()
         }
-        return ok
     }
 }

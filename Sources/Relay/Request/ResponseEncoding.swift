@@ -78,7 +78,9 @@ enum ResponseEncoding {
         return (.base64, .string(Data(bytes).base64EncodedString()))
     }
 
-    /// The lower-cased media type without parameters.
+    /// The media type without parameters, lower-cased on its ASCII letters (media types are
+    /// case-insensitive ASCII tokens; Unicode case mapping could turn a non-ASCII letter into an
+    /// ASCII one, e.g. the Kelvin sign into `k`).
     static func mediaType(_ contentType: String) -> String {
         // Plain Swift on the UTF-8 view: Foundation's trimmingCharacters bridges through NSString
         // and cost ~3.5 % of tokenrelay's CPU per `request` in scripts/bench's profile. Header
@@ -89,7 +91,7 @@ enum ResponseEncoding {
         func isSpace(_ byte: UInt8) -> Bool { byte == 0x20 || byte == 0x09 }
         while lower < upper, isSpace(utf8[lower]) { lower = utf8.index(after: lower) }
         while upper > lower, isSpace(utf8[utf8.index(before: upper)]) { upper = utf8.index(before: upper) }
-        return String(contentType[lower..<upper]).lowercased()
+        return asciiLowercased(String(contentType[lower..<upper]))
     }
 
     static func isTextual(_ mediaType: String) -> Bool {
