@@ -30,7 +30,7 @@ let package = Package(
         .target(name: "HTTPFields"),
         .target(name: "JSONRPC", dependencies: ["CSystem", "ErrorKinds", "Logging"]),
         .target(name: "Config", dependencies: ["CYAML", "ErrorKinds", "HTTPFields", "Logging"]),
-        .target(name: "HTTP", dependencies: ["CCurl", "ErrorKinds", "HTTPFields", "Logging"]),
+        .target(name: "HTTP", dependencies: ["CCurl", "CSystem", "ErrorKinds", "HTTPFields", "Logging"]),
         .target(name: "Auth", dependencies: ["HTTP", "HTTPFields", "CCrypto", "CSQLite", "ErrorKinds", "Logging"]),
         .target(
             name: "Relay", dependencies: ["JSONRPC", "Config", "HTTP", "HTTPFields", "Auth", "ErrorKinds", "Logging"]),

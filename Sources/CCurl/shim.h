@@ -26,7 +26,6 @@ struct tr_curl_api {
     CURLcode (*global_init)(long);
     CURLM *(*multi_init)(void);
     CURLMcode (*multi_cleanup)(CURLM *);
-    CURLMcode (*multi_wakeup)(CURLM *);
     CURLMcode (*multi_perform)(CURLM *, int *);
     CURLMcode (*multi_poll)(CURLM *, struct curl_waitfd *, unsigned int, int, int *);
     CURLMcode (*multi_add_handle)(CURLM *, CURL *);
@@ -65,7 +64,6 @@ static inline void tr_curl_load_once(void) {
     TR_CURL_SYMBOL(global_init, "curl_global_init")
     TR_CURL_SYMBOL(multi_init, "curl_multi_init")
     TR_CURL_SYMBOL(multi_cleanup, "curl_multi_cleanup")
-    TR_CURL_SYMBOL(multi_wakeup, "curl_multi_wakeup")
     TR_CURL_SYMBOL(multi_perform, "curl_multi_perform")
     TR_CURL_SYMBOL(multi_poll, "curl_multi_poll")
     TR_CURL_SYMBOL(multi_add_handle, "curl_multi_add_handle")
@@ -103,7 +101,6 @@ static inline int tr_curl_load(void) { return tr_curl_api()->loaded; }
 static inline CURLcode tr_global_init(long flags) { return tr_curl_api()->global_init(flags); }
 static inline CURLM *tr_multi_init(void) { return tr_curl_api()->multi_init(); }
 static inline CURLMcode tr_multi_cleanup(CURLM *multi) { return tr_curl_api()->multi_cleanup(multi); }
-static inline CURLMcode tr_multi_wakeup(CURLM *multi) { return tr_curl_api()->multi_wakeup(multi); }
 static inline CURLMcode tr_multi_perform(CURLM *multi, int *running) { return tr_curl_api()->multi_perform(multi, running); }
 static inline CURLMcode tr_multi_poll(CURLM *multi, struct curl_waitfd *fds, unsigned int count, int timeout, int *ready) {
     return tr_curl_api()->multi_poll(multi, fds, count, timeout, ready);

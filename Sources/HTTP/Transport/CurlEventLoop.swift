@@ -1,4 +1,5 @@
 import CCurl
+import CSystem
 import Foundation
 import Logging
 import Synchronization
@@ -11,8 +12,9 @@ import Synchronization
 //
 // Invariants:
 // - One loop thread ("relay-curl") owns the CURLM handle and every easy handle: it alone
-//   calls curl_multi_* (except curl_multi_wakeup, which libcurl allows from any thread) and
-//   curl_easy_* on them. Other threads only append commands to `inbox` (Mutex) and wake it.
+//   calls curl_multi_* and curl_easy_* on them. Other threads only append commands to `inbox`
+//   (Mutex) and wake it through `wakeup`, an eventfd the loop polls beside libcurl's sockets
+//   (one write to wake, one read to rearm: cheaper than curl_multi_wakeup's socket pair).
 // - A CurlTransfer is retained by `active` for as long as its easy handle is attached to the
 //   multi handle. Its address is the callbacks' context (CURLOPT_WRITEDATA, HEADERDATA, PRIVATE)
 //   passed UNRETAINED: callbacks run only on the loop thread inside curl_multi_perform /
@@ -29,8 +31,8 @@ import Synchronization
 //   jobs on the loop thread between transfers, so a request's task, its transfer and its answer
 //   need no thread hand-off. A job never blocks (every wait in the code is a suspension), and a
 //   job enqueued once the loop has stopped runs on the global executor: no job is ever dropped.
-// - The multi handle is cleaned up in deinit, so a late curl_multi_wakeup never touches freed
-//   memory (every caller of wakeup holds a reference to the loop).
+// - The multi handle and the eventfd are released in deinit, so a late wake never touches a
+//   freed handle or a reused descriptor (every caller of enqueue holds a reference to the loop).
 
 /// An easy handle with its error buffer. Loop thread only.
 struct CurlEasyHandle {
@@ -57,6 +59,8 @@ final class CurlEventLoop: @unchecked Sendable {  // Safe: inbox is a Mutex; the
 
     private let inbox = Mutex(Inbox())
     private let multi: UnsafeMutableRawPointer
+    /// Written by `enqueue` when the loop sleeps; polled and read by the loop.
+    private let wakeup: Int32
     private let options: CurlTransport.Options
 
     // Loop-thread only.
@@ -71,10 +75,15 @@ final class CurlEventLoop: @unchecked Sendable {  // Safe: inbox is a Mutex; the
     private static let globalInit: Bool = tr_curl_load() == 1 && tr_global_init(Int(CURL_GLOBAL_DEFAULT)) == CURLE_OK
 
     init(options: CurlTransport.Options) throws(HTTPError) {
-        guard Self.globalInit, let multi = tr_multi_init() else {
+        guard Self.globalInit else { throw .transport("libcurl could not be initialised") }
+        let wakeup = eventfd(0, Int32(EFD_CLOEXEC | EFD_NONBLOCK))
+        guard wakeup >= 0 else { throw .transport("no eventfd for the transfer loop (errno \(errno))") }
+        guard let multi = tr_multi_init() else {
+            close(wakeup)
             throw .transport("libcurl could not be initialised")
         }
         self.multi = multi
+        self.wakeup = wakeup
         self.options = options
         _ = tr_multi_setopt_long(multi, CURLMOPT_PIPELINING, Int(CURLPIPE_MULTIPLEX))
         if options.maxConnectionsPerHost > 0 {
@@ -89,6 +98,7 @@ final class CurlEventLoop: @unchecked Sendable {  // Safe: inbox is a Mutex; the
 
     deinit {
         tr_multi_cleanup(multi)
+        close(wakeup)
     }
 
     // MARK: Any thread
@@ -104,7 +114,7 @@ final class CurlEventLoop: @unchecked Sendable {  // Safe: inbox is a Mutex; the
             inbox.sleeping = false
             return (true, wake)
         }
-        if wake { _ = tr_multi_wakeup(multi) }
+        if wake { _ = eventfd_write(wakeup, 1) }
         return accepted
     }
 
@@ -142,7 +152,14 @@ final class CurlEventLoop: @unchecked Sendable {  // Safe: inbox is a Mutex; the
                 inbox.sleeping = true
                 return true
             }
-            if mayPoll { _ = tr_multi_poll(multi, nil, 0, timeout, nil) }
+            if mayPoll {
+                var woken = curl_waitfd(fd: wakeup, events: Int16(CURL_WAIT_POLLIN), revents: 0)
+                _ = tr_multi_poll(multi, &woken, 1, timeout, nil)
+                if woken.revents != 0 {
+                    var count: eventfd_t = 0
+                    _ = eventfd_read(wakeup, &count)
+                }
+            }
         }
     }
 
