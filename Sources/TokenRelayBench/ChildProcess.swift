@@ -4,9 +4,12 @@ import Foundation
     import Glibc
 #endif
 
-/// A child process with its stdin and stdout on pipes (stderr to a file or inherited), spawned
-/// with `posix_spawn` and an empty signal mask.
+/// A child process with its stdin and stdout on pipes, or on socket pairs as libuv gives its
+/// children (Neovim, Node, VS Code), stderr to a file or inherited; spawned with `posix_spawn`
+/// and an empty signal mask.
 struct ChildProcess {
+    enum Stdio: String { case pipe, socket }
+
     /// The child's process id.
     let pid: Int32
     /// Write end of the child's stdin.
@@ -15,10 +18,19 @@ struct ChildProcess {
     let output: Int32
 
     /// Spawns `argv` (argv[0] is the executable path); stderr goes to `stderrPath` when given.
-    static func spawn(_ argv: [String], stderrPath: String?) -> ChildProcess {
+    static func spawn(_ argv: [String], stderrPath: String?, stdio: Stdio = .pipe) -> ChildProcess {
+        // [read end, write end] either way (a socket pair's ends are both; the child gets one).
         var inPipe: [Int32] = [0, 0]
         var outPipe: [Int32] = [0, 0]
-        guard pipe(&inPipe) == 0, pipe(&outPipe) == 0 else { die("pipe failed") }
+        switch stdio {
+        case .pipe:
+            guard pipe(&inPipe) == 0, pipe(&outPipe) == 0 else { die("pipe failed") }
+        case .socket:
+            let stream = Int32(SOCK_STREAM.rawValue)
+            guard socketpair(AF_UNIX, stream, 0, &inPipe) == 0, socketpair(AF_UNIX, stream, 0, &outPipe) == 0 else {
+                die("socketpair failed")
+            }
+        }
         for fd in inPipe + outPipe { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)

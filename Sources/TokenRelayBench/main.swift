@@ -8,6 +8,7 @@ import Foundation
 // JSON object on stdout. Modes:
 //   rpc        --command "BIN ARGS" [--body JSON-TAIL] --inflight N --total M [--warmup W]
 //              [--expect BYTES] [--watch name=pid,...] [--name tokenrelay] [--stderr FILE] [--no-ping]
+//              [--stdio pipe|socket]   (socket: the child's stdin/stdout on socket pairs, as libuv spawns)
 //   curl       --url URL --inflight N --total M [--header 'K: V'] [--watch ...]   (libcurl multi)
 //   urlsession --url URL --inflight N --total M [--header 'K: V'] [--watch ...]   (URLSession)
 //   coldstart  --command "BIN ARGS" --bare BIN [--runs K]
@@ -36,7 +37,8 @@ func memoryFields(_ pid: Int32, _ prefix: String) -> [String: Any] {
 
 switch mode {
 case "rpc":
-    let child = ChildProcess.spawn(commandWords(), stderrPath: options.optional("stderr"))
+    guard let stdio = ChildProcess.Stdio(rawValue: options.string("stdio", "pipe")) else { die("--stdio pipe|socket") }
+    let child = ChildProcess.spawn(commandWords(), stderrPath: options.optional("stderr"), stdio: stdio)
     let connection = RPCConnection(child: child)
     let inflight = options.int("inflight", 1)
     let total = options.int("total", 10_000)

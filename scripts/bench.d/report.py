@@ -72,6 +72,7 @@ def main():
         (f"Python httpx + Authlib, best ({best_authlib})", best_authlib),
         ("tokenrelay Python client (AsyncRelay)", "pyclient"), ("tokenrelay Python client", "pyclient_1"),
         ("tokenrelay `request` (bearer, NDJSON)", "relay_64"), ("tokenrelay `request`", "relay_1"),
+        ("tokenrelay `request`, stdio on socket pairs (libuv: Neovim, Node)", "relay_1_socket"),
         ("tokenrelay `ping` (protocol only)", "ping_64"), ("tokenrelay `ping`", "ping_1"),
         ("driver ceiling: /bin/cat echo", "echo_64"), ("driver ceiling: /bin/cat echo", "echo_1"),
     ]
