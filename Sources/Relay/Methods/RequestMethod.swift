@@ -65,7 +65,7 @@ struct RequestMethod: Sendable {
         -> ParsedURL
     {
         do {
-            return try ParsedURL(url)
+            return try environment.recentURLs.parse(url)
         } catch {
             if case .path = params.target {
                 do {

@@ -17,6 +17,8 @@ struct EnvironmentRuntime: Sendable {
     let plainClient: HTTPClient
     /// Sends with each profile's credentials.
     let clients: [String: HTTPClient]
+    /// The URLs `request` parsed last in this environment.
+    let recentURLs = ParsedURLCache()
 
     var name: String { settings.name }
 
