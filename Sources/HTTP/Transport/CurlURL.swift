@@ -78,8 +78,9 @@ public struct ParsedURL: Sendable, Hashable, CustomStringConvertible {
     }
 
     /// Whether the host is the loopback interface: `localhost` (and `*.localhost`, which libcurl
-    /// resolves to loopback itself), 127.0.0.0/8, `::1` and IPv4-mapped 127.0.0.0/8.
-    public var isLoopback: Bool { Self.isLoopback(host: host) }
+    /// resolves to loopback itself), 127.0.0.0/8, `::1` and IPv4-mapped 127.0.0.0/8. Decided once,
+    /// when parsed (every transfer asks, to keep loopback off any proxy).
+    public let isLoopback: Bool
 
     public var description: String { text }
 
@@ -210,5 +211,6 @@ extension ParsedURL {
         self.zoneID = zoneID
         self.port = port
         self.hadFragment = hadFragment
+        isLoopback = Self.isLoopback(host: host)
     }
 }
