@@ -20,32 +20,42 @@ enum ResponseEncoding {
     /// The fields as one object: names lower-cased on their ASCII bytes (field names are RFC 9110
     /// tokens; anything else is left as sent), repeats joined in arrival order. A response has a
     /// handful of fields, so repeats are found by a linear scan, with an index only past 32
-    /// distinct names (a server sending thousands must not make this quadratic).
+    /// distinct names (a server sending thousands must not make this quadratic). Members are
+    /// built as they come; only a repeated name collects its values on the side.
     static func headerObject(_ headers: HTTPHeaders) -> JSONObject {
-        var names: [String] = []
-        var values: [[String]] = []
+        var members: [(key: String, value: JSONValue)] = []
+        var repeats: [Int: [String]] = [:]
         var index: [String: Int] = [:]
         for field in headers {
             let name = asciiLowercased(field.name)
-            let found = names.count > 32 ? index[name] : names.firstIndex(of: name)
+            let found = members.count > 32 ? index[name] : members.firstIndex { $0.key == name }
             if let found {
-                values[found].append(field.value)
+                // The member still holds the name's first value until the repeats are joined.
+                repeats[found, default: [text(members[found].value)]].append(field.value)
                 continue
             }
-            names.append(name)
-            values.append([field.value])
-            if names.count == 33 {
-                for (position, known) in names.enumerated() { index[known] = position }
-            } else if names.count > 33 {
-                index[name] = names.count - 1
+            members.append((name, .string(field.value)))
+            if members.count == 33 {
+                for (position, known) in members.enumerated() { index[known.key] = position }
+            } else if members.count > 33 {
+                index[name] = members.count - 1
             }
         }
-        // The names are distinct: the members go in as they are, without a lookup each.
-        return JSONObject(
-            zip(names, values).map { name, list in
-                if name == "set-cookie" { return (name, .array(list.map { .string($0) })) }
-                return (name, .string(list.count == 1 ? list[0] : list.joined(separator: ", ")))
-            })
+        for (position, values) in repeats {
+            members[position].value = .string(values.joined(separator: ", "))
+        }
+        // `set-cookie` is always an array: its values may themselves hold ", " (in Expires).
+        if let position = members.firstIndex(where: { $0.key == "set-cookie" }) {
+            let values = repeats[position] ?? [text(members[position].value)]
+            members[position].value = .array(values.map { .string($0) })
+        }
+        return JSONObject(members)
+
+        /// A member's value as built above (always a string until the end).
+        func text(_ value: JSONValue) -> String {
+            if case .string(let text) = value { return text }
+            return ""
+        }
     }
 
     /// `text` with `A`-`Z` lower-cased (the same string when there is none: no copy).

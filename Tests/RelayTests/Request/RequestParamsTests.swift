@@ -127,6 +127,12 @@ import Testing
         #expect(object["content-type"] == "text/plain")
         #expect(object["x-a"] == "1, 2")
         #expect(object["set-cookie"] == ["a=1", "b=2"])
+        #expect(object.keys == ["content-type", "x-a", "set-cookie"], "in the order each name first came")
+    }
+
+    @Test func aLoneSetCookieIsAnArrayOfOne() {
+        let object = ResponseEncoding.headerObject(HTTPHeaders([("Set-Cookie", "a=1; Expires=Wed, 21 Oct 2026")]))
+        #expect(object["set-cookie"] == ["a=1; Expires=Wed, 21 Oct 2026"])
     }
 
     @Test func manyFieldsKeepTheirOrderAndRepeatsPastTheLinearScan() {
