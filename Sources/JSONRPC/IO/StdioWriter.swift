@@ -7,10 +7,10 @@ import Synchronization
 /// The one serial writer of protocol frames. Whole frames are written in the order they were
 /// handed over, one writer at a time, so frames never interleave, and no producer ever blocks on
 /// a slow peer: when nothing is queued or being written, the producer writes the frame itself
-/// (no thread hand-off for a lone answer) as far as that cannot block: into a pipe, one
-/// `RWF_NOWAIT` write of what fits; into a regular file, all of it. Whatever is left (all of it
-/// for a terminal or socket) is queued, first in line, for a dedicated thread doing blocking
-/// `write(2)` calls, started on first need.
+/// (no thread hand-off for a lone answer) as far as that cannot block: into a pipe or a socket,
+/// one non-blocking write of what fits; into a regular file, all of it. Whatever is left (all of
+/// it for a terminal) is queued, first in line, for a dedicated thread doing blocking `write(2)`
+/// calls, started on first need.
 ///
 /// One bound holds for every frame, whoever produced it (SPEC §7 "Concurrency limits"): while
 /// `bound` bytes or more wait to be written, ``send(_:)`` suspends its caller and
@@ -40,8 +40,8 @@ public final class StdioWriter: MessageSink {
         var readerParked = false
         /// Producers wait in ``send(_:)`` since the queue last had room (logged once per episode).
         var producersWaiting = false
-        /// Producers may write inline: the output is a pipe or a regular file, and (for a pipe)
-        /// the kernel has not refused a non-blocking write.
+        /// Producers may write inline: the output is a pipe, a socket or a regular file, and the
+        /// kernel has not refused a non-blocking write to it.
         var inlineWrites: Bool
 
         var hasRoom: Bool { broken || closed || queuedBytes < bound }
