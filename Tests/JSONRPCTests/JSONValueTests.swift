@@ -27,6 +27,20 @@ import Testing
         #expect(value.jsonText == #""a\"b\\c/d\n\t\r\u0008\u000cé😀\u0001""#)
     }
 
+    @Test(arguments: [
+        ("short \"q\"", #""short \"q\"""#),
+        (
+            "\"a string longer than fifteen bytes\nwith escapes at both ends\u{01}",
+            #""\"a string longer than fifteen bytes\nwith escapes at both ends\u0001""#
+        ),
+        (String(repeating: "x", count: 300) + "\\", "\"" + String(repeating: "x", count: 300) + #"\\""#),
+        ("", #""""#),
+    ])
+    func stringsOfEverySizeAreEscapedAtTheirEnds(_ text: String, _ json: String) {
+        #expect(JSONValue.string(text).jsonText == json)
+        #expect(JSONValue.string(String(text[...])).jsonText == json, "from a substring")
+    }
+
     @Test func loneSurrogatesBecomeReplacementCharacters() throws {
         #expect(try JSONParser.parse(#""\ud83d x""#) == .string("\u{FFFD} x"))
         #expect(try JSONParser.parse(#""\ude00""#) == .string("\u{FFFD}"))
