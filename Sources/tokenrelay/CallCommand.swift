@@ -58,6 +58,8 @@ enum CallCommand {
             return CommandLineTool.usageError(error.message)
         }
         log.configure(level: options.logLevel, format: .text)
+        // The request needs libcurl: load it while the configuration is read.
+        CurlTransport.preload()
         if let profile = options.profile { params["profile"] = .string(profile) }
         params["method"] = .string(positional[0].uppercased())
         let target = positional[1]

@@ -72,10 +72,11 @@ final class CurlEventLoop: @unchecked Sendable {  // Safe: inbox is a Mutex; the
     /// The loop thread's name (Linux keeps 15 bytes of a thread name).
     static let threadName = "relay-curl"
 
-    private static let globalInit: Bool = tr_curl_load() == 1 && tr_global_init(Int(CURL_GLOBAL_DEFAULT)) == CURLE_OK
+    /// libcurl loaded and initialised, once for the process (thread-safe: a lazy static).
+    static let isLibraryReady: Bool = tr_curl_load() == 1 && tr_global_init(Int(CURL_GLOBAL_DEFAULT)) == CURLE_OK
 
     init(options: CurlTransport.Options) throws(HTTPError) {
-        guard Self.globalInit else { throw .transport("libcurl could not be initialised") }
+        guard Self.isLibraryReady else { throw .transport("libcurl could not be initialised") }
         let wakeup = eventfd(0, Int32(EFD_CLOEXEC | EFD_NONBLOCK))
         guard wakeup >= 0 else { throw .transport("no eventfd for the transfer loop (errno \(errno))") }
         guard let multi = tr_multi_init() else {

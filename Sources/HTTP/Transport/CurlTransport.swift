@@ -1,3 +1,6 @@
+import Foundation
+import Logging
+
 /// The HTTP transport on libcurl's multi interface: one event-loop thread owns one `CURLM`
 /// handle (connection reuse, HTTP/1.1 and HTTP/2), any task submits work to it.
 ///
@@ -46,6 +49,19 @@ public final class CurlTransport: HTTPTransport {
     /// The settings this transport was created with.
     public let options: Options
     private let loop: CurlEventLoop
+
+    /// Starts loading libcurl on a thread of its own, for a command that sends a request anyway
+    /// (`call`): the `dlopen` of its dependency tree (milliseconds) then overlaps reading the
+    /// configuration instead of following it. Returns at once; the first transport waits for the
+    /// load if it is not done (one initialisation, whoever asks first). Not for `serve`, which
+    /// must not map libcurl before its first request.
+    public static func preload() {
+        let thread = Thread {
+            ThreadName.set("relay-curl-load")
+            _ = CurlEventLoop.isLibraryReady
+        }
+        thread.start()
+    }
 
     /// Starts the event-loop thread. Throws when libcurl cannot be initialised.
     public init(options: Options = Options()) throws(HTTPError) {
