@@ -281,11 +281,9 @@ final class CurlEventLoop: @unchecked Sendable {  // Safe: inbox is a Mutex; the
             if method != "POST" {
                 _ = method.withCString { tr_easy_setopt_string(h, CURLOPT_CUSTOMREQUEST, $0) }
             }
-        } else if method == "GET" {
-            // Set above.
         } else if method == "HEAD" {
             _ = tr_easy_setopt_long(h, CURLOPT_NOBODY, 1)
-        } else {
+        } else if method != "GET" {
             _ = method.withCString { tr_easy_setopt_string(h, CURLOPT_CUSTOMREQUEST, $0) }
         }
 

@@ -32,6 +32,6 @@ public final class ParsedURLCache: Sendable {
         return parsed
     }
 
-    /// How many URLs it holds now.
-    public var count: Int { entries.withLock { $0.count } }
+    /// How many URLs it holds now (for tests).
+    var count: Int { entries.withLock { $0.count } }
 }
