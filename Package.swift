@@ -31,10 +31,13 @@ let package = Package(
         .target(name: "JSONRPC", dependencies: ["CSystem", "ErrorKinds", "Logging"]),
         .target(name: "Config", dependencies: ["CYAML", "ErrorKinds", "HTTPFields", "Logging"]),
         .target(name: "HTTP", dependencies: ["CCurl", "CSystem", "ErrorKinds", "HTTPFields", "Logging"]),
-        .target(name: "Auth", dependencies: ["HTTP", "HTTPFields", "CCrypto", "CSQLite", "ErrorKinds", "Logging"]),
+        .target(
+            name: "Auth", dependencies: ["HTTP", "HTTPFields", "JSONRPC", "CCrypto", "CSQLite", "ErrorKinds", "Logging"]),
         .target(
             name: "Relay", dependencies: ["JSONRPC", "Config", "HTTP", "HTTPFields", "Auth", "ErrorKinds", "Logging"]),
-        .executableTarget(name: "tokenrelay", dependencies: ["Relay", "JSONRPC", "Config", "HTTP", "ErrorKinds", "Logging"]),
+        .executableTarget(
+            name: "tokenrelay",
+            dependencies: ["Relay", "JSONRPC", "Config", "HTTP", "HTTPFields", "Auth", "ErrorKinds", "Logging"]),
 
         // What the test targets share: the fixture server launcher and Fixtures/fixture_server.py.
         // Not part of any product.
@@ -69,10 +72,12 @@ if Context.environment["TOKENRELAY_DEV_TARGETS"] == "1" {
         .executableTarget(name: "FuzzJOSE", dependencies: ["FuzzSupport", "Auth"]),
 
         // Benchmarks (scripts/bench): the load driver with its libcurl and URLSession references
-        // (the only target allowed to import FoundationNetworking), and the bare Foundation
-        // binary the cold start is compared with.
+        // (the only target allowed to import FoundationNetworking), and the two bare binaries the
+        // cold start is compared with: one importing Foundation, one FoundationEssentials (what
+        // tokenrelay's modules import).
         .executableTarget(
             name: "TokenRelayBench", dependencies: ["CCurl", "Logging"], linkerSettings: [.linkedLibrary("curl")]),
         .executableTarget(name: "BareFoundationEcho"),
+        .executableTarget(name: "BareEssentialsEcho"),
     ]
 }

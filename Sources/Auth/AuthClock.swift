@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// The time source of the Auth module, injected so that tests control time.
 public protocol AuthClock: Sendable {

@@ -1,5 +1,5 @@
 import ErrorKinds
-import Foundation
+import FoundationEssentials
 
 /// Something the Relay turns into a notification.
 public enum AuthEvent: Sendable, Equatable {

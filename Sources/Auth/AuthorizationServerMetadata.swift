@@ -1,5 +1,6 @@
-import Foundation
+import FoundationEssentials
 import HTTP
+import JSONRPC
 import Logging
 
 /// The parts of RFC 8414 / OIDC discovery metadata the token manager uses, verified.
@@ -22,42 +23,42 @@ public struct AuthorizationServerMetadata: Sendable, Equatable {
     /// Verifies a discovery document: one JSON object whose `issuer` equals `expectedIssuer`
     /// exactly and whose endpoints are all allowed URLs.
     static func parse(_ body: [UInt8], expectedIssuer: String) throws(AuthError) -> AuthorizationServerMetadata {
-        let object: [String: Any]
+        let object: JSONObject
         do {
             object = try TokenResponseParser.jsonObject(body)
         } catch {
             throw .discovery("the metadata is not one JSON object")
         }
-        guard let issuer = object["issuer"] as? String else { throw .discovery("the metadata has no issuer") }
+        guard let issuer = object["issuer"]?.stringValue else { throw .discovery("the metadata has no issuer") }
         guard issuer == expectedIssuer else {
             throw .discovery("the metadata issuer does not equal the configured issuer")
         }
         for (name, value) in object where name.hasSuffix("_endpoint") || name == "jwks_uri" {
             // The member name is the server's text: cleaned before it goes into a message.
             let shown = ServerText(name).value
-            guard let url = value as? String else { throw .discovery("\(shown) is not a string") }
+            guard let url = value.stringValue else { throw .discovery("\(shown) is not a string") }
             do {
                 try EndpointPolicy.check(url, what: shown)
             } catch {
                 throw .discovery("\(shown) is not an https (or loopback http) URL")
             }
         }
-        guard let tokenEndpoint = object["token_endpoint"] as? String else {
+        guard let tokenEndpoint = object["token_endpoint"]?.stringValue else {
             throw .discovery("the metadata has no token_endpoint")
         }
         var methods: [String]?
         if let value = object["token_endpoint_auth_methods_supported"] {
-            guard let list = value as? [Any], let strings = list as? [String] else {
+            guard let strings = value.stringArray else {
                 throw .discovery("token_endpoint_auth_methods_supported is not a list of strings")
             }
             methods = strings
         }
         return AuthorizationServerMetadata(
             issuer: issuer, tokenEndpoint: tokenEndpoint, tokenEndpointAuthMethodsSupported: methods,
-            revocationEndpoint: object["revocation_endpoint"] as? String,
-            authorizationEndpoint: object["authorization_endpoint"] as? String,
-            deviceAuthorizationEndpoint: object["device_authorization_endpoint"] as? String,
-            jwksURI: object["jwks_uri"] as? String)
+            revocationEndpoint: object["revocation_endpoint"]?.stringValue,
+            authorizationEndpoint: object["authorization_endpoint"]?.stringValue,
+            deviceAuthorizationEndpoint: object["device_authorization_endpoint"]?.stringValue,
+            jwksURI: object["jwks_uri"]?.stringValue)
     }
 
     /// The discovery URLs to try for `issuer`, in order: RFC 8414 (well-known inserted before the

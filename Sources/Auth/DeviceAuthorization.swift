@@ -1,5 +1,6 @@
-import Foundation
+import FoundationEssentials
 import HTTP
+import JSONRPC
 import Logging
 
 /// A validated RFC 8628 §3.2 device authorization response.
@@ -19,14 +20,14 @@ struct DeviceAuthorization: Sendable, Equatable {
 
     /// Parses a 200 body. Never puts the body into an error.
     static func parse(_ body: [UInt8]) throws(AuthError) -> DeviceAuthorization {
-        let object: [String: Any]
+        let object: JSONObject
         do {
             object = try TokenResponseParser.jsonObject(body)
         } catch {
             throw .invalidTokenResponse("the device authorization response is not one JSON object")
         }
         func string(_ name: String) throws(AuthError) -> String {
-            guard let value = object[name] as? String, !value.isEmpty,
+            guard let value = object[name]?.stringValue, !value.isEmpty,
                 value.unicodeScalars.allSatisfy({ $0.value >= 0x20 && $0.value != 0x7F })
             else {
                 throw .invalidTokenResponse("the device authorization response has no usable \(name)")
@@ -47,9 +48,9 @@ struct DeviceAuthorization: Sendable, Equatable {
             throw .invalidTokenResponse("the device authorization response has no expires_in")
         }
         var interval = 5
-        if let value = object["interval"], !(value is NSNull) {
-            guard let number = value as? NSNumber, String(cString: number.objCType) != "c",
-                number.doubleValue.isFinite, number.doubleValue >= 0, number.doubleValue <= 3600
+        if let value = object["interval"], value != .null {
+            guard let number = value.numberValue, number.doubleValue.isFinite, number.doubleValue >= 0,
+                number.doubleValue <= 3600
             else { throw .invalidTokenResponse("interval is not a number of seconds") }
             interval = max(1, Int(number.doubleValue.rounded(.up)))
         }

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import HTTP
 
 /// An `application/x-www-form-urlencoded` body (RFC 6749 Appendix B): fields in order, repeated

@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import JSONRPC
 
 /// One public key of a JWKS document (RFC 7517), as far as ID-token verification uses it.
 public struct JSONWebKey: Sendable, Equatable {
@@ -35,23 +36,23 @@ public struct JSONWebKeySet: Sendable, Equatable {
     /// Parses a JWKS document.
     public static func parse(_ body: [UInt8]) throws(AuthError) -> JSONWebKeySet {
         guard body.count <= maximumSize else { throw .invalidIDToken("the JWKS document is too large") }
-        guard let object = try? TokenResponseParser.jsonObject(body), let list = object["keys"] as? [Any] else {
+        guard let object = try? TokenResponseParser.jsonObject(body), let list = object["keys"]?.arrayValue else {
             throw .invalidIDToken("the JWKS document is not an object with a keys list")
         }
         var keys: [JSONWebKey] = []
-        for case let entry as [String: Any] in list {
-            if let use = entry["use"] as? String, use != "sig" { continue }
-            if let ops = entry["key_ops"] as? [String], !ops.contains("verify") { continue }
+        for case .object(let entry) in list {
+            if let use = entry["use"]?.stringValue, use != "sig" { continue }
+            if let ops = entry["key_ops"]?.stringArray, !ops.contains("verify") { continue }
             func bytes(_ name: String) -> [UInt8]? {
-                (entry[name] as? String).flatMap { Base64URL.decode(Substring($0)) }.flatMap { $0.isEmpty ? nil : $0 }
+                entry[name]?.stringValue.flatMap { Base64URL.decode(Substring($0)) }.flatMap { $0.isEmpty ? nil : $0 }
             }
             let material: JSONWebKey.Material
-            switch entry["kty"] as? String {
+            switch entry["kty"]?.stringValue {
             case "RSA":
                 guard let n = bytes("n"), let e = bytes("e") else { continue }
                 material = .rsa(n: n, e: e)
             case "EC":
-                guard entry["crv"] as? String == "P-256", let x = bytes("x"), let y = bytes("y"), x.count == 32,
+                guard entry["crv"]?.stringValue == "P-256", let x = bytes("x"), let y = bytes("y"), x.count == 32,
                     y.count == 32
                 else { continue }
                 material = .p256(x: x, y: y)
@@ -59,7 +60,7 @@ public struct JSONWebKeySet: Sendable, Equatable {
                 continue
             }
             keys.append(
-                JSONWebKey(keyID: entry["kid"] as? String, algorithm: entry["alg"] as? String, material: material))
+                JSONWebKey(keyID: entry["kid"]?.stringValue, algorithm: entry["alg"]?.stringValue, material: material))
         }
         return JSONWebKeySet(keys: keys)
     }
@@ -92,9 +93,9 @@ public struct CompactJWS: Sendable {
         guard let header = try? TokenResponseParser.jsonObject(headerBytes) else {
             throw .invalidIDToken("the header is not a JSON object")
         }
-        guard let algorithm = header["alg"] as? String else { throw .invalidIDToken("the header has no alg") }
+        guard let algorithm = header["alg"]?.stringValue else { throw .invalidIDToken("the header has no alg") }
         guard header["crit"] == nil else { throw .invalidIDToken("the header has critical extensions") }
-        let keyID = header["kid"] as? String
+        let keyID = header["kid"]?.stringValue
         return CompactJWS(
             algorithm: algorithm, keyID: keyID, payload: payload, signature: signature,
             signingInput: Array(parts[0].utf8) + [0x2E] + Array(parts[1].utf8))
@@ -122,24 +123,23 @@ public struct IDTokenClaims: Sendable, Equatable {
         guard let claims = try? TokenResponseParser.jsonObject(payload) else {
             throw .invalidIDToken("the payload is not a JSON object")
         }
-        guard let iss = claims["iss"] as? String, iss == issuer else {
+        guard let iss = claims["iss"]?.stringValue, iss == issuer else {
             throw .invalidIDToken("iss is not the configured issuer")
         }
         let audiences: [String]
-        if let single = claims["aud"] as? String {
+        if let single = claims["aud"]?.stringValue {
             audiences = [single]
-        } else if let list = claims["aud"] as? [Any], let strings = list as? [String] {
+        } else if let strings = claims["aud"]?.stringArray {
             audiences = strings
         } else {
             throw .invalidIDToken("aud is missing")
         }
         guard audiences.contains(clientID) else { throw .invalidIDToken("aud does not contain the client id") }
         if audiences.count > 1 || claims["azp"] != nil {
-            guard claims["azp"] as? String == clientID else { throw .invalidIDToken("azp is not the client id") }
+            guard claims["azp"]?.stringValue == clientID else { throw .invalidIDToken("azp is not the client id") }
         }
         func seconds(_ name: String) throws(AuthError) -> TimeInterval {
-            guard let number = claims[name] as? NSNumber, String(cString: number.objCType) != "c",
-                number.doubleValue.isFinite
+            guard let number = claims[name]?.numberValue, number.doubleValue.isFinite
             else { throw .invalidIDToken("\(name) is missing or not a number") }
             return number.doubleValue
         }
@@ -147,12 +147,12 @@ public struct IDTokenClaims: Sendable, Equatable {
         guard now < (try seconds("exp")) + leeway else { throw .invalidIDToken("it has expired") }
         guard (try seconds("iat")) <= now + leeway else { throw .invalidIDToken("iat is in the future") }
         if let nonce {
-            guard claims["nonce"] as? String == nonce else { throw .invalidIDToken("nonce is not the one sent") }
+            guard claims["nonce"]?.stringValue == nonce else { throw .invalidIDToken("nonce is not the one sent") }
         }
-        guard let subject = claims["sub"] as? String, !subject.isEmpty else {
+        guard let subject = claims["sub"]?.stringValue, !subject.isEmpty else {
             throw .invalidIDToken("sub is missing")
         }
         return IDTokenClaims(
-            subject: subject, email: claims["email"] as? String, name: claims["name"] as? String)
+            subject: subject, email: claims["email"]?.stringValue, name: claims["name"]?.stringValue)
     }
 }

@@ -1,5 +1,5 @@
 import CCrypto
-import Foundation
+import FoundationEssentials
 import Logging
 
 /// The one-time values of an interactive login (RFC 7636, RFC 6749 §10.12, OIDC `nonce`), drawn from
@@ -37,10 +37,15 @@ struct LoginSecrets: Sendable {
 enum Base64URL {
     /// Encodes `bytes`.
     static func encode(_ bytes: [UInt8]) -> String {
-        var text = Data(bytes).base64EncodedString()
-        text = text.replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
-        while text.hasSuffix("=") { text.removeLast() }
-        return text
+        let standard = Data(bytes).base64EncodedString().utf8
+        return String(
+            decoding: standard.lazy.filter { $0 != UInt8(ascii: "=") }.map {
+                switch $0 {
+                case UInt8(ascii: "+"): UInt8(ascii: "-")
+                case UInt8(ascii: "/"): UInt8(ascii: "_")
+                default: $0
+                }
+            }, as: UTF8.self)
     }
 
     /// Decodes `text`; nil when it is not base64url (padding and whitespace refused).
@@ -51,8 +56,20 @@ enum Base64URL {
                     || $0 == 0x5F
             }), text.utf8.count % 4 != 1
         else { return nil }
-        var standard = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
-        while standard.utf8.count % 4 != 0 { standard += "=" }
-        return Data(base64Encoded: standard).map { Array($0) }
+        return Data(base64Encoded: standardAlphabet(text)).map { Array($0) }
+    }
+
+    /// `text` with the URL-safe letters replaced by the standard ones (`-` → `+`, `_` → `/`),
+    /// padded with `=` to a multiple of four: what `Data(base64Encoded:)` reads.
+    static func standardAlphabet(_ text: some StringProtocol) -> String {
+        var bytes = text.utf8.map {
+            switch $0 {
+            case UInt8(ascii: "-"): UInt8(ascii: "+")
+            case UInt8(ascii: "_"): UInt8(ascii: "/")
+            default: $0
+            }
+        }
+        while bytes.count % 4 != 0 { bytes.append(UInt8(ascii: "=")) }
+        return String(decoding: bytes, as: UTF8.self)
     }
 }

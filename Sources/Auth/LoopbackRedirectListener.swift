@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import HTTP
 import Logging
 import Synchronization
@@ -102,13 +102,11 @@ final class LoopbackRedirectListener: Sendable {
         try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation {
                 (continuation: CheckedContinuation<(RedirectCallback, BrowserAnswer), any Error>) in
-                let thread = Thread { [self] in
-                    ThreadName.set("relay-redirect")
+                SystemThread.start(named: "relay-redirect") { [self] in
                     let result = serve(state: state)
                     close()
                     continuation.resume(with: result)
                 }
-                thread.start()
             }
         } onCancel: {
             wake()

@@ -1,5 +1,5 @@
 import Dispatch
-import Foundation
+import FoundationEssentials
 import Glibc
 import Logging
 import Synchronization
@@ -129,9 +129,19 @@ public final class SQLiteTokenStore: TokenStore {
         }
     }
 
+    /// The key as ``decodeKey(_:)`` reads it: `text` without leading and trailing white space
+    /// and newlines (a key file's final newline, a pasted key's spaces).
+    public static func trimmedKeyText(_ text: String) -> String {
+        let characters = Array(text)
+        guard let first = characters.firstIndex(where: { !$0.isWhitespace }),
+            let last = characters.lastIndex(where: { !$0.isWhitespace })
+        else { return "" }
+        return String(characters[first...last])
+    }
+
     /// Decodes a 32-byte key given as hex (64 digits) or base64 (standard or URL-safe).
     static func decodeKey(_ text: String) -> [UInt8]? {
-        let trimmed = text.trimmingCharacters(in: .whitespacesAndNewlines)
+        let trimmed = trimmedKeyText(text)
         if trimmed.count == 64, trimmed.allSatisfy(\.isHexDigit) {
             var bytes: [UInt8] = []
             var index = trimmed.startIndex
@@ -143,9 +153,8 @@ public final class SQLiteTokenStore: TokenStore {
             }
             return bytes
         }
-        var base64 = trimmed.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
-        while base64.count % 4 != 0 { base64 += "=" }
-        guard let data = Data(base64Encoded: base64), data.count == StoreCipher.keyLength else { return nil }
+        guard let data = Data(base64Encoded: Base64URL.standardAlphabet(trimmed)), data.count == StoreCipher.keyLength
+        else { return nil }
         return Array(data)
     }
 
@@ -170,10 +179,19 @@ public final class SQLiteTokenStore: TokenStore {
         return Opened(connection: connection, cipher: cipher, schemaVersion: version, dataVersion: dataVersion)
     }
 
+    /// The directory part of a file path: what precedes its last `/` (`/` for a file at the
+    /// root, `.` for a bare file name).
+    static func directoryPart(of path: String) -> String {
+        var bytes = Array(path.utf8)
+        while bytes.count > 1, bytes.last == UInt8(ascii: "/") { bytes.removeLast() }
+        guard let slash = bytes.lastIndex(of: UInt8(ascii: "/")) else { return "." }
+        return slash == 0 ? "/" : String(decoding: bytes[..<slash], as: UTF8.self)
+    }
+
     /// Creates the directory (0700) and the file (0600) when missing; refuses either when it is
     /// group/world accessible or owned by someone else.
     static func prepareFile(_ path: String) throws(AuthError) {
-        let directory = (path as NSString).deletingLastPathComponent
+        let directory = directoryPart(of: path)
         var info = stat()
         if stat(directory, &info) != 0 {
             do {

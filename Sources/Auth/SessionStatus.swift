@@ -1,5 +1,5 @@
 import ErrorKinds
-import Foundation
+import FoundationEssentials
 
 /// A snapshot of one session for `status` (SPEC §7). Never contains a token.
 public struct SessionStatus: Sendable, Equatable {

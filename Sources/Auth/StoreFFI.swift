@@ -1,6 +1,7 @@
 import CCrypto
 import CSQLite
-import Foundation
+import FoundationEssentials
+import Glibc
 
 // The only file of the token store that touches C pointers: the SQLite connection and the
 // AES-256-GCM sealing of records (libcrypto).

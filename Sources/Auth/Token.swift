@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// An access token with what the manager knows about it. Its description never shows a token.
 public struct Token: Sendable, Equatable, CustomStringConvertible {

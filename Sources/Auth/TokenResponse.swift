@@ -1,5 +1,7 @@
-import Foundation
+import FoundationEssentials
 import HTTP
+import HTTPFields
+import JSONRPC
 import Logging
 
 /// A validated successful token response (RFC 6749 §5.1, SPEC §7).
@@ -29,6 +31,20 @@ enum TokenEndpointOutcome: Sendable {
     case success(TokenResponse)
     /// A failure; `transient` failures may be retried, after `retryAfter` when the server said.
     case failure(AuthError, transient: Bool, retryAfter: Duration?)
+}
+
+extension JSONValue {
+    /// The elements of an array whose elements are all strings; `nil` for anything else.
+    var stringArray: [String]? {
+        guard let list = arrayValue else { return nil }
+        var strings: [String] = []
+        strings.reserveCapacity(list.count)
+        for element in list {
+            guard let string = element.stringValue else { return nil }
+            strings.append(string)
+        }
+        return strings
+    }
 }
 
 /// Pure validation of token endpoint responses. Never puts the body into an error.
@@ -69,17 +85,17 @@ enum TokenResponseParser {
     /// Validates a 200 body.
     static func parseSuccess(_ body: [UInt8]) throws(AuthError) -> TokenResponse {
         let object = try jsonObject(body)
-        guard let accessToken = object["access_token"] as? String else {
+        guard let accessToken = object["access_token"]?.stringValue else {
             throw .invalidTokenResponse("access_token is missing or not a string")
         }
         guard !accessToken.isEmpty else { throw .invalidTokenResponse("access_token is empty") }
         // Registered before anything else can fail (one registration: one matcher rebuild).
-        let refreshValue = object["refresh_token"] as? String
+        let refreshValue = object["refresh_token"]?.stringValue
         Redactor.shared.registerTokens([accessToken] + (refreshValue.map { [$0] } ?? []))
         guard accessToken.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7f }) else {
             throw .invalidTokenResponse("access_token contains characters not allowed in a header")
         }
-        guard let tokenType = object["token_type"] as? String else {
+        guard let tokenType = object["token_type"]?.stringValue else {
             throw .invalidTokenResponse("token_type is missing or not a string")
         }
         guard tokenType.lowercased() == "bearer" else {
@@ -87,8 +103,8 @@ enum TokenResponseParser {
         }
         let expiresIn = try parseExpiresIn(object["expires_in"])
         var refreshToken: String?
-        if let value = object["refresh_token"], !(value is NSNull) {
-            guard let string = value as? String, !string.isEmpty else {
+        if let value = object["refresh_token"], value != .null {
+            guard let string = value.stringValue, !string.isEmpty else {
                 throw .invalidTokenResponse("refresh_token is not a non-empty string")
             }
             guard string.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7f }) else {
@@ -97,13 +113,13 @@ enum TokenResponseParser {
             refreshToken = string
         }
         var scope: String?
-        if let value = object["scope"], !(value is NSNull) {
-            guard let string = value as? String else { throw .invalidTokenResponse("scope is not a string") }
+        if let value = object["scope"], value != .null {
+            guard let string = value.stringValue else { throw .invalidTokenResponse("scope is not a string") }
             scope = string
         }
         var idToken: String?
-        if let value = object["id_token"], !(value is NSNull) {
-            guard let string = value as? String, !string.isEmpty else {
+        if let value = object["id_token"], value != .null {
+            guard let string = value.stringValue, !string.isEmpty else {
                 throw .invalidTokenResponse("id_token is not a non-empty string")
             }
             Redactor.shared.register(string)
@@ -115,15 +131,15 @@ enum TokenResponseParser {
     }
 
     /// `expires_in`: a positive integer, a numeric string or an integral float; absent: unknown.
-    static func parseExpiresIn(_ value: Any?) throws(AuthError) -> Int? {
-        guard let value, !(value is NSNull) else { return nil }
+    static func parseExpiresIn(_ value: JSONValue?) throws(AuthError) -> Int? {
+        guard let value, value != .null else { return nil }
         let seconds: Int
-        if let string = value as? String {
+        if let string = value.stringValue {
             guard !string.isEmpty, string.utf8.count <= 12, string.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }),
                 let number = Int(string)
             else { throw .invalidTokenResponse("expires_in is not a positive integer") }
             seconds = number
-        } else if let number = value as? NSNumber, String(cString: number.objCType) != "c" {
+        } else if let number = value.numberValue {
             let double = number.doubleValue
             guard double.isFinite, double.rounded() == double, double >= 1, double <= Double(maximumLifetime) else {
                 throw .invalidTokenResponse("expires_in is not a positive integer")
@@ -140,32 +156,32 @@ enum TokenResponseParser {
 
     /// An RFC 6749 §5.2 error object, if the body is one.
     static func parseError(_ body: [UInt8], status: Int) -> AuthError? {
-        guard let object = try? jsonObject(body), let error = object["error"] as? String, !error.isEmpty else {
+        guard let object = try? jsonObject(body), let error = object["error"]?.stringValue, !error.isEmpty else {
             return nil
         }
         // Server text: cleaned here, once, before anything copies it (SPEC §5.3).
-        let description = (object["error_description"] as? String).map { ServerText($0) }
+        let description = (object["error_description"]?.stringValue).map { ServerText($0) }
         return .oauth(error: ServerText(error), description: description, status: status)
     }
 
     /// `Retry-After` in delta-seconds (HTTP dates are ignored: backoff applies instead).
     static func parseRetryAfter(_ value: String?) -> Duration? {
-        guard let value = value?.trimmingCharacters(in: .whitespaces), !value.isEmpty, value.utf8.count <= 9,
+        guard let value = value.map(HTTPFieldRules.trimmingWhitespace), !value.isEmpty, value.utf8.count <= 9,
             value.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }), let seconds = Int(value)
         else { return nil }
         return .seconds(seconds)
     }
 
     /// Parses `body` as exactly one JSON object.
-    static func jsonObject(_ body: [UInt8]) throws(AuthError) -> [String: Any] {
+    static func jsonObject(_ body: [UInt8]) throws(AuthError) -> JSONObject {
         guard body.count <= maximumBodySize else { throw .invalidTokenResponse("the body is too large") }
-        let parsed: Any
+        let parsed: JSONValue
         do {
-            parsed = try JSONSerialization.jsonObject(with: Data(body), options: [])
+            parsed = try JSONParser.parse(body)
         } catch {
             throw .invalidTokenResponse("the body is not JSON")
         }
-        guard let object = parsed as? [String: Any] else {
+        guard let object = parsed.objectValue else {
             throw .invalidTokenResponse("the body is not a JSON object")
         }
         return object

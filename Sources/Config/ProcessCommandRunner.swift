@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import Logging
 import Synchronization
 
@@ -80,7 +80,13 @@ public struct ProcessCommandRunner: SecretCommandRunner {
             executable: executable, argv: argv, environment: environment, timeout: timeout, grace: terminationGrace)
         let result: Result<[UInt8], SecretCommandError> = await withTaskCancellationHandler {
             await withCheckedContinuation { continuation in
-                Thread.detachNewThread { continuation.resume(returning: child.runToCompletion()) }
+                let started = SystemThread.start(named: "relay-command") {
+                    continuation.resume(returning: child.runToCompletion())
+                }
+                if !started {
+                    continuation.resume(
+                        returning: .failure(.spawnFailed(command: command, reason: "no thread to run it")))
+                }
             }
         } onCancel: {
             child.cancel()

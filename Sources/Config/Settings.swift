@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// The whole, validated configuration. Secrets are not resolved yet: they are ``SecretSource``s.
 public struct Settings: Sendable, CustomStringConvertible {
@@ -84,7 +85,9 @@ public struct StoreSettings: Sendable, Hashable {
         if let state = environment["XDG_STATE_HOME"], state.hasPrefix("/") {
             return state + "/tokenrelay/sessions.db"
         }
-        let home = environment["HOME"].flatMap { $0.isEmpty ? nil : $0 } ?? NSHomeDirectory()
+        let home =
+            environment["HOME"].flatMap { $0.isEmpty ? nil : $0 }
+            ?? FileManager.default.homeDirectoryForCurrentUser.path(percentEncoded: false)
         return home + "/.local/state/tokenrelay/sessions.db"
     }
 

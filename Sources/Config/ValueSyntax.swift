@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import HTTPFields
 
 /// Pure parsers for the value syntaxes the config uses: durations, sizes, URLs, origins, paths,

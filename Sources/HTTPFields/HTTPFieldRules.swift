@@ -39,6 +39,17 @@ public enum HTTPFieldRules {
         !value.utf8.contains { $0 == 0x0D || $0 == 0x0A || $0 == 0x00 }
     }
 
+    /// `text` without leading and trailing optional white space (RFC 9110 §5.6.3: spaces and
+    /// horizontal tabs), on the bytes.
+    public static func trimmingWhitespace(_ text: some StringProtocol) -> String {
+        let bytes = Array(text.utf8)
+        let isWhitespace = { (byte: UInt8) in byte == 0x20 || byte == 0x09 }
+        guard let first = bytes.firstIndex(where: { !isWhitespace($0) }),
+            let last = bytes.lastIndex(where: { !isWhitespace($0) })
+        else { return "" }
+        return String(decoding: bytes[first...last], as: UTF8.self)
+    }
+
     /// Whether `value` is a clean field value for caller input: no control character (a byte
     /// below 0x20 or 0x7F) except horizontal tab, which RFC 9110 allows inside a value.
     public static func isCleanValue(_ value: String) -> Bool {

@@ -1,5 +1,5 @@
 import Dispatch
-import Foundation
+import FoundationEssentials
 import Synchronization
 
 /// The one writer of log lines to a file descriptor (stderr): a thread of its own with a
@@ -65,11 +65,9 @@ public final class LogWriter: Sendable {
         case .none: break
         case .wake: wakeup.signal()
         case .start:
-            let thread = Thread { [self] in
-                ThreadName.set("relay-stderr")
-                run()
+            if !SystemThread.start(named: "relay-stderr", { [self] in run() }) {
+                state.withLock { $0.threadStarted = false }  // the next line tries again
             }
-            thread.start()
         }
     }
 

@@ -1,6 +1,7 @@
 import Config
 import Dispatch
-import Foundation
+import FoundationEssentials
+import Glibc
 import JSONRPC
 import Logging
 import Synchronization

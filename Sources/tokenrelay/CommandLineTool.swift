@@ -1,6 +1,8 @@
 import Config
 import ErrorKinds
-import Foundation
+import FoundationEssentials
+import Glibc
+import HTTPFields
 import JSONRPC
 import Logging
 import Relay
@@ -274,8 +276,8 @@ struct ArgumentParser {
     static func header(_ text: String) throws(ArgumentError) -> (name: String, value: String) {
         guard let colon = text.firstIndex(of: ":") else { throw ArgumentError("-H takes 'Name: value', got '\(text)'") }
         return (
-            String(text[..<colon]).trimmingCharacters(in: .whitespaces),
-            String(text[text.index(after: colon)...]).trimmingCharacters(in: .whitespaces)
+            HTTPFieldRules.trimmingWhitespace(text[..<colon]),
+            HTTPFieldRules.trimmingWhitespace(text[text.index(after: colon)...])
         )
     }
 }

@@ -1,5 +1,6 @@
 import Dispatch
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// Process-wide setup done once at start.
 enum ProcessSetup {

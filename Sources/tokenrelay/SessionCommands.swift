@@ -1,5 +1,6 @@
+import Auth
 import Config
-import Foundation
+import FoundationEssentials
 import JSONRPC
 import Logging
 import Relay
@@ -153,7 +154,7 @@ enum SessionCommands {
         }
         log.configure(level: .warn, format: .text)
         guard let newKey else { return ExitCodes.usage }
-        Redactor.shared.register(newKey.trimmingCharacters(in: .whitespacesAndNewlines))
+        Redactor.shared.register(SQLiteTokenStore.trimmedKeyText(newKey))
         guard let settings = await CommandLineTool.loadSettings(path: configPath, environment: environment) else {
             return ExitCodes.config
         }

@@ -459,5 +459,19 @@ func expectStoreError(_ text: String, _ body: () async throws -> Void) async {
         let made = SQLiteTokenStore.newKey()
         #expect(made.flatMap(SQLiteTokenStore.decodeKey)?.count == 32)
         #expect(made != SQLiteTokenStore.newKey())
+        // URL-safe base64 without padding reads as the same key as standard base64.
+        let bytes = (0..<32).map { UInt8(truncatingIfNeeded: $0 &* 37 &+ 251) }
+        #expect(SQLiteTokenStore.decodeKey(Base64URL.encode(bytes)) == bytes)
+        #expect(SQLiteTokenStore.decodeKey(" \t" + Data(bytes).base64EncodedString() + "\r\n") == bytes)
+        #expect(SQLiteTokenStore.trimmedKeyText("\n key \n") == "key")
+        #expect(SQLiteTokenStore.trimmedKeyText(" \n ") == "")
+    }
+
+    @Test(arguments: [
+        ("/home/u/.local/state/tokenrelay/sessions.db", "/home/u/.local/state/tokenrelay"), ("/sessions.db", "/"),
+        ("sessions.db", "."), ("state/sessions.db", "state"), ("/a/b/", "/a"), ("/", "/"),
+    ])
+    func theStoresDirectoryIsWhatPrecedesTheLastSlash(path: String, directory: String) {
+        #expect(SQLiteTokenStore.directoryPart(of: path) == directory)
     }
 }

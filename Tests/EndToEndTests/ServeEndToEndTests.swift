@@ -19,6 +19,26 @@ import Testing
         #expect(try await relay.exitCode() == 0)
     }
 
+    /// What a started server has mapped once it answered its first `ping`: FoundationEssentials
+    /// (what every module imports), never Foundation or ICU (tokenrelay does not import them: they
+    /// were 2.5 ms of each start), nor libcurl, libcrypto or libsqlite3 (loaded on first use).
+    @Test func aStartedServerHasMappedNeitherFoundationNorICUNorTheLibrariesLoadedOnFirstUse() async throws {
+        let relay = try RelayProcess()
+        try relay.send(#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#)
+        _ = try await relay.lines(atLeast: 1)
+        let maps = try String(contentsOfFile: "/proc/\(relay.pid)/maps", encoding: .utf8)
+        let files = Set(maps.split(separator: "\n").compactMap { $0.split(separator: "/").last.map(String.init) })
+        #expect(files.contains { $0.hasPrefix("libFoundationEssentials.so") })
+        for library in [
+            "libFoundation.so", "libFoundationInternationalization.so", "lib_FoundationICU.so", "libicu",
+            "libFoundationNetworking.so", "libcurl.so", "libcrypto.so", "libssl.so", "libsqlite3.so",
+        ] {
+            #expect(!files.contains { $0.hasPrefix(library) }, "\(library) is mapped at start")
+        }
+        try relay.closeStdin()
+        #expect(try await relay.exitCode() == 0)
+    }
+
     @Test func lspRoundTripCountsUTF8BytesAndRepliesInLSPFraming() async throws {
         let relay = try RelayProcess()
         let body = #"{"jsonrpc":"2.0","id":"é","method":"test/wait","params":{"ms":0,"echo":"ünï ✓"}}"#

@@ -1,6 +1,6 @@
 import CCurl
 import CSystem
-import Foundation
+import FoundationEssentials
 import Logging
 import Synchronization
 
@@ -90,11 +90,9 @@ final class CurlEventLoop: @unchecked Sendable {  // Safe: inbox is a Mutex; the
         if options.maxConnectionsPerHost > 0 {
             _ = tr_multi_setopt_long(multi, CURLMOPT_MAX_HOST_CONNECTIONS, options.maxConnectionsPerHost)
         }
-        let thread = Thread { [self] in
-            ThreadName.set(Self.threadName)
-            self.run()
+        guard SystemThread.start(named: Self.threadName, { [self] in self.run() }) else {
+            throw .transport("no thread for the transfer loop")
         }
-        thread.start()
     }
 
     deinit {

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import Logging
 
 /// The HTTP transport on libcurl's multi interface: one event-loop thread owns one `CURLM`
@@ -56,11 +56,7 @@ public final class CurlTransport: HTTPTransport {
     /// load if it is not done (one initialisation, whoever asks first). Not for `serve`, which
     /// must not map libcurl before its first request.
     public static func preload() {
-        let thread = Thread {
-            ThreadName.set("relay-curl-load")
-            _ = CurlEventLoop.isLibraryReady
-        }
-        thread.start()
+        SystemThread.start(named: "relay-curl-load") { _ = CurlEventLoop.isLibraryReady }
     }
 
     /// Starts the event-loop thread. Throws when libcurl cannot be initialised.

@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 import Logging
 
 /// Reads the peer's byte stream on a dedicated thread with blocking `read(2)` calls, splits it
@@ -39,8 +40,7 @@ public final class StdioReader: Sendable {
         let framing = framing
         let limits = limits
         let waitForRoom = waitForRoom
-        let thread = Thread {
-            ThreadName.set("relay-stdin")
+        let started = SystemThread.start(named: "relay-stdin") {
             var framer = MessageFramer(framing: framing, limits: limits)
             var announced = false
             var buffer = [UInt8](repeating: 0, count: 64 << 10)
@@ -73,6 +73,9 @@ public final class StdioReader: Sendable {
             deliver(framer.finish())
             onEnd()
         }
-        thread.start()
+        if !started {
+            log.error("no thread to read stdin: ending as at end of input")
+            onEnd()
+        }
     }
 }

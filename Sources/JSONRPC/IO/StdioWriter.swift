@@ -1,6 +1,7 @@
 import CSystem
 import Dispatch
-import Foundation
+import FoundationEssentials
+import Glibc
 import Logging
 import Synchronization
 
@@ -222,11 +223,9 @@ public final class StdioWriter: MessageSink {
             switch action {
             case .wake: wakeup.signal()
             case .startThread:
-                let thread = Thread { [self] in
-                    ThreadName.set("relay-stdout")
-                    run()
+                if !SystemThread.start(named: "relay-stdout", { [self] in run() }) {
+                    state.withLock { $0.threadStarted = false }  // the next frame tries again
                 }
-                thread.start()
             case .none, .writeInline: break
             }
         }

@@ -1,5 +1,5 @@
 import Auth
-import Foundation
+import FoundationEssentials
 import JSONRPC
 
 /// The shapes a credential helper hands a token out in (SPEC §4.5). The `token-get` method and
@@ -19,7 +19,7 @@ public enum TokenFormat: String, Sendable, CaseIterable {
 
     /// The token in this format: a string for `raw` and `header`, an object otherwise.
     func value(_ token: Token, version: ExecCredentialVersion) -> JSONValue {
-        let expiry = token.expiresAt.map { JSONValue.string(Self.timestamp($0)) }
+        let expiry = token.expiresAt.map { JSONValue.string($0.rfc3339) }
         switch self {
         case .raw:
             return .string(token.accessToken)
@@ -45,11 +45,6 @@ public enum TokenFormat: String, Sendable, CaseIterable {
         case .string(let text): text + "\n"
         case let other: other.jsonText + "\n"
         }
-    }
-
-    /// An RFC 3339 timestamp in UTC (`2026-12-01T10:00:00Z`).
-    static func timestamp(_ date: Date) -> String {
-        ISO8601DateFormatter().string(from: date)
     }
 }
 

@@ -1,5 +1,5 @@
 import Auth
-import Foundation
+import FoundationEssentials
 import JSONRPC
 
 /// `login {environment?, profile?}` (SPEC §5.4): starts or joins the interactive login of a
@@ -82,7 +82,7 @@ struct LoginMethod: Sendable {
             var object: JSONObject = [
                 "environment": .string(environment), "profile": .string(profile), "loggedIn": true,
             ]
-            if let expiresAt { object["expiresAt"] = .string(ISO8601DateFormatter().string(from: expiresAt)) }
+            if let expiresAt { object["expiresAt"] = .string(expiresAt.rfc3339) }
             if let identity { for (name, value) in identityMembers(identity) { object[name] = value } }
             return .object(object)
         }
@@ -110,7 +110,7 @@ struct LoginMethod: Sendable {
         var object: JSONObject = [
             "environment": .string(prompt.environment), "profile": .string(prompt.profile),
             "kind": .string(prompt.kind.rawValue), "url": .string(prompt.url),
-            "expiresAt": .string(ISO8601DateFormatter().string(from: prompt.expiresAt)),
+            "expiresAt": .string(prompt.expiresAt.rfc3339),
         ]
         if let code = prompt.userCode { object["userCode"] = .string(code) }
         if let complete = prompt.verificationURIComplete { object["verificationUriComplete"] = .string(complete) }

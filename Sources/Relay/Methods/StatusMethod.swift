@@ -1,6 +1,6 @@
 import Auth
 import ErrorKinds
-import Foundation
+import FoundationEssentials
 import JSONRPC
 
 /// `status`: per session its state (never a token value), the subscription count and the store.
@@ -23,21 +23,20 @@ enum StatusMethod: RelayMethod {
             if let path = store.path { storeObject["path"] = .string(path) }
             if let version = store.schemaVersion { storeObject["schemaVersion"] = .int(version) }
             if let storeError { storeObject["error"] = Self.errorValue(storeError) }
-            let formatter = ISO8601DateFormatter()
             return [
-                "sessions": .array(sessions.map { Self.sessionValue($0, formatter: formatter) }),
+                "sessions": .array(sessions.map { Self.sessionValue($0) }),
                 "subscriptions": .int(subscriptions),
                 "store": .object(storeObject),
             ]
         }
 
         /// One session's entry: never a token value.
-        static func sessionValue(_ session: SessionStatus, formatter: ISO8601DateFormatter) -> JSONValue {
+        static func sessionValue(_ session: SessionStatus) -> JSONValue {
             var object: JSONObject = [
                 "environment": .string(session.environment), "profile": .string(session.profile),
                 "type": .string(session.type), "state": .string(session.state.rawValue),
             ]
-            if let expiresAt = session.expiresAt { object["expiresAt"] = .string(formatter.string(from: expiresAt)) }
+            if let expiresAt = session.expiresAt { object["expiresAt"] = .string(expiresAt.rfc3339) }
             object["refreshable"] = .bool(session.refreshable)
             object["fromStore"] = .bool(session.fromStore)
             if let identity = session.identity {

@@ -1,6 +1,6 @@
 import Auth
 import Config
-import Foundation
+import FoundationEssentials
 import HTTP
 import JSONRPC
 import Logging

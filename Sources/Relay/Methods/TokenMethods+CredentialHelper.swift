@@ -1,6 +1,6 @@
 import Auth
 import Config
-import Foundation
+import FoundationEssentials
 import JSONRPC
 import Logging
 

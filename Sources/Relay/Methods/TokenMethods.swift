@@ -1,5 +1,5 @@
 import Auth
-import Foundation
+import FoundationEssentials
 import JSONRPC
 
 /// The params of `token-invalidate` and `logout`: `{environment?, profile?, all?}`.

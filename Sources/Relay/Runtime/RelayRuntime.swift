@@ -1,6 +1,6 @@
 import Auth
 import Config
-import Foundation
+import FoundationEssentials
 import Glibc
 import HTTP
 import JSONRPC
@@ -154,7 +154,7 @@ final class RelayRuntime: Sendable {
         {
             log.warn("test lease gate: holding the lease until \(path) is written")
             await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-                Thread.detachNewThread {
+                SystemThread.start(named: "relay-test-gate") {
                     let fd = open(path, O_RDONLY)
                     if fd >= 0 {
                         var byte: UInt8 = 0

@@ -188,4 +188,13 @@ import Testing
         #expect(HTTPFieldRules.problem(name: "X-Trace", value: "a\u{0}b") != nil)
         #expect(HTTPFieldRules.isCleanValue("a\tb") && !HTTPFieldRules.isCleanValue("a\u{1}b"))
     }
+
+    @Test(arguments: [
+        (" \t 120 \t", "120"), ("a b", "a b"), ("  ", ""), ("", ""), (" é ", "é"), ("x\n", "x\n"),
+        ("\u{A0}x", "\u{A0}x"),
+    ])
+    func optionalWhiteSpaceIsSpacesAndTabsOnly(text: String, trimmed: String) {
+        #expect(HTTPFieldRules.trimmingWhitespace(text) == trimmed)
+        #expect(HTTPFieldRules.trimmingWhitespace(Substring(text)) == trimmed)
+    }
 }
