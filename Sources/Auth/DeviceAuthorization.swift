@@ -40,9 +40,10 @@ struct DeviceAuthorization: Sendable, Equatable {
         let verificationURI = try string(object["verification_uri"] == nil ? "verification_url" : "verification_uri")
         var complete: String?
         if object["verification_uri_complete"] != nil { complete = try string("verification_uri_complete") }
-        for url in [verificationURI] + (complete.map { [$0] } ?? []) {
-            guard let scheme = URLComponents(string: url)?.scheme?.lowercased(), scheme == "https" || scheme == "http"
-            else { throw .invalidTokenResponse("the verification URI is not an http(s) URL") }
+        // Read by libcurl's URL API, the process's one URL parser: an absolute http(s) URL with a
+        // host and no user information, since it is opened in the person's browser.
+        for url in [verificationURI] + (complete.map { [$0] } ?? []) where (try? ParsedURL(url)) == nil {
+            throw .invalidTokenResponse("the verification URI is not an http(s) URL")
         }
         guard let expiresIn = try TokenResponseParser.parseExpiresIn(object["expires_in"]) else {
             throw .invalidTokenResponse("the device authorization response has no expires_in")

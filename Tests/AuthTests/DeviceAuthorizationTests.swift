@@ -1,0 +1,45 @@
+import Testing
+
+@testable import Auth
+
+@Suite struct DeviceAuthorizationTests {
+    static func body(verificationURI: String, complete: String? = nil, interval: String = "5") -> [UInt8] {
+        var text = #"{"device_code":"dc-1","user_code":"ABCD-EFGH","verification_uri":"\#(verificationURI)","#
+        if let complete { text += #""verification_uri_complete":"\#(complete)","# }
+        text += #""expires_in":600,"interval":\#(interval)}"#
+        return Array(text.utf8)
+    }
+
+    @Test(arguments: ["https://as.example/device", "http://127.0.0.1:8000/o/device", "HTTPS://AS.example/d?x=1"])
+    func anHTTPVerificationURIIsAccepted(uri: String) throws {
+        let parsed = try DeviceAuthorization.parse(Self.body(verificationURI: uri, complete: uri + "#c"))
+        #expect(parsed.verificationURI == uri)
+        #expect(parsed.interval == 5)
+    }
+
+    /// Opened in the person's browser: anything but an absolute http(s) URL with a host and no
+    /// user information is refused, read by the same parser the transport uses.
+    @Test(arguments: [
+        "javascript:alert(1)", "file:///etc/passwd", "ftp://as.example/", "/device", "https://",
+        "https://u:p@as.example/",
+        "https://as.example/\\u0000x", "data:text/html,x",
+    ])
+    func anythingElseIsRefused(uri: String) {
+        #expect(throws: AuthError.self) { try DeviceAuthorization.parse(Self.body(verificationURI: uri)) }
+        #expect(throws: AuthError.self) {
+            try DeviceAuthorization.parse(Self.body(verificationURI: "https://as.example/d", complete: uri))
+        }
+    }
+
+    @Test(arguments: ["true", "\"5\"", "-1", "3601", "null"])
+    func anIntervalThatIsNotSecondsIsRefusedOrDefaulted(interval: String) {
+        let result = Result {
+            try DeviceAuthorization.parse(Self.body(verificationURI: "https://a.example/", interval: interval))
+        }
+        if interval == "null" {
+            #expect((try? result.get())?.interval == 5)
+        } else {
+            #expect(throws: AuthError.self) { try result.get() }
+        }
+    }
+}
