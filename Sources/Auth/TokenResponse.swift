@@ -33,20 +33,6 @@ enum TokenEndpointOutcome: Sendable {
     case failure(AuthError, transient: Bool, retryAfter: Duration?)
 }
 
-extension JSONValue {
-    /// The elements of an array whose elements are all strings; `nil` for anything else.
-    var stringArray: [String]? {
-        guard let list = arrayValue else { return nil }
-        var strings: [String] = []
-        strings.reserveCapacity(list.count)
-        for element in list {
-            guard let string = element.stringValue else { return nil }
-            strings.append(string)
-        }
-        return strings
-    }
-}
-
 /// Pure validation of token endpoint responses. Never puts the body into an error.
 enum TokenResponseParser {
     /// Bodies beyond this are rejected unparsed.

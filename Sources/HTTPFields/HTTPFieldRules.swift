@@ -40,15 +40,20 @@ public enum HTTPFieldRules {
     }
 
     /// `text` without leading and trailing optional white space (RFC 9110 §5.6.3: spaces and
-    /// horizontal tabs), on the bytes.
-    public static func trimmingWhitespace(_ text: some StringProtocol) -> String {
-        let bytes = Array(text.utf8)
-        let isWhitespace = { (byte: UInt8) in byte == 0x20 || byte == 0x09 }
-        guard let first = bytes.firstIndex(where: { !isWhitespace($0) }),
-            let last = bytes.lastIndex(where: { !isWhitespace($0) })
-        else { return "" }
-        return String(decoding: bytes[first...last], as: UTF8.self)
+    /// horizontal tabs), on its UTF-8 view, without a copy until the result (media types of every
+    /// response go through it).
+    public static func trimmingWhitespace(_ text: Substring) -> String {
+        let utf8 = text.utf8
+        func isWhitespace(_ byte: UInt8) -> Bool { byte == 0x20 || byte == 0x09 }
+        var lower = utf8.startIndex
+        var upper = utf8.endIndex
+        while lower < upper, isWhitespace(utf8[lower]) { lower = utf8.index(after: lower) }
+        while upper > lower, isWhitespace(utf8[utf8.index(before: upper)]) { upper = utf8.index(before: upper) }
+        return String(text[lower..<upper])
     }
+
+    /// `text` without leading and trailing optional white space, as for a substring.
+    public static func trimmingWhitespace(_ text: String) -> String { trimmingWhitespace(text[...]) }
 
     /// Whether `value` is a clean field value for caller input: no control character (a byte
     /// below 0x20 or 0x7F) except horizontal tab, which RFC 9110 allows inside a value.

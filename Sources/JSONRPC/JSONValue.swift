@@ -41,6 +41,18 @@ public enum JSONValue: Sendable, Hashable {
         return nil
     }
 
+    /// The elements of an array whose elements are all strings; `nil` for anything else.
+    public var stringArray: [String]? {
+        guard let list = arrayValue else { return nil }
+        var strings: [String] = []
+        strings.reserveCapacity(list.count)
+        for element in list {
+            guard let string = element.stringValue else { return nil }
+            strings.append(string)
+        }
+        return strings
+    }
+
     /// The number payload, if this is a number.
     public var numberValue: JSONNumber? {
         if case .number(let value) = self { return value }

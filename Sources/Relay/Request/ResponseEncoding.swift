@@ -1,5 +1,6 @@
 import FoundationEssentials
 import HTTP
+import HTTPFields
 import JSONRPC
 
 /// Turns an HTTP response into the `request` result (SPEC §4.3, §7 "Bodies").
@@ -92,16 +93,8 @@ enum ResponseEncoding {
     /// case-insensitive ASCII tokens; Unicode case mapping could turn a non-ASCII letter into an
     /// ASCII one, e.g. the Kelvin sign into `k`).
     static func mediaType(_ contentType: String) -> String {
-        // Plain Swift on the UTF-8 view: Foundation's trimmingCharacters bridges through NSString
-        // and cost ~3.5 % of tokenrelay's CPU per `request` in scripts/bench's profile. Header
-        // whitespace (RFC 9110 OWS) is space and tab.
-        let utf8 = contentType.utf8
-        var lower = utf8.startIndex
-        var upper = utf8.firstIndex(of: UInt8(ascii: ";")) ?? utf8.endIndex
-        func isSpace(_ byte: UInt8) -> Bool { byte == 0x20 || byte == 0x09 }
-        while lower < upper, isSpace(utf8[lower]) { lower = utf8.index(after: lower) }
-        while upper > lower, isSpace(utf8[utf8.index(before: upper)]) { upper = utf8.index(before: upper) }
-        return asciiLowercased(String(contentType[lower..<upper]))
+        let end = contentType.utf8.firstIndex(of: UInt8(ascii: ";")) ?? contentType.endIndex
+        return asciiLowercased(HTTPFieldRules.trimmingWhitespace(contentType[..<end]))
     }
 
     static func isTextual(_ mediaType: String) -> Bool {

@@ -130,6 +130,14 @@ import Testing
         #expect(object.keys == ["content-type", "x-a", "set-cookie"], "in the order each name first came")
     }
 
+    @Test(arguments: [
+        (" Application/JSON ; charset=utf-8", "application/json"), ("\ttext/plain\t", "text/plain"),
+        ("text/html", "text/html"), ("", ""), (" ; x=1", ""), ("\u{212A}/x", "\u{212A}/x"),
+    ])
+    func theMediaTypeIsTheTrimmedASCIILowerCasedPartBeforeParameters(contentType: String, mediaType: String) {
+        #expect(ResponseEncoding.mediaType(contentType) == mediaType)
+    }
+
     @Test func aLoneSetCookieIsAnArrayOfOne() {
         let object = ResponseEncoding.headerObject(HTTPHeaders([("Set-Cookie", "a=1; Expires=Wed, 21 Oct 2026")]))
         #expect(object["set-cookie"] == ["a=1; Expires=Wed, 21 Oct 2026"])
