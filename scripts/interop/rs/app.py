@@ -6,7 +6,8 @@ Server-Sent Events resumable from Last-Event-ID. Run by scripts/interop/stack un
 Env:
   RS_INTROSPECT_URL   http://127.0.0.1:PORT/o/introspect/ (set by the stack)
   RS_CLIENT_ID / RS_CLIENT_SECRET   rs / rs-secret (a confidential client on the AS)
-  RS_CACHE_SECONDS    positive-introspection cache, capped by the token's exp; 0 (default) = every request
+  RS_CACHE_SECONDS    positive-introspection cache, capped by the token's exp (concurrent requests
+                      with one uncached token share one introspection); 0 (default) = every request
   RS_REQUIRED_SCOPE   scope every authenticated endpoint needs; default "read"
   RS_AS_URL           the AS origin, for the mix-up metadata below (default: from RS_INTROSPECT_URL)
 
@@ -61,6 +62,7 @@ ALL_METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
 
 _http: httpx.AsyncClient | None = None
 _cache: dict[str, tuple[float, dict]] = {}
+_inflight: dict[str, asyncio.Future] = {}
 stats = {"introspections": 0, "introspection_errors": 0, "requests": 0,
          "streams_open": 0, "streams_total": 0, "events_sent": 0}
 counters: dict[str, dict] = {}
@@ -91,6 +93,21 @@ async def introspect(token: str) -> dict:
     hit = _cache.get(key)
     if hit and hit[0] > now:
         return hit[1]
+    if CACHE_SECONDS <= 0:
+        return await _introspect_at_as(token, key, now)
+    # With the cache on, concurrent requests with one new token share one introspection, as a
+    # caching RS does: without it a storm of 200 requests with a fresh token is 200 introspections
+    # queued on 50 connections, and under load some wait past the pool timeout (a 503 that says
+    # nothing about the client under test).
+    pending = _inflight.get(key)
+    if pending is None:
+        pending = asyncio.ensure_future(_introspect_at_as(token, key, now))
+        _inflight[key] = pending
+        pending.add_done_callback(lambda _: _inflight.pop(key, None))
+    return await asyncio.shield(pending)
+
+
+async def _introspect_at_as(token: str, key: str, now: float) -> dict:
     stats["introspections"] += 1
     try:
         r = await _http.post(INTROSPECT_URL, data={"token": token, "token_type_hint": "access_token"}, auth=CLIENT)
