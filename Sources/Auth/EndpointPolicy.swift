@@ -34,14 +34,11 @@ enum EndpointPolicy {
         }
         guard !syntax.hasUserInfo else { throw .configuration("\(what) must not contain user information") }
         guard !syntax.hasFragment else { throw .configuration("\(what) must not contain a fragment") }
-        switch syntax.scheme {
-        case "https": return
-        case "http":
-            // As written (an IP literal keeps its brackets): advisory, see above.
-            guard ParsedURL.isLoopback(host: syntax.host) else {
-                throw .configuration("\(what) must use https (plain http is allowed only on loopback)")
-            }
-        default: throw .configuration("\(what) must use https")
+        // The host as written (an IP literal keeps its brackets): advisory, see above.
+        guard syntax.isAllowedEndpoint else {
+            throw .configuration(
+                syntax.scheme == "http"
+                    ? "\(what) must use https (plain http is allowed only on loopback)" : "\(what) must use https")
         }
     }
 }

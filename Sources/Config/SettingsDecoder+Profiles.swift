@@ -69,7 +69,7 @@ extension SettingsDecoder {
             let client = decodeOAuth(keys, node: node, path: path)
             var login = decodeInteractive(keys, path: path)
             login.authorizationURL = keys["authorization_url"].flatMap {
-                httpURL($0.value, path: "\(path).authorization_url")
+                endpointURL($0.value, path: "\(path).authorization_url")
             }
             if let pair = keys["redirect"] { decodeRedirect(pair.value, path: "\(path).redirect", into: &login) }
             kind = client.map { .authorizationCode($0, login) }
@@ -77,7 +77,7 @@ extension SettingsDecoder {
             let client = decodeOAuth(keys, node: node, path: path)
             var login = decodeInteractive(keys, path: path)
             login.deviceAuthorizationURL = keys["device_authorization_url"].flatMap {
-                httpURL($0.value, path: "\(path).device_authorization_url")
+                endpointURL($0.value, path: "\(path).device_authorization_url")
             }
             kind = client.map { .deviceCode($0, login) }
         case "api_key":
@@ -238,8 +238,8 @@ extension SettingsDecoder {
 
     private mutating func decodeOAuth(_ keys: [String: YAMLPair], node: YAMLNode, path: String) -> OAuthClientSettings?
     {
-        let issuer = keys["issuer"].flatMap { httpURL($0.value, path: "\(path).issuer") }
-        let tokenURL = keys["token_url"].flatMap { httpURL($0.value, path: "\(path).token_url") }
+        let issuer = keys["issuer"].flatMap { endpointURL($0.value, path: "\(path).issuer") }
+        let tokenURL = keys["token_url"].flatMap { endpointURL($0.value, path: "\(path).token_url") }
         if keys["issuer"] == nil && keys["token_url"] == nil {
             sink.error("an OAuth profile needs 'issuer' (for discovery) or 'token_url' (or both)", at: node.mark)
         }

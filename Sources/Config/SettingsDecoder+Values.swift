@@ -133,8 +133,17 @@ extension SettingsDecoder {
 
     /// An absolute http(s) URL.
     mutating func httpURL(_ node: YAMLNode, path: String) -> String? {
+        url(node, path: path, problem: ValueSyntax.httpURLProblem)
+    }
+
+    /// An OAuth endpoint: an absolute URL that uses https, or plain http on loopback (SPEC §5.2).
+    mutating func endpointURL(_ node: YAMLNode, path: String) -> String? {
+        url(node, path: path, problem: ValueSyntax.endpointURLProblem)
+    }
+
+    private mutating func url(_ node: YAMLNode, path: String, problem: (String) -> String?) -> String? {
         guard let value = nonEmptyString(node, path: path) else { return nil }
-        if !value.unresolved, let problem = ValueSyntax.httpURLProblem(value.text) {
+        if !value.unresolved, let problem = problem(value.text) {
             sink.error("'\(path)' \(problem): \(value.quoted)", at: node.mark)
             return nil
         }

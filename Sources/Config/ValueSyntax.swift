@@ -98,6 +98,17 @@ public enum ValueSyntax {
         return nil
     }
 
+    /// Why an OAuth endpoint URL was refused: ``httpURLProblem(_:)``, or plain http on a host
+    /// that is not loopback (SPEC §5.2). The rule registering a session applies again, so
+    /// `check-config` refuses what `serve` would.
+    public static func endpointURLProblem(_ text: String) -> String? {
+        if let problem = httpURLProblem(text) { return problem }
+        guard let url = URLSyntax(text), url.isAllowedEndpoint else {
+            return "must use https (plain http is allowed only on loopback)"
+        }
+        return nil
+    }
+
     /// Why an origin was refused, or `nil` when `text` is `scheme://host[:port]` with an http(s)
     /// scheme (a single trailing `/` is tolerated).
     public static func originProblem(_ text: String) -> String? {

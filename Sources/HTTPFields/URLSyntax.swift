@@ -1,3 +1,5 @@
+import Glibc
+
 /// An absolute URL split into its RFC 3986 §3 parts, by syntax only: nothing is decoded,
 /// normalised or resolved, and no Foundation URL type (whose host handling goes through ICU's
 /// IDNA data, which a start would have to map) is involved.
@@ -75,6 +77,35 @@ public struct URLSyntax: Sendable, Equatable {
         let fragment = bytes[pathEnd...].firstIndex(of: UInt8(ascii: "#"))
         hasQuery = pathEnd < bytes.endIndex && bytes[pathEnd] == UInt8(ascii: "?")
         hasFragment = fragment != nil
+    }
+
+    /// Whether an OAuth endpoint (issuer, token, authorization, device authorization) with this
+    /// syntax may be used: HTTPS, or plain HTTP on the loopback interface (SPEC §5.2). The one
+    /// rule for `check-config`'s diagnostics and the advisory check when a session registers;
+    /// the decision before sending is made again on libcurl's parse.
+    public var isAllowedEndpoint: Bool {
+        scheme == "https" || (scheme == "http" && Self.isLoopback(host: host))
+    }
+
+    /// Whether `host` (as written, or as libcurl reports it: an IP literal in brackets) names the
+    /// loopback interface: `localhost` (and `*.localhost`, which libcurl resolves to loopback
+    /// itself), 127.0.0.0/8, `::1` and IPv4-mapped 127.0.0.0/8.
+    public static func isLoopback(host: String) -> Bool {
+        var name = host.lowercased()
+        if name.hasSuffix(".") { name.removeLast() }
+        if name == "localhost" || name.hasSuffix(".localhost") { return true }
+        if name.hasPrefix("["), name.hasSuffix("]") {
+            let literal = String(name.dropFirst().dropLast())
+            var address = in6_addr()
+            guard inet_pton(AF_INET6, literal, &address) == 1 else { return false }
+            let bytes = withUnsafeBytes(of: address) { Array($0) }
+            if bytes[0..<15].allSatisfy({ $0 == 0 }) && bytes[15] == 1 { return true }
+            let mapped = bytes[0..<10].allSatisfy({ $0 == 0 }) && bytes[10] == 0xFF && bytes[11] == 0xFF
+            return mapped && bytes[12] == 127
+        }
+        var address = in_addr()
+        guard inet_pton(AF_INET, name, &address) == 1 else { return false }
+        return withUnsafeBytes(of: address) { $0[0] } == 127
     }
 
     private static func isAlpha(_ byte: UInt8) -> Bool {

@@ -35,6 +35,15 @@ private let cc = "type: client_credentials\ntoken_url: https://auth.example.com/
             name: "issuer not http", yaml: profileConfig("type: client_credentials\nissuer: ldap://a\nclient_id: c"),
             line: 8, fragment: "must use http or https"),
         .init(
+            name: "token_url plain http off loopback",
+            yaml: profileConfig("type: client_credentials\ntoken_url: http://auth.example.com/token\nclient_id: c"),
+            line: 8,
+            fragment: "'environments.e.profiles.p.token_url' must use https (plain http is allowed only on loopback)"),
+        .init(
+            name: "issuer plain http off loopback",
+            yaml: profileConfig("type: client_credentials\nissuer: http://10.1.2.3\nclient_id: c"), line: 8,
+            fragment: "must use https (plain http is allowed only on loopback)"),
+        .init(
             name: "basic auth without secret", yaml: profileConfig(cc + "client_auth: client_secret_basic"), line: 10,
             fragment: "needs a 'client_secret'"),
         .init(

@@ -1,3 +1,4 @@
+import HTTPFields
 import Testing
 
 @testable import Config
@@ -67,6 +68,26 @@ import Testing
     ])
     func urlProblemsAreNamed(url: String, problem: String) {
         #expect(ValueSyntax.httpURLProblem(url) == problem)
+    }
+
+    @Test(arguments: [
+        ("https://auth.example.com/token", true), ("HTTPS://auth.example.com/o", true),
+        ("http://127.0.0.1:8000/o/token/", true), ("http://127.9.9.9/t", true), ("http://localhost/t", true),
+        ("http://LOCALHOST./t", true), ("http://id.localhost:1/t", true), ("http://[::1]:8/t", true),
+        ("http://[::ffff:127.0.0.1]/t", true), ("http://auth.example.com/token", false), ("http://10.0.0.1/t", false),
+        ("http://[::2]/t", false), ("http://localhost.example/t", false), ("http://127.0.0.1.example/t", false),
+    ])
+    func oauthEndpointsUseHTTPSOrLoopback(url: String, allowed: Bool) {
+        #expect(
+            ValueSyntax.endpointURLProblem(url)
+                == (allowed ? nil : "must use https (plain http is allowed only on loopback)"))
+        // The rule the advisory check applies when a session registers, on the same split.
+        #expect(URLSyntax(url)?.isAllowedEndpoint == allowed)
+    }
+
+    @Test func endpointURLsAreHTTPURLsFirst() {
+        #expect(ValueSyntax.endpointURLProblem("ftp://h/") == "must use http or https, not 'ftp'")
+        #expect(ValueSyntax.endpointURLProblem("https://u:p@h/") == ValueSyntax.httpURLProblem("https://u:p@h/"))
     }
 
     @Test func originsHaveNoPathAndProxiesNeedAKnownScheme() {

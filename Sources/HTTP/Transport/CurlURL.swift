@@ -1,4 +1,5 @@
 import CCurl
+import HTTPFields
 
 #if canImport(Glibc)
     import Glibc
@@ -83,25 +84,6 @@ public struct ParsedURL: Sendable, Hashable, CustomStringConvertible {
     public let isLoopback: Bool
 
     public var description: String { text }
-
-    /// Whether `host` (as libcurl reports it) names the loopback interface.
-    public static func isLoopback(host: String) -> Bool {
-        var name = host.lowercased()
-        if name.hasSuffix(".") { name.removeLast() }
-        if name == "localhost" || name.hasSuffix(".localhost") { return true }
-        if name.hasPrefix("["), name.hasSuffix("]") {
-            let literal = String(name.dropFirst().dropLast())
-            var address = in6_addr()
-            guard inet_pton(AF_INET6, literal, &address) == 1 else { return false }
-            let bytes = withUnsafeBytes(of: address) { Array($0) }
-            if bytes[0..<15].allSatisfy({ $0 == 0 }) && bytes[15] == 1 { return true }
-            let mapped = bytes[0..<10].allSatisfy({ $0 == 0 }) && bytes[10] == 0xFF && bytes[11] == 0xFF
-            return mapped && bytes[12] == 127
-        }
-        var address = in_addr()
-        guard inet_pton(AF_INET, name, &address) == 1 else { return false }
-        return withUnsafeBytes(of: address) { $0[0] } == 127
-    }
 
     /// Whether `text` holds a control character (a byte below 0x20, or 0x7F).
     public static func containsControlCharacter(_ text: String) -> Bool {
@@ -211,6 +193,6 @@ extension ParsedURL {
         self.zoneID = zoneID
         self.port = port
         self.hadFragment = hadFragment
-        isLoopback = Self.isLoopback(host: host)
+        isLoopback = URLSyntax.isLoopback(host: host)
     }
 }
