@@ -1,4 +1,6 @@
-// swift-tools-version: 6.0
+// swift-tools-version: 6.2
+// 6.2: the first tools version whose packages may use unsafe flags (below) and still be used as a
+// versioned dependency.
 import PackageDescription
 
 /// One target per concern; dependencies point one way:
@@ -85,4 +87,17 @@ if Context.environment["TOKENRELAY_DEV_TARGETS"] == "1" {
         .executableTarget(name: "BareFoundationEcho"),
         .executableTarget(name: "BareEssentialsEcho"),
     ]
+}
+
+// Every Swift target reaches concrete generic type metadata (a `[String: String]`'s storage, a
+// `Set<Origin>`) through direct accessor calls instead of by mangled name. The mangled-name path
+// demangles the type at first use and proves each generic requirement (`String: Hashable`) by a
+// linear scan of the binary's ~3,700 protocol conformance records: ~1 ms of every start went there
+// (perf, 60 starts). Measured A/B on release builds: cold start 1.32 -> 1.19x a bare binary, `call`
+// 1.46 -> 1.39x curl; requests unchanged. Code size +0.2 %.
+for target in package.targets where target.type != .system {
+    target.swiftSettings =
+        (target.swiftSettings ?? []) + [
+            .unsafeFlags(["-Xfrontend", "-disable-concrete-type-metadata-mangled-name-accessors"])
+        ]
 }
