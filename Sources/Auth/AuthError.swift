@@ -27,6 +27,9 @@ public enum AuthError: KindedError, Sendable, Equatable, CustomStringConvertible
     case shuttingDown
     /// The profile's settings cannot work (bad endpoint, unsupported client authentication...).
     case configuration(String)
+    /// A configured secret (a client secret, seed, token, key or password) could not be resolved:
+    /// where it is declared and why, never a value. Wire kind `config`.
+    case secretUnavailable(String)
     /// The discovery document could not be trusted or used.
     case discovery(String)
     /// The token store failed to load or commit tokens.
@@ -55,7 +58,7 @@ public enum AuthError: KindedError, Sendable, Equatable, CustomStringConvertible
         case .cancelled: .cancelled
         case .loggedOut: .loggedOut
         case .shuttingDown: .shuttingDown
-        case .configuration, .store: .config
+        case .configuration, .secretUnavailable, .store: .config
         case .storage: .internal
         }
     }
@@ -110,6 +113,7 @@ public enum AuthError: KindedError, Sendable, Equatable, CustomStringConvertible
         case .loggedOut: text = "the session was logged out while its token was being acquired"
         case .shuttingDown: text = "the token manager is shutting down"
         case .configuration(let reason): text = "invalid OAuth configuration: \(reason)"
+        case .secretUnavailable(let reason): text = "secret unavailable: \(reason)"
         case .discovery(let reason): text = "authorization server discovery failed: \(reason)"
         case .storage(let reason): text = "token store failed: \(reason)"
         case .store(let reason): text = "token store: \(reason)"

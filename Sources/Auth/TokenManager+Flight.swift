@@ -236,6 +236,8 @@ extension TokenManager {
         guard case .refreshToken(let seed) = configuration.grant else { return nil }
         do {
             return try await seed.resolve()
+        } catch let error as AuthError {
+            throw error
         } catch {
             throw AuthError.configuration("the refresh_token seed could not be resolved")
         }

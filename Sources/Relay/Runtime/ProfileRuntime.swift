@@ -49,7 +49,7 @@ extension ProfileRuntime {
             do throws(SecretError) {
                 return try await source.resolve()
             } catch {
-                throw AuthError.configuration("secret unavailable: \(error.description)")
+                throw AuthError.secretUnavailable(error.description)
             }
         }
     }

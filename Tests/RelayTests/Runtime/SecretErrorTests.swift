@@ -1,0 +1,49 @@
+import Config
+import FoundationEssentials
+import JSONRPC
+import Testing
+
+@testable import Relay
+
+/// A secret that cannot be resolved when a request needs it says so, where it is declared and
+/// why, with kind `config`, whatever the profile type: not "invalid OAuth configuration" for a
+/// static token.
+@Suite struct SecretErrorTests {
+    static func settings(profile: String) async throws -> Settings {
+        let text = """
+            version: 1
+            store: { type: memory }
+            environments:
+              e:
+                base_url: http://127.0.0.1:9
+                profiles:
+                  p:
+            \(profile.split(separator: "\n").map { "          " + $0 }.joined(separator: "\n"))
+
+            """
+        let path = "/tmp/secret-error-\(UUID().uuidString).yaml"
+        try Data(text.utf8).write(to: URL(fileURLWithPath: path))
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let result = await ConfigLoader().load(path: path, environment: [:], mode: .serve)
+        return try #require(result.settings, "\(result.diagnostics.map(\.rendered))")
+    }
+
+    @Test(arguments: [
+        "type: bearer\ntoken: { env: TR_TEST_UNSET_TOKEN }",
+        "type: api_key\nheader: X-Key\nvalue: { env: TR_TEST_UNSET_TOKEN }",
+        "type: basic\nusername: u\npassword: { env: TR_TEST_UNSET_TOKEN }",
+        "type: client_credentials\ntoken_url: http://127.0.0.1:9/t\nclient_id: c\nclient_secret: { env: TR_TEST_UNSET_TOKEN }",
+    ])
+    func anUnsetSecretVariableIsNamedWithKindConfig(profile: String) async throws {
+        let settings = try await Self.settings(profile: profile)
+        let outcome = await OneShot.call(settings: settings, environment: nil, params: ["path": "/x"])
+        guard case .failure(let error) = outcome else {
+            Issue.record("the call succeeded without its secret")
+            return
+        }
+        #expect(error.kind == .config)
+        #expect(error.message.hasPrefix("secret unavailable: "), "\(error.message)")
+        #expect(error.message.contains("TR_TEST_UNSET_TOKEN"), "\(error.message)")
+        #expect(!error.message.contains("OAuth"), "\(error.message)")
+    }
+}
