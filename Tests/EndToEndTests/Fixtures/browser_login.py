@@ -5,9 +5,15 @@ tokenrelay answered with (and saves a screenshot of it).
 
   browser_login.py URL SCREENSHOT.png [--deny]
 Prints {"url", "title", "text", "source"} as JSON.
+
+Chromium keeps everything in a temporary directory removed at the end: its profile
+(--user-data-dir) and what it writes under the XDG directories whatever the profile (the
+crash reporter's database), so a test run leaves nothing in the user's home.
 """
 import json
+import os
 import sys
+import tempfile
 
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
@@ -17,12 +23,20 @@ from selenium.webdriver.support.ui import WebDriverWait
 
 
 def main(url, screenshot, deny):
+    with tempfile.TemporaryDirectory(prefix="tokenrelay-browser-") as home:
+        run(url, screenshot, deny, home)
+
+
+def run(url, screenshot, deny, home):
     options = webdriver.ChromeOptions()
     options.binary_location = "/usr/bin/chromium"
     for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                 "--no-first-run", "--disable-extensions", "--window-size=900,700"):
+                 "--no-first-run", "--disable-extensions", "--disable-breakpad", "--window-size=900,700",
+                 f"--user-data-dir={os.path.join(home, 'profile')}"):
         options.add_argument(flag)
-    driver = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=options)
+    env = dict(os.environ, HOME=home, XDG_CONFIG_HOME=os.path.join(home, "config"),
+               XDG_CACHE_HOME=os.path.join(home, "cache"))
+    driver = webdriver.Chrome(service=Service("/usr/bin/chromedriver", env=env), options=options)
     try:
         driver.set_page_load_timeout(60)
         wait = WebDriverWait(driver, 60)
