@@ -242,6 +242,9 @@ import Testing
         let parent = Process()
         parent.executableURL = URL(fileURLWithPath: "/bin/sleep")
         parent.arguments = ["600"]
+        // Reaped (no zombie left for the watchdog to see as alive) when this fires.
+        let (reaped, reap) = AsyncStream<Void>.makeStream()
+        parent.terminationHandler = { _ in reap.finish() }
         try parent.run()
         let relay = try RelayProcess()
         try relay.send(
@@ -249,7 +252,7 @@ import Testing
         let lines = try await relay.lines(atLeast: 1)
         #expect(lines[0]["result"]?["serverInfo"]?["name"] == "tokenrelay")
         kill(parent.processIdentifier, SIGKILL)
-        parent.waitUntilExit()
+        for await _ in reaped {}
         // stdin stays open: only the watchdog can stop the server.
         #expect(try await relay.exitCode(timeout: .seconds(30)) == 0)
     }
