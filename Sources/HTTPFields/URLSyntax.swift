@@ -89,10 +89,11 @@ public struct URLSyntax: Sendable, Equatable {
 
     /// Whether `host` (as written, or as libcurl reports it: an IP literal in brackets) names the
     /// loopback interface: `localhost` (and `*.localhost`, which libcurl resolves to loopback
-    /// itself), 127.0.0.0/8, `::1` and IPv4-mapped 127.0.0.0/8.
+    /// itself), 127.0.0.0/8, `::1` and IPv4-mapped 127.0.0.0/8. A name with a trailing dot
+    /// (`localhost.`, `127.0.0.1.`) is not: libcurl and the C library send it to DNS, which may
+    /// answer anything.
     public static func isLoopback(host: String) -> Bool {
-        var name = host.lowercased()
-        if name.hasSuffix(".") { name.removeLast() }
+        let name = host.lowercased()
         if name == "localhost" || name.hasSuffix(".localhost") { return true }
         if name.hasPrefix("["), name.hasSuffix("]") {
             let literal = String(name.dropFirst().dropLast())

@@ -116,7 +116,8 @@ import Testing
 
     @Test(arguments: [
         ("http://127.0.0.1/", true), ("http://127.1/", true), ("http://127.255.0.9:1/", true), ("http://0x7f.1/", true),
-        ("http://localhost:8/", true), ("http://LOCALHOST./", true), ("http://api.localhost/", true),
+        ("http://localhost:8/", true), ("http://LOCALHOST/", true), ("http://api.localhost/", true),
+        ("http://LOCALHOST./", false), ("http://api.localhost./", false), ("http://127.0.0.1./", false),
         ("http://[::1]/", true), ("http://[0:0:0:0:0:0:0:1]/", true), ("http://[::ffff:127.0.0.1]/", true),
         ("http://128.0.0.1/", false), ("http://[::2]/", false), ("http://localhost.example/", false),
         ("http://10.0.0.1/", false), ("http://example.com/", false), ("http://[::ffff:10.0.0.1]/", false),
