@@ -135,6 +135,9 @@ extension TokenManager {
             let storeKey: StoreKey
             do {
                 storeKey = try await self.storeKey(of: session)
+            } catch let error as AuthError {
+                failure = error
+                continue
             } catch {
                 failure = .configuration("the refresh_token seed of \(session.key) could not be resolved")
                 continue

@@ -128,7 +128,8 @@ struct CredentialSourceTests {
         let errors: [AuthError] = [
             .oauth(error: ServerText(canaryToken), description: ServerText(clientSecretCanary), status: 400),
             .invalidTokenResponse(canaryToken),
-            .transport(canaryRefresh), .configuration(clientSecretCanary), .discovery(canaryToken),
+            .transport(canaryRefresh), .configuration(clientSecretCanary), .secretUnavailable(clientSecretCanary),
+            .discovery(canaryToken),
         ]
         texts += errors.map(\.description)
         texts += errors.compactMap(\.oauthErrorDescription)

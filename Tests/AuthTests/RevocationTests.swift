@@ -115,7 +115,8 @@ struct RevocationTests {
     @Test func authErrorExposesItsWireKind() {
         let expected: [(AuthError, ErrorKind)] = [
             (.timeout, .timeout), (.interactionRequired("x"), .interactionRequired), (.transport("x"), .transport),
-            (.excessiveRenewals, .auth), (.configuration("x"), .config), (.loggedOut, .loggedOut),
+            (.excessiveRenewals, .auth), (.configuration("x"), .config), (.secretUnavailable("x"), .config),
+            (.loggedOut, .loggedOut),
             (.shuttingDown, .shuttingDown), (.cancelled, .cancelled), (.loginAttemptsExceeded, .limit),
         ]
         for (error, kind) in expected {

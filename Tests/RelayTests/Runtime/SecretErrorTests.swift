@@ -46,4 +46,18 @@ import Testing
         #expect(error.message.contains("TR_TEST_UNSET_TOKEN"), "\(error.message)")
         #expect(!error.message.contains("OAuth"), "\(error.message)")
     }
+
+    @Test func aLogoutWhoseSeedIsUnsetSaysWhichSecretIsMissing() async throws {
+        let settings = try await Self.settings(
+            profile: "type: refresh_token\ntoken_url: http://127.0.0.1:9/t\nclient_id: c\nclient_auth: none\n"
+                + "refresh_token: { env: TR_TEST_UNSET_TOKEN }")
+        let outcome = await OneShot.logout(settings: settings, environment: nil, params: ["all": true])
+        guard case .failure(let error) = outcome else {
+            Issue.record("the logout succeeded without its seed")
+            return
+        }
+        #expect(error.kind == .config)
+        #expect(error.message.hasPrefix("secret unavailable: "), "\(error.message)")
+        #expect(error.message.contains("TR_TEST_UNSET_TOKEN"), "\(error.message)")
+    }
 }
