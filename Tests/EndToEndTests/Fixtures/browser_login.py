@@ -23,7 +23,7 @@ from selenium.webdriver.support.ui import WebDriverWait
 
 
 def main(url, screenshot, deny):
-    with tempfile.TemporaryDirectory(prefix="tokenrelay-browser-") as home:
+    with tempfile.TemporaryDirectory(prefix="tokenrelay-browser-", ignore_cleanup_errors=True) as home:
         run(url, screenshot, deny, home)
 
 
@@ -34,8 +34,8 @@ def run(url, screenshot, deny, home):
                  "--no-first-run", "--disable-extensions", "--disable-breakpad", "--window-size=900,700",
                  f"--user-data-dir={os.path.join(home, 'profile')}"):
         options.add_argument(flag)
-    env = dict(os.environ, HOME=home, XDG_CONFIG_HOME=os.path.join(home, "config"),
-               XDG_CACHE_HOME=os.path.join(home, "cache"))
+    env = dict(os.environ, HOME=home, **{f"XDG_{kind}_HOME": os.path.join(home, kind.lower())
+                                         for kind in ("CONFIG", "CACHE", "DATA", "STATE")})
     driver = webdriver.Chrome(service=Service("/usr/bin/chromedriver", env=env), options=options)
     try:
         driver.set_page_load_timeout(60)
