@@ -36,28 +36,28 @@ import Testing
     ])
     func anUnsetSecretVariableIsNamedWithKindConfig(profile: String) async throws {
         let settings = try await Self.settings(profile: profile)
-        let outcome = await OneShot.call(settings: settings, environment: nil, params: ["path": "/x"])
-        guard case .failure(let error) = outcome else {
-            Issue.record("the call succeeded without its secret")
-            return
-        }
-        #expect(error.kind == .config)
-        #expect(error.message.hasPrefix("secret unavailable: "), "\(error.message)")
-        #expect(error.message.contains("TR_TEST_UNSET_TOKEN"), "\(error.message)")
-        #expect(!error.message.contains("OAuth"), "\(error.message)")
+        Self.expectUnsetSecretNamed(await OneShot.call(settings: settings, environment: nil, params: ["path": "/x"]))
     }
 
     @Test func aLogoutWhoseSeedIsUnsetSaysWhichSecretIsMissing() async throws {
         let settings = try await Self.settings(
             profile: "type: refresh_token\ntoken_url: http://127.0.0.1:9/t\nclient_id: c\nclient_auth: none\n"
                 + "refresh_token: { env: TR_TEST_UNSET_TOKEN }")
-        let outcome = await OneShot.logout(settings: settings, environment: nil, params: ["all": true])
+        Self.expectUnsetSecretNamed(await OneShot.logout(settings: settings, environment: nil, params: ["all": true]))
+    }
+
+    /// `outcome` failed with kind `config`, saying the secret is unavailable and naming its
+    /// variable, without calling it an OAuth configuration problem.
+    static func expectUnsetSecretNamed<Value>(
+        _ outcome: Result<Value, RPCError>, sourceLocation: SourceLocation = #_sourceLocation
+    ) {
         guard case .failure(let error) = outcome else {
-            Issue.record("the logout succeeded without its seed")
+            Issue.record("succeeded without its secret", sourceLocation: sourceLocation)
             return
         }
-        #expect(error.kind == .config)
-        #expect(error.message.hasPrefix("secret unavailable: "), "\(error.message)")
-        #expect(error.message.contains("TR_TEST_UNSET_TOKEN"), "\(error.message)")
+        #expect(error.kind == .config, sourceLocation: sourceLocation)
+        #expect(error.message.hasPrefix("secret unavailable: "), "\(error.message)", sourceLocation: sourceLocation)
+        #expect(error.message.contains("TR_TEST_UNSET_TOKEN"), "\(error.message)", sourceLocation: sourceLocation)
+        #expect(!error.message.contains("OAuth"), "\(error.message)", sourceLocation: sourceLocation)
     }
 }
