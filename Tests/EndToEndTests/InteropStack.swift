@@ -1,5 +1,6 @@
 import Foundation
 import Synchronization
+import TestSupport
 import Testing
 
 @testable import JSONRPC
@@ -314,73 +315,16 @@ struct InteropStack: Sendable {
             try? outHandle.close()
             try? errHandle.close()
         }
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = arguments
-        process.currentDirectoryURL = repositoryRoot
-        process.standardInput = stdin == nil ? FileHandle.nullDevice : inHandle
-        if let environment {
-            process.environment = environment
-        } else {
-            var inherited = ProcessInfo.processInfo.environment
-            inherited["XDG_STATE_HOME"] = RelayProcess.freshStateHome()
-            process.environment = inherited
-        }
-        process.standardOutput = outHandle
-        process.standardError = errHandle
-        let exit = ExitSignal()
-        process.terminationHandler = { exit.fire($0.terminationStatus) }
-        try process.run()
-        let status = try await exit.wait(timeout: timeout) { kill(process.processIdentifier, SIGKILL) }
+        var variables = environment ?? ProcessInfo.processInfo.environment
+        if environment == nil { variables["XDG_STATE_HOME"] = RelayProcess.freshStateHome() }
+        let child = try ChildProcess(
+            executable, arguments, environment: variables, directory: repositoryRoot.path,
+            stdin: stdin == nil ? .null : .descriptor(inHandle.fileDescriptor),
+            stdout: .descriptor(outHandle.fileDescriptor), stderr: .descriptor(errHandle.fileDescriptor))
+        let status = try await child.wait(timeout: timeout).status
         let stdout = (try? String(contentsOf: outURL, encoding: .utf8)) ?? ""
         let stderr = (try? String(contentsOf: errURL, encoding: .utf8)) ?? ""
         return (status, stdout, stderr)
-    }
-}
-
-/// A one-shot exit status a waiter awaits, with a safety timeout.
-private final class ExitSignal: Sendable {
-    private struct State {
-        var status: Int32?
-        var waiter: CheckedContinuation<Int32?, Never>?
-    }
-    private let state = Mutex(State())
-
-    func fire(_ status: Int32) {
-        let waiter: CheckedContinuation<Int32?, Never>? = state.withLock { state in
-            state.status = status
-            defer { state.waiter = nil }
-            return state.waiter
-        }
-        waiter?.resume(returning: status)
-    }
-
-    private func timeOut() {
-        let waiter: CheckedContinuation<Int32?, Never>? = state.withLock { state in
-            defer { state.waiter = nil }
-            return state.waiter
-        }
-        waiter?.resume(returning: nil)
-    }
-
-    /// The status; past `timeout`, `onTimeout` runs and the wait goes on for the real exit.
-    func wait(timeout: Duration, onTimeout: @escaping @Sendable () -> Void) async throws -> Int32 {
-        let timer = Task { [self] in
-            try await Task.sleep(for: timeout)
-            onTimeout()
-            timeOut()
-        }
-        defer { timer.cancel() }
-        let status = await withCheckedContinuation { (continuation: CheckedContinuation<Int32?, Never>) in
-            let now: Int32?? = state.withLock { state in
-                if let status = state.status { return .some(status) }
-                state.waiter = continuation
-                return .none
-            }
-            if case .some(let status) = now { continuation.resume(returning: status) }
-        }
-        guard let status else { throw InteropStack.Failure(description: "child process timed out after \(timeout)") }
-        return status
     }
 }
 

@@ -1,5 +1,6 @@
 import Foundation
 import Synchronization
+import TestSupport
 import Testing
 
 @testable import JSONRPC
@@ -78,7 +79,7 @@ final class RelayProcess: Sendable {
             .deletingLastPathComponent()
     }
 
-    let process: Process
+    let process: ChildProcess
     /// The write end of the child's stdin; -1 once closed. Guarded by the mutex.
     private let stdinDescriptor: Mutex<Int32>
     private let output = OutputBox()
@@ -87,9 +88,6 @@ final class RelayProcess: Sendable {
 
     init(_ arguments: [String] = [], environment: [String: String] = [:], testMethods: Bool = true) throws {
         _ = Self.ignoreBrokenPipes
-        process = Process()
-        process.executableURL = URL(fileURLWithPath: Self.binaryPath)
-        process.arguments = arguments
         var env = ProcessInfo.processInfo.environment
         env["TOKENRELAY_CONFIG"] = nil
         env["XDG_CONFIG_HOME"] =
@@ -97,24 +95,12 @@ final class RelayProcess: Sendable {
         if testMethods { env["TOKENRELAY_ENABLE_TEST_METHODS"] = "1" }
         env["XDG_STATE_HOME"] = Self.freshStateHome()
         for (key, value) in environment { env[key] = value }
-        process.environment = env
-        // Pipes made here rather than with `Pipe()`: every descriptor has exactly one owner, so
-        // none is closed behind a blocked reader's back or reused by another test while in use.
-        let stdinPipe = try Self.makePipe()
-        let stdoutPipe = try Self.makePipe()
-        let stderrPipe = try Self.makePipe()
-        process.standardInput = FileHandle(fileDescriptor: stdinPipe.read, closeOnDealloc: false)
-        process.standardOutput = FileHandle(fileDescriptor: stdoutPipe.write, closeOnDealloc: false)
-        process.standardError = FileHandle(fileDescriptor: stderrPipe.write, closeOnDealloc: false)
+        // Every descriptor has exactly one owner, so none is closed behind a blocked reader's
+        // back or reused by another test while in use.
+        let stdinPipe = try ChildProcess.makePipe()
+        let stdoutPipe = try ChildProcess.makePipe()
+        let stderrPipe = try ChildProcess.makePipe()
         stdinDescriptor = Mutex(stdinPipe.write)
-        process.terminationHandler = { [output] process in
-            let waiters: [CheckedContinuation<Void, Never>] = output.state.withLock { state in
-                state.exitCode = process.terminationStatus
-                defer { state.waiters = [] }
-                return state.waiters
-            }
-            for waiter in waiters { waiter.resume() }
-        }
         defer {
             // The child holds its own copies now (or never started).
             close(stdinPipe.read)
@@ -122,7 +108,17 @@ final class RelayProcess: Sendable {
             close(stderrPipe.write)
         }
         do {
-            try process.run()
+            process = try ChildProcess(
+                Self.binaryPath, arguments, environment: env, stdin: .descriptor(stdinPipe.read),
+                stdout: .descriptor(stdoutPipe.write), stderr: .descriptor(stderrPipe.write)
+            ) { [output] termination in
+                let waiters: [CheckedContinuation<Void, Never>] = output.state.withLock { state in
+                    state.exitCode = termination.status
+                    defer { state.waiters = [] }
+                    return state.waiters
+                }
+                for waiter in waiters { waiter.resume() }
+            }
         } catch {
             for fd in [stdinPipe.write, stdoutPipe.read, stderrPipe.read] { close(fd) }
             throw error
@@ -132,7 +128,7 @@ final class RelayProcess: Sendable {
     }
 
     deinit {
-        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+        process.signal(SIGKILL)
         stdinDescriptor.withLock { fd in
             if fd >= 0 { close(fd) }
             fd = -1
@@ -144,22 +140,6 @@ final class RelayProcess: Sendable {
     /// Writing to a child that has exited is an EPIPE error for the test, not the death of the
     /// test process.
     private static let ignoreBrokenPipes: Void = { _ = Glibc.signal(SIGPIPE, SIG_IGN) }()
-
-    /// A close-on-exec pipe: (read end, write end). Made close-on-exec atomically (`pipe2`), so
-    /// a child another test spawns at the same moment cannot inherit it and hold it open.
-    static func makePipe(flags: Int32 = 0) throws -> (read: Int32, write: Int32) {
-        var fds: [Int32] = [-1, -1]
-        guard let pipe2 = Self.pipe2, pipe2(&fds, O_CLOEXEC | flags) == 0 else {
-            throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO)
-        }
-        return (fds[0], fds[1])
-    }
-
-    /// glibc's `pipe2`, which the Glibc module does not export (it is a `_GNU_SOURCE` function).
-    private static let pipe2: (@convention(c) (UnsafeMutablePointer<Int32>, Int32) -> Int32)? = {
-        guard let symbol = dlsym(nil, "pipe2") else { return nil }
-        return unsafeBitCast(symbol, to: (@convention(c) (UnsafeMutablePointer<Int32>, Int32) -> Int32).self)
-    }()
 
     /// Reads one output pipe on a thread of its own, which is also the only closer of the
     /// descriptor: ``close()`` and ``pause(_:)`` are requests the thread acts on (a descriptor
@@ -182,7 +162,7 @@ final class RelayProcess: Sendable {
             let read: Int32
             let write: Int32
             init() {
-                let fds = (try? RelayProcess.makePipe(flags: O_NONBLOCK)) ?? (read: -1, write: -1)
+                let fds = (try? ChildProcess.makePipe(flags: O_NONBLOCK)) ?? (read: -1, write: -1)
                 (read, write) = fds
             }
             func wake() {
@@ -287,7 +267,7 @@ final class RelayProcess: Sendable {
     }
 
     /// The child's process id.
-    var pid: Int32 { process.processIdentifier }
+    var pid: Int32 { process.pid }
 
     var stdoutText: String { output.state.withLock { String(decoding: $0.stdout, as: UTF8.self) } }
     var stderrText: String { output.state.withLock { String(decoding: $0.stderr, as: UTF8.self) } }
@@ -395,5 +375,5 @@ final class RelayProcess: Sendable {
         }
     }
 
-    func signal(_ number: Int32) { kill(process.processIdentifier, number) }
+    func signal(_ number: Int32) { process.signal(number) }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import Testing
 
 @testable import JSONRPC
@@ -239,20 +240,14 @@ import Testing
 /// `initialize {processId}`: tokenrelay stops when that process dies.
 @Suite struct ParentWatchdogTests {
     @Test func theProcessExitsCleanlyWhenTheParentNamedInInitializeDies() async throws {
-        let parent = Process()
-        parent.executableURL = URL(fileURLWithPath: "/bin/sleep")
-        parent.arguments = ["600"]
-        // Reaped (no zombie left for the watchdog to see as alive) when this fires.
-        let (reaped, reap) = AsyncStream<Void>.makeStream()
-        parent.terminationHandler = { _ in reap.finish() }
-        try parent.run()
+        let parent = try ChildProcess("/bin/sleep", ["600"], environment: ProcessInfo.processInfo.environment)
         let relay = try RelayProcess()
-        try relay.send(
-            #"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"processId":\#(parent.processIdentifier)}}"#)
+        try relay.send(#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"processId":\#(parent.pid)}}"#)
         let lines = try await relay.lines(atLeast: 1)
         #expect(lines[0]["result"]?["serverInfo"]?["name"] == "tokenrelay")
-        kill(parent.processIdentifier, SIGKILL)
-        for await _ in reaped {}
+        parent.signal(SIGKILL)
+        // Reaped: no zombie left for the watchdog to see as alive.
+        #expect(await parent.wait() == .signalled(SIGKILL))
         // stdin stays open: only the watchdog can stop the server.
         #expect(try await relay.exitCode(timeout: .seconds(30)) == 0)
     }

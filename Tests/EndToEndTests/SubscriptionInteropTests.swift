@@ -223,7 +223,7 @@ extension RelayProcess {
     }
 
     /// tokenrelay's resident set size in bytes (VmRSS of /proc/PID/status).
-    var residentBytes: Int? { Self.residentBytes(pid: process.processIdentifier) }
+    var residentBytes: Int? { Self.residentBytes(pid: pid) }
 
     static func residentBytes(pid: Int32) -> Int? {
         guard let text = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8) else { return nil }

@@ -4,9 +4,10 @@ import Foundation
     import Glibc
 #endif
 
-/// A loopback fixture server for one test: a Python script run as `python3 -u SCRIPT ARGUMENTS`,
-/// ready once it printed its listening line (its ports), stopped with SIGKILL when the test lets
-/// go of it (SIGTERM is blocked in test threads). The shared server is
+/// A loopback fixture server for one test: a Python script run as `python3 -u SCRIPT ARGUMENTS`
+/// (through `Fixtures/exit_with_parent.py`), ready once it printed its listening line (its
+/// ports), stopped with SIGKILL when the test lets go of it (SIGTERM is blocked in test threads)
+/// and ending by itself when the test process dies. The shared server is
 /// `Fixtures/fixture_server.py` (`init(role:)`); a suite's own scripts start through
 /// `init(script:)`.
 public final class FixtureServer: Sendable {
@@ -25,9 +26,12 @@ public final class FixtureServer: Sendable {
     public static let certificatePath = fixtures.appendingPathComponent("test_cert.pem").path
 
     /// The Python process.
-    public let process: Process
+    public let process: ChildProcess
     /// The words of the listening line, in order.
     public let words: [String]
+    /// The write end of the server's stdin, held while it runs: its end of file tells the
+    /// server (`exit_with_parent.py`) that the test process has gone.
+    private let lifeline: Int32
 
     /// Starts the shared fixture server in `role` (`transport`, `events` or `recording LOG`; see
     /// its docstring) and waits for its listening line of `ports` port numbers.
@@ -38,44 +42,59 @@ public final class FixtureServer: Sendable {
 
     /// Starts `script` with `arguments` and waits for its listening line of `words` words.
     public init(script: String, _ arguments: [String] = [], words count: Int) async throws {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
-        process.arguments = ["-u", script] + arguments
-        let output = Pipe()
-        process.standardOutput = output
-        try process.run()
-        self.process = process
-        let line = String(decoding: await firstLine(of: output.fileHandleForReading), as: UTF8.self)
+        let stdinPipe = try ChildProcess.makePipe()
+        let stdoutPipe = try ChildProcess.makePipe()
+        defer {
+            close(stdinPipe.read)
+            close(stdoutPipe.write)
+        }
+        let wrapper = Self.fixtures.appendingPathComponent("exit_with_parent.py").path
+        do {
+            process = try ChildProcess(
+                "/usr/bin/python3", ["-u", wrapper, script] + arguments,
+                environment: ProcessInfo.processInfo.environment,
+                stdin: .descriptor(stdinPipe.read), stdout: .descriptor(stdoutPipe.write))
+        } catch {
+            close(stdinPipe.write)
+            close(stdoutPipe.read)
+            throw error
+        }
+        lifeline = stdinPipe.write
+        let line = String(decoding: await firstLine(of: stdoutPipe.read), as: UTF8.self)
+        close(stdoutPipe.read)
         words = line.split(whereSeparator: { $0 == " " || $0 == "\n" }).map(String.init)
         guard words.count == count else {
-            kill(process.processIdentifier, SIGKILL)
+            stop()
             let name = URL(fileURLWithPath: script).lastPathComponent
             throw DidNotStart(description: "\(name) \(arguments.joined(separator: " ")) did not start: \(line)")
         }
     }
 
-    deinit { stop() }
+    deinit {
+        stop()
+        close(lifeline)
+    }
 
     /// The listening line's words as port numbers (0 for a word that is not one).
     public var ports: [Int] { words.map { Int($0) ?? 0 } }
 
     /// Kills the server.
-    public func stop() {
-        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
-    }
+    public func stop() { process.signal(SIGKILL) }
 }
 
-/// Reads a fixture's first line (its ports) on a thread of its own: a test must never block a
-/// cooperative-pool thread while a Python process starts on a busy machine, or every other test
-/// in the process stalls behind it. The line, or what came before end of file.
-public func firstLine(of handle: FileHandle) async -> [UInt8] {
+/// Reads a fixture's first line (its ports) from `fd` on a thread of its own: a test must never
+/// block a cooperative-pool thread while a Python process starts on a busy machine, or every
+/// other test in the process stalls behind it. The line, or what came before end of file.
+func firstLine(of fd: Int32) async -> [UInt8] {
     await withCheckedContinuation { (continuation: CheckedContinuation<[UInt8], Never>) in
         Thread {
             var line: [UInt8] = []
+            var buffer = [UInt8](repeating: 0, count: 4096)
             while !line.contains(0x0A) {
-                let data = handle.availableData
-                if data.isEmpty { break }
-                line.append(contentsOf: data)
+                let count = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+                if count < 0 && errno == EINTR { continue }
+                if count <= 0 { break }
+                line.append(contentsOf: buffer[0..<count])
             }
             continuation.resume(returning: line)
         }.start()
