@@ -1,6 +1,7 @@
 import Dispatch
 import FoundationEssentials
 import Glibc
+import JSONRPC
 import Logging
 import Synchronization
 
@@ -374,13 +375,71 @@ public final class SQLiteTokenStore: TokenStore {
 
     // MARK: - Records
 
-    private struct Payload: Codable {
+    /// A record's plaintext: a JSON object of `accessToken`, `tokenType`, `receivedAt` and
+    /// `expiresAt` (seconds since 1970), `refreshToken` and `scope`, each absent when there is
+    /// none (the members Codable gave the records of earlier versions). Read and written with
+    /// tokenrelay's one JSON parser and serialiser; a double keeps its exact value through
+    /// its shortest round-tripping literal.
+    struct Payload: Equatable {
         var accessToken: String?
         var tokenType: String
         var receivedAt: Double?
         var expiresAt: Double?
         var refreshToken: String?
         var scope: String?
+
+        init(
+            accessToken: String?, tokenType: String, receivedAt: Double?, expiresAt: Double?,
+            refreshToken: String?, scope: String?
+        ) {
+            self.accessToken = accessToken
+            self.tokenType = tokenType
+            self.receivedAt = receivedAt
+            self.expiresAt = expiresAt
+            self.refreshToken = refreshToken
+            self.scope = scope
+        }
+
+        /// The record read from its JSON; `nil` when it is not an object, `tokenType` is not a
+        /// string, or a member present (and not null) has the wrong type.
+        init?(json bytes: [UInt8]) {
+            guard case .object(let object)? = try? JSONParser.parse(bytes),
+                case .string(let tokenType)? = object["tokenType"]
+            else { return nil }
+            /// `.some(nil)` for an absent or null member, `nil` for a wrong type.
+            func string(_ key: String) -> String?? {
+                switch object[key] {
+                case nil, .null?: .some(nil)
+                case .string(let text)?: .some(text)
+                default: nil
+                }
+            }
+            func double(_ key: String) -> Double?? {
+                switch object[key] {
+                case nil, .null?: .some(nil)
+                case .number(let number)?: Double(number.literal).map { .some($0) }
+                default: nil
+                }
+            }
+            guard let accessToken = string("accessToken"), let refreshToken = string("refreshToken"),
+                let scope = string("scope"), let receivedAt = double("receivedAt"), let expiresAt = double("expiresAt")
+            else { return nil }
+            self.init(
+                accessToken: accessToken, tokenType: tokenType, receivedAt: receivedAt, expiresAt: expiresAt,
+                refreshToken: refreshToken, scope: scope)
+        }
+
+        /// The record as JSON.
+        var json: [UInt8] {
+            var members: [(key: String, value: JSONValue)] = []
+            if let accessToken { members.append(("accessToken", .string(accessToken))) }
+            members.append(("tokenType", .string(tokenType)))
+            if let receivedAt { members.append(("receivedAt", .number(JSONNumber(receivedAt)))) }
+            if let expiresAt { members.append(("expiresAt", .number(JSONNumber(expiresAt)))) }
+            if let refreshToken { members.append(("refreshToken", .string(refreshToken))) }
+            if let scope { members.append(("scope", .string(scope))) }
+            return JSONValue.object(JSONObject(members)).serialized()
+        }
     }
 
     private func seal(_ plain: [UInt8], id: String, cipher: StoreCipher?) throws(AuthError) -> ([UInt8], Bool) {
@@ -437,7 +496,7 @@ public final class SQLiteTokenStore: TokenStore {
                 }
                 plain = opened
             }
-            guard let decoded = try? JSONDecoder().decode(Payload.self, from: Data(plain)) else {
+            guard let decoded = Payload(json: plain) else {
                 throw AuthError.storage("the record of \(key) in the store \(self.path) is not readable")
             }
             return StoredTokens(
@@ -454,7 +513,7 @@ public final class SQLiteTokenStore: TokenStore {
             accessToken: tokens.accessToken, tokenType: tokens.tokenType,
             receivedAt: tokens.receivedAt?.timeIntervalSince1970, expiresAt: tokens.expiresAt?.timeIntervalSince1970,
             refreshToken: tokens.refreshToken, scope: tokens.scope)
-        let plain = Array((try? JSONEncoder().encode(payload)) ?? Data())
+        let plain = payload.json
         return try await withConnection { opened in
             let (stored, sealed) = try self.seal(plain, id: key.id, cipher: opened.cipher)
             let connection = opened.connection

@@ -475,3 +475,65 @@ func expectStoreError(_ text: String, _ body: () async throws -> Void) async {
         #expect(SQLiteTokenStore.directoryPart(of: path) == directory)
     }
 }
+
+/// A record's plaintext reads the same as earlier versions wrote it (Foundation's `JSONEncoder`
+/// over a `Codable` struct of these members) and is readable by them.
+@Suite struct StoreRecordFormatTests {
+    /// The record as earlier versions declared it.
+    struct CodableRecord: Codable, Equatable {
+        var accessToken: String?
+        var tokenType: String
+        var receivedAt: Double?
+        var expiresAt: Double?
+        var refreshToken: String?
+        var scope: String?
+    }
+
+    static let records = [
+        CodableRecord(
+            accessToken: "at-ü-\"quoted\"\n", tokenType: "Bearer", receivedAt: 1_764_640_000.123456,
+            expiresAt: 1_764_643_600.5, refreshToken: "rt/+=", scope: "read write"),
+        CodableRecord(
+            accessToken: nil, tokenType: "DPoP", receivedAt: 1e-7, expiresAt: 0.1 + 0.2, refreshToken: "rt",
+            scope: nil),
+        CodableRecord(
+            accessToken: "at", tokenType: "Bearer", receivedAt: 1_700_000_000, expiresAt: nil, refreshToken: nil,
+            scope: ""),
+    ]
+
+    static func payload(_ record: CodableRecord) -> SQLiteTokenStore.Payload {
+        SQLiteTokenStore.Payload(
+            accessToken: record.accessToken, tokenType: record.tokenType, receivedAt: record.receivedAt,
+            expiresAt: record.expiresAt, refreshToken: record.refreshToken, scope: record.scope)
+    }
+
+    @Test(arguments: records)
+    func recordsOfEarlierVersionsReadExactly(record: CodableRecord) throws {
+        let written = Array(try JSONEncoder().encode(record))
+        #expect(SQLiteTokenStore.Payload(json: written) == Self.payload(record))
+    }
+
+    @Test(arguments: records)
+    func recordsWrittenNowReadExactlyInEarlierVersions(record: CodableRecord) throws {
+        let written = Self.payload(record).json
+        #expect(try JSONDecoder().decode(CodableRecord.self, from: Data(written)) == record)
+        #expect(SQLiteTokenStore.Payload(json: written) == Self.payload(record))
+    }
+
+    @Test(arguments: [
+        #"[]"#, #"{}"#, #"{"tokenType":1}"#, #"{"tokenType":"Bearer","accessToken":5}"#,
+        #"{"tokenType":"Bearer","expiresAt":"soon"}"#, #"{"tokenType":"Bearer","scope":["read"]}"#, "not json",
+    ])
+    func recordsOfTheWrongShapeAreNotRead(text: String) {
+        #expect(SQLiteTokenStore.Payload(json: Array(text.utf8)) == nil)
+    }
+
+    @Test func nullMembersReadAsAbsent() {
+        let text = #"{"tokenType":"Bearer","accessToken":null,"refreshToken":null,"expiresAt":null}"#
+        #expect(
+            SQLiteTokenStore.Payload(json: Array(text.utf8))
+                == SQLiteTokenStore.Payload(
+                    accessToken: nil, tokenType: "Bearer", receivedAt: nil, expiresAt: nil, refreshToken: nil,
+                    scope: nil))
+    }
+}
