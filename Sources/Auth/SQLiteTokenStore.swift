@@ -387,59 +387,6 @@ public final class SQLiteTokenStore: TokenStore {
         var expiresAt: Double?
         var refreshToken: String?
         var scope: String?
-
-        init(
-            accessToken: String?, tokenType: String, receivedAt: Double?, expiresAt: Double?,
-            refreshToken: String?, scope: String?
-        ) {
-            self.accessToken = accessToken
-            self.tokenType = tokenType
-            self.receivedAt = receivedAt
-            self.expiresAt = expiresAt
-            self.refreshToken = refreshToken
-            self.scope = scope
-        }
-
-        /// The record read from its JSON; `nil` when it is not an object, `tokenType` is not a
-        /// string, or a member present (and not null) has the wrong type.
-        init?(json bytes: [UInt8]) {
-            guard case .object(let object)? = try? JSONParser.parse(bytes),
-                case .string(let tokenType)? = object["tokenType"]
-            else { return nil }
-            /// `.some(nil)` for an absent or null member, `nil` for a wrong type.
-            func string(_ key: String) -> String?? {
-                switch object[key] {
-                case nil, .null?: .some(nil)
-                case .string(let text)?: .some(text)
-                default: nil
-                }
-            }
-            func double(_ key: String) -> Double?? {
-                switch object[key] {
-                case nil, .null?: .some(nil)
-                case .number(let number)?: Double(number.literal).map { .some($0) }
-                default: nil
-                }
-            }
-            guard let accessToken = string("accessToken"), let refreshToken = string("refreshToken"),
-                let scope = string("scope"), let receivedAt = double("receivedAt"), let expiresAt = double("expiresAt")
-            else { return nil }
-            self.init(
-                accessToken: accessToken, tokenType: tokenType, receivedAt: receivedAt, expiresAt: expiresAt,
-                refreshToken: refreshToken, scope: scope)
-        }
-
-        /// The record as JSON.
-        var json: [UInt8] {
-            var members: [(key: String, value: JSONValue)] = []
-            if let accessToken { members.append(("accessToken", .string(accessToken))) }
-            members.append(("tokenType", .string(tokenType)))
-            if let receivedAt { members.append(("receivedAt", .number(JSONNumber(receivedAt)))) }
-            if let expiresAt { members.append(("expiresAt", .number(JSONNumber(expiresAt)))) }
-            if let refreshToken { members.append(("refreshToken", .string(refreshToken))) }
-            if let scope { members.append(("scope", .string(scope))) }
-            return JSONValue.object(JSONObject(members)).serialized()
-        }
     }
 
     private func seal(_ plain: [UInt8], id: String, cipher: StoreCipher?) throws(AuthError) -> ([UInt8], Bool) {
@@ -725,5 +672,49 @@ public final class SQLiteTokenStore: TokenStore {
         _ = try await ifOpen { opened in
             try opened.connection.query("DELETE FROM renewals WHERE id = ?1", [.text(key.id)])
         }
+    }
+}
+
+// The JSON form is an extension so that the record keeps its memberwise initialiser.
+extension SQLiteTokenStore.Payload {
+    /// The record read from its JSON; `nil` when it is not an object, `tokenType` is not a
+    /// string, or a member present (and not null) has the wrong type.
+    init?(json bytes: [UInt8]) {
+        guard case .object(let object)? = try? JSONParser.parse(bytes),
+            case .string(let tokenType)? = object["tokenType"]
+        else { return nil }
+        /// `.some(nil)` for an absent or null member, `nil` for a wrong type.
+        func string(_ key: String) -> String?? {
+            switch object[key] {
+            case nil, .null?: .some(nil)
+            case .string(let text)?: .some(text)
+            default: nil
+            }
+        }
+        func double(_ key: String) -> Double?? {
+            switch object[key] {
+            case nil, .null?: .some(nil)
+            case .number(let number)?: Double(number.literal).map { .some($0) }
+            default: nil
+            }
+        }
+        guard let accessToken = string("accessToken"), let refreshToken = string("refreshToken"),
+            let scope = string("scope"), let receivedAt = double("receivedAt"), let expiresAt = double("expiresAt")
+        else { return nil }
+        self.init(
+            accessToken: accessToken, tokenType: tokenType, receivedAt: receivedAt, expiresAt: expiresAt,
+            refreshToken: refreshToken, scope: scope)
+    }
+
+    /// The record as JSON.
+    var json: [UInt8] {
+        var members: [(key: String, value: JSONValue)] = []
+        if let accessToken { members.append(("accessToken", .string(accessToken))) }
+        members.append(("tokenType", .string(tokenType)))
+        if let receivedAt { members.append(("receivedAt", .number(JSONNumber(receivedAt)))) }
+        if let expiresAt { members.append(("expiresAt", .number(JSONNumber(expiresAt)))) }
+        if let refreshToken { members.append(("refreshToken", .string(refreshToken))) }
+        if let scope { members.append(("scope", .string(scope))) }
+        return JSONValue.object(JSONObject(members)).serialized()
     }
 }
