@@ -202,8 +202,6 @@ final class RelayRuntime: Sendable {
         return environment
     }
 
-    /// The profile named `name` in `environment`, or its default one; `nil` when the environment
-    /// has no profile at all.
     /// The event loop of the environment `request` names (`params.environment`, else the
     /// default), once its transport exists: the request's task runs there, on the thread that
     /// will do its transfer. A scheduling hint only: a request that names no valid environment
@@ -214,6 +212,8 @@ final class RelayRuntime: Sendable {
         return name.flatMap { environmentTransports[$0] }?.startedExecutor
     }
 
+    /// The profile named `name` in `environment`, or its default one; `nil` when the environment
+    /// has no profile at all.
     func profile(_ name: String?, in environment: EnvironmentRuntime) throws(RPCError) -> ProfileRuntime? {
         let known = JSONValue.array(environment.settings.profiles.map { .string($0.name) })
         guard let name = name ?? environment.defaultProfileName else {
