@@ -97,9 +97,8 @@ final class RelayProcess: Sendable {
         for (key, value) in environment { env[key] = value }
         // Every descriptor has exactly one owner, so none is closed behind a blocked reader's
         // back or reused by another test while in use.
-        let stdinPipe = try ChildProcess.makePipe()
-        let stdoutPipe = try ChildProcess.makePipe()
-        let stderrPipe = try ChildProcess.makePipe()
+        let pipes = try ChildProcess.makePipes(3)
+        let (stdinPipe, stdoutPipe, stderrPipe) = (pipes[0], pipes[1], pipes[2])
         stdinDescriptor = Mutex(stdinPipe.write)
         defer {
             // The child holds its own copies now (or never started).

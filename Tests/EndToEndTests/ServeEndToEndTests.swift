@@ -240,7 +240,9 @@ import Testing
 /// `initialize {processId}`: tokenrelay stops when that process dies.
 @Suite struct ParentWatchdogTests {
     @Test func theProcessExitsCleanlyWhenTheParentNamedInInitializeDies() async throws {
-        let parent = try ChildProcess("/bin/sleep", ["600"], environment: ProcessInfo.processInfo.environment)
+        let parent = try ChildProcess(
+            "/bin/sleep", ["600"], environment: ProcessInfo.processInfo.environment, stdout: .null, stderr: .null)
+        defer { parent.signal(SIGKILL) }
         let relay = try RelayProcess()
         try relay.send(#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"processId":\#(parent.pid)}}"#)
         let lines = try await relay.lines(atLeast: 1)

@@ -7,7 +7,9 @@ import Synchronization
 
 /// A process a test starts: `posix_spawn` with the descriptors the test gives for 0, 1 and 2 and
 /// no other (every descriptor from 3 up is closed in the child), an empty signal mask and every
-/// signal at its default disposition, reaped by a thread of its own.
+/// signal at its default disposition (as a shell starts a program: nothing of the test process's
+/// ignored SIGPIPE or blocked SIGTERM is inherited), in the test process's process group (a ^C
+/// at a terminal reaches it too), reaped by a thread of its own.
 ///
 /// Not Foundation's `Process`: its `run()` reads past a heap buffer while it looks for the
 /// highest open descriptor (AddressSanitizer: `findMaximumOpenFromProcSelfFD`), which crashed a
@@ -17,11 +19,14 @@ public final class ChildProcess: Sendable {
     public enum Termination: Sendable, Equatable {
         case exited(Int32)
         case signalled(Int32)
+        /// The wait itself failed (`errno`): the child was reaped by someone else.
+        case unknown(errno: Int32)
 
         /// The exit code, or the signal's number (as Foundation's `terminationStatus`).
         public var status: Int32 {
             switch self {
             case .exited(let code), .signalled(let code): code
+            case .unknown: -1
             }
         }
     }
@@ -47,6 +52,9 @@ public final class ChildProcess: Sendable {
     }
 
     private struct State {
+        /// Set when the child is reaped: its pid may be another process's from then on.
+        var reaped = false
+        /// Set once `onExit` has run.
         var termination: Termination?
         var waiters: [CheckedContinuation<Termination, Never>] = []
     }
@@ -114,6 +122,7 @@ public final class ChildProcess: Sendable {
             let termination = reap()
             onExit?(termination)
             let waiters = state.withLock { state in
+                state.termination = termination
                 defer { state.waiters = [] }
                 return state.waiters
             }
@@ -122,32 +131,34 @@ public final class ChildProcess: Sendable {
     }
 
     /// Waits for the child to end (without reaping it, so its pid stays valid for ``signal(_:)``
-    /// meanwhile), then reaps it and records how it ended, under the lock ``signal(_:)`` takes.
+    /// meanwhile), then reaps it under the lock ``signal(_:)`` takes. How it ended.
     private func reap() -> Termination {
         var info = siginfo_t()
-        while waitid(P_PID, id_t(pid), &info, WEXITED | WNOWAIT) < 0 && errno == EINTR {}
+        var result: Int32
+        repeat { result = waitid(P_PID, id_t(pid), &info, WEXITED | WNOWAIT) } while result < 0 && errno == EINTR
         return state.withLock { state in
+            state.reaped = true
             var status: Int32 = 0
-            while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+            var reaped: pid_t
+            repeat { reaped = waitpid(pid, &status, 0) } while reaped < 0 && errno == EINTR
+            guard reaped == pid else { return .unknown(errno: errno) }
             // <sys/wait.h>'s WIFEXITED/WEXITSTATUS/WTERMSIG, which Swift does not import.
-            let termination: Termination =
-                status & 0x7f == 0 ? .exited((status >> 8) & 0xff) : .signalled(status & 0x7f)
-            state.termination = termination
-            return termination
+            return status & 0x7f == 0 ? .exited((status >> 8) & 0xff) : .signalled(status & 0x7f)
         }
     }
 
     /// How the child ended; `nil` while it runs.
     public var termination: Termination? { state.withLock { $0.termination } }
 
-    public var isRunning: Bool { termination == nil }
+    /// Whether the child has not been reaped yet.
+    public var isRunning: Bool { state.withLock { !$0.reaped } }
 
     /// Sends `number` to the child unless it has already been reaped (its pid may be another
     /// process's by then). Whether it was sent.
     @discardableResult
     public func signal(_ number: Int32) -> Bool {
         state.withLock { state in
-            guard state.termination == nil else { return false }
+            guard !state.reaped else { return false }
             return kill(pid, number) == 0
         }
     }
@@ -174,7 +185,9 @@ public final class ChildProcess: Sendable {
         let termination = await wait()
         timer.cancel()
         _ = await timer.result
-        if killed.load(ordering: .sequentiallyConsistent) {
+        // A child that had already exited when the timer fired (a zombie takes the signal) did
+        // not time out.
+        if killed.load(ordering: .sequentiallyConsistent), termination == .signalled(SIGKILL) {
             throw TimedOut(description: "\(executable) timed out after \(timeout)")
         }
         return termination
@@ -188,6 +201,21 @@ public final class ChildProcess: Sendable {
             throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO)
         }
         return (fds[0], fds[1])
+    }
+
+    /// `count` pipes (see ``makePipe(flags:)``), or none: those made before a failure are closed.
+    public static func makePipes(_ count: Int) throws -> [(read: Int32, write: Int32)] {
+        var pipes: [(read: Int32, write: Int32)] = []
+        do {
+            for _ in 0..<count { pipes.append(try makePipe()) }
+        } catch {
+            for pipe in pipes {
+                close(pipe.read)
+                close(pipe.write)
+            }
+            throw error
+        }
+        return pipes
     }
 }
 

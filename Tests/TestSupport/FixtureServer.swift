@@ -6,8 +6,9 @@ import Foundation
 
 /// A loopback fixture server for one test: a Python script run as `python3 -u SCRIPT ARGUMENTS`
 /// (through `Fixtures/exit_with_parent.py`), ready once it printed its listening line (its
-/// ports), stopped with SIGKILL when the test lets go of it (SIGTERM is blocked in test threads)
-/// and ending by itself when the test process dies. The shared server is
+/// ports), killed when the test lets go of it and ending by itself when the test process dies.
+/// Its stdout is read up to that line and then closed: a fixture prints nothing else there (its
+/// stderr is the test's), and its stdin is not for it. The shared server is
 /// `Fixtures/fixture_server.py` (`init(role:)`); a suite's own scripts start through
 /// `init(script:)`.
 public final class FixtureServer: Sendable {
@@ -42,8 +43,8 @@ public final class FixtureServer: Sendable {
 
     /// Starts `script` with `arguments` and waits for its listening line of `words` words.
     public init(script: String, _ arguments: [String] = [], words count: Int) async throws {
-        let stdinPipe = try ChildProcess.makePipe()
-        let stdoutPipe = try ChildProcess.makePipe()
+        let pipes = try ChildProcess.makePipes(2)
+        let (stdinPipe, stdoutPipe) = (pipes[0], pipes[1])
         defer {
             close(stdinPipe.read)
             close(stdoutPipe.write)
