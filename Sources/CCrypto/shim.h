@@ -8,6 +8,7 @@
 #include <openssl/bn.h>
 #include <openssl/hmac.h>
 #include <dlfcn.h>
+#include <string.h>
 #include <pthread.h>
 
 /*
@@ -29,6 +30,8 @@
  */
 struct tr_crypto_api {
     int (*rand_bytes)(unsigned char *buf, int num);
+    unsigned char *(*sha256)(const unsigned char *d, size_t n, unsigned char *md);
+    /* Optional (the deprecated low-level API; NULL in a libcrypto built without it). */
     int (*sha256_init)(SHA256_CTX *c);
     int (*sha256_update)(SHA256_CTX *c, const void *data, size_t len);
     int (*sha256_final)(unsigned char *md, SHA256_CTX *c);
@@ -80,9 +83,7 @@ static inline void tr_crypto_load_once(void) {
     *(void **)(&api->field) = dlsym(library, name); \
     if (!api->field) return;
     TR_CRYPTO_SYMBOL(rand_bytes, "RAND_bytes")
-    TR_CRYPTO_SYMBOL(sha256_init, "SHA256_Init")
-    TR_CRYPTO_SYMBOL(sha256_update, "SHA256_Update")
-    TR_CRYPTO_SYMBOL(sha256_final, "SHA256_Final")
+    TR_CRYPTO_SYMBOL(sha256, "SHA256")
     TR_CRYPTO_SYMBOL(err_clear_error, "ERR_clear_error")
     TR_CRYPTO_SYMBOL(evp_sha256, "EVP_sha256")
     TR_CRYPTO_SYMBOL(evp_aes_256_gcm, "EVP_aes_256_gcm")
@@ -116,6 +117,9 @@ static inline void tr_crypto_load_once(void) {
     TR_CRYPTO_SYMBOL(evp_decryptupdate, "EVP_DecryptUpdate")
     TR_CRYPTO_SYMBOL(evp_decryptfinal_ex, "EVP_DecryptFinal_ex")
 #undef TR_CRYPTO_SYMBOL
+    *(void **)(&api->sha256_init) = dlsym(library, "SHA256_Init");
+    *(void **)(&api->sha256_update) = dlsym(library, "SHA256_Update");
+    *(void **)(&api->sha256_final) = dlsym(library, "SHA256_Final");
     api->loaded = 1;
 }
 
@@ -131,18 +135,22 @@ static inline int tr_crypto_load(void) { return tr_crypto_api()->loaded; }
 
 static inline int tr_RAND_bytes(unsigned char *buf, int num) { struct tr_crypto_api *api = tr_crypto_api(); return api->loaded ? api->rand_bytes(buf, num) : 0; }
 /*
- * SHA-256 through the digest's own functions, not the one-shot SHA256(): in OpenSSL 3 that goes
- * through EVP_Q_digest, which on first use initialises the library (reading openssl.cnf) and
- * fetches the default provider's implementation, ~1.3 ms in a fresh process against ~15 us here
- * (the same code computes the digest either way). A store key is hashed at every start that
- * reads a stored session.
+ * SHA-256 through the digest's own functions when libcrypto has them, not the one-shot SHA256():
+ * in OpenSSL 3 that goes through EVP_Q_digest, which on first use initialises the library
+ * (reading openssl.cnf) and fetches the default provider's implementation, ~1.3 ms in a fresh
+ * process against ~15 us here (the same code computes the digest either way). A store key is
+ * hashed at every start that reads a stored session. The context, which holds the input's last
+ * block (a whole PKCE verifier), is wiped.
  */
 static inline unsigned char *tr_SHA256(const unsigned char *d, size_t n, unsigned char *md) {
     struct tr_crypto_api *api = tr_crypto_api();
+    if (!api->loaded) return NULL;
+    if (!api->sha256_init || !api->sha256_update || !api->sha256_final) return api->sha256(d, n, md);
     SHA256_CTX context;
-    if (!api->loaded || api->sha256_init(&context) != 1 || api->sha256_update(&context, d, n) != 1
-        || api->sha256_final(md, &context) != 1) return NULL;
-    return md;
+    int ok = api->sha256_init(&context) == 1 && api->sha256_update(&context, d, n) == 1
+        && api->sha256_final(md, &context) == 1;
+    explicit_bzero(&context, sizeof context);
+    return ok ? md : NULL;
 }
 static inline void tr_ERR_clear_error(void) { struct tr_crypto_api *api = tr_crypto_api(); if (api->loaded) api->err_clear_error(); }
 static inline const EVP_MD *tr_EVP_sha256(void) { struct tr_crypto_api *api = tr_crypto_api(); return api->loaded ? api->evp_sha256() : NULL; }
