@@ -521,7 +521,7 @@ func expectStoreError(_ text: String, _ body: () async throws -> Void) async {
     }
 
     @Test(arguments: [
-        #"[]"#, #"{}"#, #"{"tokenType":1}"#, #"{"tokenType":"Bearer","accessToken":5}"#,
+        #"[]"#, #"{}"#, #"{"tokenType":1}"#, #"{"tokenType":null}"#, #"{"tokenType":"Bearer","accessToken":5}"#,
         #"{"tokenType":"Bearer","expiresAt":"soon"}"#, #"{"tokenType":"Bearer","scope":["read"]}"#, "not json",
     ])
     func recordsOfTheWrongShapeAreNotRead(text: String) {
