@@ -43,7 +43,9 @@ let package = Package(
         // runtime (`--static-swift-stdlib`) would otherwise export every symbol of our modules.
         .executableTarget(
             name: "tokenrelay",
-            dependencies: ["Relay", "JSONRPC", "Config", "HTTP", "HTTPFields", "Auth", "ErrorKinds", "Logging"],
+            dependencies: [
+                "Relay", "JSONRPC", "Config", "HTTP", "HTTPFields", "Auth", "CSystem", "ErrorKinds", "Logging",
+            ],
             linkerSettings: [.unsafeFlags(["-Xlinker", "--no-export-dynamic"], .when(configuration: .release))]),
 
         // What the test targets share: the fixture server launcher and Fixtures/fixture_server.py.

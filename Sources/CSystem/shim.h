@@ -1,15 +1,16 @@
 #ifndef TOKENRELAY_CSYSTEM_SHIM_H
 #define TOKENRELAY_CSYSTEM_SHIM_H
 
-// The few Linux calls Swift's Glibc module does not show: eventfd (a header outside its module
-// map) and pwritev2 (behind _GNU_SOURCE, which a header cannot turn on for an already-built
-// system module: declared here with glibc's prototype). Nothing to link beyond libc.
+// The few Linux calls Swift's Glibc module does not show: eventfd and mallopt (headers outside
+// its module map) and pwritev2 (behind _GNU_SOURCE, which a header cannot turn on for an
+// already-built system module: declared here with glibc's prototype). Nothing to link beyond libc.
 
 #include <sys/types.h>
 #include <sys/uio.h>
 
 #ifdef __linux__
 #include <sys/eventfd.h>
+#include <malloc.h>
 
 extern ssize_t pwritev2(int fd, const struct iovec *iov, int iovcnt, off_t offset, int flags);
 

@@ -44,15 +44,15 @@ enum CommandLineTool {
 
         """
 
+    /// The command `arguments` name (their first word unless it is an option; else `serve`) and
+    /// the arguments after it.
+    static func command(of arguments: [String]) -> (name: String, rest: [String]) {
+        guard let first = arguments.first, !first.hasPrefix("-") else { return ("serve", arguments) }
+        return (first, Array(arguments.dropFirst()))
+    }
+
     static func run(arguments: [String], environment: [String: String]) async -> Int32 {
-        var arguments = arguments
-        let command: String
-        if let first = arguments.first, !first.hasPrefix("-") {
-            command = first
-            arguments.removeFirst()
-        } else {
-            command = "serve"
-        }
+        let (command, arguments) = command(of: arguments)
         if arguments.contains("--version") || command == "version" {
             print("tokenrelay \(RelayServer.version)")
             return ExitCodes.success

@@ -16,6 +16,7 @@ import Synchronization
 func runCommand() -> Int32 {
     ProcessSetup.resetSignals()
     let arguments = Array(CommandLine.arguments.dropFirst())
+    if CommandLineTool.command(of: arguments).name != "serve" { ProcessSetup.useOneMallocArena() }
     let environment = ProcessEnvironment.current()
     let finished = DispatchSemaphore(value: 0)
     let exitCode = Atomic<Int32>(0)
