@@ -51,8 +51,8 @@ enum CommandLineTool {
         return (first, Array(arguments.dropFirst()))
     }
 
-    static func run(arguments: [String], environment: [String: String]) async -> Int32 {
-        let (command, arguments) = command(of: arguments)
+    /// Runs `command` (see ``command(of:)``) with the arguments after it.
+    static func run(_ command: String, arguments: [String], environment: [String: String]) async -> Int32 {
         if arguments.contains("--version") || command == "version" {
             print("tokenrelay \(RelayServer.version)")
             return ExitCodes.success

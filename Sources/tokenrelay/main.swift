@@ -15,13 +15,14 @@ import Synchronization
 /// of its own for the last step of an async main).
 func runCommand() -> Int32 {
     ProcessSetup.resetSignals()
-    let arguments = Array(CommandLine.arguments.dropFirst())
-    if CommandLineTool.command(of: arguments).name != "serve" { ProcessSetup.useOneMallocArena() }
+    let (command, arguments) = CommandLineTool.command(of: Array(CommandLine.arguments.dropFirst()))
+    if command != "serve" { ProcessSetup.useOneMallocArena() }
     let environment = ProcessEnvironment.current()
     let finished = DispatchSemaphore(value: 0)
     let exitCode = Atomic<Int32>(0)
     Task.detached {
-        exitCode.store(await CommandLineTool.run(arguments: arguments, environment: environment), ordering: .relaxed)
+        exitCode.store(
+            await CommandLineTool.run(command, arguments: arguments, environment: environment), ordering: .relaxed)
         finished.signal()
     }
     finished.wait()
