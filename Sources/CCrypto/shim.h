@@ -21,9 +21,9 @@
  * need no separate check beyond the results they already test. Thread-safe (pthread_once).
  * Opened with RTLD_LAZY, like libcurl (Sources/CCurl/shim.h).
  *
- * Every module that imports this header (and every module the optimizer inlines Swift code
- * calling it into) gets its own copy of these static inline functions and of the table, so every
- * wrapper makes sure its copy is loaded (one pthread_once check). The headers are included for
+ * The functions are copied into every module (and file) that calls them; the table and its
+ * once-control are one per process (weak definitions), as in Sources/CCurl/shim.h, which says
+ * why. Every wrapper goes through pthread_once (one check). The headers are included for
  * the types and constants only; nothing here links against libcrypto (tests that call libcrypto
  * directly link it themselves). SwiftPM does not track this header: after editing it, touch the
  * Swift files that import CCrypto (or build clean).
@@ -70,10 +70,14 @@ struct tr_crypto_api {
     int loaded;
 };
 
-static inline struct tr_crypto_api *tr_crypto_table(void) {
-    static struct tr_crypto_api api;
-    return &api;
-}
+/*
+ * The process's one table and once-control. Weak definitions: every object that uses them emits
+ * one and the linker keeps a single one, so all copies of the functions below share them.
+ */
+__attribute__((weak)) struct tr_crypto_api tr_crypto_shared_table = {0};
+__attribute__((weak)) pthread_once_t tr_crypto_shared_once = PTHREAD_ONCE_INIT;
+
+static inline struct tr_crypto_api *tr_crypto_table(void) { return &tr_crypto_shared_table; }
 
 static inline void tr_crypto_load_once(void) {
     struct tr_crypto_api *api = tr_crypto_table();
@@ -123,10 +127,9 @@ static inline void tr_crypto_load_once(void) {
     api->loaded = 1;
 }
 
-/** This copy's table, loaded (once) first. */
+/** The table, loaded (once per process) first. */
 static inline struct tr_crypto_api *tr_crypto_api(void) {
-    static pthread_once_t once = PTHREAD_ONCE_INIT;
-    pthread_once(&once, tr_crypto_load_once);
+    pthread_once(&tr_crypto_shared_once, tr_crypto_load_once);
     return tr_crypto_table();
 }
 

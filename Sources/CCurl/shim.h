@@ -13,12 +13,16 @@
  * `tokenrelay call` ~20 % slower (scripts/bench's call vs curl: 3.1x -> 2.5x, median of 5
  * interleaved). The symbols this table needs are still checked here, with dlsym.
  *
- * Every module that imports this header (and every module the optimizer inlines Swift code
- * calling it into, with cross-module optimization in release builds) gets its own copy of these
- * static inline functions and of the table, so every wrapper makes sure its copy is loaded
- * (one pthread_once check) instead of trusting that tr_curl_load() ran in the same copy: a copy
- * that was never loaded would call through a null pointer. libcurl is still mapped only when a
- * wrapper is first called. Sources/CSQLite/shim.h follows the same rule. SwiftPM does not track
+ * Every module that imports this header gets its own copy of these static inline functions (in
+ * a release build, whose whole-module compilation is split across threads, every Swift file that
+ * calls them does), but the table and its once-control are one per process: weak definitions
+ * that the linker merges. So the library is opened once. Copies with tables of their own each
+ * called dlopen on their first use, and a dlopen of a library already loaded still waits for the
+ * dynamic loader's lock, which another thread's dlopen holds throughout: a stored-token `call`
+ * waited for all of libcurl's tree that way before its store could open libsqlite3. Every
+ * wrapper goes through pthread_once (one check), so no caller needs to have called
+ * tr_curl_load() first; libcurl is still mapped only when a wrapper is first called.
+ * Sources/CSQLite/shim.h and Sources/CCrypto/shim.h follow the same rule. SwiftPM does not track
  * this header: after editing it, touch the Swift files that import CCurl (or build clean), or
  * an incremental build keeps the old copies.
  */
@@ -49,10 +53,14 @@ struct tr_curl_api {
     int loaded;
 };
 
-static inline struct tr_curl_api *tr_curl_table(void) {
-    static struct tr_curl_api api;
-    return &api;
-}
+/*
+ * The process's one table and once-control. Weak definitions: every object that uses them emits
+ * one and the linker keeps a single one, so all copies of the functions below share them.
+ */
+__attribute__((weak)) struct tr_curl_api tr_curl_shared_table = {0};
+__attribute__((weak)) pthread_once_t tr_curl_shared_once = PTHREAD_ONCE_INIT;
+
+static inline struct tr_curl_api *tr_curl_table(void) { return &tr_curl_shared_table; }
 
 static inline void tr_curl_load_once(void) {
     struct tr_curl_api *api = tr_curl_table();
@@ -88,10 +96,9 @@ static inline void tr_curl_load_once(void) {
     api->loaded = 1;
 }
 
-/** This copy's table, loaded (once) first. */
+/** The table, loaded (once per process) first. */
 static inline struct tr_curl_api *tr_curl_api(void) {
-    static pthread_once_t once = PTHREAD_ONCE_INIT;
-    pthread_once(&once, tr_curl_load_once);
+    pthread_once(&tr_curl_shared_once, tr_curl_load_once);
     return tr_curl_table();
 }
 

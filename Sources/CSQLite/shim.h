@@ -10,10 +10,9 @@
  * no other tr_sqlite_ function may be called). Thread-safe (pthread_once).
  * Opened with RTLD_LAZY, like libcurl (Sources/CCurl/shim.h).
  *
- * Every module that imports this header (and every module the optimizer inlines Swift code
- * calling it into, with cross-module optimization in release builds) gets its own copy of these
- * static inline functions and of the table, so every wrapper makes sure its copy is loaded
- * (one pthread_once check) instead of trusting that tr_sqlite_load() ran in the same copy.
+ * The functions are copied into every module (and file) that calls them; the table and its
+ * once-control are one per process (weak definitions), as in Sources/CCurl/shim.h, which says
+ * why. Every wrapper goes through pthread_once (one check).
  */
 struct tr_sqlite_api {
     int (*open_v2)(const char *, sqlite3 **, int, const char *);
@@ -41,10 +40,14 @@ struct tr_sqlite_api {
     int loaded;
 };
 
-static inline struct tr_sqlite_api *tr_sqlite_table(void) {
-    static struct tr_sqlite_api api;
-    return &api;
-}
+/*
+ * The process's one table and once-control. Weak definitions: every object that uses them emits
+ * one and the linker keeps a single one, so all copies of the functions below share them.
+ */
+__attribute__((weak)) struct tr_sqlite_api tr_sqlite_shared_table = {0};
+__attribute__((weak)) pthread_once_t tr_sqlite_shared_once = PTHREAD_ONCE_INIT;
+
+static inline struct tr_sqlite_api *tr_sqlite_table(void) { return &tr_sqlite_shared_table; }
 
 static inline void tr_sqlite_load_once(void) {
     struct tr_sqlite_api *api = tr_sqlite_table();
@@ -79,10 +82,9 @@ static inline void tr_sqlite_load_once(void) {
     api->loaded = 1;
 }
 
-/** This copy's table, loaded (once) first. */
+/** The table, loaded (once per process) first. */
 static inline struct tr_sqlite_api *tr_sqlite_api(void) {
-    static pthread_once_t once = PTHREAD_ONCE_INIT;
-    pthread_once(&once, tr_sqlite_load_once);
+    pthread_once(&tr_sqlite_shared_once, tr_sqlite_load_once);
     return tr_sqlite_table();
 }
 
