@@ -1,4 +1,4 @@
-import Dispatch
+import CSQLite
 import FoundationEssentials
 import Glibc
 import JSONRPC
@@ -11,7 +11,7 @@ import Synchronization
 /// The file is opened on first use (a start that needs no token does not load libsqlite3). Its
 /// directory must be 0700 and the file 0600, both owned by the user: they are created so, and
 /// anything else is refused with a `config` error. Every call runs a few short statements on one
-/// connection, on the store's own serial queue (never on the cooperative pool: a statement may
+/// connection, on the store's own thread (never on the cooperative pool: a statement may
 /// wait up to `busy_timeout` for another process's write lock), awaited by the caller; no
 /// transaction is ever open across an `await`.
 public final class SQLiteTokenStore: TokenStore {
@@ -60,8 +60,9 @@ public final class SQLiteTokenStore: TokenStore {
     /// Locked on `queue` only, apart from ``changedElsewhere()``'s non-waiting look (so a
     /// statement waiting for another process's lock never blocks a thread of the cooperative pool).
     private let state = Mutex<Opened?>(nil)
-    /// Runs every statement, one at a time, off the cooperative pool.
-    private let queue = DispatchQueue(label: "tokenrelay.sqlite-store")
+    /// Runs every statement, one at a time, off the cooperative pool, on the store's own thread
+    /// (``prepare()`` can start it before libcurl's load, during which no thread can be made).
+    private let queue = SerialThread(named: "relay-store")
     /// What `info` shows of the opened store (schema version, encrypted), readable from any thread.
     private let openedInfo = Mutex<(schemaVersion: Int, encrypted: Bool)?>(nil)
     /// This process, as lease rows name their holder (read from /proc on the first lease, not at
@@ -107,19 +108,35 @@ public final class SQLiteTokenStore: TokenStore {
             }
             cipher = made
         }
-        try await onQueue { [cipher] in
-            let result = self.state.withLock { opened -> Result<Void, AuthError> in
-                if opened != nil { return .success(()) }
-                do throws(AuthError) {
-                    let made = try self.openConnection(cipher: cipher)
-                    opened = made
-                    self.openedInfo.withLock { $0 = (made.schemaVersion, made.cipher != nil) }
-                    return .success(())
-                } catch {
-                    return .failure(error)
-                }
+        try await onQueue { [cipher] in try self.openOnQueue(cipher: cipher).get() }
+    }
+
+    /// For a one-shot command that will read the store: loads libsqlite3 and libcrypto (the store
+    /// key's digest) on the caller's thread, starts the store's thread and queues the opening on
+    /// it, then returns without waiting for the opening, which runs beside whatever the command
+    /// does next (`call` loads libcurl then). A store sealed with a key is opened on first use
+    /// instead (its key may take a command to resolve); an opening that fails here is tried
+    /// again, and reported, by the first use.
+    public func prepare() {
+        guard tr_sqlite_load() == 1 else { return }
+        LibCrypto.require()
+        queue.start()
+        guard encryptionKey == nil, openedInfo.withLock({ $0 == nil }) else { return }
+        queue.async { _ = self.openOnQueue(cipher: nil) }
+    }
+
+    /// Opens the connection unless it is open. Only on `queue`.
+    private func openOnQueue(cipher: StoreCipher?) -> Result<Void, AuthError> {
+        state.withLock { opened -> Result<Void, AuthError> in
+            if opened != nil { return .success(()) }
+            do throws(AuthError) {
+                let made = try openConnection(cipher: cipher)
+                opened = made
+                openedInfo.withLock { $0 = (made.schemaVersion, made.cipher != nil) }
+                return .success(())
+            } catch {
+                return .failure(error)
             }
-            try result.get()
         }
     }
 

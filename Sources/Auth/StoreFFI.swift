@@ -236,7 +236,12 @@ struct StoreCipher: Sendable {
 }
 
 /// libcrypto, loaded on first use (Sources/CCrypto/shim.h).
-enum LibCrypto {
+public enum LibCrypto {
+    /// Loads libcrypto now, for a command that will need it, ahead of the need (one-shot `call`);
+    /// `false` when it cannot be loaded.
+    @discardableResult
+    public static func load() -> Bool { tr_crypto_load() == 1 }
+
     /// Ends the process with a message when libcrypto.so.3 cannot be loaded, as the dynamic loader
     /// would have at exec had it been linked: a digest has no failure value to return. (libcurl,
     /// built against OpenSSL, cannot load without it either.) Every other wrapper returns its

@@ -236,6 +236,10 @@ public actor TokenManager {
     /// What `status` shows about the store.
     public nonisolated var storeInfo: TokenStoreInfo { store.info }
 
+    /// Starts opening the store in the background (``TokenStore/prepare()``): for a one-shot
+    /// command whose profile keeps its session there.
+    public nonisolated func prepareStore() { store.prepare() }
+
     /// A fresh number for waiters, flights and token versions (unique within the manager).
     func nextID() -> UInt64 {
         lastID += 1

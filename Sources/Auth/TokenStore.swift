@@ -146,6 +146,9 @@ public protocol TokenStore: Sendable {
     /// Opens the store now (resolving its key), so that a bad file or key is reported; the other
     /// members open it on first use anyway.
     func open() async throws
+    /// Starts opening the store in the background and returns without waiting for it, for a
+    /// one-shot command that knows it will read it; a failure is left for the first use to report.
+    func prepare()
     /// The session's entry, if any.
     func load(_ key: StoreKey) async throws -> StoredTokens?
     /// Replaces the session's entry atomically (clearing a recorded invalidation) and returns its
@@ -192,6 +195,9 @@ public protocol TokenStore: Sendable {
 extension TokenStore {
     /// Nothing to open.
     public func open() async throws {}
+
+    /// Nothing to prepare.
+    public func prepare() {}
 
     /// Replaces the session's entry atomically, whatever happened to it before; returns its new
     /// revision.

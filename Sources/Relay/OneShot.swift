@@ -6,12 +6,15 @@ import JSONRPC
 /// server without the JSON-RPC layer.
 public enum OneShot {
     /// Sends one request described by `request` params (as the `request` method takes them).
-    /// Returns the response, or the wire error it would have produced.
-    public static func call(settings: Settings, environment: String?, params: JSONValue) async -> Result<
-        (response: HTTPResponse, elapsed: Duration), RPCError
-    > {
+    /// Returns the response, or the wire error it would have produced. `libraries`: the loads
+    /// the caller started (``CallLibraries/startLoading()``), which proceed once the request's
+    /// profile is known.
+    public static func call(
+        settings: Settings, environment: String?, params: JSONValue, libraries: CallLibraries? = nil
+    ) async -> Result<(response: HTTPResponse, elapsed: Duration), RPCError> {
         await withRuntime(settings: settings, environment: environment) { runtime in
             let decoded = try RequestParams.decode(params)
+            if let libraries { proceed(libraries, runtime: runtime, params: decoded) }
             let (response, elapsed) = try await RequestMethod(runtime: runtime).perform(decoded)
             return (response, elapsed)
         }

@@ -59,8 +59,8 @@ enum CallCommand {
             return CommandLineTool.usageError(error.message)
         }
         log.configure(level: options.logLevel, format: .text)
-        // The request needs libcurl: load it while the configuration is read.
-        CurlTransport.preload()
+        // The request needs libcurl (and maybe the store): load them while the configuration is read.
+        let libraries = OneShot.CallLibraries.startLoading()
         if let profile = options.profile { params["profile"] = .string(profile) }
         params["method"] = .string(positional[0].uppercased())
         let target = positional[1]
@@ -79,7 +79,9 @@ enum CallCommand {
         else {
             return ExitCodes.config
         }
-        switch await OneShot.call(settings: settings, environment: options.environment, params: .object(params)) {
+        switch await OneShot.call(
+            settings: settings, environment: options.environment, params: .object(params), libraries: libraries)
+        {
         case .failure(let error):
             return CommandLineTool.fail(error, in: .call)
         case .success(let (response, elapsed)):

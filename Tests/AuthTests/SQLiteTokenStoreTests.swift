@@ -71,6 +71,43 @@ func expectStoreError(_ text: String, _ body: () async throws -> Void) async {
             reader.info == TokenStoreInfo(type: "sqlite", path: directory.database, encrypted: false, schemaVersion: 3))
     }
 
+    @Test func aPreparedStoreOpensInTheBackgroundAndServesItsFirstRead() async throws {
+        let directory = try StoreDirectory()
+        let key = StoreKey(session: sessionKey())
+        let revision = try await SQLiteTokenStore(path: directory.database).save(sampleTokens(), for: key)
+        let reader = SQLiteTokenStore(path: directory.database)
+        reader.prepare()
+        reader.prepare()
+        // The opening was queued first: the read runs after it, on an open connection.
+        let loaded = try await reader.load(key)
+        #expect(loaded?.accessToken == "at-canary-1-7d1f")
+        #expect(loaded?.revision == revision)
+        #expect(reader.info.schemaVersion == SQLiteTokenStore.schemaVersion)
+    }
+
+    @Test func aPreparedStoreThatCannotOpenIsReportedByItsFirstUse() async throws {
+        let directory = try StoreDirectory()
+        try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: directory.path)
+        let store = SQLiteTokenStore(path: directory.database)
+        store.prepare()
+        await expectStoreError("accessible by group or others (mode 755)") {
+            _ = try await store.load(StoreKey(session: sessionKey()))
+        }
+        #expect(!FileManager.default.fileExists(atPath: directory.database))
+    }
+
+    @Test func aSealedStoreIsNotOpenedByPrepareWithoutItsKey() async throws {
+        let directory = try StoreDirectory()
+        let key = StoreKey(session: sessionKey())
+        _ = try await SQLiteTokenStore(path: directory.database, encryptionKey: keyProvider(storeTestKey))
+            .save(sampleTokens(), for: key)
+        let store = SQLiteTokenStore(path: directory.database, encryptionKey: keyProvider(storeTestKey))
+        store.prepare()
+        // The key resolves on first use, which then opens the file and reads the sealed record.
+        #expect(try await store.load(key)?.accessToken == "at-canary-1-7d1f")
+        #expect(store.info.encrypted)
+    }
+
     @Test func aLogoutInAnotherProcessMakesAPendingSaveWriteNothing() async throws {
         let directory = try StoreDirectory()
         let key = StoreKey(session: sessionKey())

@@ -47,6 +47,38 @@ import Testing
         }
     }
 
+    @Test func aStoreThatCannotOpenEndsTheCallWithAConfigErrorAndSendsNothing() async throws {
+        // `call` starts opening the store of a profile that keeps its session before the request
+        // (beside libcurl's load); a store it must refuse is still reported, by the first read.
+        let server = try await RecordingServer()
+        let state = try TemporaryDirectory.make().path
+        try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: state)
+        let configPath = try TemporaryDirectory.file(
+            """
+            version: 1
+            store: { type: sqlite, path: \(state)/sessions.db }
+            environments:
+              local:
+                base_url: \(server.origin)
+                profiles:
+                  svc:
+                    type: client_credentials
+                    token_url: \(server.origin)/token
+                    client_id: svc
+                    client_secret: { env: E2E_CALL_KEY }
+            """)
+        let process = try RelayProcess(
+            ["call", "GET", "/status/200", "--config", configPath], environment: ["E2E_CALL_KEY": Self.apiKey],
+            testMethods: false)
+        try process.closeStdin()
+        #expect(try await process.exitCode() == 3)
+        #expect(process.stdoutText.isEmpty)
+        #expect(process.stderrText.contains("the store directory \(state) is accessible by group or others (mode 755)"))
+        #expect(!process.stderrText.contains(Self.apiKey))
+        #expect(try server.records().isEmpty)
+        #expect(!FileManager.default.fileExists(atPath: state + "/sessions.db"))
+    }
+
     @Test func printsTheBodyAndExitsZeroFor2xx() async throws {
         let setup = try await Setup()
         let (code, process) = try await setup.call(["GET", "/status/200"])

@@ -50,14 +50,12 @@ public final class CurlTransport: HTTPTransport {
     public let options: Options
     private let loop: CurlEventLoop
 
-    /// Starts loading libcurl on a thread of its own, for a command that sends a request anyway
-    /// (`call`): the `dlopen` of its dependency tree (milliseconds) then overlaps reading the
-    /// configuration instead of following it. Returns at once; the first transport waits for the
-    /// load if it is not done (one initialisation, whoever asks first). Not for `serve`, which
-    /// must not map libcurl before its first request.
-    public static func preload() {
-        SystemThread.start(named: "relay-curl-load") { _ = CurlEventLoop.isLibraryReady }
-    }
+    /// Loads and initialises libcurl now, for a command that sends a request anyway (`call`
+    /// does it on a thread of its own while it reads the configuration); `false` when it cannot
+    /// be. The first transport waits for a load under way (one initialisation, whoever asks
+    /// first). Not for `serve`, which must not map libcurl before its first request.
+    @discardableResult
+    public static func loadLibrary() -> Bool { CurlEventLoop.isLibraryReady }
 
     /// Starts the event-loop thread. Throws when libcurl cannot be initialised.
     public init(options: Options = Options()) throws(HTTPError) {
