@@ -1,4 +1,3 @@
-import CSystem
 import Dispatch
 import FoundationEssentials
 import Glibc
@@ -52,7 +51,7 @@ public final class StdioWriter: MessageSink {
 
     private let fileDescriptor: Int32
     /// What the output is, which decides whether a producer may write inline.
-    private let output: OutputKind
+    private let output: OutputFile.Kind
     private let onPeerGone: @Sendable () -> Void
     /// Guarded by the mutex: the queue, its byte count, the waiters and the writer thread's
     /// sleep flag.
@@ -68,71 +67,28 @@ public final class StdioWriter: MessageSink {
     ) {
         self.fileDescriptor = fileDescriptor
         self.onPeerGone = onPeerGone
-        let output = OutputKind(fileDescriptor)
+        let output = OutputFile.Kind(fileDescriptor)
         self.output = output
-        state = Mutex(State(inlineWrites: output != .other, bound: max(1, bound)))
-    }
-
-    /// The kinds of output a producer may write to inline without risking a block: a pipe (as
-    /// Python's and Emacs's subprocesses give), a socket (libuv's: Neovim, Node, VS Code) and a
-    /// regular file; not a terminal.
-    enum OutputKind {
-        case pipe, socket, regularFile, other
-
-        init(_ fileDescriptor: Int32) {
-            var info = stat()
-            guard fstat(fileDescriptor, &info) == 0 else {
-                self = .other
-                return
-            }
-            switch info.st_mode & S_IFMT {
-            case S_IFIFO: self = .pipe
-            case S_IFSOCK: self = .socket
-            case S_IFREG: self = .regularFile
-            default: self = .other
-            }
-        }
+        state = Mutex(State(inlineWrites: output.takesWritesWithoutBlocking, bound: max(1, bound)))
     }
 
     /// Writes as much of `frame` as can go without blocking, accounts for it, and returns how
     /// many bytes are done with (all of them when the peer is gone). Called only by the one
     /// writer that owns the output, with nothing queued before `frame`.
     private func writeInline(_ frame: [UInt8]) -> Int {
-        let output = output
-        guard output == .pipe || output == .socket else {
-            _ = write(frame)
+        switch OutputFile.writeWithoutBlocking(fileDescriptor, frame, kind: output) {
+        case .written(let count):
+            account(count, ok: true)
+            return count
+        case .unsupported(let count):
+            // The thread writes from now on.
+            state.withLock { $0.inlineWrites = false }
+            account(count, ok: true)
+            return count
+        case .failed:
+            account(frame.count, ok: false)
             return frame.count
         }
-        var written = 0
-        var failed = false
-        frame.withUnsafeBytes { buffer in
-            guard let base = buffer.baseAddress else { return }
-            while written < buffer.count {
-                let count =
-                    output == .pipe
-                    ? tr_write_nowait(fileDescriptor, base + written, buffer.count - written)
-                    : Glibc.send(
-                        fileDescriptor, base + written, buffer.count - written, Int32(MSG_DONTWAIT | MSG_NOSIGNAL))
-                if count >= 0 {
-                    written += count
-                    continue
-                }
-                switch errno {
-                case EINTR: continue
-                case EAGAIN: return
-                case EOPNOTSUPP, EINVAL:
-                    // A kernel without non-blocking pipe writes (before 4.14, or pipes without
-                    // RWF_NOWAIT support): the thread writes from now on.
-                    state.withLock { $0.inlineWrites = false }
-                    return
-                default:
-                    failed = true
-                    return
-                }
-            }
-        }
-        account(failed ? frame.count : written, ok: !failed)
-        return failed ? frame.count : written
     }
 
     /// The framing replies use (the peer's, once detected).
