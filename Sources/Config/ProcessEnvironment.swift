@@ -8,13 +8,26 @@ public enum ProcessEnvironment {
     /// Read directly: `ProcessInfo.processInfo.environment` first initialises ProcessInfo and
     /// goes through Foundation, ~0.3 ms of each start.
     public static func current() -> [String: String] {
+        guard let entries = Optional(environ) else { return [:] }
+        return variables(entries)
+    }
+
+    /// The `NAME=value` entries of a null-terminated array like `environ` (entries without `=`
+    /// skipped, the first one of a name kept).
+    static func variables(_ entries: UnsafePointer<UnsafeMutablePointer<CChar>?>) -> [String: String] {
         var variables: [String: String] = [:]
-        guard var entry = Optional(environ) else { return variables }
+        var entry = entries
         while let pointer = entry.pointee {
-            let text = String(cString: pointer)
-            if let equals = text.utf8.firstIndex(of: UInt8(ascii: "=")) {
-                let name = String(text[..<equals])
-                if variables[name] == nil { variables[name] = String(text[text.index(after: equals)...]) }
+            // Straight from the C string's bytes (not a String cut in two and copied): ~40 µs of
+            // every start. Invalid UTF-8 is repaired as `String(cString:)` repairs it.
+            let bytes = UnsafeBufferPointer(
+                start: UnsafeRawPointer(pointer).assumingMemoryBound(to: UInt8.self), count: strlen(pointer))
+            if let equals = bytes.firstIndex(of: UInt8(ascii: "=")) {
+                let name = String(decoding: UnsafeBufferPointer(rebasing: bytes[..<equals]), as: UTF8.self)
+                if variables[name] == nil {
+                    variables[name] = String(
+                        decoding: UnsafeBufferPointer(rebasing: bytes[(equals + 1)...]), as: UTF8.self)
+                }
             }
             entry += 1
         }
