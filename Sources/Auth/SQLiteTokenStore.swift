@@ -112,17 +112,24 @@ public final class SQLiteTokenStore: TokenStore {
     }
 
     /// For a one-shot command that will read the store: loads libsqlite3 and libcrypto (the store
-    /// key's digest) on the caller's thread, starts the store's thread and queues the opening on
-    /// it, then returns without waiting for the opening, which runs beside whatever the command
-    /// does next (`call` loads libcurl then). A store sealed with a key is opened on first use
-    /// instead (its key may take a command to resolve); an opening that fails here is tried
-    /// again, and reported, by the first use.
+    /// key's digest) on the caller's thread (a `dlopen` each, ~0.3 ms), starts the store's thread
+    /// and queues the opening on it, then returns without waiting for the opening, which runs
+    /// beside whatever the command does next (`call` loads libcurl then). A store sealed with a
+    /// key is opened on first use instead (its key may take a command to resolve). Nothing is
+    /// reported here: a library that cannot be loaded or an opening that fails is met again, and
+    /// reported, by the first use (so a command that fails before it uses the store may still
+    /// have created or migrated the file).
     public func prepare() {
-        guard tr_sqlite_load() == 1 else { return }
-        LibCrypto.require()
+        guard tr_sqlite_load() == 1, LibCrypto.load() else { return }
         queue.start()
         guard encryptionKey == nil, openedInfo.withLock({ $0 == nil }) else { return }
         queue.async { _ = self.openOnQueue(cipher: nil) }
+    }
+
+    /// Waits until everything queued on the store's thread so far has run (tests: what
+    /// ``prepare()`` queued).
+    func waitForQueuedWork() async {
+        _ = try? await onQueue {}
     }
 
     /// Opens the connection unless it is open. Only on `queue`.

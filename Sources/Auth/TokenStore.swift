@@ -146,8 +146,9 @@ public protocol TokenStore: Sendable {
     /// Opens the store now (resolving its key), so that a bad file or key is reported; the other
     /// members open it on first use anyway.
     func open() async throws
-    /// Starts opening the store in the background and returns without waiting for it, for a
-    /// one-shot command that knows it will read it; a failure is left for the first use to report.
+    /// Starts opening the store in the background, for a one-shot command that knows it will
+    /// read it, and returns without waiting for the opening (it may load the store's library on
+    /// the caller's thread first); a failure is left for the first use to report.
     func prepare()
     /// The session's entry, if any.
     func load(_ key: StoreKey) async throws -> StoredTokens?

@@ -138,15 +138,17 @@ public final class LogWriter: Sendable {
         }
     }
 
-    /// Waits until every queued line is written, at most `timeout` (stderr may never be read).
-    func flush(timeout: DispatchTimeInterval) {
+    /// Waits until every queued line is written, at most `timeout` (stderr may never be read);
+    /// whether they were.
+    @discardableResult
+    func flush(timeout: DispatchTimeInterval) -> Bool {
         let semaphore = DispatchSemaphore(value: 0)
         let drained = state.withLock { state in
             if state.isDrained { return true }
             state.flushWaiters.append(semaphore)
             return false
         }
-        if !drained { _ = semaphore.wait(timeout: .now() + timeout) }
+        return drained || semaphore.wait(timeout: .now() + timeout) == .success
     }
 
     private func run() {

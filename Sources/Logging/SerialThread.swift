@@ -18,9 +18,16 @@ import Synchronization
 public final class SerialThread: Sendable {
     private struct State {
         var jobs: [@Sendable () -> Void] = []
+        /// The jobs have a runner: the thread, or (when the system refused a thread) the caller
+        /// that is running them inline.
         var running = false
+        /// The thread was started (set before `pthread_create`, so that no job given meanwhile
+        /// goes without a wake-up; cleared if the system refuses it).
+        var threadExists = false
         var ownerGone = false
     }
+
+    private enum Action { case none, wake, launch }
 
     /// What the thread shares with its owner; the thread holds it until its last job ran.
     private final class Core: Sendable {
@@ -37,11 +44,11 @@ public final class SerialThread: Sendable {
     }
 
     deinit {
-        let running = core.state.withLock { state in
+        let wake = core.state.withLock { state in
             state.ownerGone = true
-            return state.running
+            return state.threadExists
         }
-        if running { core.wakeup.signal() }
+        if wake { core.wakeup.signal() }
     }
 
     /// Starts the thread now if it is not running yet.
@@ -54,39 +61,51 @@ public final class SerialThread: Sendable {
     }
 
     /// Runs `job` on the thread after every job given before it. When the system refuses a
-    /// thread (resource limits), the jobs waiting run on the caller's thread instead.
+    /// thread (resource limits), the jobs run on the caller's thread instead, still one at a time
+    /// and in order.
     public func async(_ job: @escaping @Sendable () -> Void) {
-        let launch = core.state.withLock { state in
+        let action = core.state.withLock { state -> Action in
             state.jobs.append(job)
-            defer { state.running = true }
-            return !state.running
+            if state.running { return state.threadExists ? .wake : .none }
+            state.running = true
+            return .launch
         }
-        if launch { self.launch() }
-        core.wakeup.signal()
+        switch action {
+        case .none: break
+        case .wake: core.wakeup.signal()
+        case .launch: launch()
+        }
     }
 
+    /// Starts the thread; when the system refuses it, runs the jobs here until none is left.
     private func launch() {
         let core = self.core
+        core.state.withLock { $0.threadExists = true }
         let started = SystemThread.start(named: name) {
             while true {
-                core.wakeup.wait()
                 let (jobs, ownerGone) = core.state.withLock { state in
                     defer { state.jobs.removeAll() }
                     return (state.jobs, state.ownerGone)
                 }
+                if jobs.isEmpty {
+                    // Nobody gives a job once the owner is gone: nothing is left to wait for.
+                    if ownerGone { return }
+                    core.wakeup.wait()
+                    continue
+                }
                 for job in jobs { job() }
-                // Nobody can give a job once the owner is gone: the last wake-up ends the thread.
-                if ownerGone { return }
             }
         }
         guard !started else { return }
-        let jobs = core.state.withLock { state in
-            defer {
-                state.jobs.removeAll()
-                state.running = false
+        core.state.withLock { $0.threadExists = false }
+        while true {
+            let jobs = core.state.withLock { state -> [@Sendable () -> Void] in
+                defer { state.jobs.removeAll() }
+                if state.jobs.isEmpty { state.running = false }
+                return state.jobs
             }
-            return state.jobs
+            if jobs.isEmpty { return }
+            for job in jobs { job() }
         }
-        for job in jobs { job() }
     }
 }

@@ -59,7 +59,8 @@ enum CallCommand {
             return CommandLineTool.usageError(error.message)
         }
         log.configure(level: options.logLevel, format: .text)
-        // The request needs libcurl (and maybe the store): load them while the configuration is read.
+        // The request needs libcurl (and maybe the store): libcrypto loads while the configuration
+        // is read, the rest once the call knows its profile (OneShot.CallLibraries says why).
         let libraries = OneShot.CallLibraries.startLoading()
         if let profile = options.profile { params["profile"] = .string(profile) }
         params["method"] = .string(positional[0].uppercased())

@@ -78,7 +78,9 @@ func expectStoreError(_ text: String, _ body: () async throws -> Void) async {
         let reader = SQLiteTokenStore(path: directory.database)
         reader.prepare()
         reader.prepare()
-        // The opening was queued first: the read runs after it, on an open connection.
+        // Opened on the store's thread, before anything asked for it.
+        await reader.waitForQueuedWork()
+        #expect(reader.info.schemaVersion == SQLiteTokenStore.schemaVersion)
         let loaded = try await reader.load(key)
         #expect(loaded?.accessToken == "at-canary-1-7d1f")
         #expect(loaded?.revision == revision)
@@ -90,6 +92,8 @@ func expectStoreError(_ text: String, _ body: () async throws -> Void) async {
         try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: directory.path)
         let store = SQLiteTokenStore(path: directory.database)
         store.prepare()
+        await store.waitForQueuedWork()
+        #expect(store.info.schemaVersion == nil)
         await expectStoreError("accessible by group or others (mode 755)") {
             _ = try await store.load(StoreKey(session: sessionKey()))
         }
@@ -103,6 +107,8 @@ func expectStoreError(_ text: String, _ body: () async throws -> Void) async {
             .save(sampleTokens(), for: key)
         let store = SQLiteTokenStore(path: directory.database, encryptionKey: keyProvider(storeTestKey))
         store.prepare()
+        await store.waitForQueuedWork()
+        #expect(store.info.schemaVersion == nil)
         // The key resolves on first use, which then opens the file and reads the sealed record.
         #expect(try await store.load(key)?.accessToken == "at-canary-1-7d1f")
         #expect(store.info.encrypted)

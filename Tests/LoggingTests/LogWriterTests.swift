@@ -8,7 +8,7 @@ import Testing
 /// The stderr writer: lines whole and in order whoever writes them (the thread that logs, inline,
 /// or the writer thread), a bound past which lines are dropped and counted, never a blocked
 /// caller.
-@Suite struct LogWriterTests {
+@Suite(.timeLimit(.minutes(2))) struct LogWriterTests {
     /// A pipe whose read end the test drains on a thread of its own.
     final class Pipe: Sendable {
         let readEnd: Int32
@@ -63,7 +63,7 @@ import Testing
                     }
                 }
             }
-            writer.flush(timeout: .seconds(60))
+            #expect(writer.flush(timeout: .seconds(60)))
         }
         shutdownWriteEnd(pipe)
         #expect(readerDone.wait(timeout: .now() + 60) == .success)
@@ -95,7 +95,7 @@ import Testing
             output.withLock { $0 = pipe.readAll() }
             readerDone.signal()
         }
-        writer.flush(timeout: .seconds(60))
+        #expect(writer.flush(timeout: .seconds(60)))
         shutdownWriteEnd(pipe)
         #expect(readerDone.wait(timeout: .now() + 60) == .success)
         let received = Self.lines(output.withLock { $0 })
@@ -122,7 +122,7 @@ import Testing
         for descriptor in [file, devNull] {
             let writer = LogWriter(fileDescriptor: descriptor, dropNotice: Self.notice)
             for index in 0..<500 { writer.enqueue(Array("line \(index)\n".utf8)) }
-            writer.flush(timeout: .seconds(60))
+            #expect(writer.flush(timeout: .seconds(60)))
         }
         let text = try String(contentsOfFile: path, encoding: .utf8)
         #expect(Self.lines(Array(text.utf8)) == (0..<500).map { "line \($0)" })

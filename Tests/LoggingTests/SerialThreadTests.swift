@@ -1,6 +1,7 @@
 import Dispatch
 import Glibc
 import Synchronization
+import TestSupport
 import Testing
 
 @testable import Logging
@@ -25,20 +26,20 @@ import Testing
         #expect(first.name == "relay-test-ser")
     }
 
-    @Test func theThreadRunsBeforeAnyJobOnceStarted() {
-        // start() makes the thread now: a job given later (while, say, a dlopen holds the TLS
-        // lock no new thread can be made without) runs on it.
-        let thread = SerialThread(named: "relay-test-ser")
-        thread.start()
-        thread.start()
-        let done = DispatchSemaphore(value: 0)
-        let name = Mutex<String?>(nil)
-        thread.async {
-            name.withLock { $0 = ThreadName.current }
-            done.signal()
+    @Test func startMakesTheThreadBeforeAnyJobAndItEndsOnceTheOwnerIsGone() {
+        // start() makes the thread now, so that a job given later (while, say, a dlopen holds the
+        // lock no new thread can be made without) finds it.
+        do {
+            let thread = SerialThread(named: "relay-t-start")
+            thread.start()
+            thread.start()
+            #expect(ProcessThreads.wait { ProcessThreads.count(named: "relay-t-start") == 1 })
+            let done = DispatchSemaphore(value: 0)
+            thread.async { done.signal() }
+            #expect(done.wait(timeout: .now() + 60) == .success)
+            #expect(ProcessThreads.count(named: "relay-t-start") == 1)
         }
-        #expect(done.wait(timeout: .now() + 60) == .success)
-        #expect(name.withLock { $0 } == "relay-test-ser")
+        #expect(ProcessThreads.wait { ProcessThreads.count(named: "relay-t-start") == 0 })
     }
 
     @Test func jobsGivenBeforeTheOwnerGoesStillRun() {

@@ -50,10 +50,13 @@ public final class CurlTransport: HTTPTransport {
     public let options: Options
     private let loop: CurlEventLoop
 
-    /// Loads and initialises libcurl now, for a command that sends a request anyway (`call`
-    /// does it on a thread of its own while it reads the configuration); `false` when it cannot
-    /// be. The first transport waits for a load under way (one initialisation, whoever asks
-    /// first). Not for `serve`, which must not map libcurl before its first request.
+    /// Loads and initialises libcurl now, for a command that sends a request anyway (`call` does
+    /// it on a thread of its own, `OneShot.CallLibraries`); `false` when it cannot be. The first
+    /// transport waits for a load under way (one initialisation, whoever asks first). A URL may
+    /// be parsed (libcurl's URL API) while `curl_global_init` still runs here: libcurl's
+    /// initialisation is thread-safe from 7.84 on platforms with atomics (the `threadsafe`
+    /// feature; Debian 12 ships 7.88). Not for `serve`, which must not map libcurl before its
+    /// first request.
     @discardableResult
     public static func loadLibrary() -> Bool { CurlEventLoop.isLibraryReady }
 

@@ -5,8 +5,8 @@ import Testing
 @testable import HTTP
 
 /// `CurlTransport.loadLibrary()` may run on a thread of its own while the caller goes on (`call`
-/// loads libcurl so while it reads its configuration); a transport made at the same time waits
-/// for that one initialisation instead of running a second.
+/// loads libcurl so while it prepares its request); a transport made at the same time waits for
+/// that one initialisation instead of running a second.
 @Suite(.timeLimit(.minutes(1))) struct CurlLibraryLoadTests {
     @Test func loadsRacingATransportsCreationLeaveOneWorkingLibrary() async throws {
         let server = try await TestServer()
