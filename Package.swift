@@ -52,7 +52,7 @@ let package = Package(
         // Not part of any product.
         .target(name: "TestSupport", path: "Tests/TestSupport", exclude: ["Fixtures"]),
 
-        .testTarget(name: "LoggingTests", dependencies: ["Logging", "TestSupport"]),
+        .testTarget(name: "LoggingTests", dependencies: ["Logging"]),
         .testTarget(name: "JSONRPCTests", dependencies: ["JSONRPC"]),
         .testTarget(name: "ConfigTests", dependencies: ["Config", "HTTPFields", "Logging"]),
         .testTarget(name: "HTTPTests", dependencies: ["HTTP", "HTTPFields", "Auth", "ErrorKinds", "Logging", "TestSupport"]),
@@ -60,8 +60,7 @@ let package = Package(
         .testTarget(
             name: "AuthTests", dependencies: ["Auth", "HTTP", "Logging", "CCrypto", "CCurl", "CSQLite", "ErrorKinds"],
             linkerSettings: [.linkedLibrary("crypto")]),
-        .testTarget(
-            name: "RelayTests", dependencies: ["Relay", "JSONRPC", "Config", "HTTP", "Auth", "ErrorKinds", "TestSupport"]),
+        .testTarget(name: "RelayTests", dependencies: ["Relay", "JSONRPC", "Config", "HTTP", "Auth", "ErrorKinds"]),
         .testTarget(name: "EndToEndTests", dependencies: ["JSONRPC", "TestSupport"], exclude: ["Fixtures"]),
     ],
     swiftLanguageModes: [.v6]

@@ -35,12 +35,24 @@ public final class SerialThread: Sendable {
         let wakeup = DispatchSemaphore(value: 0)
     }
 
+    /// What the thread reports of its own life (tests wait on these instead of polling).
+    struct Observer: Sendable {
+        var started: @Sendable () -> Void = {}
+        var ended: @Sendable () -> Void = {}
+    }
+
     private let name: String
     private let core = Core()
+    private let observer: Observer
 
     /// A thread named `name` (``ThreadName``), not started yet.
-    public init(named name: String) {
+    public convenience init(named name: String) {
+        self.init(named: name, observer: Observer())
+    }
+
+    init(named name: String, observer: Observer) {
         self.name = name
+        self.observer = observer
     }
 
     deinit {
@@ -80,8 +92,11 @@ public final class SerialThread: Sendable {
     /// Starts the thread; when the system refuses it, runs the jobs here until none is left.
     private func launch() {
         let core = self.core
+        let observer = self.observer
         core.state.withLock { $0.threadExists = true }
         let started = SystemThread.start(named: name) {
+            observer.started()
+            defer { observer.ended() }
             while true {
                 let (jobs, ownerGone) = core.state.withLock { state in
                     defer { state.jobs.removeAll() }

@@ -5,8 +5,8 @@ import Logging
 import Synchronization
 
 extension OneShot {
-    /// The C libraries a one-shot `call` needs, loaded on a thread of their own while the call
-    /// reads its configuration, in the order the call needs them.
+    /// The C libraries a one-shot `call` needs, loaded on a thread of their own beside the call's
+    /// own start (its configuration, its runtime), in the order the call needs them.
     ///
     /// Loads do not overlap one another: every `dlopen` waits for the dynamic loader's lock, and
     /// while one maps and relocates a library no thread can be created (glibc holds its TLS lock
@@ -40,10 +40,14 @@ extension OneShot {
         private init() {}
 
         /// Starts loading: libcrypto now, libcurl once the call proceeds (``proceed()``).
-        public static func startLoading() -> CallLibraries {
+        public static func startLoading() -> CallLibraries { startLoading(whenDone: {}) }
+
+        /// ``startLoading()``, with `whenDone` run as the loading thread ends (tests).
+        static func startLoading(whenDone: @escaping @Sendable () -> Void) -> CallLibraries {
             let libraries = CallLibraries()
             let core = libraries.core
             SystemThread.start(named: "relay-lib-load") {
+                defer { whenDone() }
                 LibCrypto.load()
                 core.decided.wait()
                 if core.step.withLock({ $0 }) == .proceed { CurlTransport.loadLibrary() }

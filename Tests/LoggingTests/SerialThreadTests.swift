@@ -1,7 +1,6 @@
 import Dispatch
 import Glibc
 import Synchronization
-import TestSupport
 import Testing
 
 @testable import Logging
@@ -29,17 +28,21 @@ import Testing
     @Test func startMakesTheThreadBeforeAnyJobAndItEndsOnceTheOwnerIsGone() {
         // start() makes the thread now, so that a job given later (while, say, a dlopen holds the
         // lock no new thread can be made without) finds it.
+        let started = DispatchSemaphore(value: 0)
+        let ended = DispatchSemaphore(value: 0)
         do {
-            let thread = SerialThread(named: "relay-t-start")
+            let thread = SerialThread(
+                named: "relay-t-start", observer: .init(started: { started.signal() }, ended: { ended.signal() }))
             thread.start()
             thread.start()
-            #expect(ProcessThreads.wait { ProcessThreads.count(named: "relay-t-start") == 1 })
+            #expect(started.wait(timeout: .now() + 60) == .success)
             let done = DispatchSemaphore(value: 0)
             thread.async { done.signal() }
             #expect(done.wait(timeout: .now() + 60) == .success)
-            #expect(ProcessThreads.count(named: "relay-t-start") == 1)
+            #expect(ended.wait(timeout: .now()) == .timedOut)  // alive while its owner is
         }
-        #expect(ProcessThreads.wait { ProcessThreads.count(named: "relay-t-start") == 0 })
+        #expect(ended.wait(timeout: .now() + 60) == .success)
+        #expect(started.wait(timeout: .now()) == .timedOut)  // one thread for both starts
     }
 
     @Test func jobsGivenBeforeTheOwnerGoesStillRun() {

@@ -1,31 +1,29 @@
+import Dispatch
 import HTTP
-import TestSupport
 import Testing
 
 @testable import Relay
 
 /// `call`'s library loading thread (`OneShot.CallLibraries`) ends whether the call proceeds
-/// (libcurl loaded) or ends first (bad params): it never waits forever. Serialized: the tests
-/// count the one thread of that name in the test process.
-@Suite(.serialized) struct CallLibrariesTests {
-    static let threadName = "relay-lib-load"
-
+/// (libcurl loaded) or ends first (bad params): it never waits forever.
+@Suite struct CallLibrariesTests {
     @Test func aCallThatProceedsLoadsLibcurlAndTheThreadEnds() {
-        do {
-            let libraries = OneShot.CallLibraries.startLoading()
-            libraries.proceed()
-            #expect(ProcessThreads.wait { ProcessThreads.count(named: Self.threadName) == 0 })
-        }
+        let ended = DispatchSemaphore(value: 0)
+        let libraries = OneShot.CallLibraries.startLoading(whenDone: { ended.signal() })
+        libraries.proceed()
+        #expect(ended.wait(timeout: .now() + 60) == .success)
         #expect(CurlTransport.loadLibrary())
+        withExtendedLifetime(libraries) {}
     }
 
     @Test func aCallThatEndsBeforeItProceedsLeavesNoThreadWaiting() {
+        let ended = DispatchSemaphore(value: 0)
         do {
-            let libraries = OneShot.CallLibraries.startLoading()
-            // The thread is waiting for the call (or still loading libcrypto).
-            #expect(ProcessThreads.wait { ProcessThreads.count(named: Self.threadName) == 1 })
+            let libraries = OneShot.CallLibraries.startLoading(whenDone: { ended.signal() })
+            // Held: the thread waits for the call (after libcrypto) and does not end.
+            #expect(ended.wait(timeout: .now() + .milliseconds(200)) == .timedOut)
             withExtendedLifetime(libraries) {}
         }
-        #expect(ProcessThreads.wait { ProcessThreads.count(named: Self.threadName) == 0 })
+        #expect(ended.wait(timeout: .now() + 60) == .success)
     }
 }
