@@ -100,6 +100,7 @@ if Context.environment["TOKENRELAY_DEV_TARGETS"] == "1" {
 for target in package.targets where target.type != .system {
     target.swiftSettings =
         (target.swiftSettings ?? []) + [
-            .unsafeFlags(["-Xfrontend", "-disable-concrete-type-metadata-mangled-name-accessors"])
+            .unsafeFlags(["-Xfrontend", "-disable-concrete-type-metadata-mangled-name-accessors"]),
+            .enableUpcomingFeature("NonisolatedNonsendingByDefault"),
         ]
 }

@@ -109,7 +109,7 @@ public struct HTTPByteStream: AsyncSequence, Sendable {
                 whole = nil
                 return bytes
             }
-            if fake != nil { return try await fake?.next() }
+            if fake != nil { return try await fake?.next(isolation: #isolation) }
             guard let controller else { return nil }
             return try await Self.read(controller)
         }
