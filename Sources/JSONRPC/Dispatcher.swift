@@ -245,15 +245,15 @@ public final class Dispatcher: Sendable {
         guard let id = pending.request.id else { return }
         let context = RequestContext(id: id, inBatch: pending.batch != nil, sink: sink)
         let task = Task.detached(executorPreference: executorPreference(pending.request)) { [self] in
-            let response: JSONValue
+            let response: [UInt8]
             if Task.isCancelled {
-                response = MessageCodec.response(id: id, error: .cancelled)
+                response = MessageCodec.response(id: id, error: .cancelled).serialized()
             } else {
                 do {
                     let result = try await pending.handler(pending.request.params, context)
                     response = MessageCodec.response(id: id, result: result)
                 } catch {
-                    response = MessageCodec.response(id: id, error: errorMapper(error))
+                    response = MessageCodec.response(id: id, error: errorMapper(error)).serialized()
                 }
             }
             await finish(id: id, response: response, batch: pending.batch)
@@ -271,13 +271,13 @@ public final class Dispatcher: Sendable {
     /// Records the end of a request, hands its answer to the sink, then frees its slot (starting
     /// the next queued request). The slot is held until the answer is handed over, so "idle"
     /// means every answer is with the writer, and a slow peer slows the execution of new work.
-    private func finish(id: RequestID, response: JSONValue, batch: BatchCollector?) async {
+    private func finish(id: RequestID, response: [UInt8], batch: BatchCollector?) async {
         let cancelledWith = state.withLock { $0.inFlight.removeValue(forKey: id)?.cancelledWith }
-        let answer = cancelledWith.map { MessageCodec.response(id: id, error: $0) } ?? response
+        let answer = cancelledWith.map { MessageCodec.response(id: id, error: $0).serialized() } ?? response
         if let batch {
             await batch.add(answer)
         } else {
-            await sink.send(answer.serialized())
+            await sink.send(answer)
         }
         let (next, idleWaiters): (Pending?, [CheckedContinuation<Void, Never>]) = state.withLock { state in
             var next: Pending?
@@ -307,11 +307,11 @@ public final class Dispatcher: Sendable {
 
     /// Answers at once, without a task (errors found while reading).
     private func reply(_ id: RequestID?, error: RPCError, batch: BatchCollector?) {
-        let response = MessageCodec.response(id: id, error: error)
+        let response = MessageCodec.response(id: id, error: error).serialized()
         if let batch {
             batch.addNow(response)
         } else {
-            sink.sendNow(response.serialized())
+            sink.sendNow(response)
         }
     }
 
@@ -384,10 +384,11 @@ public final class Dispatcher: Sendable {
     }
 }
 
-/// Collects the answers of one batch and writes them as one array when the last arrives.
+/// Collects the answers of one batch (each its JSON text) and writes them as one array when the
+/// last arrives.
 final class BatchCollector: Sendable {
     private struct State {
-        var answers: [JSONValue] = []
+        var answers: [UInt8] = [UInt8(ascii: "[")]
         var remaining: Int
     }
 
@@ -400,21 +401,24 @@ final class BatchCollector: Sendable {
         self.sink = sink
     }
 
-    private func append(_ answer: JSONValue) -> [UInt8]? {
+    private func append(_ answer: [UInt8]) -> [UInt8]? {
         state.withLock { state in
-            state.answers.append(answer)
+            if state.answers.count > 1 { state.answers.append(UInt8(ascii: ",")) }
+            state.answers.append(contentsOf: answer)
             state.remaining -= 1
-            return state.remaining == 0 ? JSONValue.array(state.answers).serialized() : nil
+            guard state.remaining == 0 else { return nil }
+            state.answers.append(UInt8(ascii: "]"))
+            return state.answers
         }
     }
 
     /// Adds an answer; writes the batch (waiting on back-pressure) when complete.
-    func add(_ answer: JSONValue) async {
+    func add(_ answer: [UInt8]) async {
         if let complete = append(answer) { await sink.send(complete) }
     }
 
     /// Adds an answer; writes the batch without waiting when complete.
-    func addNow(_ answer: JSONValue) {
+    func addNow(_ answer: [UInt8]) {
         if let complete = append(answer) { sink.sendNow(complete) }
     }
 }

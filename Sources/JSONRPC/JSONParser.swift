@@ -44,6 +44,25 @@ public struct JSONParser {
         }
     }
 
+    /// The compact text of the one JSON value that makes up `bytes`: exactly
+    /// `parse(bytes).serialized()`, and the same error when `bytes` is not JSON. A text whose
+    /// strings have no escapes and no non-ASCII bytes (most API bodies) is checked and copied in
+    /// one pass without building a tree; anything else (or anything wrong) goes through ``parse(_:)``,
+    /// which decides. So this never accepts what the parser refuses.
+    public static func compact(_ bytes: some Collection<UInt8>) throws(JSONParseError) -> JSONText {
+        let copied = bytes.withContiguousStorageIfAvailable { buffer -> [UInt8]? in
+            var cursor = Cursor(bytes: buffer)
+            var output: [UInt8] = []
+            output.reserveCapacity(buffer.count)
+            cursor.skipWhitespace()
+            guard cursor.copyPlainValue(depth: 0, into: &output) else { return nil }
+            cursor.skipWhitespace()
+            return cursor.index == buffer.count ? output : nil
+        }
+        if let copied, let copied { return JSONText(validated: copied) }
+        return JSONText(validated: try parse(bytes).serialized())
+    }
+
     /// Whether `bytes` is exactly one JSON number literal.
     static func isNumberLiteral(_ bytes: [UInt8]) -> Bool {
         bytes.withUnsafeBufferPointer { buffer in
@@ -156,6 +175,13 @@ public struct JSONParser {
 
         mutating func parseNumber() throws(JSONParseError) -> JSONNumber {
             let start = index
+            try scanNumber()
+            let literal = String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<index]), as: UTF8.self)
+            return JSONNumber(validLiteral: literal)
+        }
+
+        /// Moves past one number literal.
+        mutating func scanNumber() throws(JSONParseError) {
             if index < bytes.count, bytes[index] == UInt8(ascii: "-") { index += 1 }
             guard index < bytes.count else { throw fail("invalid number") }
             if bytes[index] == UInt8(ascii: "0") {
@@ -182,8 +208,83 @@ public struct JSONParser {
                 }
                 while index < bytes.count, isDigit(bytes[index]) { index += 1 }
             }
-            let literal = String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<index]), as: UTF8.self)
-            return JSONNumber(validLiteral: literal)
+        }
+
+        /// ``JSONParser/compact(_:)``'s one pass: appends the value at `index` without its white
+        /// space while it is valid and *plain* (strings without escapes or non-ASCII bytes, so
+        /// that the input's bytes are what the serialiser would write). `false` as soon as it is
+        /// not (an error, an escape, a non-ASCII byte, nesting past the limit): the caller then
+        /// lets ``parse(_:)`` decide. Uses the parser's own scanners for white space, literals
+        /// and numbers.
+        mutating func copyPlainValue(depth: Int, into output: inout [UInt8]) -> Bool {
+            guard index < bytes.count else { return false }
+            let start = index
+            switch bytes[index] {
+            case UInt8(ascii: "{"), UInt8(ascii: "["):
+                guard depth < JSONParser.maximumDepth else { return false }
+                let isObject = bytes[index] == UInt8(ascii: "{")
+                let close = isObject ? UInt8(ascii: "}") : UInt8(ascii: "]")
+                output.append(bytes[index])
+                index += 1
+                skipWhitespace()
+                if index < bytes.count, bytes[index] == close {
+                    output.append(close)
+                    index += 1
+                    return true
+                }
+                while true {
+                    skipWhitespace()
+                    if isObject {
+                        guard index < bytes.count, bytes[index] == UInt8(ascii: "\""), copyPlainString(into: &output)
+                        else { return false }
+                        skipWhitespace()
+                        guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else { return false }
+                        output.append(UInt8(ascii: ":"))
+                        index += 1
+                        skipWhitespace()
+                    }
+                    guard copyPlainValue(depth: depth + 1, into: &output) else { return false }
+                    skipWhitespace()
+                    guard index < bytes.count else { return false }
+                    let byte = bytes[index]
+                    index += 1
+                    output.append(byte)
+                    if byte == close { return true }
+                    guard byte == UInt8(ascii: ",") else { return false }
+                }
+            case UInt8(ascii: "\""):
+                return copyPlainString(into: &output)
+            case UInt8(ascii: "t"):
+                guard (try? expectWord("true")) != nil else { return false }
+            case UInt8(ascii: "f"):
+                guard (try? expectWord("false")) != nil else { return false }
+            case UInt8(ascii: "n"):
+                guard (try? expectWord("null")) != nil else { return false }
+            case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"):
+                guard (try? scanNumber()) != nil else { return false }
+            default:
+                return false
+            }
+            output.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[start..<index]))
+            return true
+        }
+
+        /// Appends the string at `index` (its quotes included) when it is plain: no escape, no
+        /// control character, no byte past ASCII.
+        mutating func copyPlainString(into output: inout [UInt8]) -> Bool {
+            let start = index
+            index += 1  // opening quote
+            while index < bytes.count {
+                let byte = bytes[index]
+                if byte == UInt8(ascii: "\"") {
+                    index += 1
+                    output.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[start..<index]))
+                    return true
+                }
+                guard byte >= 0x20, byte < 0x80, byte != UInt8(ascii: "\\") else { return false }
+                index += 1
+            }
+            return false
         }
 
         func isDigit(_ byte: UInt8) -> Bool { byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9") }

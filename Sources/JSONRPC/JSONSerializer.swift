@@ -1,6 +1,31 @@
-extension JSONValue {
-    /// The compact JSON text of this value as UTF-8 bytes. Non-ASCII text is written as UTF-8;
-    /// control characters, `"` and `\` are escaped; numbers are written as their literal.
+/// A value that writes its own compact JSON text: a method's result goes on the wire through this,
+/// so a result can be written straight into the answer without first becoming a ``JSONValue``
+/// tree (``JSONValue`` itself is one).
+public protocol JSONWritable: Sendable {
+    /// Appends exactly one compact JSON value to `output`.
+    func write(into output: inout [UInt8])
+}
+
+/// The compact JSON text of one value, as ``JSONParser/compact(_:)`` makes it: valid by
+/// construction (only the parser makes one), byte for byte what parsing the input and serialising
+/// the result would give, so it can be spliced into an answer as it is.
+public struct JSONText: JSONWritable, Hashable {
+    /// The UTF-8 text: one value, no white space outside strings.
+    public let bytes: [UInt8]
+
+    init(validated bytes: [UInt8]) { self.bytes = bytes }
+
+    /// The value the text holds.
+    public var value: JSONValue {
+        // Cannot fail: the bytes are valid JSON by construction.
+        (try? JSONParser.parse(bytes)) ?? .null
+    }
+
+    public func write(into output: inout [UInt8]) { output.append(contentsOf: bytes) }
+}
+
+extension JSONWritable {
+    /// The compact JSON text this writes, as UTF-8 bytes.
     public func serialized() -> [UInt8] {
         // Room for a typical answer (status, a dozen headers, a small body) without regrowing.
         var output: [UInt8] = []
@@ -8,6 +33,13 @@ extension JSONValue {
         write(into: &output)
         return output
     }
+}
+
+/// Non-ASCII text is written as UTF-8; control characters, `"` and `\` are escaped; numbers are
+/// written as their literal.
+extension JSONValue: JSONWritable {}
+
+extension JSONValue {
 
     /// The compact JSON text of this value.
     public var jsonText: String { String(decoding: serialized(), as: UTF8.self) }
@@ -41,7 +73,7 @@ extension JSONValue {
     private static let hexDigits: [UInt8] = Array("0123456789abcdef".utf8)
 
     /// Appends `text` as a JSON string literal.
-    static func writeString(_ text: String, into output: inout [UInt8]) {
+    public static func writeString(_ text: String, into output: inout [UInt8]) {
         output.append(UInt8(ascii: "\""))
         // A native string's bytes are read in place; only another kind is made contiguous first.
         if text.utf8.withContiguousStorageIfAvailable({ appendEscaped($0, into: &output) }) == nil {

@@ -84,9 +84,18 @@ public enum MessageCodec {
         }
     }
 
-    /// The JSON of a success response.
-    public static func response(id: RequestID, result: JSONValue) -> JSONValue {
-        .object(["jsonrpc": "2.0", "id": id.jsonValue, "result": result])
+    /// The JSON text of a success response: the same members, in the same order, as an error
+    /// response, with the result written into it as it is.
+    public static func response(id: RequestID, result: any JSONWritable) -> [UInt8] {
+        var output: [UInt8] = []
+        // Room for a typical answer (status, a dozen headers, a small body) without regrowing.
+        output.reserveCapacity(512)
+        output.append(contentsOf: #"{"jsonrpc":"2.0","id":"#.utf8)
+        id.jsonValue.write(into: &output)
+        output.append(contentsOf: #","result":"#.utf8)
+        result.write(into: &output)
+        output.append(UInt8(ascii: "}"))
+        return output
     }
 
     /// The JSON of an error response (`id` null when unknown).

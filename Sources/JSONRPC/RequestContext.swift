@@ -30,7 +30,10 @@ public struct RequestContext: Sendable {
 }
 
 /// Handles one method. Throws an ``RPCError`` (or any error the server's error mapper knows).
-public typealias MethodHandler = @Sendable (_ params: JSONValue?, _ context: RequestContext) async throws -> JSONValue
+/// Its result is written into the answer as it is (a ``JSONValue``, or a result that writes its
+/// own JSON); a notification's result is ignored.
+public typealias MethodHandler =
+    @Sendable (_ params: JSONValue?, _ context: RequestContext) async throws -> any JSONWritable
 
 /// Sends notifications to the peer outside of any request (subscriptions, auth events).
 public struct Notifier: Sendable {

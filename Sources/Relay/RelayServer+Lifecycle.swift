@@ -16,8 +16,8 @@ extension RelayServer {
     /// ``readOrderNotificationTable()``).
     func notificationTable() -> [String: MethodHandler] {
         [
-            InitializedNotification.method: { _, _ in .null },
-            MCPInitializedNotification.method: { _, _ in .null },
+            InitializedNotification.method: { _, _ in JSONValue.null },
+            MCPInitializedNotification.method: { _, _ in JSONValue.null },
         ]
     }
 

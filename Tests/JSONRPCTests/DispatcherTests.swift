@@ -13,17 +13,17 @@ import Testing
             let gate = self.gate
             dispatcher = Dispatcher(
                 methods: [
-                    "ping": { _, _ in .object([:]) },
-                    "echo": { params, _ in params ?? .null },
+                    "ping": { _, _ in JSONValue.object([:]) },
+                    "echo": { params, _ in params ?? JSONValue.null },
                     "wait": { _, _ in
                         await gate.pass()
                         try Task.checkCancellation()
-                        return "done"
+                        return JSONValue.string("done")
                     },
                     "hang": { _, _ in
                         await gate.pass()
                         try await Task.sleep(for: .seconds(3600))
-                        return "late"
+                        return JSONValue.string("late")
                     },
                     "fail": { _, _ in throw RPCError(code: .auth, message: "refused") },
                 ], sink: sink, limits: limits, errorMapper: RPCError.testMapper)
@@ -193,14 +193,14 @@ import Testing
                 // A shutdown handler that has not run yet when `exit` is read.
                 "shutdown": { _, _ in
                     try await Task.sleep(for: .seconds(3600))
-                    return .null
+                    return JSONValue.null
                 }
             ],
             notifications: [
                 "exit": { _, context in
                     seen.values.withLock { $0.append(context.afterShutdown) }
                     seen.signal.fire()
-                    return .null
+                    return JSONValue.null
                 }
             ], sink: sink, errorMapper: RPCError.testMapper)
     }
@@ -218,7 +218,7 @@ import Testing
     @Test func aReadOrderNotificationHasRunWhenReceiveReturns() {
         let seen = Seen()
         let dispatcher = Dispatcher(
-            methods: ["shutdown": { _, _ in .null }],
+            methods: ["shutdown": { _, _ in JSONValue.null }],
             readOrderNotifications: ["exit": { context in seen.values.withLock { $0.append(context.afterShutdown) } }],
             sink: RecordingSink(), errorMapper: RPCError.testMapper)
         dispatcher.receive(Array(#"{"jsonrpc":"2.0","method":"exit"}"#.utf8))

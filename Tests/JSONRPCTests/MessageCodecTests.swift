@@ -10,8 +10,16 @@ import Testing
             Issue.record("not a request")
             return
         }
-        let response = MessageCodec.response(id: id, result: .null)
-        #expect(response.jsonText == #"{"jsonrpc":"2.0","id":\#(idText),"result":null}"#)
+        let response = MessageCodec.response(id: id, result: JSONValue.null)
+        #expect(String(decoding: response, as: UTF8.self) == #"{"jsonrpc":"2.0","id":\#(idText),"result":null}"#)
+    }
+
+    @Test func aSuccessAnswerIsTheTextOfItsTree() throws {
+        let result: JSONValue = ["a": [1, "two", ["three": .null]], "b": "q\"uote\n", "c": true]
+        for id in [RequestID.number(JSONNumber(7)), .string("x\"y")] {
+            let tree: JSONValue = ["jsonrpc": "2.0", "id": id.jsonValue, "result": result]
+            #expect(MessageCodec.response(id: id, result: result) == tree.serialized())
+        }
     }
 
     @Test func notificationsHaveNoID() throws {

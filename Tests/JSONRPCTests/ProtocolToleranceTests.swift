@@ -47,7 +47,7 @@ import Testing
     @Test func invalidNotificationsAreNeverAnsweredAloneOrInABatch() async {
         let sink = RecordingSink()
         let dispatcher = Dispatcher(
-            methods: ["ping": { _, _ in .object([:]) }], sink: sink,
+            methods: ["ping": { _, _ in JSONValue.object([:]) }], sink: sink,
             errorMapper: RPCError.testMapper)
         for text in [
             #"{"jsonrpc":"1.0","method":"exit"}"#, #"{"jsonrpc":"2.0","method":5}"#,

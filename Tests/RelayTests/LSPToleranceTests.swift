@@ -10,7 +10,8 @@ import Testing
     static func call(_ method: String, _ params: JSONValue?) async throws -> JSONValue {
         let server = try await RelayServer.make(options: ServerOptions(), settings: .empty)
         let handler = try #require(server.methodTable()[method])
-        return try await handler(params, RequestContext(id: .string("t"), inBatch: false, sink: DiscardingSink()))
+        let result = try await handler(params, RequestContext(id: .string("t"), inBatch: false, sink: DiscardingSink()))
+        return try JSONParser.parse(result.serialized())
     }
 
     /// The `initialize` params Neovim 0.7's `vim.lsp.start_client` builds (lsp.lua), with an

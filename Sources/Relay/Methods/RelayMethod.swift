@@ -33,9 +33,15 @@ protocol MethodParams: Sendable {
     init(decoding params: JSONValue?) throws(RPCError)
 }
 
-/// A method's result as it goes on the wire.
-protocol MethodResult: Sendable {
+/// A method's result as it goes on the wire: written into the answer by ``write(into:)``, which
+/// by default writes ``resultValue``. A result on the hot path (`request`'s) writes its text
+/// itself, without the tree; its ``resultValue`` stays the value that text parses to (tested).
+protocol MethodResult: JSONWritable {
     var resultValue: JSONValue { get }
+}
+
+extension MethodResult {
+    func write(into output: inout [UInt8]) { resultValue.write(into: &output) }
 }
 
 extension JSONValue: MethodResult {
@@ -55,7 +61,7 @@ extension RelayMethod {
     static func handler(server: RelayServer) -> MethodHandler {
         { params, request in
             let decoded = try decode(params, context: request)
-            return try await handle(decoded, in: MethodContext(server: server, request: request)).resultValue
+            return try await handle(decoded, in: MethodContext(server: server, request: request))
         }
     }
 }

@@ -103,25 +103,45 @@ extension RequestMethod: RelayMethod {
 
     /// `{status, headers, json | text | base64, elapsedMs}` (SPEC §4.3): any HTTP status is a result.
     struct Result: MethodResult, Equatable {
-        /// Which member carries the body.
-        enum BodyEncoding: String, Sendable, CaseIterable {
-            /// Parsed JSON (`application/json`, `+json`).
-            case json
-            /// Other UTF-8 text.
-            case text
-            /// Anything else, base64-encoded.
-            case base64
+        /// The body as it goes on the wire, and the member it goes in.
+        enum Body: Equatable, Sendable {
+            /// `json`: the body's own JSON, compacted (`application/json`, `+json`).
+            case json(JSONText)
+            /// `text`: other UTF-8 text.
+            case text(String)
+            /// `base64`: anything else, base64-encoded.
+            case base64(String)
+
+            /// The member's name.
+            var member: String {
+                switch self {
+                case .json: "json"
+                case .text: "text"
+                case .base64: "base64"
+                }
+            }
+
+            var value: JSONValue {
+                switch self {
+                case .json(let text): text.value
+                case .text(let text), .base64(let text): .string(text)
+                }
+            }
+
+            func write(into output: inout [UInt8]) {
+                switch self {
+                case .json(let text): text.write(into: &output)
+                case .text(let text), .base64(let text): JSONValue.writeString(text, into: &output)
+                }
+            }
         }
 
         /// The HTTP status (any status is a result).
         var status: Int
         /// Lower-case names; repeated fields joined with ", "; `set-cookie` an array.
         var headers: JSONObject
-        /// The body as it goes on the wire, opaque here (`nil` for an empty body): a parsed JSON
-        /// value, or the string of `text` / `base64`.
-        var body: JSONValue?
-        /// The member `body` goes in.
-        var bodyEncoding = BodyEncoding.json
+        /// `nil` for an empty body.
+        var body: Body?
         /// From sending to the collected response, token acquisition included.
         var elapsed: Duration
 
@@ -133,9 +153,27 @@ extension RequestMethod: RelayMethod {
 
         var resultValue: JSONValue {
             var result: JSONObject = ["status": .int(status), "headers": .object(headers)]
-            if let body { result[bodyEncoding.rawValue] = body }
+            if let body { result[body.member] = body.value }
             result["elapsedMs"] = .number(elapsedMilliseconds)
             return .object(result)
+        }
+
+        /// The text of ``resultValue``, written without building it: the body's JSON goes in as
+        /// the compacted bytes it already is.
+        func write(into output: inout [UInt8]) {
+            output.append(contentsOf: #"{"status":"#.utf8)
+            output.append(contentsOf: String(status).utf8)
+            output.append(contentsOf: #","headers":"#.utf8)
+            JSONValue.object(headers).write(into: &output)
+            if let body {
+                output.append(contentsOf: #",""#.utf8)
+                output.append(contentsOf: body.member.utf8)
+                output.append(contentsOf: #"":"#.utf8)
+                body.write(into: &output)
+            }
+            output.append(contentsOf: #","elapsedMs":"#.utf8)
+            output.append(contentsOf: elapsedMilliseconds.literal.utf8)
+            output.append(UInt8(ascii: "}"))
         }
 
         /// The result's schema in the OpenRPC document.

@@ -11,9 +11,7 @@ enum ResponseEncoding {
         var result = RequestMethod.Result(
             status: response.status, headers: headerObject(response.headers), elapsed: elapsed)
         if !response.body.isEmpty {
-            let (encoding, value) = body(response.body, contentType: response.headers["content-type"])
-            result.bodyEncoding = encoding
-            result.body = value
+            result.body = body(response.body, contentType: response.headers["content-type"])
         }
         return result
     }
@@ -76,17 +74,19 @@ enum ResponseEncoding {
     }
 
     /// The body member for `bytes` given the response's content type.
-    static func body(_ bytes: [UInt8], contentType: String?) -> (RequestMethod.Result.BodyEncoding, JSONValue) {
+    static func body(_ bytes: [UInt8], contentType: String?) -> RequestMethod.Result.Body {
         let mediaType = contentType.map(Self.mediaType) ?? ""
         if mediaType == "application/json" || mediaType.hasSuffix("+json") {
-            if let value = try? JSONParser.parse(bytes) { return (.json, value) }
+            // Compacted, not parsed into a tree: a pretty-printed body's newlines cannot go into
+            // an NDJSON frame, and the answer splices the bytes as they are.
+            if let text = try? JSONParser.compact(bytes) { return .json(text) }
         }
         if isTextual(mediaType) || mediaType == "application/json" || mediaType.hasSuffix("+json"),
             let text = String(validating: bytes, as: UTF8.self)
         {
-            return (.text, .string(text))
+            return .text(text)
         }
-        return (.base64, .string(Data(bytes).base64EncodedString()))
+        return .base64(Data(bytes).base64EncodedString())
     }
 
     /// The media type without parameters, lower-cased on its ASCII letters (media types are

@@ -164,16 +164,14 @@ import Testing
         ("", "abc", "base64"),
     ])
     func bodiesAreClassifiedByContentType(contentType: String, body: String, expected: String) {
-        let (key, value) = ResponseEncoding.body(Array(body.utf8), contentType: contentType.isEmpty ? nil : contentType)
-        #expect(key.rawValue == expected)
-        if key == .json { #expect(value.jsonText == body) }
-        if key == .text { #expect(value == .string(body)) }
+        let encoded = ResponseEncoding.body(Array(body.utf8), contentType: contentType.isEmpty ? nil : contentType)
+        #expect(encoded.member == expected)
+        if case .json(let text) = encoded { #expect(String(decoding: text.bytes, as: UTF8.self) == body) }
+        if case .text(let text) = encoded { #expect(text == body) }
     }
 
     @Test func invalidUTF8TextIsBase64AndEmptyBodiesHaveNoBodyField() {
-        let (key, value) = ResponseEncoding.body([0xFF, 0xFE, 0x00], contentType: "text/plain")
-        #expect(key == .base64)
-        #expect(value == "//4A")
+        #expect(ResponseEncoding.body([0xFF, 0xFE, 0x00], contentType: "text/plain") == .base64("//4A"))
         let result = ResponseEncoding.result(HTTPResponse(status: 204), elapsed: .milliseconds(3)).resultValue
         #expect(result["status"] == 204)
         #expect(result["json"] == nil && result["text"] == nil && result["base64"] == nil)
