@@ -247,13 +247,13 @@ public final class Dispatcher: Sendable {
         let task = Task.detached(executorPreference: executorPreference(pending.request)) { [self] in
             let response: [UInt8]
             if Task.isCancelled {
-                response = MessageCodec.response(id: id, error: .cancelled).serialized()
+                response = MessageCodec.response(id: id, error: .cancelled)
             } else {
                 do {
                     let result = try await pending.handler(pending.request.params, context)
                     response = MessageCodec.response(id: id, result: result)
                 } catch {
-                    response = MessageCodec.response(id: id, error: errorMapper(error)).serialized()
+                    response = MessageCodec.response(id: id, error: errorMapper(error))
                 }
             }
             await finish(id: id, response: response, batch: pending.batch)
@@ -273,7 +273,7 @@ public final class Dispatcher: Sendable {
     /// means every answer is with the writer, and a slow peer slows the execution of new work.
     private func finish(id: RequestID, response: [UInt8], batch: BatchCollector?) async {
         let cancelledWith = state.withLock { $0.inFlight.removeValue(forKey: id)?.cancelledWith }
-        let answer = cancelledWith.map { MessageCodec.response(id: id, error: $0).serialized() } ?? response
+        let answer = cancelledWith.map { MessageCodec.response(id: id, error: $0) } ?? response
         if let batch {
             await batch.add(answer)
         } else {
@@ -307,7 +307,7 @@ public final class Dispatcher: Sendable {
 
     /// Answers at once, without a task (errors found while reading).
     private func reply(_ id: RequestID?, error: RPCError, batch: BatchCollector?) {
-        let response = MessageCodec.response(id: id, error: error).serialized()
+        let response = MessageCodec.response(id: id, error: error)
         if let batch {
             batch.addNow(response)
         } else {

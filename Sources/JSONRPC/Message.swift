@@ -98,9 +98,9 @@ public enum MessageCodec {
         return output
     }
 
-    /// The JSON of an error response (`id` null when unknown).
-    public static func response(id: RequestID?, error: RPCError) -> JSONValue {
-        .object(["jsonrpc": "2.0", "id": (id ?? .null).jsonValue, "error": error.jsonValue])
+    /// The JSON text of an error response (`id` null when unknown).
+    public static func response(id: RequestID?, error: RPCError) -> [UInt8] {
+        JSONValue.object(["jsonrpc": "2.0", "id": (id ?? .null).jsonValue, "error": error.jsonValue]).serialized()
     }
 
     /// The JSON of a notification we send.
