@@ -41,16 +41,23 @@ public struct LocalFileSystem: ConfigFileSystem {
             throw .unreadable(path: path, reason: String(cString: strerror(code)))
         }
         defer { close(descriptor) }
+        // A regular file is read in one call into a buffer its size (plus one byte, to see the end);
+        // a pipe or a /proc file reports size 0 and is read in 64 KiB steps. The buffer is not
+        // zero-filled: a start-up reading a 2 KiB config should not touch 16 pages.
+        var info = stat()
+        let size = fstat(descriptor, &info) == 0 ? Int(info.st_size) : 0
+        let chunk = UnsafeMutableRawBufferPointer.allocate(byteCount: min(max(size + 1, 512), 65536), alignment: 1)
+        defer { chunk.deallocate() }
         var result: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 65536)
+        result.reserveCapacity(size)
         while true {
-            let count = chunk.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
+            let count = read(descriptor, chunk.baseAddress, chunk.count)
             if count == 0 { return result }
             if count < 0 {
                 if errno == EINTR { continue }
                 throw .unreadable(path: path, reason: String(cString: strerror(errno)))
             }
-            result.append(contentsOf: chunk[0..<count])
+            result.append(contentsOf: UnsafeRawBufferPointer(rebasing: chunk[0..<count]))
             if result.count > 16 * 1024 * 1024 { throw .unreadable(path: path, reason: "larger than 16 MiB") }
         }
     }

@@ -43,7 +43,9 @@ public final class StdioReader: Sendable {
         let started = SystemThread.start(named: "relay-stdin") {
             var framer = MessageFramer(framing: framing, limits: limits)
             var announced = false
-            var buffer = [UInt8](repeating: 0, count: 64 << 10)
+            // Not zero-filled: its pages are touched only as far as reads fill them.
+            let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 64 << 10, alignment: 1)
+            defer { buffer.deallocate() }
             func deliver(_ outputs: [FramerOutput]) {
                 if !announced, let detected = framer.framing {
                     announced = true
@@ -58,17 +60,14 @@ public final class StdioReader: Sendable {
             }
             while true {
                 waitForRoom()
-                let count = buffer.withUnsafeMutableBytes { raw -> Int in
-                    guard let base = raw.baseAddress else { return -1 }
-                    return read(fileDescriptor, base, raw.count)
-                }
+                let count = read(fileDescriptor, buffer.baseAddress, buffer.count)
                 if count < 0 {
                     if errno == EINTR { continue }
                     log.debug("stdin read failed: errno \(errno)")
                     break
                 }
                 if count == 0 { break }
-                deliver(framer.push(buffer[0..<count]))
+                deliver(framer.push(UnsafeRawBufferPointer(rebasing: buffer[0..<count])))
             }
             deliver(framer.finish())
             onEnd()
