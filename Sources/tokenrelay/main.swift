@@ -16,7 +16,7 @@ import Synchronization
 func runCommand() -> Int32 {
     ProcessSetup.resetSignals()
     let (command, arguments) = CommandLineTool.command(of: Array(CommandLine.arguments.dropFirst()))
-    if command != "serve" { ProcessSetup.useOneMallocArena() }
+    ProcessSetup.useOneMallocArena()
     let environment = ProcessEnvironment.current()
     let finished = DispatchSemaphore(value: 0)
     let exitCode = Atomic<Int32>(0)
