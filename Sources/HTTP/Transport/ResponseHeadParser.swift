@@ -1,8 +1,11 @@
 /// Builds a response head from the header lines libcurl hands over one at a time.
 ///
 /// Only the LAST response's head is kept: every status line (`HTTP/...`) starts over, so interim
-/// `1xx` responses and their fields disappear. Field names are kept as received; repeated fields
-/// are kept in order; obsolete line folding is joined with one space. Pure and allocation-light.
+/// `1xx` responses and their fields disappear. Field names are lower-cased on their ASCII letters
+/// as they are decoded (names are case-insensitive, and HTTP/2 sends them so: one spelling for
+/// every version, and the `request` result's lower-case names cost no second pass); repeated
+/// fields are kept in order; obsolete line folding is joined with one space. Pure and
+/// allocation-light.
 struct ResponseHeadParser: Sendable {
     /// The status code of the latest status line, 0 before one was seen.
     private(set) var status = 0
@@ -41,7 +44,13 @@ struct ResponseHeadParser: Sendable {
         var colon = 0
         while colon < end, line[colon] != 0x3A { colon += 1 }
         guard colon < end, colon > 0 else { return false }
-        let name = String(decoding: UnsafeBufferPointer(rebasing: line[0..<colon]), as: UTF8.self)
+        let name = String(unsafeUninitializedCapacity: colon) { name in
+            for index in 0..<colon {
+                let byte = line[index]
+                name[index] = byte &- UInt8(ascii: "A") < 26 ? byte | 0x20 : byte
+            }
+            return colon
+        }
         let value = Self.trimmed(line, from: colon + 1, to: end)
         fields.append((name, value))
         return false

@@ -20,7 +20,7 @@ import Testing
         ])
         #expect(parser.status == 201)
         #expect(completions == 1)
-        #expect(parser.fields.map(\.name) == ["Location", "set-cookie", "Set-Cookie"])
+        #expect(parser.fields.map(\.name) == ["location", "set-cookie", "set-cookie"])
         #expect(HTTPHeaders(parser.fields).values(for: "set-cookie") == ["a=1", "b=2"])
     }
 
@@ -37,6 +37,37 @@ import Testing
             "HTTP/1.1 200 OK\n", "no colon here\n", ": empty name\n", "A: 1\n", "\n", "Trailer: x\n", "\n",
         ])
         #expect(completions == 1)
-        #expect(parser.fields.map(\.name) == ["A"])
+        #expect(parser.fields.map(\.name) == ["a"])
+    }
+
+    @Test func lowerCasesNamesOnTheirASCIILettersOnly() {
+        // Not Unicode case mapping: the Kelvin sign stays (it would lower-case to `k`), and
+        // invalid UTF-8 is repaired as in the values.
+        let (parser, _) = feed(["HTTP/1.1 200 OK\r\n", "X-Mixed_Case-09[]: 1\r\n", "\u{212A}ey: 2\r\n", "\r\n"])
+        #expect(parser.fields.map(\.name) == ["x-mixed_case-09[]", "\u{212A}ey"])
+        var parser2 = ResponseHeadParser()
+        let invalid: [UInt8] = [0x58, 0xFF, 0x3A, 0x20, 0x31, 0x0D, 0x0A]
+        _ = [UInt8]("HTTP/1.1 200 OK\r\n".utf8).withUnsafeBufferPointer { parser2.consume(line: $0) }
+        _ = invalid.withUnsafeBufferPointer { parser2.consume(line: $0) }
+        #expect(parser2.fields.map(\.name) == ["x\u{FFFD}"])
+    }
+}
+
+@Suite struct FieldNameComparisonTests {
+    @Test func namesCompareCaseInsensitivelyOnASCIILettersOnly() {
+        #expect("Content-Type".caseInsensitiveEquals("content-TYPE"))
+        #expect(
+            "x-a-long-field-name-beyond-the-small-string-size".caseInsensitiveEquals(
+                "X-A-LONG-FIELD-NAME-BEYOND-THE-SMALL-STRING-SIZE"))
+        #expect(!"content-type".caseInsensitiveEquals("content-typf"))
+        #expect(!"content-type".caseInsensitiveEquals("content-typ"))
+        // `@` and `` ` `` differ only in bit 0x20, as do `[` and `{`: not letters, not equal.
+        #expect(!"a@".caseInsensitiveEquals("a`"))
+        #expect(!"[".caseInsensitiveEquals("{"))
+        // Not Unicode case folding, and not canonical equivalence: bytes or nothing.
+        #expect(!"\u{212A}".caseInsensitiveEquals("k"))
+        #expect(!"\u{E9}".caseInsensitiveEquals("e\u{301}"))
+        let bridgedLike = String(decoding: Array("Set-Cookie".utf8), as: UTF8.self)
+        #expect(HTTPHeaders([(name: bridgedLike, value: "a=1")])["set-cookie"] == "a=1")
     }
 }
