@@ -72,9 +72,11 @@ public final class RelayServer: Sendable {
             methods: methodTable(), notifications: notificationTable(),
             readOrderNotifications: readOrderNotificationTable(), sink: writer,
             limits: options.dispatcherLimits, errorMapper: ErrorMapping.rpcError,
-            executorPreference: { [runtimes] request in runtimes.current.executor(for: request) })
+            executorPreference: { [runtimes, options] request in
+                runtimes.current.executor(for: request) ?? options.defaultExecutor
+            })
         let notifier = Notifier(sink: writer)
-        let authEvents = Task.detached { [runtimes] in
+        let authEvents = Task.detached(executorPreference: options.defaultExecutor) { [runtimes] in
             for await event in runtimes.current.manager.events {
                 switch event {
                 case .authFailed(let failure):

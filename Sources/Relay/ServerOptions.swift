@@ -18,6 +18,11 @@ public struct ServerOptions: Sendable {
     /// Loads the configuration again, from the same place and in the same way as at start
     /// (`config-reload` and SIGHUP); `nil`: there is nothing to reload.
     public var loadConfig: (@Sendable () async -> ConfigLoadResult)?
+    /// Where requests that need no environment's HTTP loop (`ping`, `initialize`, a request
+    /// whose transport is not started yet) and the server's own tasks run; `nil`: the global
+    /// concurrent executor. The binary passes its main thread (``ThreadExecutor``), so a start
+    /// answers its first request without starting the cooperative pool.
+    public var defaultExecutor: (any TaskExecutor)?
 
     public init(
         framing: Framing? = nil, framingLimits: FramingLimits = FramingLimits(),

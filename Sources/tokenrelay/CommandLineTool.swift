@@ -52,7 +52,11 @@ enum CommandLineTool {
     }
 
     /// Runs `command` (see ``command(of:)``) with the arguments after it.
-    static func run(_ command: String, arguments: [String], environment: [String: String]) async -> Int32 {
+    /// Runs `command`; `executor` is where `serve` runs the requests that need no HTTP loop
+    /// (`nil`: the global executor).
+    static func run(
+        _ command: String, arguments: [String], environment: [String: String], executor: (any TaskExecutor)? = nil
+    ) async -> Int32 {
         if arguments.contains("--version") || command == "version" {
             print("tokenrelay \(RelayServer.version)")
             return ExitCodes.success
@@ -67,7 +71,7 @@ enum CommandLineTool {
             writeRaw(STDOUT_FILENO, Array(OpenRPCDocument.text.utf8))
             return ExitCodes.success
         case "serve":
-            return await serve(arguments: arguments, environment: environment)
+            return await serve(arguments: arguments, environment: environment, executor: executor)
         case "call":
             return await CallCommand.run(arguments: arguments, environment: environment)
         case "subscribe":
@@ -139,9 +143,11 @@ enum CommandLineTool {
     }
 
     /// `tokenrelay serve`.
-    static func serve(arguments: [String], environment: [String: String]) async -> Int32 {
+    static func serve(arguments: [String], environment: [String: String], executor: (any TaskExecutor)?) async -> Int32
+    {
         var parser = ArgumentParser(arguments)
         var options = ServerOptions()
+        options.defaultExecutor = executor
         var logLevel = LogLevel.info
         var logFormat = LogFormat.text
         var configPath: String?

@@ -18,14 +18,15 @@ func runCommand() -> Int32 {
     let (command, arguments) = CommandLineTool.command(of: Array(CommandLine.arguments.dropFirst()))
     ProcessSetup.useOneMallocArena()
     let environment = ProcessEnvironment.current()
-    let finished = DispatchSemaphore(value: 0)
+    let mainThread = ThreadExecutor()
     let exitCode = Atomic<Int32>(0)
-    Task.detached {
+    Task.detached(executorPreference: mainThread) {
         exitCode.store(
-            await CommandLineTool.run(command, arguments: arguments, environment: environment), ordering: .relaxed)
-        finished.signal()
+            await CommandLineTool.run(command, arguments: arguments, environment: environment, executor: mainThread),
+            ordering: .relaxed)
+        mainThread.finish()
     }
-    finished.wait()
+    mainThread.run()
     return exitCode.load(ordering: .relaxed)
 }
 
