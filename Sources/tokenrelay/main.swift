@@ -10,9 +10,10 @@ import Synchronization
 // tokenrelay's entry point: arguments, stdout protection, signals, exit code. Everything else
 // lives in the libraries.
 
-/// Runs the command on a task and waits for it on the main thread: a synchronous main, so the
-/// process ends from here instead of through `dispatch_main`'s main queue (which starts a thread
-/// of its own for the last step of an async main).
+/// Runs the command on a task whose jobs the main thread runs (``ThreadExecutor``) until it ends:
+/// a synchronous main, so the process ends from here instead of through `dispatch_main`'s main
+/// queue (which starts a thread of its own for the last step of an async main), and no
+/// cooperative-pool thread is started on the way to the first answer.
 func runCommand() -> Int32 {
     ProcessSetup.resetSignals()
     let (command, arguments) = CommandLineTool.command(of: Array(CommandLine.arguments.dropFirst()))
