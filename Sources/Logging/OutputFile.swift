@@ -30,9 +30,11 @@ public enum OutputFile {
 
     /// What an output is, which decides whether a writer may write to it without a thread of
     /// its own: a pipe (as Python's and Emacs's subprocesses give), a socket (libuv's: Neovim,
-    /// Node, VS Code) or a regular file may be written without blocking; a terminal may not.
+    /// Node, VS Code), a regular file or `/dev/null` (where a service manager, an editor that
+    /// drops a child's stderr, or `2>/dev/null` sends it) may be written without blocking; a
+    /// terminal may not.
     public enum Kind: Sendable, Equatable {
-        case pipe, socket, regularFile, other
+        case pipe, socket, regularFile, null, other
 
         /// The kind of `fileDescriptor` (`other` when it cannot be told).
         public init(_ fileDescriptor: Int32) {
@@ -45,6 +47,10 @@ public enum OutputFile {
             case S_IFIFO: self = .pipe
             case S_IFSOCK: self = .socket
             case S_IFREG: self = .regularFile
+            // /dev/null is character device 1:3, whose dev_t is 0x103 (glibc's makedev puts
+            // the low 12 bits of the major above the low 8 of the minor); any other device (a
+            // terminal) may block.
+            case S_IFCHR where info.st_rdev == 0x103: self = .null
             default: self = .other
             }
         }
@@ -66,12 +72,12 @@ public enum OutputFile {
     }
 
     /// Writes as much of `bytes` as can go without blocking: into a pipe or a socket, one
-    /// non-blocking write of what fits (retried on EINTR and short writes); into a regular file,
-    /// all of it. A terminal (`other`) takes nothing. Never blocks on a slow reader.
+    /// non-blocking write of what fits (retried on EINTR and short writes); into a regular file
+    /// or /dev/null, all of it. A terminal (`other`) takes nothing. Never blocks on a slow reader.
     public static func writeWithoutBlocking(_ fileDescriptor: Int32, _ bytes: [UInt8], kind: Kind) -> NonBlockingWrite {
         switch kind {
         case .other: return .unsupported(0)
-        case .regularFile: return writeAll(fileDescriptor, bytes) ? .written(bytes.count) : .failed
+        case .regularFile, .null: return writeAll(fileDescriptor, bytes) ? .written(bytes.count) : .failed
         case .pipe, .socket: break
         }
         return bytes.withUnsafeBytes { buffer -> NonBlockingWrite in

@@ -108,6 +108,23 @@ import Testing
         #expect(received.last == notices.first)
     }
 
+    @Test func outputsAreToldApartByWhatTheyAre() throws {
+        var ends: [Int32] = [0, 0]
+        try #require(pipe(&ends) == 0)
+        defer { ends.forEach { close($0) } }
+        let devNull = open("/dev/null", O_WRONLY | O_CLOEXEC)
+        let devZero = open("/dev/zero", O_WRONLY | O_CLOEXEC)
+        try #require(devNull >= 0 && devZero >= 0)
+        defer { [devNull, devZero].forEach { close($0) } }
+        #expect(OutputFile.Kind(ends[1]) == .pipe)
+        #expect(OutputFile.Kind(devNull) == .null)
+        // Another character device (a terminal's kind) is not taken for /dev/null.
+        #expect(OutputFile.Kind(devZero) == .other)
+        #expect(!OutputFile.Kind(devZero).takesWritesWithoutBlocking)
+        #expect(OutputFile.writeWithoutBlocking(devNull, Array("x\n".utf8), kind: .null) == .written(2))
+        #expect(OutputFile.Kind(-1) == .other)
+    }
+
     @Test func aRegularFileAndANonPipeOutputGetEveryLine() throws {
         let path = "/tmp/tokenrelay-logwriter-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
         let file = open(path, O_CREAT | O_TRUNC | O_WRONLY | O_CLOEXEC, 0o600)
@@ -116,10 +133,13 @@ import Testing
             close(file)
             unlink(path)
         }
+        // /dev/null is written inline; /dev/zero, a character device like a terminal, only by
+        // the writer's thread.
         let devNull = open("/dev/null", O_WRONLY | O_CLOEXEC)
-        try #require(devNull >= 0)
-        defer { close(devNull) }
-        for descriptor in [file, devNull] {
+        let devZero = open("/dev/zero", O_WRONLY | O_CLOEXEC)
+        try #require(devNull >= 0 && devZero >= 0)
+        defer { [devNull, devZero].forEach { close($0) } }
+        for descriptor in [file, devNull, devZero] {
             let writer = LogWriter(fileDescriptor: descriptor, dropNotice: Self.notice)
             for index in 0..<500 { writer.enqueue(Array("line \(index)\n".utf8)) }
             #expect(writer.flush(timeout: .seconds(60)))
