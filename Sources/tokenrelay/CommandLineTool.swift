@@ -51,9 +51,8 @@ enum CommandLineTool {
         return (first, Array(arguments.dropFirst()))
     }
 
-    /// Runs `command` (see ``command(of:)``) with the arguments after it.
-    /// Runs `command`; `executor` is where `serve` runs the requests that need no HTTP loop
-    /// (`nil`: the global executor).
+    /// Runs `command` (see ``command(of:)``) with the arguments after it; `executor` is where
+    /// `serve` runs the requests that need no HTTP loop (`nil`: the global executor).
     static func run(
         _ command: String, arguments: [String], environment: [String: String], executor: (any TaskExecutor)? = nil
     ) async -> Int32 {
