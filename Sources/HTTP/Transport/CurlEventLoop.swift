@@ -68,6 +68,8 @@ final class CurlEventLoop: @unchecked Sendable {  // Safe: inbox is a Mutex; the
     private var streams: [ObjectIdentifier: CurlTransfer] = [:]
     private var pool: [CurlEasyHandle] = []
     private var nextIdleCheck: UInt64 = .max
+    /// CURLMOPT_MAXCONNECTS as last set (see ``keepConnections()``).
+    private var connectionCacheSize = 0
 
     /// The loop thread's name (Linux keeps 15 bytes of a thread name).
     static let threadName = "relay-curl"
@@ -87,6 +89,7 @@ final class CurlEventLoop: @unchecked Sendable {  // Safe: inbox is a Mutex; the
         self.wakeup = wakeup
         self.options = options
         _ = tr_multi_setopt_long(multi, CURLMOPT_PIPELINING, Int(CURLPIPE_MULTIPLEX))
+        keepConnections()
         if options.maxConnectionsPerHost > 0 {
             _ = tr_multi_setopt_long(multi, CURLMOPT_MAX_HOST_CONNECTIONS, options.maxConnectionsPerHost)
         }
@@ -192,10 +195,25 @@ final class CurlEventLoop: @unchecked Sendable {  // Safe: inbox is a Mutex; the
         transfer.isActive = true
         let id = ObjectIdentifier(transfer)
         active[id] = transfer
+        keepConnections()
         if case .stream = transfer.sink, transfer.idleTimeoutNanoseconds > 0 {
             streams[id] = transfer
             nextIdleCheck = min(nextIdleCheck, transfer.lastActivityNanoseconds &+ transfer.idleTimeoutNanoseconds)
         }
+    }
+
+    /// Sets how many connections libcurl keeps open after use: ``CurlTransport/Options/keptConnections``,
+    /// or four per attached transfer when more are attached, never lowered. libcurl's own default
+    /// is four per transfer attached *at the moment a connection is returned*, so whenever the
+    /// number attached dips (a burst answered, the next not yet sent) it closed connections the
+    /// next burst then opened again: at 64 requests in flight, one request in twenty paid a new
+    /// connection (1,562 connects for 31,000 requests, against 64 now). Idle connections still
+    /// close after libcurl's idle bound (CURLOPT_MAXAGE_CONN, 118 s).
+    private func keepConnections() {
+        let wanted = max(options.keptConnections, 4 * active.count)
+        guard wanted > connectionCacheSize else { return }
+        connectionCacheSize = wanted
+        _ = tr_multi_setopt_long(multi, CURLMOPT_MAXCONNECTS, wanted)
     }
 
     /// The options that are the same for every transfer of this loop, set once when an easy

@@ -30,11 +30,14 @@ public final class CurlTransport: HTTPTransport {
         public var streamIdleTimeout: Duration?
         /// Connections per host (0: unlimited; more transfers wait inside libcurl).
         public var maxConnectionsPerHost: Int
+        /// Connections kept open after use, at least: a burst of this many requests finds its
+        /// connections open again after a lull (more while more transfers run: four per transfer).
+        public var keptConnections: Int
 
         public init(
             caFile: String? = nil, proxy: String? = nil, maxResponseBytes: Int = 32 << 20,
             connectTimeout: Duration = .seconds(10), streamBufferBytes: Int = 256 << 10,
-            streamIdleTimeout: Duration? = nil, maxConnectionsPerHost: Int = 0
+            streamIdleTimeout: Duration? = nil, maxConnectionsPerHost: Int = 0, keptConnections: Int = 256
         ) {
             self.caFile = caFile
             self.proxy = proxy
@@ -43,6 +46,7 @@ public final class CurlTransport: HTTPTransport {
             self.streamBufferBytes = streamBufferBytes
             self.streamIdleTimeout = streamIdleTimeout
             self.maxConnectionsPerHost = maxConnectionsPerHost
+            self.keptConnections = keptConnections
         }
     }
 

@@ -55,6 +55,8 @@ final class RelayRuntime: Sendable {
             var options = CurlTransport.Options()
             // A paused subscription holds at most this much: 1,000 of them stay well under 100 MB.
             options.streamBufferBytes = 32 << 10
+            // As many connections stay open as requests may run at once.
+            options.keptConnections = settings.server.maxConcurrentRequests
             if let environment {
                 options.caFile = environment.caFile
                 options.proxy = environment.proxy

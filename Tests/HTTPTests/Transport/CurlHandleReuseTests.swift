@@ -68,3 +68,54 @@ import Testing
         }
     }
 }
+
+/// Connections opened by a burst stay open through a lull (fewer transfers attached) and serve
+/// the next burst: libcurl's default cache (four per transfer attached at that moment) closed
+/// them, and every burst after a lull opened its connections again.
+@Suite struct CurlConnectionReuseTests {
+    let server: TestServer
+
+    init() async throws {
+        server = try await TestServer()
+    }
+
+    /// The client ports of `count` requests the server holds until all of them have arrived, so
+    /// each needs a connection of its own.
+    func burst(_ transport: CurlTransport, key: String, count: Int) async throws -> Set<String> {
+        try await withSafetyNet(seconds: 60) {
+            try await withThrowingTaskGroup(of: String.self) { group in
+                for _ in 0..<count {
+                    group.addTask {
+                        let response = try await transport.send(
+                            collecting: HTTPRequest(url: server.url("/gather?key=\(key)&n=\(count)")))
+                        #expect(response.status == 200)
+                        return String(decoding: response.body, as: UTF8.self)
+                    }
+                }
+                var ports: Set<String> = []
+                for try await port in group { ports.insert(port) }
+                return ports
+            }
+        }
+    }
+
+    @Test func aBurstAfterALullReusesTheConnectionsOfTheBurstBefore() async throws {
+        let transport = try CurlTransport()
+        let first = try await burst(transport, key: "first", count: 12)
+        #expect(first.count == 12)
+        // The lull: one transfer attached at a time (libcurl's default kept four connections).
+        for index in 0..<3 {
+            _ = try await burst(transport, key: "lull-\(index)", count: 1)
+        }
+        let second = try await burst(transport, key: "second", count: 12)
+        #expect(second == first)
+    }
+
+    @Test func moreTransfersThanTheKeptNumberKeepTheirConnectionsToo() async throws {
+        // Four per attached transfer when more are attached than the configured number.
+        let transport = try CurlTransport(options: .init(keptConnections: 2))
+        let first = try await burst(transport, key: "first", count: 10)
+        let second = try await burst(transport, key: "second", count: 10)
+        #expect(first.count == 10 && second == first)
+    }
+}

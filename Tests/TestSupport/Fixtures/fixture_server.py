@@ -21,6 +21,8 @@ ROLE transport (HTTPTests, the libcurl transport): prints "MAIN OTHER CLOSED TLS
   /slow?id=X            records started-X, then waits (300 s max) for the client to close the
                         connection, records closed-X
   /large?bytes=N        N bytes with Content-Length
+  /gather?key=K&n=N     holds each request until N requests of key K have arrived (120 s max),
+                        then answers each with the client port of its connection (text)
   /large-chunked?bytes=N  N bytes, chunked, no Content-Length
   /stream?bytes=N&chunk=C&delay_ms=D&stall=1&id=X
                         chunked body of N bytes (byte i = i % 251) in C-byte chunks, D ms apart;
@@ -210,6 +212,8 @@ class Transport:
     events = Events()
     other_hits = [0]
     other_port = 0
+    gathered = {}
+    gather_cond = threading.Condition()
 
 
 class TransportOther(Handler):
@@ -253,6 +257,13 @@ class TransportMain(Handler):
             self.reply(200 if ok else 504, b"")
         elif route == "/large":
             self.reply(200, b"x" * int(query.get("bytes", ["0"])[0]))
+        elif route == "/gather":
+            key, n = query.get("key", [""])[0], int(query.get("n", ["1"])[0])
+            with Transport.gather_cond:
+                Transport.gathered[key] = Transport.gathered.get(key, 0) + 1
+                Transport.gather_cond.notify_all()
+                Transport.gather_cond.wait_for(lambda: Transport.gathered[key] >= n, timeout=120)
+            self.reply(200, str(self.client_address[1]).encode(), [("Content-Type", "text/plain")])
         elif route == "/large-chunked":
             data = b"x" * int(query.get("bytes", ["0"])[0])
             self.start_chunked()
