@@ -43,7 +43,8 @@ public struct Settings: Sendable, CustomStringConvertible {
 
 /// Limits of the JSON-RPC server.
 public struct ServerSettings: Sendable, Hashable {
-    /// Requests executing at once (default 256).
+    /// Requests executing at once (default 256); also the connections each environment's
+    /// transport keeps open after use.
     public var maxConcurrentRequests: Int
     /// Requests waiting for a slot before new ones are refused (default 10,000).
     public var maxQueuedRequests: Int
