@@ -112,7 +112,8 @@ import Testing
     }
 
     @Test func moreTransfersThanTheKeptNumberKeepTheirConnectionsToo() async throws {
-        // Four per attached transfer when more are attached than the configured number.
+        // Four per attached transfer when more are attached than the configured number: held to
+        // the configured 2, the cache would close eight of the first burst's connections.
         let transport = try CurlTransport(options: .init(keptConnections: 2))
         let first = try await burst(transport, key: "first", count: 10)
         let second = try await burst(transport, key: "second", count: 10)

@@ -21,8 +21,8 @@ ROLE transport (HTTPTests, the libcurl transport): prints "MAIN OTHER CLOSED TLS
   /slow?id=X            records started-X, then waits (300 s max) for the client to close the
                         connection, records closed-X
   /large?bytes=N        N bytes with Content-Length
-  /gather?key=K&n=N     holds each request until N requests of key K have arrived (120 s max),
-                        then answers each with the client port of its connection (text)
+  /gather?key=K&n=N     records gathered-K and holds each request until N were recorded (120 s
+                        max, then 504), then answers each with the client port of its connection
   /large-chunked?bytes=N  N bytes, chunked, no Content-Length
   /stream?bytes=N&chunk=C&delay_ms=D&stall=1&id=X
                         chunked body of N bytes (byte i = i % 251) in C-byte chunks, D ms apart;
@@ -112,9 +112,10 @@ class Events:
             self.names.append(name)
             self.cond.notify_all()
 
-    def wait(self, name, timeout=120.0):
+    def wait(self, name, timeout=120.0, count=1):
+        """True once `name` was recorded `count` times (False when `timeout` ran out first)."""
         with self.cond:
-            return self.cond.wait_for(lambda: name in self.names, timeout=timeout)
+            return self.cond.wait_for(lambda: self.names.count(name) >= count, timeout=timeout)
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -212,8 +213,6 @@ class Transport:
     events = Events()
     other_hits = [0]
     other_port = 0
-    gathered = {}
-    gather_cond = threading.Condition()
 
 
 class TransportOther(Handler):
@@ -258,12 +257,10 @@ class TransportMain(Handler):
         elif route == "/large":
             self.reply(200, b"x" * int(query.get("bytes", ["0"])[0]))
         elif route == "/gather":
-            key, n = query.get("key", [""])[0], int(query.get("n", ["1"])[0])
-            with Transport.gather_cond:
-                Transport.gathered[key] = Transport.gathered.get(key, 0) + 1
-                Transport.gather_cond.notify_all()
-                Transport.gather_cond.wait_for(lambda: Transport.gathered[key] >= n, timeout=120)
-            self.reply(200, str(self.client_address[1]).encode(), [("Content-Type", "text/plain")])
+            name = "gathered-" + query.get("key", [""])[0]
+            events.record(name)
+            ok = events.wait(name, count=int(query.get("n", ["1"])[0]))
+            self.reply(200 if ok else 504, str(self.client_address[1]).encode(), [("Content-Type", "text/plain")])
         elif route == "/large-chunked":
             data = b"x" * int(query.get("bytes", ["0"])[0])
             self.start_chunked()
