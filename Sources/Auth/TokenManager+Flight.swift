@@ -9,6 +9,21 @@ extension TokenManager {
         case stored(Token)
         /// A token obtained from the token endpoint.
         case obtained(Token)
+        /// The store was read for no caller (``TokenManager/loadStored(_:)``): nothing to answer.
+        case loaded
+    }
+
+    /// Reads `key`'s session from the store ahead of its first use, when it is not read yet and no
+    /// acquisition is under way: a one-shot `call` starts this as soon as it knows its profile, so
+    /// the read runs while libcurl loads and the request finds the stored token in memory. The
+    /// read is a flight no caller waits for: it ends after the read, sending nothing and taking no
+    /// lease, unless a caller has joined it by then (it then goes on as any acquisition does).
+    /// Returns the read's task (to await it), or `nil` when the session is read already or an
+    /// acquisition is under way.
+    @discardableResult
+    public func loadStored(_ key: SessionKey) -> Task<Void, Never>? {
+        guard !closed, let session = sessions[key], !session.loaded, session.flight == nil else { return nil }
+        return startFlight(session).task
     }
 
     /// Starts an acquisition for `session` in an unstructured task (so callers' cancellation does
@@ -22,7 +37,7 @@ extension TokenManager {
         session.flight = flight
         let key = session.key
         let flightID = flight.id
-        flight.task = Task { await self.runFlight(key, flightID: flightID) }
+        flight.task = Task(executorPreference: taskExecutor) { await self.runFlight(key, flightID: flightID) }
         return flight
     }
 
@@ -72,6 +87,8 @@ extension TokenManager {
         switch result {
         case .success(.stored(let token)):
             answer = .success(token)
+        case .success(.loaded):
+            answer = .failure(AuthError.cancelled)  // no waiters: see `acquire`
         case .success(.obtained(let token)):
             session.token = token
             session.invalidated = false
@@ -106,6 +123,9 @@ extension TokenManager {
                 return .stored(token)
             }
         }
+        // A read ahead of use (`loadStored`) that no caller has joined ends here; so does an
+        // abandoned flight. Nothing suspends between this check and `finish`.
+        if flight.waiters.isEmpty { return .loaded }
         // An interactive session without a refresh token needs a person: say so at once, without
         // touching the network (a login is started by `login` only).
         if session.refreshToken == nil, configuration.grant.interactive != nil {

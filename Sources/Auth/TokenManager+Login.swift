@@ -122,7 +122,9 @@ extension TokenManager {
                 generation: session.generation)
             session.login = flight
             let flightID = flight.id
-            flight.task = Task { await self.runLogin(key, flightID: flightID, openBrowser: openBrowser) }
+            flight.task = Task(executorPreference: taskExecutor) {
+                await self.runLogin(key, flightID: flightID, openBrowser: openBrowser)
+            }
         }
         let waiterID = nextID()
         let flightID = flight.id
@@ -136,7 +138,9 @@ extension TokenManager {
                 }
             }
         } onCancel: {
-            Task { await self.dropLoginWaiter(key, flightID: flightID, waiterID: waiterID) }
+            Task(executorPreference: taskExecutor) {
+                await self.dropLoginWaiter(key, flightID: flightID, waiterID: waiterID)
+            }
         }
     }
 
@@ -336,7 +340,7 @@ extension TokenManager {
             // The JWKS is fetched while the code is exchanged (OpenID Connect).
             let keysTask: Task<JSONWebKeySet, any Error>? =
                 configuration.isOpenIDConnect
-                ? Task { [self, key = session.key] in
+                ? Task(executorPreference: taskExecutor) { [self, key = session.key] in
                     try await self.signingKeys(for: key, metadata: metadata, deadline: deadline, refresh: false)
                 }
                 : nil
@@ -452,7 +456,7 @@ extension TokenManager {
                     expiresAt: expiresAt ?? flight.deadline)))
         if let opener {
             let target = openURL ?? url
-            Task { await opener(target) }
+            Task(executorPreference: taskExecutor) { await opener(target) }
         }
     }
 

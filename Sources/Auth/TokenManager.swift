@@ -115,6 +115,10 @@ public actor TokenManager {
     var consumedSeeds: Set<[UInt8]> = []
     /// Issuers' signing keys by verified `jwks_uri` (OpenID Connect logins).
     var jwksCache: [String: JSONWebKeySet] = [:]
+    /// Where the manager's own tasks run (flights, callers' deadlines, logins' steps); `nil`: the
+    /// global concurrent executor. A one-shot command passes the thread it runs on, so reading a
+    /// stored session starts no cooperative-pool thread.
+    nonisolated let taskExecutor: (any TaskExecutor)?
     /// Test hook: awaited right after a renewal lease is taken (end-to-end tests hold a holder there).
     let afterLease: (@Sendable () async -> Void)?
     private var lastID: UInt64 = 0
@@ -129,7 +133,8 @@ public actor TokenManager {
 
     /// Creates a manager sending token and discovery requests through `transport` (which must
     /// follow no redirects), or, for sessions of an environment named in `environmentTransports`,
-    /// through that environment's transport.
+    /// through that environment's transport. Its own tasks run on `taskExecutor` (`nil`: the
+    /// global concurrent executor).
     public init(
         transport: any HTTPTransport, environmentTransports: [String: any HTTPTransport] = [:],
         store: any TokenStore = InMemoryTokenStore(),
@@ -137,9 +142,11 @@ public actor TokenManager {
         random: @escaping @Sendable () -> Double = { Double.random(in: 0..<1) },
         retryPolicy: RetryPolicy = RetryPolicy(),
         discoveryTimeToLive: Duration = .seconds(3600),
+        taskExecutor: (any TaskExecutor)? = nil,
         afterLease: (@Sendable () async -> Void)? = nil
     ) {
         self.store = store
+        self.taskExecutor = taskExecutor
         self.afterLease = afterLease
         self.clock = clock
         endpointClient = TokenEndpointClient(
@@ -210,7 +217,9 @@ public actor TokenManager {
                     continuation: continuation)
             }
         } onCancel: {
-            Task { await self.dropWaiter(key, waiterID: waiterID, error: CancellationError()) }
+            Task(executorPreference: taskExecutor) {
+                await self.dropWaiter(key, waiterID: waiterID, error: CancellationError())
+            }
         }
     }
 
@@ -261,9 +270,9 @@ public actor TokenManager {
         var waiter = Waiter(continuation: continuation, timer: nil)
         if let deadline {
             let key = session.key
-            waiter.timer = Task { [clock] in
+            waiter.timer = Task(executorPreference: taskExecutor) { [clock] in
                 do { try await clock.sleep(until: deadline) } catch { return }
-                self.dropWaiter(key, waiterID: waiterID, error: AuthError.timeout)
+                await self.dropWaiter(key, waiterID: waiterID, error: AuthError.timeout)
             }
         }
         flight.waiters[waiterID] = waiter

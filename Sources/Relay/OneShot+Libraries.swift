@@ -1,6 +1,7 @@
 import Auth
 import Dispatch
 import HTTP
+import JSONRPC
 import Logging
 import Synchronization
 
@@ -16,7 +17,8 @@ extension OneShot {
     /// the store's thread, whose opening then runs beside libcurl's load), then libcurl. A
     /// stored-token call otherwise opened libsqlite3 and its store only after libcurl's load.
     /// A configuration that takes longer to read than libcrypto to load delays libcurl by the
-    /// difference.
+    /// difference. The call waits for libcurl without holding its thread (``loaded()``), so the
+    /// session's first read of the store (``TokenManager/loadStored(_:)``) runs meanwhile.
     public final class CallLibraries: Sendable {
         private enum Step { case waiting, proceed, abandoned }
 
@@ -24,6 +26,8 @@ extension OneShot {
         private final class Core: Sendable {
             let step = Mutex(Step.waiting)
             let decided = DispatchSemaphore(value: 0)
+            /// Fired as the loading thread ends.
+            let ended = OneShotSignal()
 
             func decide(_ step: Step) {
                 let first = self.step.withLock { current in
@@ -47,7 +51,10 @@ extension OneShot {
             let libraries = CallLibraries()
             let core = libraries.core
             SystemThread.start(named: "relay-lib-load") {
-                defer { whenDone() }
+                defer {
+                    core.ended.fire()
+                    whenDone()
+                }
                 LibCrypto.load()
                 core.decided.wait()
                 if core.step.withLock({ $0 }) == .proceed { CurlTransport.loadLibrary() }
@@ -58,18 +65,26 @@ extension OneShot {
         /// Lets libcurl load: the call has started what must come before it.
         func proceed() { core.decide(.proceed) }
 
+        /// Returns once the loads have ended (after ``proceed()``: libcurl is loaded, or could not
+        /// be), without holding the caller's thread meanwhile.
+        func loaded() async { await core.ended.wait() }
+
         /// A call that ends before it proceeds (bad params): the thread ends without libcurl.
         deinit { core.decide(.abandoned) }
     }
 
     /// Before the request: starts what the profile's session needs ahead of libcurl's load (the
-    /// store's opening, for a profile that keeps its session there), then lets libcurl load.
-    static func proceed(_ libraries: CallLibraries, runtime: RelayRuntime, params: RequestParams) {
+    /// store's opening and the session's first read of it, for a profile that keeps its session
+    /// there), lets libcurl load, and waits for it without holding the thread, which runs the read
+    /// meanwhile.
+    static func proceed(_ libraries: CallLibraries, runtime: RelayRuntime, params: RequestParams) async {
         if params.auth, let environment = try? runtime.environment(params.environment),
-            let profile = try? runtime.profile(params.profile, in: environment), profile.session != nil
+            let profile = try? runtime.profile(params.profile, in: environment), let session = profile.session
         {
             runtime.manager.prepareStore()
+            await runtime.manager.loadStored(session)
         }
         libraries.proceed()
+        await libraries.loaded()
     }
 }

@@ -15,10 +15,10 @@ extension OneShot {
     /// params; returns once the session is stored.
     public static func login(
         settings: Settings, environment: String?, profile: String?, openBrowser: Bool,
-        onPrompt: @escaping @Sendable (JSONValue) -> Void
+        executor: (any TaskExecutor)? = nil, onPrompt: @escaping @Sendable (JSONValue) -> Void
     ) async -> Result<LoginOutcome, RPCError> {
-        await withRuntime(settings: settings, environment: environment) { runtime in
-            let prompts = Task {
+        await withRuntime(settings: settings, environment: environment, executor: executor) { runtime in
+            let prompts = Task(executorPreference: executor) {
                 for await event in runtime.manager.events {
                     if case .prompt(let prompt) = event { onPrompt(LoginMethod.promptParams(prompt)) }
                 }

@@ -5,16 +5,20 @@ import JSONRPC
 extension OneShot {
     /// `tokenrelay status`: the `status` method's result in a process of its own (what the store
     /// holds for each configured session).
-    public static func status(settings: Settings, environment: String?) async -> Result<JSONValue, RPCError> {
-        await withTokenMethods(settings: settings, environment: environment) { try await $0.status().resultValue }
+    public static func status(settings: Settings, environment: String?, executor: (any TaskExecutor)? = nil) async
+        -> Result<JSONValue, RPCError>
+    {
+        await withTokenMethods(settings: settings, environment: environment, executor: executor) {
+            try await $0.status().resultValue
+        }
     }
 
     /// `tokenrelay logout`: the `logout` method (params `{environment?, profile?, all?}`) in a
     /// process of its own; the sessions are removed from the store, so every process sees it.
-    public static func logout(settings: Settings, environment: String?, params: JSONValue) async -> Result<
-        JSONValue, RPCError
-    > {
-        await withTokenMethods(settings: settings, environment: environment) {
+    public static func logout(
+        settings: Settings, environment: String?, params: JSONValue, executor: (any TaskExecutor)? = nil
+    ) async -> Result<JSONValue, RPCError> {
+        await withTokenMethods(settings: settings, environment: environment, executor: executor) {
             try await $0.logout(try SessionSelection(decoding: params)).resultValue
         }
     }
@@ -37,9 +41,10 @@ extension OneShot {
     public static func newStoreKey() -> String? { SQLiteTokenStore.newKey() }
 
     private static func withTokenMethods(
-        settings: Settings, environment: String?, _ body: (TokenMethods) async throws -> JSONValue
+        settings: Settings, environment: String?, executor: (any TaskExecutor)?,
+        _ body: (TokenMethods) async throws -> JSONValue
     ) async -> Result<JSONValue, RPCError> {
-        await withRuntime(settings: settings, environment: environment) { runtime in
+        await withRuntime(settings: settings, environment: environment, executor: executor) { runtime in
             try await body(TokenMethods(runtime: runtime, subscriptionCount: { 0 }))
         }
     }

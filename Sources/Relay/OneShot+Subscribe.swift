@@ -36,11 +36,12 @@ extension OneShot {
     /// `handle` is stopped. State changes are logged on stderr.
     public static func subscribe(
         settings: Settings, environment: String?, params: JSONValue, handle: SubscriptionHandle,
-        onEvent: @escaping @Sendable (JSONValue) -> Void
+        executor: (any TaskExecutor)? = nil, onEvent: @escaping @Sendable (JSONValue) -> Void
     ) async -> SubscriptionEnd {
         let runtime: RelayRuntime
         do {
-            runtime = try await RelayRuntime.make(settings: settings, environmentOverride: environment)
+            runtime = try await RelayRuntime.make(
+                settings: settings, environmentOverride: environment, taskExecutor: executor)
         } catch {
             return .failed(ErrorMapping.rpcError(error))
         }

@@ -3,18 +3,20 @@ import HTTP
 import JSONRPC
 
 /// The one-shot commands for shell users (`tokenrelay call`), using the same runtime as the
-/// server without the JSON-RPC layer.
+/// server without the JSON-RPC layer. Each takes `executor`: where the token manager's own tasks
+/// run (the binary passes the thread the command runs on; `nil`: the global concurrent executor).
 public enum OneShot {
     /// Sends one request described by `request` params (as the `request` method takes them).
     /// Returns the response, or the wire error it would have produced. `libraries`: the loads
     /// the caller started (``CallLibraries/startLoading()``), which proceed once the request's
     /// profile is known.
     public static func call(
-        settings: Settings, environment: String?, params: JSONValue, libraries: CallLibraries? = nil
+        settings: Settings, environment: String?, params: JSONValue, libraries: CallLibraries? = nil,
+        executor: (any TaskExecutor)? = nil
     ) async -> Result<(response: HTTPResponse, elapsed: Duration), RPCError> {
-        await withRuntime(settings: settings, environment: environment) { runtime in
+        await withRuntime(settings: settings, environment: environment, executor: executor) { runtime in
             let decoded = try RequestParams.decode(params)
-            if let libraries { proceed(libraries, runtime: runtime, params: decoded) }
+            if let libraries { await proceed(libraries, runtime: runtime, params: decoded) }
             let (response, elapsed) = try await RequestMethod(runtime: runtime).perform(decoded)
             return (response, elapsed)
         }
@@ -24,11 +26,13 @@ public enum OneShot {
     /// environment), closing it afterwards; every error comes back as the wire error it would
     /// have been.
     static func withRuntime<Value>(
-        settings: Settings, environment: String?, _ body: (RelayRuntime) async throws -> Value
+        settings: Settings, environment: String?, executor: (any TaskExecutor)?,
+        _ body: (RelayRuntime) async throws -> Value
     ) async -> Result<Value, RPCError> {
         let runtime: RelayRuntime
         do {
-            runtime = try await RelayRuntime.make(settings: settings, environmentOverride: environment)
+            runtime = try await RelayRuntime.make(
+                settings: settings, environmentOverride: environment, taskExecutor: executor)
         } catch {
             return .failure(ErrorMapping.rpcError(error))
         }

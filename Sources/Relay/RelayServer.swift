@@ -47,7 +47,7 @@ public final class RelayServer: Sendable {
         do {
             let runtime = try await RelayRuntime.make(
                 settings: settings, environmentOverride: environment,
-                testLeaseGate: options.testMethods ? options.testLeaseGate : nil)
+                testLeaseGate: options.testMethods ? options.testLeaseGate : nil, taskExecutor: options.defaultExecutor)
             return RelayServer(options: options, runtime: runtime)
         } catch {
             throw ErrorMapping.rpcError(error)

@@ -9,7 +9,9 @@ import Relay
 /// `tokenrelay call METHOD PATH`: one request for shell users. Prints the response body to
 /// stdout; `-v` prints the status line and headers to stderr.
 enum CallCommand {
-    static func run(arguments: [String], environment: [String: String]) async -> Int32 {
+    static func run(arguments: [String], environment: [String: String], executor: (any TaskExecutor)?) async
+        -> Int32
+    {
         var parser = ArgumentParser(arguments)
         var positional: [String] = []
         var options = CommandOptions()
@@ -81,7 +83,8 @@ enum CallCommand {
             return ExitCodes.config
         }
         switch await OneShot.call(
-            settings: settings, environment: options.environment, params: .object(params), libraries: libraries)
+            settings: settings, environment: options.environment, params: .object(params), libraries: libraries,
+            executor: executor)
         {
         case .failure(let error):
             return CommandLineTool.fail(error, in: .call)

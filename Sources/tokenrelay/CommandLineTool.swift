@@ -52,7 +52,8 @@ enum CommandLineTool {
     }
 
     /// Runs `command` (see ``command(of:)``) with the arguments after it; `executor` is where
-    /// `serve` runs the requests that need no HTTP loop (`nil`: the global executor).
+    /// `serve` runs the requests that need no HTTP loop, and where every command's token manager
+    /// runs its own tasks (`nil`: the global executor).
     static func run(
         _ command: String, arguments: [String], environment: [String: String], executor: (any TaskExecutor)? = nil
     ) async -> Int32 {
@@ -72,19 +73,19 @@ enum CommandLineTool {
         case "serve":
             return await serve(arguments: arguments, environment: environment, executor: executor)
         case "call":
-            return await CallCommand.run(arguments: arguments, environment: environment)
+            return await CallCommand.run(arguments: arguments, environment: environment, executor: executor)
         case "subscribe":
-            return await SubscribeCommand.run(arguments: arguments, environment: environment)
+            return await SubscribeCommand.run(arguments: arguments, environment: environment, executor: executor)
         case "token":
-            return await TokenCommand.run(arguments: arguments, environment: environment)
+            return await TokenCommand.run(arguments: arguments, environment: environment, executor: executor)
         case "status":
-            return await SessionCommands.status(arguments: arguments, environment: environment)
+            return await SessionCommands.status(arguments: arguments, environment: environment, executor: executor)
         case "logout":
-            return await SessionCommands.logout(arguments: arguments, environment: environment)
+            return await SessionCommands.logout(arguments: arguments, environment: environment, executor: executor)
         case "store":
             return await SessionCommands.store(arguments: arguments, environment: environment)
         case "login":
-            return await LoginCommand.run(arguments: arguments, environment: environment)
+            return await LoginCommand.run(arguments: arguments, environment: environment, executor: executor)
         case "check-config":
             return await CheckConfigCommand.run(
                 arguments: arguments, environment: environment,

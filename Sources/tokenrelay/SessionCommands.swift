@@ -9,7 +9,9 @@ import Relay
 /// store seen from a shell, through the same methods `serve` answers.
 enum SessionCommands {
     /// `tokenrelay status [--config PATH] [--env E] [--json]`.
-    static func status(arguments: [String], environment: [String: String]) async -> Int32 {
+    static func status(arguments: [String], environment: [String: String], executor: (any TaskExecutor)?) async
+        -> Int32
+    {
         var parser = ArgumentParser(arguments)
         var configPath: String?
         var environmentName: String?
@@ -30,7 +32,7 @@ enum SessionCommands {
         guard let settings = await CommandLineTool.loadSettings(path: configPath, environment: environment) else {
             return ExitCodes.config
         }
-        switch await OneShot.status(settings: settings, environment: environmentName) {
+        switch await OneShot.status(settings: settings, environment: environmentName, executor: executor) {
         case .failure(let error):
             return fail(error)
         case .success(let result):
@@ -71,7 +73,9 @@ enum SessionCommands {
     }
 
     /// `tokenrelay logout [--config PATH] [--env E] [--profile P] [--all]`.
-    static func logout(arguments: [String], environment: [String: String]) async -> Int32 {
+    static func logout(arguments: [String], environment: [String: String], executor: (any TaskExecutor)?) async
+        -> Int32
+    {
         var parser = ArgumentParser(arguments)
         var configPath: String?
         var params = JSONObject()
@@ -92,7 +96,9 @@ enum SessionCommands {
         guard let settings = await CommandLineTool.loadSettings(path: configPath, environment: environment) else {
             return ExitCodes.config
         }
-        switch await OneShot.logout(settings: settings, environment: nil, params: .object(params)) {
+        switch await OneShot.logout(
+            settings: settings, environment: nil, params: .object(params), executor: executor)
+        {
         case .failure(let error):
             return fail(error)
         case .success(let result):

@@ -8,7 +8,9 @@ import Relay
 /// (`{"id"?, "event", "data", "retry"?}`) until SIGHUP/SIGINT/SIGQUIT/SIGTERM or the stream
 /// closes (then exit 0).
 enum SubscribeCommand {
-    static func run(arguments: [String], environment: [String: String]) async -> Int32 {
+    static func run(arguments: [String], environment: [String: String], executor: (any TaskExecutor)?) async
+        -> Int32
+    {
         var parser = ArgumentParser(arguments)
         var positional: [String] = []
         var options = CommandOptions()
@@ -50,7 +52,8 @@ enum SubscribeCommand {
         }
         defer { withExtendedLifetime(signalSources) {} }
         let end = await OneShot.subscribe(
-            settings: settings, environment: options.environment, params: .object(params), handle: handle
+            settings: settings, environment: options.environment, params: .object(params), handle: handle,
+            executor: executor
         ) { event in
             CommandLineTool.writeStandardOutput(event.jsonText)
         }

@@ -9,7 +9,9 @@ import Relay
 /// with `expose_token: true` in the format asked for; `--format git ACTION` speaks git's
 /// credential-helper protocol on stdin/stdout.
 enum TokenCommand {
-    static func run(arguments: [String], environment: [String: String]) async -> Int32 {
+    static func run(arguments: [String], environment: [String: String], executor: (any TaskExecutor)?) async
+        -> Int32
+    {
         var parser = ArgumentParser(arguments)
         var positional: [String] = []
         var options = CommandOptions()
@@ -55,12 +57,12 @@ enum TokenCommand {
         if let format = TokenFormat(rawValue: formatName) {
             result = await OneShot.token(
                 settings: settings, environment: options.environment, profile: options.profile, format: format,
-                minimumValidity: minimumValidity, execInfo: environment["KUBERNETES_EXEC_INFO"])
+                minimumValidity: minimumValidity, execInfo: environment["KUBERNETES_EXEC_INFO"], executor: executor)
         } else {
             result = await OneShot.gitCredential(
                 settings: settings, environment: options.environment, profile: options.profile, action: positional[0],
-                minimumValidity: minimumValidity, input: readStandardInput(limit: GitCredentialRequest.maximumBytes + 1)
-            )
+                minimumValidity: minimumValidity, input: readStandardInput(limit: GitCredentialRequest.maximumBytes + 1),
+                executor: executor)
         }
         switch result {
         case .success(let text):

@@ -144,3 +144,104 @@ final class SaveHeldStore: TokenStore {
     }
     func clearUnexplainedRenewals(_ key: StoreKey) async throws { try await base.clearUnexplainedRenewals(key) }
 }
+
+/// A session read from the store ahead of its first use (`loadStored`, what a one-shot `call`
+/// does while libcurl loads): the read alone, nothing sent, and the use that follows finds it.
+@Suite struct TokenManagerLoadStoredTests {
+    @Test func aValidStoredTokenReadAheadIsUsedWithoutAnotherReadOrARequest() async throws {
+        let h = try await Harness()
+        h.store.put(
+            StoredTokens(
+                accessToken: "at-stored", receivedAt: h.clock.now, expiresAt: h.clock.now.addingTimeInterval(3600)),
+            for: h.key)
+        await h.manager.loadStored(h.key)?.value
+        #expect(h.store.loads.count == 1)
+        #expect(try await h.token().accessToken == "at-stored")
+        #expect(h.store.loads.count == 1)
+        #expect(h.transport.requests.isEmpty)
+        // Read already: nothing more to do.
+        #expect(await h.manager.loadStored(h.key) == nil)
+    }
+
+    @Test func aReadAheadOfAnExpiredTokenSendsNothingAndLeavesTheRenewalToTheUse() async throws {
+        let h = try await Harness(configuration: refreshConfiguration())
+        h.store.put(
+            StoredTokens(
+                accessToken: "at-old", receivedAt: h.clock.now.addingTimeInterval(-7200),
+                expiresAt: h.clock.now.addingTimeInterval(-3600), refreshToken: "rt-stored"),
+            for: h.key)
+        await h.manager.loadStored(h.key)?.value
+        #expect(h.transport.requests.isEmpty)
+        // One read, and no lease: a renewal would have read again under its lease.
+        #expect(h.store.loads.count == 1)
+        let status = try #require(await h.manager.status().first)
+        #expect(status.lastError == nil)
+        #expect(status.counters.renewals == 0)
+
+        h.transport.enqueue(.success(tokenResponse("at-new", expiresIn: 3600, refreshToken: "rt-new")))
+        #expect(try await h.token().accessToken == "at-new")
+        #expect(h.transport.tokenRequests.count == 1)
+        #expect(Harness.form(try #require(h.transport.tokenRequests.first))["refresh_token"] == "rt-stored")
+    }
+
+    @Test func aCallerArrivingDuringTheReadIsAnswered() async throws {
+        let h = try await Harness()
+        h.store.put(
+            StoredTokens(
+                accessToken: "at-old", receivedAt: h.clock.now.addingTimeInterval(-7200),
+                expiresAt: h.clock.now.addingTimeInterval(-3600)),
+            for: h.key)
+        h.store.holdLoads()
+        let read = try #require(await h.manager.loadStored(h.key))
+        await h.store.loads.wait(for: 1)
+        h.transport.enqueue(.success(tokenResponse("at-new", expiresIn: 3600)))
+        // With a deadline, a caller's timer starts once it waits on the flight: the signal that it
+        // has joined.
+        let caller = Task { try await h.token(deadline: h.clock.now.addingTimeInterval(600)) }
+        await h.clock.sleepersRegistered.wait(for: 1)
+        h.store.release()
+        #expect(try await caller.value.accessToken == "at-new")
+        await read.value
+        #expect(h.transport.tokenRequests.count == 1)
+    }
+
+    @Test func nothingStoredIsNoErrorAndSendsNothing() async throws {
+        let h = try await Harness()
+        await h.manager.loadStored(h.key)?.value
+        #expect(h.transport.requests.isEmpty)
+        let status = try #require(await h.manager.status().first)
+        #expect(status.lastError == nil)
+        #expect(status.state == .none)
+    }
+}
+
+/// The manager's own tasks (flights, callers' deadlines) run on the executor it is given: a
+/// one-shot command's thread, so reading a session starts no cooperative-pool thread.
+@Suite struct TokenManagerTaskExecutorTests {
+    /// Runs jobs on one serial queue and counts them.
+    final class CountingExecutor: TaskExecutor {
+        let queue = DispatchQueue(label: "counting-executor")
+        let jobs = Atomic<Int>(0)
+
+        func enqueue(_ job: consuming ExecutorJob) {
+            jobs.add(1, ordering: .relaxed)
+            let job = UnownedJob(job)
+            queue.async { job.runSynchronously(on: self.asUnownedTaskExecutor()) }
+        }
+    }
+
+    @Test func aFlightRunsOnTheGivenExecutor() async throws {
+        let executor = CountingExecutor()
+        let transport = FakeTransport()
+        let manager = TokenManager(
+            transport: transport, store: FakeStore(), clock: FakeClock(), random: { 0.5 }, taskExecutor: executor)
+        let key = try await manager.register(
+            environment: "staging", profile: "service",
+            configuration: .init(
+                tokenURL: "https://as.example/token", clientID: "svc", clientSecret: .value(clientSecretCanary)))
+        transport.enqueue(.success(tokenResponse("at-1", expiresIn: 3600)))
+        #expect(executor.jobs.load(ordering: .relaxed) == 0)
+        #expect(try await manager.token(for: key).accessToken == "at-1")
+        #expect(executor.jobs.load(ordering: .relaxed) > 0)
+    }
+}

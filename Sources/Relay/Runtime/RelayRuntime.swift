@@ -47,9 +47,10 @@ final class RelayRuntime: Sendable {
     /// lease, until something is written to it. With `previous` (a reload), the previous
     /// runtime's manager is kept, and so are the transports and profiles that `diff` keeps;
     /// changed OAuth profiles start afresh (their held access token is not used again).
+    /// `taskExecutor`: where the token manager's own tasks run (``TokenManager/taskExecutor``).
     static func make(
         settings: Settings, environmentOverride: String?, testLeaseGate: String? = nil,
-        reusing previous: (runtime: RelayRuntime, diff: SettingsDiff)? = nil
+        taskExecutor: (any TaskExecutor)? = nil, reusing previous: (runtime: RelayRuntime, diff: SettingsDiff)? = nil
     ) async throws -> RelayRuntime {
         func transport(for environment: EnvironmentSettings?) -> LazyTransport {
             var options = CurlTransport.Options()
@@ -100,7 +101,8 @@ final class RelayRuntime: Sendable {
             defaultTransport = transport(for: nil)
             manager = TokenManager(
                 transport: defaultTransport, environmentTransports: environmentTransports.mapValues { $0 },
-                store: makeStore(settings.store), afterLease: testLeaseGate.map(Self.fifoGate))
+                store: makeStore(settings.store), taskExecutor: taskExecutor,
+                afterLease: testLeaseGate.map(Self.fifoGate))
         }
         var environments: [String: EnvironmentRuntime] = [:]
         for environment in settings.environments {

@@ -16,6 +16,15 @@ import Testing
         withExtendedLifetime(libraries) {}
     }
 
+    @Test func aCallWaitsForLibcurlWithoutHoldingItsThread() async {
+        let libraries = OneShot.CallLibraries.startLoading()
+        libraries.proceed()
+        await libraries.loaded()
+        #expect(CurlTransport.loadLibrary())
+        // Loaded already: returns at once.
+        await libraries.loaded()
+    }
+
     @Test func aCallThatEndsBeforeItProceedsLeavesNoThreadWaiting() {
         let ended = DispatchSemaphore(value: 0)
         do {
