@@ -61,7 +61,8 @@ enum TokenCommand {
         } else {
             result = await OneShot.gitCredential(
                 settings: settings, environment: options.environment, profile: options.profile, action: positional[0],
-                minimumValidity: minimumValidity, input: readStandardInput(limit: GitCredentialRequest.maximumBytes + 1),
+                minimumValidity: minimumValidity,
+                input: readStandardInput(limit: GitCredentialRequest.maximumBytes + 1),
                 executor: executor)
         }
         switch result {
