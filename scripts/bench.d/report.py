@@ -140,10 +140,13 @@ def main():
     target("`tokenrelay call` / curl CLI per call, static token", get("call_static", "call_vs_curl"), "<= 1.5",
            lambda v: v <= 1.5, f"{get('call_static', 'call_ms')} ms vs {get('call_static', 'curl_ms')} ms",
            needs=("call_static",))
-    target("`tokenrelay call` / curl CLI per call, stored token", get("store", "call_vs_curl"), "<= 1.5",
+    issued = sum(entry.get("issued", 0) for entry in runs.get("call_tokens", []))
+    target("`tokenrelay call` / curl CLI per call, stored token", get("call_static", "stored_vs_curl"), "<= 1.5",
            lambda v: v <= 1.5,
-           f"{get('store', 'call_ms')} ms vs {get('store', 'curl_ms')} ms; "
-           f"{get('store', 'call_tokens_issued')} token(s) issued for the calls", needs=("store",))
+           f"{get('call_static', 'stored_ms')} ms vs {get('call_static', 'curl_ms')} ms (static-token call "
+           f"{get('call_static', 'call_ms')} ms); {issued} token(s) issued for the stored calls; the session-store "
+           f"step, against its own resource server: {get('store', 'call_ms')} ms vs {get('store', 'curl_ms')} ms",
+           needs=("call_static",))
     calls, ok = get("storm", "token_calls"), get("storm", "succeeded")
     target("storm: token calls", calls, "== 1", lambda v: v == 1,
            f"{ok} of {get('storm', 'requests')} succeeded in {get('storm', 'wall_s')} s", needs=("storm_raw",))
