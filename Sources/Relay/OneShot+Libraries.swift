@@ -50,7 +50,7 @@ extension OneShot {
         static func startLoading(whenDone: @escaping @Sendable () -> Void) -> CallLibraries {
             let libraries = CallLibraries()
             let core = libraries.core
-            SystemThread.start(named: "relay-lib-load") {
+            let started = SystemThread.start(named: "relay-lib-load") {
                 defer {
                     core.ended.fire()
                     whenDone()
@@ -59,6 +59,8 @@ extension OneShot {
                 core.decided.wait()
                 if core.step.withLock({ $0 }) == .proceed { CurlTransport.loadLibrary() }
             }
+            // No thread: nothing to wait for; each library loads on its first use instead.
+            if !started { core.ended.fire() }
             return libraries
         }
 
