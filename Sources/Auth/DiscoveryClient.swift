@@ -14,18 +14,22 @@ public actor DiscoveryClient {
     private let timeToLive: TimeInterval
     private let random: @Sendable () -> Double
     private let retryPolicy: RetryPolicy
+    /// Where a fetch runs (`nil`: the global concurrent executor).
+    private let taskExecutor: (any TaskExecutor)?
     /// Verified metadata by issuer.
     private var cache: [String: Entry] = [:]
     /// Fetches in progress by issuer; callers share them.
     private var inFlight: [String: Task<AuthorizationServerMetadata, any Error>] = [:]
 
     /// Creates a client caching metadata for `timeToLive`; transient failures (connection
-    /// failures, 408, 429, 5xx) are retried with `retryPolicy`'s bounded backoff (SPEC §7).
+    /// failures, 408, 429, 5xx) are retried with `retryPolicy`'s bounded backoff (SPEC §7). A
+    /// fetch runs on `taskExecutor` (`nil`: the global concurrent executor).
     public init(
         transport: any HTTPTransport, clock: any AuthClock = SystemAuthClock(), timeToLive: Duration = .seconds(3600),
         random: @escaping @Sendable () -> Double = { Double.random(in: 0..<1) },
-        retryPolicy: RetryPolicy = RetryPolicy()
+        retryPolicy: RetryPolicy = RetryPolicy(), taskExecutor: (any TaskExecutor)? = nil
     ) {
+        self.taskExecutor = taskExecutor
         self.transport = transport
         self.clock = clock
         self.timeToLive = timeToLive.timeInterval
@@ -39,7 +43,7 @@ public actor DiscoveryClient {
             return entry.metadata
         }
         if let task = inFlight[issuer] { return try await task.value }
-        let task = Task { [transport, clock, random, retryPolicy] in
+        let task = Task(executorPreference: taskExecutor) { [transport, clock, random, retryPolicy] in
             try await Self.fetch(
                 issuer: issuer, transport: transport, clock: clock, deadline: deadline, random: random,
                 retryPolicy: retryPolicy)

@@ -9,7 +9,7 @@ extension TokenManager {
         case stored(Token)
         /// A token obtained from the token endpoint.
         case obtained(Token)
-        /// The store was read for no caller (``TokenManager/loadStored(_:)``): nothing to answer.
+        /// The store was read for no caller (``TokenManager/readAhead(_:)``): nothing to answer.
         case loaded
     }
 
@@ -21,7 +21,7 @@ extension TokenManager {
     /// Returns the read's task (to await it), or `nil` when the session is read already or an
     /// acquisition is under way.
     @discardableResult
-    public func loadStored(_ key: SessionKey) -> Task<Void, Never>? {
+    public func readAhead(_ key: SessionKey) -> Task<Void, Never>? {
         guard !closed, let session = sessions[key], !session.loaded, session.flight == nil else { return nil }
         return startFlight(session).task
     }
@@ -88,6 +88,7 @@ extension TokenManager {
         case .success(.stored(let token)):
             answer = .success(token)
         case .success(.loaded):
+            assert(waiters.isEmpty, "a flight that ended with its read had waiters")
             answer = .failure(AuthError.cancelled)  // no waiters: see `acquire`
         case .success(.obtained(let token)):
             session.token = token
@@ -123,7 +124,7 @@ extension TokenManager {
                 return .stored(token)
             }
         }
-        // A read ahead of use (`loadStored`) that no caller has joined ends here; so does an
+        // A read ahead of use (`readAhead`) that no caller has joined ends here; so does an
         // abandoned flight. Nothing suspends between this check and `finish`.
         if flight.waiters.isEmpty { return .loaded }
         // An interactive session without a refresh token needs a person: say so at once, without
@@ -143,6 +144,7 @@ extension TokenManager {
         let logoutEpoch = try await readLogoutEpoch(storeKey)
         guard session.generation == flight.generation else { throw AuthError.loggedOut }
         try await reload(session, storeKey)
+        guard session.generation == flight.generation else { throw AuthError.loggedOut }
         if let token = usableToken(session, now: clock.now, minimumValidity: flight.minimumValidity) {
             return .stored(token)
         }
@@ -276,7 +278,10 @@ extension TokenManager {
     }
 
     /// Reads the session's entry and makes it the session's state.
+    /// What is read is adopted unless the session was logged out meanwhile: the read predates the
+    /// logout, and the session stays logged out.
     func reload(_ session: Session, _ storeKey: StoreKey) async throws {
+        let generation = session.generation
         let stored: StoredTokens?
         do {
             stored = try await store.load(storeKey)
@@ -285,6 +290,7 @@ extension TokenManager {
         } catch {
             throw AuthError.storage("the token store could not be read")
         }
+        guard session.generation == generation else { return }
         session.loaded = true
         adoptStored(stored, into: session)
     }

@@ -153,14 +153,14 @@ public actor TokenManager {
             transport: transport, clock: clock, random: random, retryPolicy: retryPolicy)
         discovery = DiscoveryClient(
             transport: transport, clock: clock, timeToLive: discoveryTimeToLive, random: random,
-            retryPolicy: retryPolicy)
+            retryPolicy: retryPolicy, taskExecutor: taskExecutor)
         let makeTraffic: @Sendable (any HTTPTransport) -> TokenTraffic = { transport in
             TokenTraffic(
                 endpoint: TokenEndpointClient(
                     transport: transport, clock: clock, random: random, retryPolicy: retryPolicy),
                 discovery: DiscoveryClient(
                     transport: transport, clock: clock, timeToLive: discoveryTimeToLive, random: random,
-                    retryPolicy: retryPolicy))
+                    retryPolicy: retryPolicy, taskExecutor: taskExecutor))
         }
         self.makeTraffic = makeTraffic
         environmentTraffic = Mutex(environmentTransports.mapValues(makeTraffic))

@@ -18,7 +18,7 @@ extension OneShot {
     /// stored-token call otherwise opened libsqlite3 and its store only after libcurl's load.
     /// A configuration that takes longer to read than libcrypto to load delays libcurl by the
     /// difference. The call waits for libcurl without holding its thread (``loaded()``), so the
-    /// session's first read of the store (``TokenManager/loadStored(_:)``) runs meanwhile.
+    /// session's first read of the store (``TokenManager/readAhead(_:)``) runs meanwhile.
     public final class CallLibraries: Sendable {
         private enum Step { case waiting, proceed, abandoned }
 
@@ -84,7 +84,7 @@ extension OneShot {
             let profile = try? runtime.profile(params.profile, in: environment), let session = profile.session
         {
             runtime.manager.prepareStore()
-            await runtime.manager.loadStored(session)
+            await runtime.manager.readAhead(session)
         }
         libraries.proceed()
         await libraries.loaded()

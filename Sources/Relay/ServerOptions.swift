@@ -19,9 +19,11 @@ public struct ServerOptions: Sendable {
     /// (`config-reload` and SIGHUP); `nil`: there is nothing to reload.
     public var loadConfig: (@Sendable () async -> ConfigLoadResult)?
     /// Where requests that need no environment's HTTP loop (`ping`, `initialize`, a request
-    /// whose transport is not started yet) and the server's own tasks run; `nil`: the global
+    /// whose transport is not started yet), the server's own tasks and the token manager's
+    /// (acquisitions, callers' deadlines, logins' steps, discovery) run; `nil`: the global
     /// concurrent executor. The binary passes its main thread (``ThreadExecutor``), so a start
-    /// answers its first request without starting the cooperative pool.
+    /// answers its first request, and obtains its first token, without starting the cooperative
+    /// pool. Whatever runs there first loads libcurl when a transport is first needed (~5 ms).
     public var defaultExecutor: (any TaskExecutor)?
 
     public init(

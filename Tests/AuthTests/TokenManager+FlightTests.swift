@@ -145,22 +145,22 @@ final class SaveHeldStore: TokenStore {
     func clearUnexplainedRenewals(_ key: StoreKey) async throws { try await base.clearUnexplainedRenewals(key) }
 }
 
-/// A session read from the store ahead of its first use (`loadStored`, what a one-shot `call`
+/// A session read from the store ahead of its first use (`readAhead`, what a one-shot `call`
 /// does while libcurl loads): the read alone, nothing sent, and the use that follows finds it.
-@Suite struct TokenManagerLoadStoredTests {
+@Suite struct TokenManagerReadAheadTests {
     @Test func aValidStoredTokenReadAheadIsUsedWithoutAnotherReadOrARequest() async throws {
         let h = try await Harness()
         h.store.put(
             StoredTokens(
                 accessToken: "at-stored", receivedAt: h.clock.now, expiresAt: h.clock.now.addingTimeInterval(3600)),
             for: h.key)
-        await h.manager.loadStored(h.key)?.value
+        await h.manager.readAhead(h.key)?.value
         #expect(h.store.loads.count == 1)
         #expect(try await h.token().accessToken == "at-stored")
         #expect(h.store.loads.count == 1)
         #expect(h.transport.requests.isEmpty)
         // Read already: nothing more to do.
-        #expect(await h.manager.loadStored(h.key) == nil)
+        #expect(await h.manager.readAhead(h.key) == nil)
     }
 
     @Test func aReadAheadOfAnExpiredTokenSendsNothingAndLeavesTheRenewalToTheUse() async throws {
@@ -170,7 +170,7 @@ final class SaveHeldStore: TokenStore {
                 accessToken: "at-old", receivedAt: h.clock.now.addingTimeInterval(-7200),
                 expiresAt: h.clock.now.addingTimeInterval(-3600), refreshToken: "rt-stored"),
             for: h.key)
-        await h.manager.loadStored(h.key)?.value
+        await h.manager.readAhead(h.key)?.value
         #expect(h.transport.requests.isEmpty)
         // One read, and no lease: a renewal would have read again under its lease.
         #expect(h.store.loads.count == 1)
@@ -192,7 +192,7 @@ final class SaveHeldStore: TokenStore {
                 expiresAt: h.clock.now.addingTimeInterval(-3600)),
             for: h.key)
         h.store.holdLoads()
-        let read = try #require(await h.manager.loadStored(h.key))
+        let read = try #require(await h.manager.readAhead(h.key))
         await h.store.loads.wait(for: 1)
         h.transport.enqueue(.success(tokenResponse("at-new", expiresIn: 3600)))
         // With a deadline, a caller's timer starts once it waits on the flight: the signal that it
@@ -205,9 +205,28 @@ final class SaveHeldStore: TokenStore {
         #expect(h.transport.tokenRequests.count == 1)
     }
 
+    @Test func aLogoutDuringTheReadIsNotUndoneByWhatWasRead() async throws {
+        let h = try await Harness()
+        h.store.put(
+            StoredTokens(
+                accessToken: "at-stored", receivedAt: h.clock.now, expiresAt: h.clock.now.addingTimeInterval(3600)),
+            for: h.key)
+        h.store.holdLoads()
+        let read = try #require(await h.manager.readAhead(h.key))
+        await h.store.loads.wait(for: 1)
+        // The logout starts (the session's generation moves on at once), then reads the store too.
+        let logout = Task { try await h.manager.logout(environment: "staging") }
+        await h.store.loads.wait(for: 2)
+        h.store.release()
+        #expect(try await logout.value == 1)
+        await read.value
+        h.transport.enqueue(.success(tokenResponse("at-new", expiresIn: 3600)))
+        #expect(try await h.token().accessToken == "at-new")
+    }
+
     @Test func nothingStoredIsNoErrorAndSendsNothing() async throws {
         let h = try await Harness()
-        await h.manager.loadStored(h.key)?.value
+        await h.manager.readAhead(h.key)?.value
         #expect(h.transport.requests.isEmpty)
         let status = try #require(await h.manager.status().first)
         #expect(status.lastError == nil)

@@ -142,7 +142,8 @@ def main():
            needs=("call_static",))
     issued = sum(entry.get("issued", 0) for entry in runs.get("call_tokens", []))
     target("`tokenrelay call` / curl CLI per call, stored token", get("call_static", "stored_vs_curl"), "<= 1.5",
-           lambda v: v <= 1.5,
+           lambda v: v <= 1.5 and issued <= 1,
+           ("" if issued <= 1 else "the store did not keep the token: ") +
            f"{get('call_static', 'stored_ms')} ms vs {get('call_static', 'curl_ms')} ms (static-token call "
            f"{get('call_static', 'call_ms')} ms); {issued} token(s) issued for the stored calls; the session-store "
            f"step, against its own resource server: {get('store', 'call_ms')} ms vs {get('store', 'curl_ms')} ms",

@@ -1,5 +1,6 @@
 import Dispatch
 import HTTP
+import Logging
 import Testing
 
 @testable import Relay
@@ -16,13 +17,27 @@ import Testing
         withExtendedLifetime(libraries) {}
     }
 
-    @Test func aCallWaitsForLibcurlWithoutHoldingItsThread() async {
+    @Test func aCallWaitsForLibcurlWithoutHoldingItsThread() {
+        // One thread runs both tasks: the second runs only if the first's wait leaves it free.
+        let executor = ThreadExecutor()
+        #expect(SystemThread.start(named: "test-executor") { executor.run() })
+        defer { executor.finish() }
         let libraries = OneShot.CallLibraries.startLoading()
+        let waiting = DispatchSemaphore(value: 0)
+        let otherRan = DispatchSemaphore(value: 0)
+        let done = DispatchSemaphore(value: 0)
+        Task(executorPreference: executor) {
+            waiting.signal()
+            await libraries.loaded()  // not loaded: the call has not proceeded yet
+            done.signal()
+        }
+        #expect(waiting.wait(timeout: .now() + 60) == .success)
+        Task(executorPreference: executor) { otherRan.signal() }
+        #expect(otherRan.wait(timeout: .now() + 60) == .success)
+        #expect(done.wait(timeout: .now()) == .timedOut)
         libraries.proceed()
-        await libraries.loaded()
+        #expect(done.wait(timeout: .now() + 60) == .success)
         #expect(CurlTransport.loadLibrary())
-        // Loaded already: returns at once.
-        await libraries.loaded()
     }
 
     @Test func aCallThatEndsBeforeItProceedsLeavesNoThreadWaiting() {
