@@ -32,10 +32,7 @@ struct CredentialHelperTokenTests {
 
     @Test func aStoredTokenThatDoesNotLastMinValidIsRenewedNotHandedOut() async throws {
         let h = try await Harness()
-        h.store.put(
-            StoredTokens(
-                accessToken: "at-stored", receivedAt: h.clock.now.addingTimeInterval(-3000),
-                expiresAt: h.clock.now.addingTimeInterval(90)), for: h.key)
+        h.storeToken("at-stored", expiresIn: 90, age: 3000)
         h.transport.enqueue(.success(tokenResponse("at-new", expiresIn: 3600)))
         #expect(try await h.manager.token(for: h.key, minimumValidity: .seconds(120)).accessToken == "at-new")
         #expect(h.transport.tokenRequests.count == 1)
@@ -43,10 +40,7 @@ struct CredentialHelperTokenTests {
 
     @Test func aStoredTokenThatLastsMinValidIsUsedWithoutARequest() async throws {
         let h = try await Harness()
-        h.store.put(
-            StoredTokens(
-                accessToken: "at-stored", receivedAt: h.clock.now, expiresAt: h.clock.now.addingTimeInterval(3600)),
-            for: h.key)
+        h.storeToken("at-stored", expiresIn: 3600)
         #expect(try await h.manager.token(for: h.key, minimumValidity: .seconds(120)).accessToken == "at-stored")
         #expect(h.transport.tokenRequests.isEmpty)
     }
@@ -79,10 +73,7 @@ struct CredentialHelperTokenTests {
 
     @Test func eraseInAFreshProcessReadsTheStoreFirst() async throws {
         let h = try await Harness()
-        h.store.put(
-            StoredTokens(
-                accessToken: "at-stored", receivedAt: h.clock.now, expiresAt: h.clock.now.addingTimeInterval(3600)),
-            for: h.key)
+        h.storeToken("at-stored", expiresIn: 3600)
         #expect(try await h.manager.invalidate(h.key, ifAccessToken: "at-stored"))
         #expect(h.store.entry(h.key)?.invalidated == true)
         #expect(h.transport.tokenRequests.isEmpty)

@@ -344,17 +344,30 @@ struct Harness {
         configuration: OAuthClientConfiguration = .init(
             tokenURL: "https://as.example/token", clientID: "svc", clientSecret: .value(clientSecretCanary)),
         transport: FakeTransport = FakeTransport(), clock: FakeClock = FakeClock(), store: FakeStore = FakeStore(),
-        retryPolicy: RetryPolicy = RetryPolicy()
+        retryPolicy: RetryPolicy = RetryPolicy(), taskExecutor: (any TaskExecutor)? = nil
     ) async throws {
         self.transport = transport
         self.clock = clock
         self.store = store
         manager = TokenManager(
-            transport: transport, store: store, clock: clock, random: { 0.5 }, retryPolicy: retryPolicy)
+            transport: transport, store: store, clock: clock, random: { 0.5 }, retryPolicy: retryPolicy,
+            taskExecutor: taskExecutor)
         key = try await manager.register(environment: "staging", profile: "service", configuration: configuration)
     }
 
     func token(deadline: Date? = nil) async throws -> Token { try await manager.token(for: key, deadline: deadline) }
+
+    /// Puts the session's tokens in the store: an access token received `age` seconds ago that
+    /// expires `expiresIn` seconds from now (negative: expired).
+    func storeToken(
+        _ accessToken: String, expiresIn: TimeInterval, age: TimeInterval = 0, refreshToken: String? = nil
+    ) {
+        store.put(
+            StoredTokens(
+                accessToken: accessToken, receivedAt: clock.now.addingTimeInterval(-age),
+                expiresAt: clock.now.addingTimeInterval(expiresIn), refreshToken: refreshToken),
+            for: key)
+    }
 
     /// The form fields of a request body (last value wins).
     static func form(_ request: HTTPRequest) -> [String: String] {

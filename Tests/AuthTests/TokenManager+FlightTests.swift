@@ -150,10 +150,7 @@ final class SaveHeldStore: TokenStore {
 @Suite struct TokenManagerReadAheadTests {
     @Test func aValidStoredTokenReadAheadIsUsedWithoutAnotherReadOrARequest() async throws {
         let h = try await Harness()
-        h.store.put(
-            StoredTokens(
-                accessToken: "at-stored", receivedAt: h.clock.now, expiresAt: h.clock.now.addingTimeInterval(3600)),
-            for: h.key)
+        h.storeToken("at-stored", expiresIn: 3600)
         await h.manager.readAhead(h.key)?.value
         #expect(h.store.loads.count == 1)
         #expect(try await h.token().accessToken == "at-stored")
@@ -165,11 +162,7 @@ final class SaveHeldStore: TokenStore {
 
     @Test func aReadAheadOfAnExpiredTokenSendsNothingAndLeavesTheRenewalToTheUse() async throws {
         let h = try await Harness(configuration: refreshConfiguration())
-        h.store.put(
-            StoredTokens(
-                accessToken: "at-old", receivedAt: h.clock.now.addingTimeInterval(-7200),
-                expiresAt: h.clock.now.addingTimeInterval(-3600), refreshToken: "rt-stored"),
-            for: h.key)
+        h.storeToken("at-old", expiresIn: -3600, age: 7200, refreshToken: "rt-stored")
         await h.manager.readAhead(h.key)?.value
         #expect(h.transport.requests.isEmpty)
         // One read, and no lease: a renewal would have read again under its lease.
@@ -186,11 +179,7 @@ final class SaveHeldStore: TokenStore {
 
     @Test func aCallerArrivingDuringTheReadIsAnswered() async throws {
         let h = try await Harness()
-        h.store.put(
-            StoredTokens(
-                accessToken: "at-old", receivedAt: h.clock.now.addingTimeInterval(-7200),
-                expiresAt: h.clock.now.addingTimeInterval(-3600)),
-            for: h.key)
+        h.storeToken("at-old", expiresIn: -3600, age: 7200)
         h.store.holdLoads()
         let read = try #require(await h.manager.readAhead(h.key))
         await h.store.loads.wait(for: 1)
@@ -207,10 +196,7 @@ final class SaveHeldStore: TokenStore {
 
     @Test func aLogoutDuringTheReadIsNotUndoneByWhatWasRead() async throws {
         let h = try await Harness()
-        h.store.put(
-            StoredTokens(
-                accessToken: "at-stored", receivedAt: h.clock.now, expiresAt: h.clock.now.addingTimeInterval(3600)),
-            for: h.key)
+        h.storeToken("at-stored", expiresIn: 3600)
         h.store.holdLoads()
         let read = try #require(await h.manager.readAhead(h.key))
         await h.store.loads.wait(for: 1)
@@ -251,16 +237,10 @@ final class SaveHeldStore: TokenStore {
 
     @Test func aFlightRunsOnTheGivenExecutor() async throws {
         let executor = CountingExecutor()
-        let transport = FakeTransport()
-        let manager = TokenManager(
-            transport: transport, store: FakeStore(), clock: FakeClock(), random: { 0.5 }, taskExecutor: executor)
-        let key = try await manager.register(
-            environment: "staging", profile: "service",
-            configuration: .init(
-                tokenURL: "https://as.example/token", clientID: "svc", clientSecret: .value(clientSecretCanary)))
-        transport.enqueue(.success(tokenResponse("at-1", expiresIn: 3600)))
+        let h = try await Harness(taskExecutor: executor)
+        h.transport.enqueue(.success(tokenResponse("at-1", expiresIn: 3600)))
         #expect(executor.jobs.load(ordering: .relaxed) == 0)
-        #expect(try await manager.token(for: key).accessToken == "at-1")
+        #expect(try await h.token().accessToken == "at-1")
         #expect(executor.jobs.load(ordering: .relaxed) > 0)
     }
 }
