@@ -11,7 +11,7 @@ import Foundation
 //              [--stdio pipe|socket]   (socket: the child's stdin/stdout on socket pairs, as libuv spawns)
 //   curl       --url URL --inflight N --total M [--header 'K: V'] [--watch ...]   (libcurl multi)
 //   urlsession --url URL --inflight N --total M [--header 'K: V'] [--watch ...]   (URLSession)
-//   coldstart  --command "BIN ARGS" --bare BIN [--runs K]
+//   coldstart  --command "BIN ARGS" --bare "BIN [ARGS]" [--runs K]
 //   storm      --command "BIN ARGS" --body JSON-TAIL --count 1000 --wait S [--expect BYTES]
 //   subscribe  --command "BIN ARGS" --body JSON-TAIL --count 1000 [--settle S] [--measure S]
 //   redactor   --tokens N [--lines L]          (cost of redacting one log line with N tokens)
@@ -24,9 +24,9 @@ guard let mode = arguments.first else {
 }
 let options = Options(Array(arguments.dropFirst()))
 
-/// The argv of `--command` (words separated by spaces).
-func commandWords() -> [String] {
-    options.string("command").split(separator: " ").map(String.init)
+/// The argv of `--command` (or of another option naming a command; words separated by spaces).
+func commandWords(_ option: String = "command") -> [String] {
+    options.string(option).split(separator: " ").map(String.init)
 }
 
 /// Memory of `pid` as JSON fields with `prefix`.
@@ -90,7 +90,9 @@ case "curl", "urlsession":
 
 case "coldstart":
     let relay = commandWords()
-    let bare = [options.string("bare")]
+    // --bare may carry arguments too: a second tokenrelay build or config, for an A/B of two
+    // starts (it is sent a line that is not JSON-RPC; any answer line ends its timing).
+    let bare = commandWords("bare")
     let runs = options.int("runs", 30)
     var relayTimes: [UInt64] = []
     var bareTimes: [UInt64] = []
