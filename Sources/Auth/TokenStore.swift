@@ -52,9 +52,6 @@ public struct StoreKey: Sendable, Hashable, CustomStringConvertible {
     public let session: SessionKey
     /// Hex SHA-256 of the `refresh_token` seed, if the grant has one.
     public let seedFingerprint: String?
-    /// The length-prefixed canonical form of everything above; ``id`` is its digest.
-    private let canonical: String
-
     /// Hex SHA-256 of the canonical form of everything above (the store's row id). Computed when a
     /// store is used, not when a session is registered: hashing loads libcrypto, which a start
     /// that never touches a store does not need to map.
@@ -64,7 +61,11 @@ public struct StoreKey: Sendable, Hashable, CustomStringConvertible {
     public init(session: SessionKey, seedFingerprint: String? = nil) {
         self.session = session
         self.seedFingerprint = seedFingerprint
-        // Length-prefixed fields, so that no two different keys share a canonical form.
+    }
+
+    /// The length-prefixed canonical form of everything above; ``id`` is its digest. Length
+    /// prefixes, so that no two different keys share a canonical form.
+    private var canonical: String {
         var canonical = "tokenrelay-session-v1"
         let fields: [String?] =
             [
@@ -74,7 +75,7 @@ public struct StoreKey: Sendable, Hashable, CustomStringConvertible {
         for field in fields {
             if let field { canonical += ";\(field.utf8.count):\(field)" } else { canonical += ";-" }
         }
-        self.canonical = canonical
+        return canonical
     }
 
     /// `environment/profile` (no secrets).

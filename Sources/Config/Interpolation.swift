@@ -78,14 +78,18 @@ enum Interpolation {
         return Outcome(text: output, missing: missing, referencedVariables: referenced)
     }
 
-    /// Whether `name` is a shell-style variable name.
+    /// Whether `name` is a shell-style variable name: an ASCII letter or `_`, then letters, digits
+    /// and `_`.
     static func isValidName(_ name: String) -> Bool {
-        guard let first = name.unicodeScalars.first, first == "_" || (first.isASCII && first.properties.isAlphabetic)
-        else {
-            return false
+        func isLetter(_ byte: UInt8) -> Bool {
+            (byte | 0x20) >= UInt8(ascii: "a") && (byte | 0x20) <= UInt8(ascii: "z")
         }
-        return name.unicodeScalars.allSatisfy {
-            $0 == "_" || ($0.isASCII && ($0.properties.isAlphabetic || ("0"..."9").contains($0)))
+        var bytes = name.utf8.makeIterator()
+        guard let first = bytes.next(), first == UInt8(ascii: "_") || isLetter(first) else { return false }
+        while let byte = bytes.next() {
+            guard byte == UInt8(ascii: "_") || isLetter(byte) || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte)
+            else { return false }
         }
+        return true
     }
 }

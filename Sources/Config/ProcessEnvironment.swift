@@ -15,21 +15,21 @@ public enum ProcessEnvironment {
     /// The `NAME=value` entries of a null-terminated array like `environ` (entries without `=`
     /// skipped, the first one of a name kept).
     static func variables(_ entries: UnsafePointer<UnsafeMutablePointer<CChar>?>) -> [String: String] {
-        var variables: [String: String] = [:]
-        var entry = entries
-        while let pointer = entry.pointee {
+        var count = 0
+        while entries[count] != nil { count += 1 }
+        // Sized once, and filled from the last entry to the first so that a plain assignment
+        // leaves the first entry of a name (one hash per entry, no regrowth).
+        var variables: [String: String] = Dictionary(minimumCapacity: count)
+        for index in stride(from: count - 1, through: 0, by: -1) {
+            guard let pointer = entries[index] else { continue }
             // Straight from the C string's bytes (not a String cut in two and copied): ~40 µs of
             // every start. Invalid UTF-8 is repaired as `String(cString:)` repairs it.
             let bytes = UnsafeBufferPointer(
                 start: UnsafeRawPointer(pointer).assumingMemoryBound(to: UInt8.self), count: strlen(pointer))
             if let equals = bytes.firstIndex(of: UInt8(ascii: "=")) {
                 let name = String(decoding: UnsafeBufferPointer(rebasing: bytes[..<equals]), as: UTF8.self)
-                if variables[name] == nil {
-                    variables[name] = String(
-                        decoding: UnsafeBufferPointer(rebasing: bytes[(equals + 1)...]), as: UTF8.self)
-                }
+                variables[name] = String(decoding: UnsafeBufferPointer(rebasing: bytes[(equals + 1)...]), as: UTF8.self)
             }
-            entry += 1
         }
         return variables
     }

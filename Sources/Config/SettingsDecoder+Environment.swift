@@ -73,7 +73,7 @@ extension SettingsDecoder {
 
     /// Whether an environment named under `environments` could have been skipped by an error
     /// (then a dangling default is not reported twice).
-    private func environmentsDecodedCleanly(_ top: [String: YAMLPair]) -> Bool {
+    private func environmentsDecodedCleanly(_ top: Fields) -> Bool {
         top["environments"]?.value.pairs != nil || top["environments"] == nil
     }
 

@@ -110,7 +110,7 @@ extension SettingsDecoder {
     }
 
     /// `open_browser`, `login_timeout` and `parameters` of an interactive profile.
-    private mutating func decodeInteractive(_ keys: [String: YAMLPair], path: String) -> InteractiveLoginSettings {
+    private mutating func decodeInteractive(_ keys: Fields, path: String) -> InteractiveLoginSettings {
         var login = InteractiveLoginSettings()
         if let pair = keys["login_timeout"], let value = duration(pair.value, path: "\(path).login_timeout") {
             login.loginTimeout = value
@@ -133,7 +133,7 @@ extension SettingsDecoder {
                 pair.value, path: "\(path).parameters", context: "'\(path).parameters'",
                 allowed: Self.parameterCategories)
         {
-            for (category, entry) in categories.sorted(by: { $0.key < $1.key }) {
+            for (category, entry) in categories.entries.sorted(by: { $0.key < $1.key }) {
                 let categoryPath = "\(path).parameters.\(category)"
                 guard let pairs = fields(entry.value, path: categoryPath, context: "'\(categoryPath)'", allowed: nil)
                 else { continue }
@@ -197,7 +197,7 @@ extension SettingsDecoder {
 
     /// A required secret-source key.
     private mutating func required(
-        _ key: String, in keys: [String: YAMLPair], node: YAMLNode, path: String, name: String, type: String
+        _ key: String, in keys: Fields, node: YAMLNode, path: String, name: String, type: String
     ) -> SecretSource? {
         guard let pair = keys[key] else {
             sink.error(
@@ -208,7 +208,7 @@ extension SettingsDecoder {
         return secretSource(pair.value, path: "\(path).\(key)")
     }
 
-    private mutating func decodeAPIKey(_ keys: [String: YAMLPair], node: YAMLNode, path: String, name: String)
+    private mutating func decodeAPIKey(_ keys: Fields, node: YAMLNode, path: String, name: String)
         -> ProfileKind?
     {
         var placement: APIKeyPlacement?
@@ -236,8 +236,7 @@ extension SettingsDecoder {
         return .apiKey(placement: placement, value: value)
     }
 
-    private mutating func decodeOAuth(_ keys: [String: YAMLPair], node: YAMLNode, path: String) -> OAuthClientSettings?
-    {
+    private mutating func decodeOAuth(_ keys: Fields, node: YAMLNode, path: String) -> OAuthClientSettings? {
         let issuer = keys["issuer"].flatMap { endpointURL($0.value, path: "\(path).issuer") }
         let tokenURL = keys["token_url"].flatMap { endpointURL($0.value, path: "\(path).token_url") }
         if keys["issuer"] == nil && keys["token_url"] == nil {

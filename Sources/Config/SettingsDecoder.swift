@@ -103,22 +103,21 @@ struct SettingsDecoder {
     mutating func fields(
         _ node: YAMLNode, path: String, context: String, allowed: Set<String>?, allowExtensions: Bool = false,
         unknownHint: (String) -> String? = { _ in nil }
-    ) -> [String: YAMLPair]? {
-        if node.isNull { return [:] }
+    ) -> Fields? {
+        if node.isNull { return Fields() }
         guard let pairs = node.pairs else {
             sink.error("'\(path)' must be a mapping of keys to values, found \(node.kindDescription)", at: node.mark)
             return nil
         }
-        var result: [String: YAMLPair] = [:]
+        var result = Fields()
         for pair in pairs {
             guard let key = pair.key.scalar?.value, !key.isEmpty else {
                 sink.error("keys in '\(path)' must be non-empty strings", at: pair.key.mark)
                 continue
             }
-            if result[key] != nil {
+            if let first = result[key] {
                 sink.error(
-                    "duplicate key '\(key)' in \(context) (first at line \(result[key]?.key.mark.line ?? 0))",
-                    at: pair.key.mark)
+                    "duplicate key '\(key)' in \(context) (first at line \(first.key.mark.line))", at: pair.key.mark)
                 continue
             }
             if allowExtensions && key.hasPrefix("x-") { continue }
@@ -134,9 +133,19 @@ struct SettingsDecoder {
                 sink.error(message, at: pair.key.mark)
                 continue
             }
-            result[key] = pair
+            result.entries.append((key, pair))
         }
         return result
+    }
+
+    /// The accepted pairs of one mapping by key, in file order. A mapping has a handful of keys,
+    /// so a look-up is a scan of short strings, cheaper than hashing each of them.
+    struct Fields {
+        var entries: [(key: String, value: YAMLPair)] = []
+
+        subscript(key: String) -> YAMLPair? {
+            entries.first { $0.key == key }?.value
+        }
     }
 
     /// The pairs of a mapping whose keys are names (environments, profiles, headers), in order,

@@ -10,36 +10,33 @@ public enum ValueSyntax {
         let trimmed = trimmingSpaces(text)
         guard !trimmed.isEmpty else { return nil }
         if let seconds = Int64(trimmed), seconds >= 0 { return .seconds(seconds) }
+        // On the bytes: a duration is ASCII digits and letters only, so anything else ends it.
+        let bytes = Array(trimmed.utf8)
         var total = Duration.zero
-        var digits = ""
-        var unit = ""
-        var parts = 0
-        func flush() -> Bool {
-            guard let amount = Int64(digits), amount >= 0, amount < 1_000_000_000 else { return false }
-            switch unit {
+        var index = 0
+        while index < bytes.count {
+            var amount: Int64 = 0
+            let digitsStart = index
+            while index < bytes.count, bytes[index] >= UInt8(ascii: "0"), bytes[index] <= UInt8(ascii: "9") {
+                amount = amount * 10 + Int64(bytes[index] - UInt8(ascii: "0"))
+                guard amount < 1_000_000_000 else { return nil }
+                index += 1
+            }
+            let unitStart = index
+            while index < bytes.count, (bytes[index] | 0x20) >= UInt8(ascii: "a"),
+                (bytes[index] | 0x20) <= UInt8(ascii: "z")
+            {
+                index += 1
+            }
+            guard unitStart > digitsStart, index > unitStart else { return nil }
+            switch String(decoding: bytes[unitStart..<index], as: UTF8.self) {
             case "ms": total += .milliseconds(amount)
             case "s": total += .seconds(amount)
             case "m": total += .seconds(amount * 60)
             case "h": total += .seconds(amount * 3600)
-            default: return false
-            }
-            parts += 1
-            digits = ""
-            unit = ""
-            return true
-        }
-        for character in trimmed {
-            if character.isASCII, character.isNumber {
-                if !unit.isEmpty { guard flush() else { return nil } }
-                digits.append(character)
-            } else if character.isASCII, character.isLetter {
-                guard !digits.isEmpty else { return nil }
-                unit.append(character)
-            } else {
-                return nil
+            default: return nil
             }
         }
-        guard !digits.isEmpty, !unit.isEmpty, flush(), parts > 0 else { return nil }
         return total
     }
 
@@ -47,6 +44,13 @@ public enum ValueSyntax {
     /// trims: Unicode space separators and tab, not newlines), in plain Swift: Foundation's
     /// `trimmingCharacters` bridges through `NSString`, whose first use was ~0.2 ms of each start.
     static func trimmingSpaces(_ text: some StringProtocol) -> String {
+        // Nothing to trim when both ends are ASCII other than a space or tab (the usual case).
+        let whole = String(text)
+        if let first = whole.utf8.first, let last = whole.utf8.last, first < 0x80, last < 0x80,
+            first != 0x20, first != 0x09, last != 0x20, last != 0x09
+        {
+            return whole
+        }
         func isSpace(_ character: Character) -> Bool { character.isWhitespace && !character.isNewline }
         guard let first = text.firstIndex(where: { !isSpace($0) }), let last = text.lastIndex(where: { !isSpace($0) })
         else { return "" }

@@ -14,10 +14,17 @@ import CYAML
 ///   it (value, anchor, tag) are copied into Swift `String`s before that.
 /// - `yaml_parser_parse` is only called while `parser.error == YAML_NO_ERROR`.
 enum YAMLEventReader {
-    /// Reads the events of `bytes`. Stops after the first document's end plus one more event,
-    /// which is enough for the tree builder to reject a second document without parsing it.
-    static func events(from bytes: [UInt8]) throws(YAMLError) -> [YAMLEvent] {
-        if bytes.isEmpty { return [.streamStart, .streamEnd] }
+    /// Hands the events of `bytes` to `consume` as libyaml produces them (no list of events is
+    /// kept). Stops after the stream's end, or at the start of a second document (which the tree
+    /// builder rejects without it being parsed), or when `consume` throws.
+    static func read(
+        _ bytes: [UInt8], _ consume: (YAMLEvent) throws(YAMLError) -> Void
+    ) throws(YAMLError) {
+        if bytes.isEmpty {
+            try consume(.streamStart)
+            try consume(.streamEnd)
+            return
+        }
         let parser = UnsafeMutablePointer<yaml_parser_t>.allocate(capacity: 1)
         defer { parser.deallocate() }
         guard yaml_parser_initialize(parser) == 1 else {
@@ -28,31 +35,34 @@ enum YAMLEventReader {
         let event = UnsafeMutablePointer<yaml_event_t>.allocate(capacity: 1)
         defer { event.deallocate() }
 
-        let result: Result<[YAMLEvent], YAMLError> = bytes.withUnsafeBufferPointer { buffer in
-            guard let base = buffer.baseAddress else { return .success([.streamStart, .streamEnd]) }
+        let failure = bytes.withUnsafeBufferPointer { buffer -> YAMLError? in
+            guard let base = buffer.baseAddress else { return nil }
             yaml_parser_set_input_string(parser, base, buffer.count)
-            var events: [YAMLEvent] = []
             var documentsEnded = 0
             while true {
                 guard yaml_parser_parse(parser, event) == 1 else {
-                    return .failure(parserError(parser.pointee, bytes: buffer))
+                    return parserError(parser.pointee, bytes: buffer)
                 }
                 let copied = copy(event.pointee)
                 yaml_event_delete(event)
-                events.append(copied)
+                do throws(YAMLError) {
+                    try consume(copied)
+                } catch {
+                    return error
+                }
                 switch copied {
                 case .streamEnd:
-                    return .success(events)
+                    return nil
                 case .documentEnd:
                     documentsEnded += 1
                 case .documentStart where documentsEnded > 0:
-                    return .success(events)
+                    return nil
                 default:
                     break
                 }
             }
         }
-        return try result.get()
+        if let failure { throw failure }
     }
 
     /// Copies one C event into a Swift value.

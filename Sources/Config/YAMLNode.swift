@@ -149,7 +149,10 @@ public struct YAMLNode: Sendable {
         guard let scalar else { return false }
         if tag == YAMLNode.nullTag { return true }
         guard tag == nil, scalar.style == .plain else { return false }
-        return ["", "~", "null", "Null", "NULL"].contains(scalar.value)
+        switch scalar.value {
+        case "", "~", "null", "Null", "NULL": return true
+        default: return false
+        }
     }
 
     /// A short name of the node's kind for messages ("a mapping", "a list", "a string").

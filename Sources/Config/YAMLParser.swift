@@ -19,76 +19,100 @@ public struct YAMLParser: Sendable {
 
     /// Parses UTF-8 (or UTF-16 with a BOM, as libyaml detects) `bytes`.
     public func parse(bytes: [UInt8]) throws(YAMLError) -> YAMLNode? {
-        let events = try YAMLEventReader.events(from: bytes)
         var builder = TreeBuilder(limits: self)
-        return try builder.build(events)
+        try YAMLEventReader.read(bytes) { (event) throws(YAMLError) in try builder.consume(event) }
+        return builder.root
     }
 }
 
-/// Builds the tree from events with an explicit stack (no recursion, so depth cannot overflow).
+/// Builds the tree from events as they arrive, with an explicit stack (no recursion, so depth
+/// cannot overflow). The children of every open collection wait in one flat list, `children`;
+/// a frame remembers where its children start, and its end event turns them into its node.
 private struct TreeBuilder {
     let limits: YAMLParser
     var anchors: [String: YAMLNode] = [:]
     var expandedNodes = 0
+    var documents = 0
+    /// The document's node, once its outermost node ends.
+    var root: YAMLNode?
 
-    enum Frame {
-        case sequence(anchor: String?, tag: String?, mark: SourceMark, items: [YAMLNode])
-        case mapping(anchor: String?, tag: String?, mark: SourceMark, pairs: [YAMLPair], key: YAMLNode?)
+    /// An open sequence or mapping.
+    struct Frame {
+        var isMapping: Bool
+        var anchor: String?
+        var tag: String?
+        var mark: SourceMark
+        /// Where its children start in `children` (a mapping's alternate key, value).
+        var start: Int
     }
     var stack: [Frame] = []
+    var children: [YAMLNode] = []
 
     init(limits: YAMLParser) { self.limits = limits }
 
-    mutating func build(_ events: [YAMLEvent]) throws(YAMLError) -> YAMLNode? {
-        var root: YAMLNode?
-        var documents = 0
-        for event in events {
-            switch event {
-            case .streamStart, .streamEnd, .documentEnd:
-                continue
-            case .documentStart(let mark):
-                documents += 1
-                if documents > 1 {
-                    throw YAMLError(
-                        message:
-                            "a second YAML document starts here; the config must be a single document (remove the '---' separator)",
-                        mark: mark)
+    mutating func consume(_ event: YAMLEvent) throws(YAMLError) {
+        switch event {
+        case .streamStart, .streamEnd, .documentEnd:
+            return
+        case .documentStart(let mark):
+            documents += 1
+            if documents > 1 {
+                throw YAMLError(
+                    message:
+                        "a second YAML document starts here; the config must be a single document (remove the '---' separator)",
+                    mark: mark)
+            }
+        case .alias(let anchor, let mark):
+            guard let node = anchors[anchor] else {
+                throw YAMLError(
+                    message: "undefined alias '*\(anchor)': define '&\(anchor)' before using it", mark: mark)
+            }
+            try count(node.size, at: mark)
+            attach(node)
+        case .scalar(let value, let style, let anchor, let tag, let mark):
+            try count(1, at: mark)
+            let node = YAMLNode(
+                content: .scalar(YAMLScalar(value: value, style: style)), mark: mark, tag: resolved(tag), size: 1)
+            if let anchor { anchors[anchor] = node }
+            attach(node)
+        case .sequenceStart(let anchor, let tag, let mark):
+            try push(Frame(isMapping: false, anchor: anchor, tag: resolved(tag), mark: mark, start: children.count))
+        case .mappingStart(let anchor, let tag, let mark):
+            try push(Frame(isMapping: true, anchor: anchor, tag: resolved(tag), mark: mark, start: children.count))
+        case .sequenceEnd, .mappingEnd:
+            guard let frame = stack.popLast() else { return }
+            let node: YAMLNode
+            if frame.isMapping {
+                var pairs: [YAMLPair] = []
+                pairs.reserveCapacity((children.count - frame.start) / 2)
+                var index = frame.start
+                while index + 1 < children.count {
+                    pairs.append(YAMLPair(key: children[index], value: children[index + 1]))
+                    index += 2
                 }
-            case .alias(let anchor, let mark):
-                guard let node = anchors[anchor] else {
-                    throw YAMLError(
-                        message: "undefined alias '*\(anchor)': define '&\(anchor)' before using it", mark: mark)
-                }
-                try count(node.size, at: mark)
-                try attach(node, root: &root)
-            case .scalar(let value, let style, let anchor, let tag, let mark):
-                try count(1, at: mark)
-                let node = YAMLNode(
-                    content: .scalar(YAMLScalar(value: value, style: style)), mark: mark, tag: resolved(tag), size: 1)
-                if let anchor { anchors[anchor] = node }
-                try attach(node, root: &root)
-            case .sequenceStart(let anchor, let tag, let mark):
-                try count(1, at: mark)
-                try push(.sequence(anchor: anchor, tag: resolved(tag), mark: mark, items: []), at: mark)
-            case .mappingStart(let anchor, let tag, let mark):
-                try count(1, at: mark)
-                try push(.mapping(anchor: anchor, tag: resolved(tag), mark: mark, pairs: [], key: nil), at: mark)
-            case .sequenceEnd:
-                guard case .sequence(let anchor, let tag, let mark, let items)? = stack.popLast() else { continue }
-                let node = YAMLNode(
-                    content: .sequence(items), mark: mark, tag: tag, size: 1 + items.reduce(0) { $0 + $1.size })
-                if let anchor { anchors[anchor] = node }
-                try attach(node, root: &root)
-            case .mappingEnd:
-                guard case .mapping(let anchor, let tag, let mark, let pairs, _)? = stack.popLast() else { continue }
+                children.removeSubrange(frame.start...)
                 let merged = try applyMerges(pairs)
                 let size = 1 + merged.reduce(0) { $0 + $1.key.size + $1.value.size }
-                let node = YAMLNode(content: .mapping(merged), mark: mark, tag: tag, size: size)
-                if let anchor { anchors[anchor] = node }
-                try attach(node, root: &root)
+                node = YAMLNode(content: .mapping(merged), mark: frame.mark, tag: frame.tag, size: size)
+            } else {
+                let items = Array(children[frame.start...])
+                children.removeSubrange(frame.start...)
+                node = YAMLNode(
+                    content: .sequence(items), mark: frame.mark, tag: frame.tag,
+                    size: 1 + items.reduce(0) { $0 + $1.size })
             }
+            if let anchor = frame.anchor { anchors[anchor] = node }
+            attach(node)
         }
-        return root
+    }
+
+    /// A finished node goes to the open collection, or is the document's root.
+    private mutating func attach(_ node: YAMLNode) {
+        if stack.isEmpty {
+            root = node
+        } else {
+            children.append(node)
+        }
     }
 
     /// Expands the `!!x` shorthand libyaml already resolves to `tag:yaml.org,2002:x`; keeps others.
@@ -107,30 +131,12 @@ private struct TreeBuilder {
         }
     }
 
-    private mutating func push(_ frame: Frame, at mark: SourceMark) throws(YAMLError) {
+    private mutating func push(_ frame: Frame) throws(YAMLError) {
+        try count(1, at: frame.mark)
         guard stack.count < limits.maxDepth else {
-            throw YAMLError(message: "nesting deeper than \(limits.maxDepth) levels", mark: mark)
+            throw YAMLError(message: "nesting deeper than \(limits.maxDepth) levels", mark: frame.mark)
         }
         stack.append(frame)
-    }
-
-    private mutating func attach(_ node: YAMLNode, root: inout YAMLNode?) throws(YAMLError) {
-        guard let top = stack.popLast() else {
-            root = node
-            return
-        }
-        switch top {
-        case .sequence(let anchor, let tag, let mark, var items):
-            items.append(node)
-            stack.append(.sequence(anchor: anchor, tag: tag, mark: mark, items: items))
-        case .mapping(let anchor, let tag, let mark, var pairs, let key):
-            if let key {
-                pairs.append(YAMLPair(key: key, value: node))
-                stack.append(.mapping(anchor: anchor, tag: tag, mark: mark, pairs: pairs, key: nil))
-            } else {
-                stack.append(.mapping(anchor: anchor, tag: tag, mark: mark, pairs: pairs, key: node))
-            }
-        }
     }
 
     /// Replaces each `<<` pair with the pairs of the mapping(s) it names, skipping keys the

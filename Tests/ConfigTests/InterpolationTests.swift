@@ -17,6 +17,7 @@ import Testing
             ("cost: $5", [:], "cost: $5"),
             ("trailing $", [:], "trailing $"),
             ("${A:-a:-b}", [:], "a:-b"),
+            ("${_a1}", ["_a1": "v"], "v"), ("${Z_9}", ["Z_9": "v"], "v"),
         ] as [(String, [String: String], String)])
     func referencesAreReplaced(text: String, environment: [String: String], expected: String) throws {
         let outcome = try Interpolation.apply(text, environment: environment)
@@ -30,7 +31,7 @@ import Testing
         #expect(outcome.text == "--c")
     }
 
-    @Test(arguments: ["${A", "${}", "${1A}", "${A B}", "${A:b}"])
+    @Test(arguments: ["${A", "${}", "${1A}", "${A B}", "${A:b}", "${\u{00C9}}", "${A\u{0301}}", "${A-B}", "${[}"])
     func malformedReferencesFail(text: String) {
         #expect(throws: Interpolation.Failure.self) { try Interpolation.apply(text, environment: [:]) }
     }

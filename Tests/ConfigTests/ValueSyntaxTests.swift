@@ -9,12 +9,19 @@ import Testing
         ("1m30s", .seconds(90)), ("45", .seconds(45)), ("0", .zero),
         // Spaces and tabs around the value are trimmed (CharacterSet.whitespaces' set), newlines not.
         (" 30s\t", .seconds(30)), ("\u{00A0}5m", .seconds(300)),
+        // Parts in any order, and the largest amount a part may have.
+        ("1h2m3s4ms", .seconds(3723) + .milliseconds(4)), ("30s1m", .seconds(90)),
+        ("999999999s", .seconds(999_999_999)),
+        ("+5", .seconds(5)),
     ])
     func durationsParse(text: String, expected: Duration) {
         #expect(ValueSyntax.duration(text) == expected)
     }
 
-    @Test(arguments: ["", "s", "10x", "-5s", "1.5s", "5 m", "ms10", "30s\n", " "])
+    @Test(arguments: [
+        "", "s", "10x", "-5s", "1.5s", "5 m", "ms10", "30s\n", " ", "1m30", "30S", "1000000000s", "5mm", "\u{0661}s",
+        "5\u{00B5}s", "5s\u{0301}",
+    ])
     func invalidDurationsAreRefused(text: String) {
         #expect(ValueSyntax.duration(text) == nil)
     }

@@ -25,9 +25,14 @@ public struct LoggingMiddleware: HTTPMiddleware {
     let logger: Logger
 
     public init(secretQueryParameters: [String] = [], secretHeaders: [String] = [], logger: Logger = .shared) {
-        self.secretQueryParameters = Set(secretQueryParameters.map { $0.lowercased() }).union(
-            Self.commonSecretParameters)
-        self.secretHeaders = Set(secretHeaders.map { $0.lowercased() }).union(Self.credentialHeaders)
+        // The shared sets as they are when nothing is added (most environments): no copy.
+        self.secretQueryParameters =
+            secretQueryParameters.isEmpty
+            ? Self.commonSecretParameters
+            : Self.commonSecretParameters.union(secretQueryParameters.map { $0.lowercased() })
+        self.secretHeaders =
+            secretHeaders.isEmpty
+            ? Self.credentialHeaders : Self.credentialHeaders.union(secretHeaders.map { $0.lowercased() })
         self.logger = logger
     }
 
