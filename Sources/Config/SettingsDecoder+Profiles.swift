@@ -133,7 +133,7 @@ extension SettingsDecoder {
                 pair.value, path: "\(path).parameters", context: "'\(path).parameters'",
                 allowed: Self.parameterCategories)
         {
-            for (category, entry) in categories.entries.sorted(by: { $0.key < $1.key }) {
+            for (category, entry) in zip(categories.keys, categories.pairs).sorted(by: { $0.0 < $1.0 }) {
                 let categoryPath = "\(path).parameters.\(category)"
                 guard let pairs = fields(entry.value, path: categoryPath, context: "'\(categoryPath)'", allowed: nil)
                 else { continue }

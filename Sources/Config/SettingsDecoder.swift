@@ -133,7 +133,7 @@ struct SettingsDecoder {
                 sink.error(message, at: pair.key.mark)
                 continue
             }
-            result.entries.append((key, pair))
+            result.append(key, pair)
         }
         return result
     }
@@ -141,10 +141,17 @@ struct SettingsDecoder {
     /// The accepted pairs of one mapping by key, in file order. A mapping has a handful of keys,
     /// so a look-up is a scan of short strings, cheaper than hashing each of them.
     struct Fields {
-        var entries: [(key: String, value: YAMLPair)] = []
+        /// The keys, apart from their pairs: a scan compares strings and copies no pair.
+        private(set) var keys: [String] = []
+        private(set) var pairs: [YAMLPair] = []
 
         subscript(key: String) -> YAMLPair? {
-            entries.first { $0.key == key }?.value
+            keys.firstIndex(of: key).map { pairs[$0] }
+        }
+
+        mutating func append(_ key: String, _ pair: YAMLPair) {
+            keys.append(key)
+            pairs.append(pair)
         }
     }
 

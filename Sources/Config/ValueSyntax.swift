@@ -88,36 +88,42 @@ public enum ValueSyntax {
     /// what that parser and this one could read differently: spaces, control characters and
     /// backslashes.
     public static func httpURLProblem(_ text: String) -> String? {
+        httpURL(text).problem
+    }
+
+    /// `text` split, when it is an absolute http(s) URL, or why it is not.
+    private static func httpURL(_ text: String) -> (url: URLSyntax?, problem: String?) {
         if text.utf8.contains(where: { $0 <= 0x20 || $0 == 0x7F || $0 == UInt8(ascii: "\\") }) {
-            return "must not contain spaces, control characters or backslashes"
+            return (nil, "must not contain spaces, control characters or backslashes")
         }
-        guard let url = URLSyntax(text) else { return "is not a valid absolute URL" }
+        guard let url = URLSyntax(text) else { return (nil, "is not a valid absolute URL") }
         guard url.scheme == "http" || url.scheme == "https" else {
-            return "must use http or https, not '\(url.scheme)'"
+            return (nil, "must use http or https, not '\(url.scheme)'")
         }
-        guard !url.host.isEmpty else { return "has no host" }
-        guard !url.hasUserInfo else { return "must not contain credentials (user:password@); use a profile instead" }
-        guard !url.hasQuery else { return "must not contain a query ('?...')" }
-        guard !url.hasFragment else { return "must not contain a fragment ('#...')" }
-        return nil
+        guard !url.host.isEmpty else { return (nil, "has no host") }
+        guard !url.hasUserInfo else {
+            return (nil, "must not contain credentials (user:password@); use a profile instead")
+        }
+        guard !url.hasQuery else { return (nil, "must not contain a query ('?...')") }
+        guard !url.hasFragment else { return (nil, "must not contain a fragment ('#...')") }
+        return (url, nil)
     }
 
     /// Why an OAuth endpoint URL was refused: ``httpURLProblem(_:)``, or plain http on a host
     /// that is not loopback (SPEC §5.2). The rule registering a session applies again, so
     /// `check-config` refuses what `serve` would.
     public static func endpointURLProblem(_ text: String) -> String? {
-        if let problem = httpURLProblem(text) { return problem }
-        guard let url = URLSyntax(text), url.isAllowedEndpoint else {
-            return "must use https (plain http is allowed only on loopback)"
-        }
+        let checked = httpURL(text)
+        guard let url = checked.url else { return checked.problem }
+        guard url.isAllowedEndpoint else { return "must use https (plain http is allowed only on loopback)" }
         return nil
     }
 
     /// Why an origin was refused, or `nil` when `text` is `scheme://host[:port]` with an http(s)
     /// scheme (a single trailing `/` is tolerated).
     public static func originProblem(_ text: String) -> String? {
-        if let problem = httpURLProblem(text) { return problem }
-        guard let url = URLSyntax(text) else { return "is not a valid origin" }
+        let checked = httpURL(text)
+        guard let url = checked.url else { return checked.problem }
         guard url.path.isEmpty || url.path == "/" else {
             return "must be an origin (scheme://host[:port]) without a path"
         }
