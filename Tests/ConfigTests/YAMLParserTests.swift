@@ -127,6 +127,16 @@ func parseError(_ text: String, parser: YAMLParser = YAMLParser()) -> YAMLError?
         #expect(parseError("a: \"open\nb: 1\n") != nil)
     }
 
+    @Test func theFirstProblemInTheFileIsReportedWhenTheTreeIsBuiltAsItIsRead() throws {
+        // The undefined alias on line 1 comes before the unclosed bracket on line 3: the tree is
+        // built from each event as libyaml reads it, so the parse stops at the alias.
+        let error = try #require(parseError("a: *nowhere\nb: 1\nc: [unclosed\n"))
+        #expect(error.mark.line == 1)
+        #expect(error.message.contains("undefined alias '*nowhere'"))
+        let syntax = try #require(parseError("a: 1\nc: [unclosed\n"))
+        #expect(syntax.message.contains("invalid YAML"))
+    }
+
     @Test func secondDocumentIsRejected() throws {
         let error = try #require(parseError("a: 1\n---\nb: 2\n"))
         #expect(error.mark.line == 2)
