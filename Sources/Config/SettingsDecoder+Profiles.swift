@@ -138,8 +138,8 @@ extension SettingsDecoder {
                 guard let pairs = fields(entry.value, path: categoryPath, context: "'\(categoryPath)'", allowed: nil)
                 else { continue }
                 var list: [(String, String)] = []
-                for parameter in entry.value.pairs ?? [] {
-                    guard let name = parameter.key.scalar?.value, pairs[name] != nil,
+                for (name, parameter) in zip(pairs.keys, pairs.pairs) {
+                    guard
                         let value = self.scalar(
                             parameter.value, path: "\(categoryPath).\(name)", expected: "a string parameter value")
                     else { continue }

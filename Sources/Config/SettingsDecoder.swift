@@ -138,20 +138,32 @@ struct SettingsDecoder {
         return result
     }
 
-    /// The accepted pairs of one mapping by key, in file order. A mapping has a handful of keys,
-    /// so a look-up is a scan of short strings, cheaper than hashing each of them.
+    /// The accepted pairs of one mapping by key, in file order. A settings mapping has a handful
+    /// of keys, so a look-up is a scan of short strings, cheaper than hashing each of them; a
+    /// mapping of the file's own names (`parameters`) may have any number, and past
+    /// ``scanLimit`` keys its look-ups go through an index, so a long one stays linear to decode.
     struct Fields {
         /// The keys, apart from their pairs: a scan compares strings and copies no pair.
         private(set) var keys: [String] = []
         private(set) var pairs: [YAMLPair] = []
+        /// Positions by key, once there are more than ``scanLimit`` keys.
+        private var positions: [String: Int]?
+        static let scanLimit = 16
 
         subscript(key: String) -> YAMLPair? {
-            keys.firstIndex(of: key).map { pairs[$0] }
+            if let positions { return positions[key].map { pairs[$0] } }
+            return keys.firstIndex(of: key).map { pairs[$0] }
         }
 
+        /// Adds `pair` under `key` (the first pair of a key is the one a look-up finds).
         mutating func append(_ key: String, _ pair: YAMLPair) {
             keys.append(key)
             pairs.append(pair)
+            if positions != nil {
+                if positions?[key] == nil { positions?[key] = keys.count - 1 }
+            } else if keys.count > Self.scanLimit {
+                positions = Dictionary(zip(keys, keys.indices), uniquingKeysWith: { first, _ in first })
+            }
         }
     }
 

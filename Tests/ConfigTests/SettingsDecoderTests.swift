@@ -282,3 +282,58 @@ import Testing
         #expect(result.errors.allSatisfy { $0.file == testConfigPath })
     }
 }
+
+@Suite struct SettingsDecoderFieldsTests {
+    /// A login's parameters are the file's own names: past `Fields.scanLimit` of them the
+    /// look-ups go through an index. Every parameter is kept once, in file order, and a
+    /// duplicate is reported with the line of the first.
+    @Test func manyParametersKeepTheirOrderAndADuplicateNamesTheFirstLine() async throws {
+        let count = SettingsDecoder.Fields.scanLimit * 2 + 3
+        func config(extra: String) -> String {
+            let lines = (0..<count).map { "            p\($0): v\($0)" }.joined(separator: "\n")
+            return """
+                version: 1
+                environments:
+                  e:
+                    base_url: https://api.example.com
+                    profiles:
+                      me:
+                        type: authorization_code
+                        issuer: https://auth.example.com
+                        client_id: public-client
+                        parameters:
+                          authorization:
+                \(lines)\(extra)
+                """
+        }
+        let valid = await decodeConfig(config(extra: ""))
+        let settings = try #require(valid.settings)
+        guard case .authorizationCode(_, let login) = settings.environments.first?.profile(named: "me")?.kind else {
+            Issue.record("me")
+            return
+        }
+        #expect(login.authorizationParameters.map(\.0) == (0..<count).map { "p\($0)" })
+        #expect(login.authorizationParameters.last?.1 == "v\(count - 1)")
+
+        let duplicated = await decodeConfig(config(extra: "\n            p3: again"))
+        #expect(duplicated.settings == nil)
+        let error = try #require(duplicated.errors.first)
+        #expect(error.message.contains("duplicate key 'p3'"))
+        #expect(error.message.contains("first at line 15"))
+        #expect(duplicated.errors.count == 1)
+    }
+
+    @Test func aLookUpFindsTheFirstPairOfAKeyOnEitherSideOfTheLimit() throws {
+        let root = try #require(try YAMLParser().parse("k: first\nk2: x\n"))
+        let pairs = try #require(root.pairs)
+        for total in [3, SettingsDecoder.Fields.scanLimit + 5] {
+            var fields = SettingsDecoder.Fields()
+            fields.append("k", pairs[0])
+            for index in 0..<total { fields.append("key\(index)", pairs[1]) }
+            fields.append("k", pairs[1])
+            #expect(fields["k"]?.value.scalar?.value == "first")
+            #expect(fields["key\(total - 1)"]?.value.scalar?.value == "x")
+            #expect(fields["absent"] == nil)
+        }
+    }
+}
