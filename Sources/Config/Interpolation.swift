@@ -1,3 +1,5 @@
+import HTTPFields
+
 /// `${VAR}`, `${VAR:-default}` and `$$` in string scalars, with shell semantics for the default
 /// (used when VAR is unset or empty). A `$` not followed by `{` or `$` is kept as is.
 enum Interpolation {
@@ -81,14 +83,10 @@ enum Interpolation {
     /// Whether `name` is a shell-style variable name: an ASCII letter or `_`, then letters, digits
     /// and `_`.
     static func isValidName(_ name: String) -> Bool {
-        func isLetter(_ byte: UInt8) -> Bool {
-            (byte | 0x20) >= UInt8(ascii: "a") && (byte | 0x20) <= UInt8(ascii: "z")
-        }
         var bytes = name.utf8.makeIterator()
-        guard let first = bytes.next(), first == UInt8(ascii: "_") || isLetter(first) else { return false }
+        guard let first = bytes.next(), first == UInt8(ascii: "_") || ASCII.isLetter(first) else { return false }
         while let byte = bytes.next() {
-            guard byte == UInt8(ascii: "_") || isLetter(byte) || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte)
-            else { return false }
+            guard byte == UInt8(ascii: "_") || ASCII.isLetter(byte) || ASCII.isDigit(byte) else { return false }
         }
         return true
     }

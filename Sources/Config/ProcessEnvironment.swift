@@ -17,10 +17,10 @@ public enum ProcessEnvironment {
     static func variables(_ entries: UnsafePointer<UnsafeMutablePointer<CChar>?>) -> [String: String] {
         var count = 0
         while entries[count] != nil { count += 1 }
-        // Sized once, and filled from the last entry to the first so that a plain assignment
-        // leaves the first entry of a name (one hash per entry, no regrowth).
+        // Sized once (no regrowth). The first entry of a name wins, as with `getenv`, and keeps its
+        // own spelling of the name (it goes into the environment of the commands run).
         var variables: [String: String] = Dictionary(minimumCapacity: count)
-        for index in stride(from: count - 1, through: 0, by: -1) {
+        for index in 0..<count {
             guard let pointer = entries[index] else { continue }
             // Straight from the C string's bytes (not a String cut in two and copied): ~40 µs of
             // every start. Invalid UTF-8 is repaired as `String(cString:)` repairs it.
@@ -28,7 +28,10 @@ public enum ProcessEnvironment {
                 start: UnsafeRawPointer(pointer).assumingMemoryBound(to: UInt8.self), count: strlen(pointer))
             if let equals = bytes.firstIndex(of: UInt8(ascii: "=")) {
                 let name = String(decoding: UnsafeBufferPointer(rebasing: bytes[..<equals]), as: UTF8.self)
-                variables[name] = String(decoding: UnsafeBufferPointer(rebasing: bytes[(equals + 1)...]), as: UTF8.self)
+                if variables[name] == nil {
+                    variables[name] = String(
+                        decoding: UnsafeBufferPointer(rebasing: bytes[(equals + 1)...]), as: UTF8.self)
+                }
             }
         }
         return variables

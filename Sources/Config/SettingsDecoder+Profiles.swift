@@ -133,12 +133,12 @@ extension SettingsDecoder {
                 pair.value, path: "\(path).parameters", context: "'\(path).parameters'",
                 allowed: Self.parameterCategories)
         {
-            for (category, entry) in zip(categories.keys, categories.pairs).sorted(by: { $0.0 < $1.0 }) {
+            for (category, entry) in categories.entries.sorted(by: { $0.0 < $1.0 }) {
                 let categoryPath = "\(path).parameters.\(category)"
                 guard let pairs = fields(entry.value, path: categoryPath, context: "'\(categoryPath)'", allowed: nil)
                 else { continue }
                 var list: [(String, String)] = []
-                for (name, parameter) in zip(pairs.keys, pairs.pairs) {
+                for (name, parameter) in pairs.entries {
                     guard
                         let value = self.scalar(
                             parameter.value, path: "\(categoryPath).\(name)", expected: "a string parameter value")

@@ -150,6 +150,9 @@ struct SettingsDecoder {
         private var positions: [String: Int]?
         static let scanLimit = 16
 
+        /// The accepted keys and their pairs, in file order.
+        var entries: Zip2Sequence<[String], [YAMLPair]> { zip(keys, pairs) }
+
         subscript(key: String) -> YAMLPair? {
             if let positions { return positions[key].map { pairs[$0] } }
             return keys.firstIndex(of: key).map { pairs[$0] }

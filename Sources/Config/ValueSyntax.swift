@@ -10,24 +10,20 @@ public enum ValueSyntax {
         let trimmed = trimmingSpaces(text)
         guard !trimmed.isEmpty else { return nil }
         if let seconds = Int64(trimmed), seconds >= 0 { return .seconds(seconds) }
-        // On the bytes: a duration is ASCII digits and letters only, so anything else ends it.
+        // On the bytes: a duration is ASCII digits and letters only; anything else refuses it.
         let bytes = Array(trimmed.utf8)
         var total = Duration.zero
         var index = 0
         while index < bytes.count {
             var amount: Int64 = 0
             let digitsStart = index
-            while index < bytes.count, bytes[index] >= UInt8(ascii: "0"), bytes[index] <= UInt8(ascii: "9") {
+            while index < bytes.count, ASCII.isDigit(bytes[index]) {
                 amount = amount * 10 + Int64(bytes[index] - UInt8(ascii: "0"))
                 guard amount < 1_000_000_000 else { return nil }
                 index += 1
             }
             let unitStart = index
-            while index < bytes.count, (bytes[index] | 0x20) >= UInt8(ascii: "a"),
-                (bytes[index] | 0x20) <= UInt8(ascii: "z")
-            {
-                index += 1
-            }
+            while index < bytes.count, ASCII.isLetter(bytes[index]) { index += 1 }
             guard unitStart > digitsStart, index > unitStart else { return nil }
             switch String(decoding: bytes[unitStart..<index], as: UTF8.self) {
             case "ms": total += .milliseconds(amount)
@@ -88,33 +84,42 @@ public enum ValueSyntax {
     /// what that parser and this one could read differently: spaces, control characters and
     /// backslashes.
     public static func httpURLProblem(_ text: String) -> String? {
-        httpURL(text).problem
+        if case .refused(let problem) = httpURL(text) { return problem }
+        return nil
     }
 
-    /// `text` split, when it is an absolute http(s) URL, or why it is not.
-    private static func httpURL(_ text: String) -> (url: URLSyntax?, problem: String?) {
+    /// An absolute http(s) URL split, or why `text` is not one.
+    private enum HTTPURLCheck {
+        case url(URLSyntax)
+        case refused(String)
+    }
+
+    private static func httpURL(_ text: String) -> HTTPURLCheck {
         if text.utf8.contains(where: { $0 <= 0x20 || $0 == 0x7F || $0 == UInt8(ascii: "\\") }) {
-            return (nil, "must not contain spaces, control characters or backslashes")
+            return .refused("must not contain spaces, control characters or backslashes")
         }
-        guard let url = URLSyntax(text) else { return (nil, "is not a valid absolute URL") }
+        guard let url = URLSyntax(text) else { return .refused("is not a valid absolute URL") }
         guard url.scheme == "http" || url.scheme == "https" else {
-            return (nil, "must use http or https, not '\(url.scheme)'")
+            return .refused("must use http or https, not '\(url.scheme)'")
         }
-        guard !url.host.isEmpty else { return (nil, "has no host") }
+        guard !url.host.isEmpty else { return .refused("has no host") }
         guard !url.hasUserInfo else {
-            return (nil, "must not contain credentials (user:password@); use a profile instead")
+            return .refused("must not contain credentials (user:password@); use a profile instead")
         }
-        guard !url.hasQuery else { return (nil, "must not contain a query ('?...')") }
-        guard !url.hasFragment else { return (nil, "must not contain a fragment ('#...')") }
-        return (url, nil)
+        guard !url.hasQuery else { return .refused("must not contain a query ('?...')") }
+        guard !url.hasFragment else { return .refused("must not contain a fragment ('#...')") }
+        return .url(url)
     }
 
     /// Why an OAuth endpoint URL was refused: ``httpURLProblem(_:)``, or plain http on a host
     /// that is not loopback (SPEC §5.2). The rule registering a session applies again, so
     /// `check-config` refuses what `serve` would.
     public static func endpointURLProblem(_ text: String) -> String? {
-        let checked = httpURL(text)
-        guard let url = checked.url else { return checked.problem }
+        let url: URLSyntax
+        switch httpURL(text) {
+        case .refused(let problem): return problem
+        case .url(let split): url = split
+        }
         guard url.isAllowedEndpoint else { return "must use https (plain http is allowed only on loopback)" }
         return nil
     }
@@ -122,8 +127,11 @@ public enum ValueSyntax {
     /// Why an origin was refused, or `nil` when `text` is `scheme://host[:port]` with an http(s)
     /// scheme (a single trailing `/` is tolerated).
     public static func originProblem(_ text: String) -> String? {
-        let checked = httpURL(text)
-        guard let url = checked.url else { return checked.problem }
+        let url: URLSyntax
+        switch httpURL(text) {
+        case .refused(let problem): return problem
+        case .url(let split): url = split
+        }
         guard url.path.isEmpty || url.path == "/" else {
             return "must be an origin (scheme://host[:port]) without a path"
         }

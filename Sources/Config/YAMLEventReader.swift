@@ -56,6 +56,8 @@ enum YAMLEventReader {
                 case .documentEnd:
                     documentsEnded += 1
                 case .documentStart where documentsEnded > 0:
+                    // The tree builder has refused it already; a consumer that does not still
+                    // never gets a second document's content.
                     return nil
                 default:
                     break

@@ -30,8 +30,8 @@ public struct URLSyntax: Sendable, Equatable {
     /// "." ) ":"`), a bracketed host without its `]`, or a port that is not digits.
     public init?(_ text: String) {
         let bytes = Array(text.utf8)
-        guard let colon = bytes.firstIndex(of: UInt8(ascii: ":")), colon > 0, Self.isAlpha(bytes[0]),
-            bytes[1..<colon].allSatisfy({ Self.isAlpha($0) || Self.isDigit($0) || "+-.".utf8.contains($0) })
+        guard let colon = bytes.firstIndex(of: UInt8(ascii: ":")), colon > 0, ASCII.isLetter(bytes[0]),
+            bytes[1..<colon].allSatisfy({ ASCII.isLetter($0) || ASCII.isDigit($0) || "+-.".utf8.contains($0) })
         else { return nil }
         scheme = String(decoding: bytes[0..<colon].map(Self.lowercased), as: UTF8.self)
         var index = colon + 1
@@ -61,7 +61,7 @@ public struct URLSyntax: Sendable, Equatable {
             if rest.isEmpty {
                 port = nil
             } else {
-                guard rest.first == UInt8(ascii: ":"), rest.dropFirst().allSatisfy(Self.isDigit) else { return nil }
+                guard rest.first == UInt8(ascii: ":"), rest.dropFirst().allSatisfy(ASCII.isDigit) else { return nil }
                 port = String(decoding: rest.dropFirst(), as: UTF8.self)
             }
             index = end
@@ -109,10 +109,6 @@ public struct URLSyntax: Sendable, Equatable {
         return withUnsafeBytes(of: address) { $0[0] } == 127
     }
 
-    private static func isAlpha(_ byte: UInt8) -> Bool {
-        (byte | 0x20) >= UInt8(ascii: "a") && (byte | 0x20) <= UInt8(ascii: "z")
-    }
-    private static func isDigit(_ byte: UInt8) -> Bool { byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9") }
     private static func lowercased(_ byte: UInt8) -> UInt8 {
         byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z") ? byte | 0x20 : byte
     }

@@ -127,9 +127,10 @@ func parseError(_ text: String, parser: YAMLParser = YAMLParser()) -> YAMLError?
         #expect(parseError("a: \"open\nb: 1\n") != nil)
     }
 
-    @Test func theFirstProblemInTheFileIsReportedWhenTheTreeIsBuiltAsItIsRead() throws {
+    @Test func aStructuralErrorIsNotMaskedByASyntaxErrorFurtherOn() throws {
         // The undefined alias on line 1 comes before the unclosed bracket on line 3: the tree is
-        // built from each event as libyaml reads it, so the parse stops at the alias.
+        // built from each event as libyaml reads it, so the parse stops at the alias. (libyaml
+        // reads a token or so ahead: a syntax error right behind the alias still comes first.)
         let error = try #require(parseError("a: *nowhere\nb: 1\nc: [unclosed\n"))
         #expect(error.mark.line == 1)
         #expect(error.message.contains("undefined alias '*nowhere'"))

@@ -18,9 +18,9 @@ public struct LoggingMiddleware: HTTPMiddleware {
     /// Header names always masked.
     public static let credentialHeaders: Set<String> = ["authorization", "proxy-authorization", "cookie", "set-cookie"]
 
-    /// Extra secret query parameter names, lower case.
+    /// Query parameter names masked, lower case: ``commonSecretParameters`` and the profiles'.
     public let secretQueryParameters: Set<String>
-    /// Extra secret header names (e.g. an API-key header), lower case.
+    /// Header names masked, lower case: ``credentialHeaders`` and the profiles' (API-key headers).
     public let secretHeaders: Set<String>
     let logger: Logger
 
