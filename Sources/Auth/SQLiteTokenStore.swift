@@ -194,7 +194,9 @@ public final class SQLiteTokenStore: TokenStore {
         do {
             connection = try SQLiteConnection(
                 path: path, create: false, busyTimeoutMilliseconds: busyTimeoutMilliseconds)
-            try connection.execute("PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; PRAGMA secure_delete=ON;")
+            try Self.retryingWhileBusy(timeoutMilliseconds: busyTimeoutMilliseconds) { () throws(SQLiteError) in
+                try connection.execute("PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; PRAGMA secure_delete=ON;")
+            }
         } catch {
             throw AuthError.store("the store \(path) could not be opened (\(error.message))")
         }
@@ -202,6 +204,27 @@ public final class SQLiteTokenStore: TokenStore {
         try checkKey(connection, cipher: cipher)
         let dataVersion = (try? Self.dataVersion(connection)) ?? 0
         return Opened(connection: connection, cipher: cipher, schemaVersion: version, dataVersion: dataVersion)
+    }
+
+    /// Runs `body` again, after a short pause, while SQLite answers busy, up to
+    /// `timeoutMilliseconds`. For what SQLite refuses at once instead of calling its busy handler:
+    /// turning a new store's journal into a write-ahead log while another process opening the
+    /// same new store holds a lock on it.
+    static func retryingWhileBusy(timeoutMilliseconds: Int32, _ body: () throws(SQLiteError) -> Void)
+        throws(SQLiteError)
+    {
+        let deadline = ContinuousClock.now + .milliseconds(timeoutMilliseconds)
+        var pause: UInt32 = 1_000
+        while true {
+            do throws(SQLiteError) {
+                try body()
+                return
+            } catch {
+                guard error.isBusy, ContinuousClock.now < deadline else { throw error }
+                usleep(pause)
+                pause = min(pause * 2, 50_000)
+            }
+        }
     }
 
     /// The directory part of a file path: what precedes its last `/` (`/` for a file at the
@@ -311,15 +334,13 @@ public final class SQLiteTokenStore: TokenStore {
                 return
             }
             if let check {
-                guard cipher.open(check, associatedData: Self.checkAssociatedData) == Self.checkPlaintext else {
-                    throw AuthError.store("the encryption key does not open the store \(path) (wrong key?)")
-                }
+                try verifyCheck(check, cipher: cipher)
                 return
             }
-            guard sealedRows == 0 else {
-                throw AuthError.store("the store \(path) holds sealed records but no check record (tampered?)")
-            }
-            try reseal(connection, from: nil, to: cipher)
+            // No check record: the first opening with a key, decided again under the write lock
+            // (another process opening the same new store may have written its check record, and
+            // sealed records, since the reads above).
+            try reseal(connection, from: nil, to: cipher, firstKey: true)
         } catch let error as AuthError {
             throw error
         } catch {
@@ -327,11 +348,37 @@ public final class SQLiteTokenStore: TokenStore {
         }
     }
 
+    /// Throws unless `cipher` opens the check record `check` (the key is the store's).
+    private func verifyCheck(_ check: [UInt8], cipher: StoreCipher) throws(AuthError) {
+        guard cipher.open(check, associatedData: Self.checkAssociatedData) == Self.checkPlaintext else {
+            throw AuthError.store("the encryption key does not open the store \(path) (wrong key?)")
+        }
+    }
+
     /// In one transaction: opens every record with `old` (plain ones as they are), seals it with
-    /// `new` (or stores it plain), and writes the check record of `new`.
-    private func reseal(_ connection: SQLiteConnection, from old: StoreCipher?, to new: StoreCipher?) throws {
+    /// `new` (or stores it plain), and writes the check record of `new`. With `firstKey` (a store
+    /// without a check record yet), a check record found in the transaction is verified instead
+    /// and nothing is changed, and sealed records without one are refused.
+    private func reseal(
+        _ connection: SQLiteConnection, from old: StoreCipher?, to new: StoreCipher?, firstKey: Bool = false
+    ) throws {
         try connection.execute("BEGIN IMMEDIATE")
         do {
+            if firstKey, let new {
+                if let check = try connection.query("SELECT value FROM meta WHERE name = 'check'").first?.first?
+                    .blobValue
+                {
+                    try connection.execute("COMMIT")
+                    try verifyCheck(check, cipher: new)
+                    return
+                }
+                let sealedRows =
+                    try connection.query("SELECT count(*) FROM sessions WHERE sealed = 1").first?.first?
+                    .integerValue ?? 0
+                guard sealedRows == 0 else {
+                    throw AuthError.store("the store \(path) holds sealed records but no check record (tampered?)")
+                }
+            }
             for row in try connection.query("SELECT id, payload, sealed FROM sessions") {
                 guard let id = row[0].textValue, let payload = row[1].blobValue else { continue }
                 let plain: [UInt8]
@@ -451,16 +498,17 @@ public final class SQLiteTokenStore: TokenStore {
     }
 
     public func load(_ key: StoreKey) async throws -> StoredTokens? {
-        try await withConnection { opened in
+        let id = key.id
+        return try await withConnection { opened in
             let rows = try opened.connection.query(
-                "SELECT payload, sealed, revision, invalidated FROM sessions WHERE id = ?1", [.text(key.id)])
+                "SELECT payload, sealed, revision, invalidated FROM sessions WHERE id = ?1", [.text(id)])
             guard let row = rows.first, let payload = row[0].blobValue else { return nil }
             var plain = payload
             if row[1].integerValue == 1 {
                 guard let cipher = opened.cipher else {
                     throw AuthError.store("the store \(self.path) is encrypted; configure store.encryption_key")
                 }
-                guard let opened = cipher.open(payload, associatedData: Array(key.id.utf8)) else {
+                guard let opened = cipher.open(payload, associatedData: Array(id.utf8)) else {
                     throw AuthError.storage(
                         "the record of \(key) in the store \(self.path) failed its integrity check (tampered or "
                             + "corrupted); log out of the session to remove it")
@@ -485,8 +533,9 @@ public final class SQLiteTokenStore: TokenStore {
             receivedAt: tokens.receivedAt?.timeIntervalSince1970, expiresAt: tokens.expiresAt?.timeIntervalSince1970,
             refreshToken: tokens.refreshToken, scope: tokens.scope)
         let plain = payload.json
+        let id = key.id
         return try await withConnection { opened in
-            let (stored, sealed) = try self.seal(plain, id: key.id, cipher: opened.cipher)
+            let (stored, sealed) = try self.seal(plain, id: id, cipher: opened.cipher)
             let connection = opened.connection
             // One transaction: the logout epoch read and the write are atomic together, durable
             // before it returns.
@@ -505,7 +554,7 @@ public final class SQLiteTokenStore: TokenStore {
                     RETURNING revision
                     """,
                     [
-                        .text(key.id), .text(key.session.environment), .text(key.session.profile), .blob(stored),
+                        .text(id), .text(key.session.environment), .text(key.session.profile), .blob(stored),
                         .integer(sealed ? 1 : 0), .real(Date().timeIntervalSince1970),
                     ])
                 try connection.execute("COMMIT")

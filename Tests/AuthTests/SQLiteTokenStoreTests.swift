@@ -442,6 +442,26 @@ func expectStoreError(_ text: String, _ body: () async throws -> Void) async {
         other.releaseLease(after)
     }
 
+    /// Stores (processes) opening a new encrypted store at once: the first to seal writes the
+    /// check record; another that found none before taking the write lock verifies it there
+    /// instead of re-sealing, with no key, the records already sealed.
+    @Test func concurrentFirstOpensOfAnEncryptedStoreAgree() async throws {
+        for _ in 0..<20 {
+            let directory = try StoreDirectory()
+            let key = StoreKey(session: sessionKey())
+            let stores = (0..<4).map { _ in
+                SQLiteTokenStore(path: directory.database, encryptionKey: keyProvider(storeTestKey))
+            }
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for (index, store) in stores.enumerated() {
+                    group.addTask { try await store.save(sampleTokens("w\(index)"), for: key) }
+                }
+                try await group.waitForAll()
+            }
+            #expect(try await stores[0].load(key)?.revision == 4)
+        }
+    }
+
     @Test func concurrentWritersEachCommitAtomically() async throws {
         let directory = try StoreDirectory()
         let key = StoreKey(session: sessionKey())
