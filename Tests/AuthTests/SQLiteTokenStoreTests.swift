@@ -442,6 +442,28 @@ func expectStoreError(_ text: String, _ body: () async throws -> Void) async {
         other.releaseLease(after)
     }
 
+    /// Four encrypted stores on `directory`'s database (as four processes) each saving `rounds`
+    /// tokens for `key` at once (tokens `w<store>-<round>`); returns the stores.
+    private func savedByFourStoresAtOnce(_ directory: borrowing StoreDirectory, _ key: StoreKey, rounds: Int)
+        async throws
+        -> [SQLiteTokenStore]
+    {
+        let stores = (0..<4).map { _ in
+            SQLiteTokenStore(path: directory.database, encryptionKey: keyProvider(storeTestKey))
+        }
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for (index, store) in stores.enumerated() {
+                group.addTask {
+                    for round in 0..<rounds {
+                        try await store.save(sampleTokens("w\(index)-\(round)"), for: key)
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
+        return stores
+    }
+
     /// Stores (processes) opening a new encrypted store at once: the first to seal writes the
     /// check record; another that found none before taking the write lock verifies it there
     /// instead of re-sealing, with no key, the records already sealed.
@@ -449,15 +471,7 @@ func expectStoreError(_ text: String, _ body: () async throws -> Void) async {
         for _ in 0..<20 {
             let directory = try StoreDirectory()
             let key = StoreKey(session: sessionKey())
-            let stores = (0..<4).map { _ in
-                SQLiteTokenStore(path: directory.database, encryptionKey: keyProvider(storeTestKey))
-            }
-            try await withThrowingTaskGroup(of: Void.self) { group in
-                for (index, store) in stores.enumerated() {
-                    group.addTask { try await store.save(sampleTokens("w\(index)"), for: key) }
-                }
-                try await group.waitForAll()
-            }
+            let stores = try await savedByFourStoresAtOnce(directory, key, rounds: 1)
             #expect(try await stores[0].load(key)?.revision == 4)
         }
     }
@@ -465,19 +479,7 @@ func expectStoreError(_ text: String, _ body: () async throws -> Void) async {
     @Test func concurrentWritersEachCommitAtomically() async throws {
         let directory = try StoreDirectory()
         let key = StoreKey(session: sessionKey())
-        let stores = (0..<4).map { _ in
-            SQLiteTokenStore(path: directory.database, encryptionKey: keyProvider(storeTestKey))
-        }
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            for (index, store) in stores.enumerated() {
-                group.addTask {
-                    for round in 0..<25 {
-                        try await store.save(sampleTokens("w\(index)-\(round)"), for: key)
-                    }
-                }
-            }
-            try await group.waitForAll()
-        }
+        let stores = try await savedByFourStoresAtOnce(directory, key, rounds: 25)
         let loaded = try await stores[0].load(key)
         #expect(loaded?.revision == 100)
         // The access and refresh tokens come from the same save.
