@@ -9,7 +9,7 @@ public protocol MessageSink: Sendable {
 
     /// Hands over one serialized JSON message without waiting (and never drops it). For the
     /// reader thread, which must not block in the middle of a frame; it waits for room before
-    /// its next read instead (``StdioWriter/waitForRoom()``).
+    /// its next read instead (``StdioWriter/hasRoom(orWhenRoom:)``).
     func sendNow(_ message: consuming [UInt8])
 }
 

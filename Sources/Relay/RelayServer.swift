@@ -94,7 +94,8 @@ public final class RelayServer: Sendable {
         }
         let reader = StdioReader(
             fileDescriptor: input, framing: options.framing, limits: options.framingLimits,
-            waitForRoom: { writer.waitForRoom() })
+            room: { writer.hasRoom(orWhenRoom: $0) },
+            poller: { [runtimes] in runtimes.current.startedInputPoller })
         reader.start(
             onFraming: { writer.framing = $0 },
             onMessage: { dispatcher.receive($0) },

@@ -329,15 +329,19 @@ final class RelayProcess: Sendable {
         guard condition(stdoutBytes) else { throw TimedOut(what: "\(what) (stdout closed)") }
     }
 
-    /// Waits until stderr contains `text`.
-    func waitForStderr(_ text: String, timeout: Duration = .seconds(60)) async throws {
+    /// Waits until stderr contains `text` (at least `occurrences` times).
+    func waitForStderr(_ text: String, occurrences: Int = 1, timeout: Duration = .seconds(60)) async throws {
         let needle = Array(text.utf8)
         try await withSafetyTimer(timeout) {
-            try await self.waitUntil("stderr '\(text)'", timeout: timeout) { state in
-                state.stderr.count >= needle.count
-                    && (0...(state.stderr.count - needle.count)).contains {
-                        state.stderr[$0..<($0 + needle.count)].elementsEqual(needle)
-                    }
+            try await self.waitUntil("stderr '\(text)' \(occurrences) time(s)", timeout: timeout) { state in
+                guard state.stderr.count >= needle.count else { return false }
+                var found = 0
+                for start in 0...(state.stderr.count - needle.count)
+                where state.stderr[start..<(start + needle.count)].elementsEqual(needle) {
+                    found += 1
+                    if found == occurrences { return true }
+                }
+                return false
             }
         }
     }

@@ -19,10 +19,22 @@ import Testing
         return Array((head + padding + tail).utf8)
     }
 
-    @Test func aPeerThatDoesNotReadStdoutPausesStdinWithinTheBoundAndLosesNoAnswer() async throws {
-        let relay = try RelayProcess(["--log-level", "debug"])
-        try relay.send(#"{"jsonrpc":"2.0","id":"ready","method":"ping"}"#)
-        _ = try await relay.lines(atLeast: 1)
+    /// With stdin read by its own thread (no transfer yet), and by the transfer loop that took it
+    /// over after a request (it leaves stdin out of its poll until the writer says there is room).
+    @Test(arguments: [false, true])
+    func aPeerThatDoesNotReadStdoutPausesStdinWithinTheBoundAndLosesNoAnswer(readByTheLoop: Bool) async throws {
+        let relay: RelayProcess
+        if readByTheLoop {
+            let server = try await RecordingServer()
+            let path = try TemporaryDirectory.file(StdinOwnershipTests.config(server))
+            relay = try RelayProcess(["--config", path, "--log-level", "debug"])
+            try await StdinOwnershipTests.handOverToTheLoop(relay)
+        } else {
+            relay = try RelayProcess(["--log-level", "debug"])
+            try relay.send(#"{"jsonrpc":"2.0","id":"ready","method":"ping"}"#)
+            _ = try await relay.lines(atLeast: 1)
+        }
+        let linesBefore = relay.parsedLines.count
         let startRSS = try #require(relay.residentBytes)
         let peak = PeakResidentSize(pid: relay.pid)
         relay.pauseStdout(true)
@@ -65,7 +77,7 @@ import Testing
         await written.wait()
         #expect(writeFailed.withLock { $0 } == nil)
         let afterWritingRSS = try #require(relay.residentBytes)
-        let lines = try await relay.lines(atLeast: Self.frameCount + 1, timeout: .seconds(300))
+        let lines = try await relay.lines(atLeast: linesBefore + Self.frameCount, timeout: .seconds(300))
         let endRSS = try #require(relay.residentBytes)
         let peakRSS = peak.stop()
         try relay.closeStdin()
@@ -76,7 +88,7 @@ import Testing
             "RSS start \(startRSS >> 20) MiB, paused \(pausedRSS >> 20) MiB, after writing "
                 + "\(afterWritingRSS >> 20) MiB, end \(endRSS >> 20) MiB, peak \(peakRSS >> 20) MiB")
         #expect(growth <= 64 << 20, "RSS grew by \(growth >> 20) MiB")
-        let answered = lines.dropFirst().compactMap { line -> Int? in
+        let answered = lines.dropFirst(linesBefore).compactMap { line -> Int? in
             guard line["error"]?["code"] == .int(-32601) else { return nil }
             return line["id"]?.numberValue?.intValue
         }

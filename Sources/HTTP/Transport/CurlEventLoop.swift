@@ -31,6 +31,11 @@ import Synchronization
 //   jobs on the loop thread between transfers, so a request's task, its transfer and its answer
 //   need no thread hand-off. A job never blocks (every wait in the code is a suspension), and a
 //   job enqueued once the loop has stopped runs on the global executor: no job is ever dropped.
+// - The loop may also read an input (the server's stdin, ``PolledInput``) that it adopted: it
+//   polls the input's descriptor beside the eventfd (or checks it without waiting when commands
+//   are queued, so a busy loop still reads), reads it only when that says a read will not block,
+//   leaves it out while the input may not read (its output backed up) until told it may, and
+//   hands it back to its own thread when the loop stops.
 // - The multi handle and the eventfd are released in deinit, so a late wake never touches a
 //   freed handle or a reused descriptor (every caller of enqueue holds a reference to the loop).
 
@@ -48,6 +53,10 @@ final class CurlEventLoop: @unchecked Sendable {  // Safe: inbox is a Mutex; the
         case resume(CurlTransfer)
         /// A job of a task that prefers this loop as its executor.
         case run(UnownedJob)
+        /// An input to read from now on (``InputPoller/adopt(_:)``).
+        case adopt(any PolledInput)
+        /// The adopted input may read again.
+        case inputMayRead
         case shutdown
     }
 
@@ -70,6 +79,9 @@ final class CurlEventLoop: @unchecked Sendable {  // Safe: inbox is a Mutex; the
     private var nextIdleCheck: UInt64 = .max
     /// CURLMOPT_MAXCONNECTS as last set (see ``keepConnections()``).
     private var connectionCacheSize = 0
+    /// The adopted input, and whether it waits to be told it may read.
+    private var input: (any PolledInput)?
+    private var inputPaused = false
 
     /// The loop thread's name (Linux keeps 15 bytes of a thread name).
     static let threadName = "relay-curl"
@@ -137,6 +149,8 @@ final class CurlEventLoop: @unchecked Sendable {  // Safe: inbox is a Mutex; the
                 case .cancel(let transfer): cancel(transfer)
                 case .resume(let transfer): resume(transfer)
                 case .run(let job): job.runSynchronously(on: asUnownedTaskExecutor())
+                case .adopt(let adopted): take(adopted)
+                case .inputMayRead: inputPaused = false
                 case .shutdown: stop = true
                 }
             }
@@ -154,15 +168,53 @@ final class CurlEventLoop: @unchecked Sendable {  // Safe: inbox is a Mutex; the
                 inbox.sleeping = true
                 return true
             }
+            let inputDescriptor = readableInputDescriptor()
             if mayPoll {
-                var woken = curl_waitfd(fd: wakeup, events: Int16(CURL_WAIT_POLLIN), revents: 0)
-                _ = tr_multi_poll(multi, &woken, 1, timeout, nil)
-                if woken.revents != 0 {
+                var waits = (
+                    curl_waitfd(fd: wakeup, events: Int16(CURL_WAIT_POLLIN), revents: 0),
+                    curl_waitfd(fd: inputDescriptor ?? -1, events: Int16(CURL_WAIT_POLLIN), revents: 0)
+                )
+                let inputReady = withUnsafeMutablePointer(to: &waits) { pointer in
+                    pointer.withMemoryRebound(to: curl_waitfd.self, capacity: 2) { waits in
+                        _ = tr_multi_poll(multi, waits, inputDescriptor == nil ? 1 : 2, timeout, nil)
+                        return waits[1].revents != 0
+                    }
+                }
+                if waits.0.revents != 0 {
                     var count: eventfd_t = 0
                     _ = eventfd_read(wakeup, &count)
                 }
+                if inputReady { readInput() }
+            } else if let inputDescriptor {
+                var entry = pollfd(fd: inputDescriptor, events: Int16(POLLIN), revents: 0)
+                if poll(&entry, 1, 0) > 0 { readInput() }
             }
         }
+    }
+
+    private func take(_ adopted: any PolledInput) {
+        guard input == nil else {
+            adopted.handBack()
+            return
+        }
+        input = adopted
+        inputPaused = false
+    }
+
+    /// The adopted input's poll descriptor when it may read now; otherwise `nil` (and, when its
+    /// output is backed up, the input tells the loop once it may read again).
+    private func readableInputDescriptor() -> Int32? {
+        guard let input, !inputPaused else { return nil }
+        guard input.mayRead(resume: { [self] in enqueue(.inputMayRead) }) else {
+            inputPaused = true
+            return nil
+        }
+        return input.fileDescriptor
+    }
+
+    /// Reads the input once (its descriptor polled readable); forgets it at its end.
+    private func readInput() {
+        if let input, !input.readAvailable() { self.input = nil }
     }
 
     private func add(_ transfer: CurlTransfer) {
@@ -441,6 +493,8 @@ final class CurlEventLoop: @unchecked Sendable {  // Safe: inbox is a Mutex; the
     }
 
     private func teardown() {
+        input?.handBack()
+        input = nil
         for transfer in Array(active.values) {
             detach(transfer)
             finish(transfer, .failure(HTTPError.cancelled))
@@ -459,7 +513,8 @@ final class CurlEventLoop: @unchecked Sendable {  // Safe: inbox is a Mutex; the
             switch command {
             case .add(let transfer): finish(transfer, .failure(HTTPError.cancelled))
             case .run(let job): globalConcurrentExecutor.enqueue(ExecutorJob(job))
-            case .cancel, .resume, .shutdown: break
+            case .adopt(let adopted): adopted.handBack()
+            case .cancel, .resume, .inputMayRead, .shutdown: break
             }
         }
     }
@@ -517,6 +572,13 @@ final class CurlEventLoop: @unchecked Sendable {  // Safe: inbox is a Mutex; the
         var spec = timespec()
         clock_gettime(CLOCK_MONOTONIC, &spec)
         return UInt64(spec.tv_sec) &* 1_000_000_000 &+ UInt64(spec.tv_nsec)
+    }
+}
+
+extension CurlEventLoop: InputPoller {
+    /// Takes `input` over: the loop reads it from its next turn.
+    func adopt(_ input: any PolledInput) -> Bool {
+        enqueue(.adopt(input))
     }
 }
 

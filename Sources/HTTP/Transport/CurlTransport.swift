@@ -78,6 +78,10 @@ public final class CurlTransport: HTTPTransport {
     /// suspension); after ``shutdown()`` its jobs run on the global executor.
     public var executor: any TaskExecutor { loop }
 
+    /// The loop thread as a reader of an input (the server's stdin): it reads the input
+    /// between transfers whenever it polls readable, until the input ends or the loop stops.
+    public var inputPoller: any InputPoller { loop }
+
     /// Stops the loop thread; transfers in flight and later calls fail with ``HTTPError/cancelled``.
     public func shutdown() { loop.enqueue(.shutdown) }
 

@@ -1,80 +1,161 @@
+import Dispatch
 import FoundationEssentials
 import Glibc
 import Logging
 
-/// Reads the peer's byte stream on a dedicated thread with blocking `read(2)` calls, splits it
-/// into frames and hands each to the dispatcher. Before each read it calls `waitForRoom`, which
-/// blocks while too many replies wait to be written (``StdioWriter/waitForRoom()``): a client
-/// that writes everything before reading cannot deadlock the server as long as its replies fit
-/// in that bound, and a peer that never reads stops the reading instead of growing memory. At
-/// end of input it calls `onEnd` once.
-public final class StdioReader: Sendable {
-    private let fileDescriptor: Int32
-    private let framing: Framing?
-    private let limits: FramingLimits
-    private let waitForRoom: @Sendable () -> Void
+/// Reads the peer's byte stream, splits it into frames and hands each to the dispatcher, in
+/// order. It starts on a thread of its own doing blocking `read(2)` calls; once an event loop is
+/// running (`poller` names one), the thread hands the input over to it after its next read and
+/// ends, and the loop reads whenever stdin polls readable (``PolledInput``): a request then
+/// goes from the peer to the loop that serves it without waking a second thread. When that loop
+/// stops, the input comes back to a new thread of its own, framing state and all.
+///
+/// Before each read the owner asks `room` whether too many replies wait to be written
+/// (``StdioWriter/hasRoom(orWhenRoom:)``); while they do, the thread blocks and a loop leaves
+/// stdin out of its poll: a client that writes everything before reading cannot deadlock the
+/// server as long as its replies fit in that bound, and a peer that never reads stops the
+/// reading instead of growing memory. At end of input it calls `onEnd` once.
+///
+/// A loop reads only after polling said a read would not block (libcurl's poll reports a pipe's
+/// end, `POLLHUP`, as readable too).
+public final class StdioReader: PolledInput, @unchecked Sendable {
+    // Safe: the framing state below is used by one owner at a time — the thread, or the loop
+    // that adopted the input — and the hand-over passes through the loop's locked queue (or a
+    // thread's creation), which orders the accesses. The rest is immutable.
 
-    public init(
-        fileDescriptor: Int32 = 0, framing: Framing?, limits: FramingLimits,
-        waitForRoom: @escaping @Sendable () -> Void = {}
-    ) {
-        self.fileDescriptor = fileDescriptor
-        self.framing = framing
-        self.limits = limits
-        self.waitForRoom = waitForRoom
+    private struct Handlers {
+        let onFraming: @Sendable (Framing) -> Void
+        let onMessage: @Sendable ([UInt8]) -> Void
+        let onError: @Sendable (FramingError) -> Void
+        let onEnd: @Sendable () -> Void
     }
 
-    /// Starts the reader thread.
+    public let fileDescriptor: Int32
+    private let room: @Sendable (@escaping @Sendable () -> Void) -> Bool
+    private let poller: @Sendable () -> (any InputPoller)?
+
+    // The owner's state.
+    private var framer: MessageFramer
+    private var announced = false
+    private var handlers: Handlers?
+    /// Not zero-filled: its pages are touched only as far as reads fill them.
+    private let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 64 << 10, alignment: 1)
+
+    /// - Parameters:
+    ///   - room: whether there is room for more replies; when there is not, it calls its
+    ///     argument once there is (``StdioWriter/hasRoom(orWhenRoom:)``).
+    ///   - poller: a running event loop that may take the input over, if any (asked after each
+    ///     read of the thread).
+    public init(
+        fileDescriptor: Int32 = 0, framing: Framing?, limits: FramingLimits,
+        room: @escaping @Sendable (@escaping @Sendable () -> Void) -> Bool = { _ in true },
+        poller: @escaping @Sendable () -> (any InputPoller)? = { nil }
+    ) {
+        self.fileDescriptor = fileDescriptor
+        self.room = room
+        self.poller = poller
+        framer = MessageFramer(framing: framing, limits: limits)
+    }
+
+    deinit {
+        buffer.deallocate()
+    }
+
+    /// Starts reading on the reader thread.
     /// - Parameters:
     ///   - onFraming: called once when the framing is known (before the first frame).
     ///   - onMessage: called for every complete message body, in order.
     ///   - onError: called for every bad frame, in order.
     ///   - onEnd: called once at end of input (or on a read error).
+    /// The handlers run on whichever thread owns the input: they must not block.
     public func start(
         onFraming: @escaping @Sendable (Framing) -> Void,
         onMessage: @escaping @Sendable ([UInt8]) -> Void,
         onError: @escaping @Sendable (FramingError) -> Void,
         onEnd: @escaping @Sendable () -> Void
     ) {
-        let fileDescriptor = fileDescriptor
-        let framing = framing
-        let limits = limits
-        let waitForRoom = waitForRoom
-        let started = SystemThread.start(named: "relay-stdin") {
-            var framer = MessageFramer(framing: framing, limits: limits)
-            var announced = false
-            // Not zero-filled: its pages are touched only as far as reads fill them.
-            let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 64 << 10, alignment: 1)
-            defer { buffer.deallocate() }
-            func deliver(_ outputs: [FramerOutput]) {
-                if !announced, let detected = framer.framing {
-                    announced = true
-                    onFraming(detected)
-                }
-                for output in outputs {
-                    switch output {
-                    case .message(let body): onMessage(body)
-                    case .error(let error): onError(error)
-                    }
-                }
-            }
+        handlers = Handlers(onFraming: onFraming, onMessage: onMessage, onError: onError, onEnd: onEnd)
+        startThread()
+    }
+
+    /// Reads on a thread of its own until the end of input or until a loop takes the input.
+    private func startThread() {
+        let started = SystemThread.start(named: "relay-stdin") { [self] in
             while true {
-                waitForRoom()
-                let count = read(fileDescriptor, buffer.baseAddress, buffer.count)
-                if count < 0 {
-                    if errno == EINTR { continue }
-                    log.debug("stdin read failed: errno \(errno)")
-                    break
+                if let poller = poller(), poller.adopt(self) {
+                    log.debug("stdin: read by a transfer loop from now on")
+                    return
                 }
-                if count == 0 { break }
-                deliver(framer.push(UnsafeRawBufferPointer(rebasing: buffer[0..<count])))
+                waitForRoom()
+                guard readOnce(waitingWhenEmpty: true) else { return }
             }
-            deliver(framer.finish())
-            onEnd()
         }
         if !started {
             log.error("no thread to read stdin: ending as at end of input")
-            onEnd()
+            end()
+        }
+    }
+
+    /// Blocks the reader thread while the output has no room.
+    private func waitForRoom() {
+        let resumed = DispatchSemaphore(value: 0)
+        if !room({ resumed.signal() }) { resumed.wait() }
+    }
+
+    public func mayRead(resume: @escaping @Sendable () -> Void) -> Bool {
+        room(resume)
+    }
+
+    public func readAvailable() -> Bool {
+        readOnce(waitingWhenEmpty: false)
+    }
+
+    /// Reads once and delivers; `false` at the end of input. When stdin has nothing to read (it
+    /// is non-blocking, or another reader of a shared stdin took what was polled), the thread
+    /// waits in poll(2) for more and a loop returns to its own poll.
+    private func readOnce(waitingWhenEmpty: Bool) -> Bool {
+        while true {
+            let count = read(fileDescriptor, buffer.baseAddress, buffer.count)
+            if count > 0 {
+                deliver(framer.push(UnsafeRawBufferPointer(rebasing: buffer[0..<count])))
+                return true
+            }
+            if count < 0 {
+                if errno == EINTR { continue }
+                if errno == EAGAIN || errno == EWOULDBLOCK {
+                    guard waitingWhenEmpty else { return true }
+                    var entry = pollfd(fd: fileDescriptor, events: Int16(POLLIN), revents: 0)
+                    _ = poll(&entry, 1, -1)
+                    continue
+                }
+                log.debug("stdin read failed: errno \(errno)")
+            }
+            end()
+            return false
+        }
+    }
+
+    public func handBack() {
+        log.debug("stdin: read by a thread of its own again")
+        startThread()
+    }
+
+    private func end() {
+        deliver(framer.finish())
+        handlers?.onEnd()
+    }
+
+    private func deliver(_ outputs: [FramerOutput]) {
+        guard let handlers else { return }
+        if !announced, let detected = framer.framing {
+            announced = true
+            handlers.onFraming(detected)
+        }
+        for output in outputs {
+            switch output {
+            case .message(let body): handlers.onMessage(body)
+            case .error(let error): handlers.onError(error)
+            }
         }
     }
 }

@@ -14,9 +14,9 @@ import Synchronization
 ///
 /// One bound holds for every frame, whoever produced it (SPEC §7 "Concurrency limits"): while
 /// `bound` bytes or more wait to be written, ``send(_:)`` suspends its caller and
-/// ``waitForRoom()`` blocks the stdin reader before its next read, until the peer has read
-/// enough to bring the queue below the bound. ``sendNow(_:)`` never waits and never drops: it
-/// is for the reader thread, whose own replies are bounded by its pausing before each read.
+/// ``hasRoom(orWhenRoom:)`` holds the stdin reader back before its next read, until the peer has
+/// read enough to bring the queue below the bound. ``sendNow(_:)`` never waits and never drops:
+/// it is for the stdin reader, whose own replies are bounded by its pausing before each read.
 /// `EPIPE` (the peer closed its end) drops all output and reports the peer as gone.
 public final class StdioWriter: MessageSink {
     /// The default bound: 32 MiB of frames waiting to be written.
@@ -36,8 +36,8 @@ public final class StdioWriter: MessageSink {
         var framing: Framing = .ndjson
         var spaceWaiters: [CheckedContinuation<Void, Never>] = []
         var drainWaiters: [CheckedContinuation<Void, Never>] = []
-        /// The reader thread is blocked in ``waitForRoom()``.
-        var readerParked = false
+        /// Called once when the queue has room again (the stdin reader, held back).
+        var roomWaiters: [@Sendable () -> Void] = []
         /// Producers wait in ``send(_:)`` since the queue last had room (logged once per episode).
         var producersWaiting = false
         /// Producers may write inline: the output is a pipe, a socket or a regular file, and the
@@ -58,8 +58,6 @@ public final class StdioWriter: MessageSink {
     private let state: Mutex<State>
     /// Signalled once each time the writer thread is woken after declaring itself asleep.
     private let wakeup = DispatchSemaphore(value: 0)
-    /// Signalled once each time the parked reader thread is let go.
-    private let readerWakeup = DispatchSemaphore(value: 0)
 
     /// A writer of frames to `fileDescriptor` (a dup of the real stdout in the server).
     public init(
@@ -118,18 +116,18 @@ public final class StdioWriter: MessageSink {
         _ = enqueue(message)
     }
 
-    /// Blocks the calling thread (the stdin reader, never a task) while the queue is at or over
-    /// the bound; returns at once when there is room or the peer is gone.
-    public func waitForRoom() {
+    /// Whether the queue is below the bound (or the peer is gone). When it is not, `resume` is
+    /// called once, from the thread whose write brings it below: the stdin reader's way of
+    /// pausing before its next read without blocking whoever reads it.
+    public func hasRoom(orWhenRoom resume: @escaping @Sendable () -> Void) -> Bool {
         let pausedAt: Int? = state.withLock { state in
             if state.hasRoom { return nil }
-            state.readerParked = true
+            state.roomWaiters.append(resume)
             return state.queuedBytes
         }
-        guard let pausedAt else { return }
+        guard let pausedAt else { return true }
         log.debug("stdout backed up: stdin paused", [("queuedBytes", String(pausedAt))])
-        readerWakeup.wait()
-        log.debug("stdout drained below the bound: stdin resumed")
+        return false
     }
 
     /// Writes a frame inline or queues it; returns whether the caller should wait for room.
@@ -254,8 +252,8 @@ public final class StdioWriter: MessageSink {
     /// Takes `count` written bytes off the queue's count and lets waiters go as room or the end
     /// of the queue is reached; `ok == false`: the peer is gone, all output is dropped.
     private func account(_ count: Int, ok: Bool) {
-        let (spaceWaiters, drainWaiters, releaseReader, peerGone):
-            ([CheckedContinuation<Void, Never>], [CheckedContinuation<Void, Never>], Bool, Bool) =
+        let (spaceWaiters, drainWaiters, roomWaiters, peerGone):
+            ([CheckedContinuation<Void, Never>], [CheckedContinuation<Void, Never>], [@Sendable () -> Void], Bool) =
                 state.withLock { state in
                     state.queuedBytes -= count
                     var peerGone = false
@@ -266,12 +264,12 @@ public final class StdioWriter: MessageSink {
                         peerGone = true
                     }
                     var space: [CheckedContinuation<Void, Never>] = []
-                    var releaseReader = false
+                    var room: [@Sendable () -> Void] = []
                     if state.hasRoom {
                         space = state.spaceWaiters
                         state.spaceWaiters = []
-                        releaseReader = state.readerParked
-                        state.readerParked = false
+                        room = state.roomWaiters
+                        state.roomWaiters = []
                         state.producersWaiting = false
                     }
                     var drained: [CheckedContinuation<Void, Never>] = []
@@ -279,9 +277,12 @@ public final class StdioWriter: MessageSink {
                         drained = state.drainWaiters
                         state.drainWaiters = []
                     }
-                    return (space, drained, releaseReader, peerGone)
+                    return (space, drained, room, peerGone)
                 }
-        if releaseReader { readerWakeup.signal() }
+        if !roomWaiters.isEmpty {
+            log.debug("stdout drained below the bound: stdin resumed")
+            for resume in roomWaiters { resume() }
+        }
         for waiter in spaceWaiters { waiter.resume() }
         for waiter in drainWaiters { waiter.resume() }
         if peerGone {

@@ -1,4 +1,5 @@
 import HTTP
+import Logging
 import Synchronization
 
 /// A libcurl transport created on first use, so that starting the server (and answering
@@ -30,6 +31,11 @@ final class LazyTransport: HTTPTransport {
     /// this: a request before the first transfer runs on the global executor).
     var startedExecutor: (any TaskExecutor)? {
         transport.withLock { $0 }?.executor
+    }
+
+    /// The transport's loop as a reader of stdin, once the transport exists.
+    var startedInputPoller: (any InputPoller)? {
+        transport.withLock { $0 }?.inputPoller
     }
 
     /// Stops the transport if it was ever created.

@@ -216,6 +216,15 @@ final class RelayRuntime: Sendable {
         return name.flatMap { environmentTransports[$0] }?.startedExecutor
     }
 
+    /// A running transfer loop that may read stdin (``StdioReader``): the default environment's,
+    /// else any environment's; `nil` until a transfer has started one.
+    var startedInputPoller: (any InputPoller)? {
+        if let name = defaultEnvironmentName, let poller = environmentTransports[name]?.startedInputPoller {
+            return poller
+        }
+        return environmentTransports.values.lazy.compactMap(\.startedInputPoller).first
+    }
+
     /// The profile named `name` in `environment`, or its default one; `nil` when the environment
     /// has no profile at all.
     func profile(_ name: String?, in environment: EnvironmentRuntime) throws(RPCError) -> ProfileRuntime? {
