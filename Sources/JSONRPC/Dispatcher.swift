@@ -20,7 +20,8 @@ public struct DispatcherLimits: Sendable {
 /// `notifications/cancelled {requestId}`: the cancelled request is always answered, with
 /// -32800), bounds concurrency with a bounded queue, and answers batches as arrays.
 ///
-/// ``receive(_:)`` is called by the single reader thread and never blocks on output.
+/// ``receive(_:)`` is called by the one reader of stdin at a time (its own thread, or the transfer
+/// loop that took stdin over: ``StdioReader``), in read order, and never blocks on output.
 public final class Dispatcher: Sendable {
     /// A request waiting for an execution slot.
     private struct Pending: Sendable {
@@ -68,7 +69,7 @@ public final class Dispatcher: Sendable {
     /// - Parameters:
     ///   - methods: request handlers by method name.
     ///   - notifications: notification handlers by method name (unknown notifications are ignored).
-    ///   - readOrderNotifications: notification handlers that run at once on the reader thread,
+    ///   - readOrderNotifications: notification handlers that run at once on the stdin reader,
     ///     in read order, before the next message (or the end of input) is seen; they must not
     ///     block (`exit` decides the exit code here, so no later event can overtake it).
     ///   - shutdownMethod: the request after which every new request is refused with kind
@@ -104,7 +105,7 @@ public final class Dispatcher: Sendable {
 
     // MARK: - Input
 
-    /// Handles one framed message body (called from the reader thread).
+    /// Handles one framed message body (called by the stdin reader).
     public func receive(_ body: [UInt8]) {
         let value: JSONValue
         do {
@@ -120,7 +121,7 @@ public final class Dispatcher: Sendable {
         }
     }
 
-    /// Answers a bad frame with `id: null` (called from the reader thread).
+    /// Answers a bad frame with `id: null` (called by the stdin reader).
     public func receive(framingError: FramingError) {
         log.debug("bad frame: \(framingError)")
         let error: RPCError =

@@ -8,8 +8,9 @@ public protocol MessageSink: Sendable {
     func send(_ message: consuming [UInt8]) async
 
     /// Hands over one serialized JSON message without waiting (and never drops it). For the
-    /// reader thread, which must not block in the middle of a frame; it waits for room before
-    /// its next read instead (``StdioWriter/hasRoom(orWhenRoom:)``).
+    /// stdin reader (its thread, or the transfer loop reading stdin), which must not block in the
+    /// middle of a frame; it waits for room before its next read instead
+    /// (``StdioWriter/hasRoom(orWhenRoom:)``).
     func sendNow(_ message: consuming [UInt8])
 }
 

@@ -21,7 +21,7 @@ extension RelayServer {
         ]
     }
 
-    /// Notifications acted on at once on the reader thread, in read order. `exit` is one: its
+    /// Notifications acted on at once by the stdin reader, in read order. `exit` is one: its
     /// exit code (0 after `shutdown`, 1 without) is decided before the next message or the end
     /// of input is seen, so an EOF right behind it cannot win the race and make it 0.
     func readOrderNotificationTable() -> [String: @Sendable (RequestContext) -> Void] {

@@ -79,9 +79,11 @@ final class CurlEventLoop: @unchecked Sendable {  // Safe: inbox is a Mutex; the
     private var nextIdleCheck: UInt64 = .max
     /// CURLMOPT_MAXCONNECTS as last set (see ``keepConnections()``).
     private var connectionCacheSize = 0
-    /// The adopted input, and whether it waits to be told it may read.
+    /// The adopted input, whether it waits to be told it may read, and what tells the loop so
+    /// (made once per adoption, not per turn).
     private var input: (any PolledInput)?
     private var inputPaused = false
+    private var inputMayReadAgain: @Sendable () -> Void = {}
 
     /// The loop thread's name (Linux keeps 15 bytes of a thread name).
     static let threadName = "relay-curl"
@@ -199,13 +201,14 @@ final class CurlEventLoop: @unchecked Sendable {  // Safe: inbox is a Mutex; the
         }
         input = adopted
         inputPaused = false
+        inputMayReadAgain = { [weak self] in self?.enqueue(.inputMayRead) }
     }
 
     /// The adopted input's poll descriptor when it may read now; otherwise `nil` (and, when its
     /// output is backed up, the input tells the loop once it may read again).
     private func readableInputDescriptor() -> Int32? {
         guard let input, !inputPaused else { return nil }
-        guard input.mayRead(resume: { [self] in enqueue(.inputMayRead) }) else {
+        guard input.mayRead(resume: inputMayReadAgain) else {
             inputPaused = true
             return nil
         }

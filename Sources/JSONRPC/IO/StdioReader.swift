@@ -38,6 +38,9 @@ public final class StdioReader: PolledInput, @unchecked Sendable {
     private var framer: MessageFramer
     private var announced = false
     private var handlers: Handlers?
+    /// Signalled once each time the output has room again for a thread held back by `room`
+    /// (only ever signalled after `room` said no, so no signal is left over).
+    private let roomAgain = DispatchSemaphore(value: 0)
     /// Not zero-filled: its pages are touched only as far as reads fill them.
     private let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 64 << 10, alignment: 1)
 
@@ -98,8 +101,7 @@ public final class StdioReader: PolledInput, @unchecked Sendable {
 
     /// Blocks the reader thread while the output has no room.
     private func waitForRoom() {
-        let resumed = DispatchSemaphore(value: 0)
-        if !room({ resumed.signal() }) { resumed.wait() }
+        if !room({ [roomAgain] in roomAgain.signal() }) { roomAgain.wait() }
     }
 
     public func mayRead(resume: @escaping @Sendable () -> Void) -> Bool {
