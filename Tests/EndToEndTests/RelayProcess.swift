@@ -86,7 +86,12 @@ final class RelayProcess: Sendable {
     private let stdoutReader: PipeReader
     private let stderrReader: PipeReader
 
-    init(_ arguments: [String] = [], environment: [String: String] = [:], testMethods: Bool = true) throws {
+    /// `nonBlockingStdin`: the child's stdin is a pipe in non-blocking mode, as a parent that
+    /// shares its own non-blocking descriptor would give it.
+    init(
+        _ arguments: [String] = [], environment: [String: String] = [:], testMethods: Bool = true,
+        nonBlockingStdin: Bool = false
+    ) throws {
         _ = Self.ignoreBrokenPipes
         var env = ProcessInfo.processInfo.environment
         env["TOKENRELAY_CONFIG"] = nil
@@ -99,6 +104,7 @@ final class RelayProcess: Sendable {
         // back or reused by another test while in use.
         let pipes = try ChildProcess.makePipes(3)
         let (stdinPipe, stdoutPipe, stderrPipe) = (pipes[0], pipes[1], pipes[2])
+        if nonBlockingStdin { _ = fcntl(stdinPipe.read, F_SETFL, fcntl(stdinPipe.read, F_GETFL) | O_NONBLOCK) }
         stdinDescriptor = Mutex(stdinPipe.write)
         defer {
             // The child holds its own copies now (or never started).

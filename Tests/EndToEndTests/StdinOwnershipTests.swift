@@ -76,6 +76,19 @@ import Testing
         #expect(try await relay.exitCode() == 0)
     }
 
+    /// A read of a non-blocking stdin with nothing in it answers EAGAIN: the reader waits for
+    /// more (it used to take that for the end of input). After each answer the reader has
+    /// already gone back to an empty stdin, so every ping after the first meets that case.
+    @Test func aNonBlockingStdinIsWaitedOnNotTakenForItsEnd() async throws {
+        let relay = try RelayProcess(["--log-level", "debug"], nonBlockingStdin: true)
+        for _ in 0..<3 {
+            #expect(try await relay.call("ping", timeout: .seconds(60))["result"] != nil)
+        }
+        #expect(!relay.stderrText.contains("stdin read failed"))
+        try relay.closeStdin()
+        #expect(try await relay.exitCode() == 0)
+    }
+
     @Test func stdinFromARegularFileIsAnsweredInFullAndItsEndEndsTheServer() async throws {
         let server = try await RecordingServer()
         let config = try TemporaryDirectory.file(Self.config(server))
