@@ -30,7 +30,7 @@ let package = Package(
         .target(name: "ErrorKinds"),
         .target(name: "Logging", dependencies: ["CSystem"]),
         .target(name: "HTTPFields"),
-        .target(name: "JSONRPC", dependencies: ["ErrorKinds", "Logging"]),
+        .target(name: "JSONRPC", dependencies: ["CSystem", "ErrorKinds", "Logging"]),
         .target(name: "Config", dependencies: ["CYAML", "ErrorKinds", "HTTPFields", "Logging"]),
         .target(name: "HTTP", dependencies: ["CCurl", "CSystem", "ErrorKinds", "HTTPFields", "Logging"]),
         .target(

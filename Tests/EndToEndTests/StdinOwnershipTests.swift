@@ -78,9 +78,19 @@ import Testing
 
     /// A read of a non-blocking stdin with nothing in it answers EAGAIN: the reader waits for
     /// more (it used to take that for the end of input). After each answer the reader has
-    /// already gone back to an empty stdin, so every ping after the first meets that case.
-    @Test func aNonBlockingStdinIsWaitedOnNotTakenForItsEnd() async throws {
-        let relay = try RelayProcess(["--log-level", "debug"], nonBlockingStdin: true)
+    /// already gone back to an empty stdin, so every ping after the first meets that case; read
+    /// by the loop, the loop polls again.
+    @Test(arguments: [false, true])
+    func aNonBlockingStdinIsWaitedOnNotTakenForItsEnd(readByTheLoop: Bool) async throws {
+        let relay: RelayProcess
+        if readByTheLoop {
+            let server = try await RecordingServer()
+            let path = try TemporaryDirectory.file(Self.config(server))
+            relay = try RelayProcess(["--config", path, "--log-level", "debug"], nonBlockingStdin: true)
+            try await Self.handOverToTheLoop(relay)
+        } else {
+            relay = try RelayProcess(["--log-level", "debug"], nonBlockingStdin: true)
+        }
         for _ in 0..<3 {
             #expect(try await relay.call("ping", timeout: .seconds(60))["result"] != nil)
         }

@@ -94,6 +94,9 @@ import Testing
         }
         #expect(answered.count == Self.frameCount)
         #expect(answered == Array(0..<Self.frameCount), "every answer, in order")
+        if readByTheLoop {
+            #expect(!relay.stderrText.contains(StdinOwnershipTests.givenBack), "the loop paused stdin itself")
+        }
     }
 }
 

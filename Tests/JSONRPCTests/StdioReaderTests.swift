@@ -62,15 +62,10 @@ import Testing
 
     static func frame(_ id: Int) -> String { #"{"jsonrpc":"2.0","id":\#(id),"method":"ping"}"# + "\n" }
 
-    /// 40 frames written in pieces of 97 bytes, so that reads end mid-frame.
-    @Test func framesSplitAcrossOwnersArriveWholeOnceAndInOrder() async throws {
-        var fds: [Int32] = [0, 0]
-        #expect(pipe(&fds) == 0)
-        defer { close(fds[0]) }
-        let poller = OneTimePoller(reads: 3)
-        let received = Received()
+    /// A reader of `descriptor` whose messages and end go to `received`, offered to `poller`.
+    static func start(_ descriptor: Int32, poller: OneTimePoller, into received: Received) {
         let reader = StdioReader(
-            fileDescriptor: fds[0], framing: .ndjson, limits: FramingLimits(), poller: { poller })
+            fileDescriptor: descriptor, framing: .ndjson, limits: FramingLimits(), poller: { poller })
         reader.start(
             onFraming: { _ in },
             onMessage: { received.add($0) },
@@ -79,6 +74,39 @@ import Testing
                 received.state.withLock { $0.ends += 1 }
                 received.ended.fire()
             })
+    }
+
+    /// A file as stdin: the thread's first read (64 KiB) ends mid-frame, the loop reads the next
+    /// three 64 KiB, the thread the rest; the file's end (readable, nothing held) ends it once.
+    @Test func aFileReadByBothOwnersArrivesWholeOnceAndInOrder() async throws {
+        let count = 10_000
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("reader-\(UUID().uuidString)").path
+        try Data((0..<count).map(Self.frame).joined().utf8).write(to: URL(fileURLWithPath: path))
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let descriptor = open(path, O_RDONLY)
+        #expect(descriptor >= 0)
+        defer { close(descriptor) }
+        let poller = OneTimePoller(reads: 3)
+        let received = Received()
+        Self.start(descriptor, poller: poller, into: received)
+        await received.ended.wait()
+        await poller.handedBack.wait()
+
+        let (messages, ends) = received.state.withLock { ($0.messages, $0.ends) }
+        #expect(messages.count == count)
+        #expect(messages == (0..<count).map { Self.frame($0).trimmingCharacters(in: .newlines) })
+        #expect(ends == 1)
+        #expect(poller.state.withLock { $0.done } == 3)
+    }
+
+    /// 40 frames written in pieces of 97 bytes, so that reads end mid-frame.
+    @Test func framesSplitAcrossOwnersArriveWholeOnceAndInOrder() async throws {
+        var fds: [Int32] = [0, 0]
+        #expect(pipe(&fds) == 0)
+        defer { close(fds[0]) }
+        let poller = OneTimePoller(reads: 3)
+        let received = Received()
+        Self.start(fds[0], poller: poller, into: received)
 
         // The thread reads the first piece, then hands over; the poller reads three pieces (one
         // ends in the middle of a frame) and hands back; the thread reads the rest.

@@ -33,7 +33,7 @@ import Synchronization
 //   job enqueued once the loop has stopped runs on the global executor: no job is ever dropped.
 // - The loop may also read an input (the server's stdin, ``PolledInput``) that it adopted: it
 //   polls the input's descriptor beside the eventfd (or checks it without waiting when commands
-//   are queued, so a busy loop still reads), reads it only when that says a read will not block,
+//   are queued, so a busy loop still reads), reads only what the input holds (never blocking),
 //   leaves it out while the input may not read (its output backed up) until told it may, and
 //   hands it back to its own thread when the loop stops.
 // - The multi handle and the eventfd are released in deinit, so a late wake never touches a
@@ -186,7 +186,11 @@ final class CurlEventLoop: @unchecked Sendable {  // Safe: inbox is a Mutex; the
                     var count: eventfd_t = 0
                     _ = eventfd_read(wakeup, &count)
                 }
-                if inputReady { readInput() }
+                if inputReady {
+                    // Awake: the requests read below queue their jobs without a wake-up write.
+                    inbox.withLock { $0.sleeping = false }
+                    readInput()
+                }
             } else if let inputDescriptor {
                 var entry = pollfd(fd: inputDescriptor, events: Int16(POLLIN), revents: 0)
                 if poll(&entry, 1, 0) > 0 { readInput() }
@@ -202,6 +206,7 @@ final class CurlEventLoop: @unchecked Sendable {  // Safe: inbox is a Mutex; the
         input = adopted
         inputPaused = false
         inputMayReadAgain = { [weak self] in self?.enqueue(.inputMayRead) }
+        log.debug("stdin: read by a transfer loop from now on")
     }
 
     /// The adopted input's poll descriptor when it may read now; otherwise `nil` (and, when its

@@ -1,3 +1,4 @@
+import CSystem
 import Dispatch
 import FoundationEssentials
 import Glibc
@@ -16,8 +17,12 @@ import Logging
 /// server as long as its replies fit in that bound, and a peer that never reads stops the
 /// reading instead of growing memory. At end of input it calls `onEnd` once.
 ///
-/// A loop reads only after polling said a read would not block (libcurl's poll reports a pipe's
-/// end, `POLLHUP`, as readable too).
+/// A loop reads only what stdin holds (`FIONREAD`), or its end (libcurl's poll reports a pipe's
+/// end, `POLLHUP`, as readable), so it does not wait in a read for input to come (only another
+/// process reading the same stdin between the check and the read could make it wait, and nothing
+/// shares a server's stdin). It parses what it reads on its own
+/// thread: a very large request (up to the 64 MiB frame limit) holds the loop's transfers back
+/// while it is parsed, as it held back the reading of stdin before.
 public final class StdioReader: PolledInput, @unchecked Sendable {
     // Safe: the framing state below is used by one owner at a time — the thread, or the loop
     // that adopted the input — and the hand-over passes through the loop's locked queue (or a
@@ -84,13 +89,12 @@ public final class StdioReader: PolledInput, @unchecked Sendable {
     /// Reads on a thread of its own until the end of input or until a loop takes the input.
     private func startThread() {
         let started = SystemThread.start(named: "relay-stdin") { [self] in
+            // Read first, then offer: a thread that got stdin back from a stopping loop waits
+            // for input before offering it to another loop, rather than passing it around.
             while true {
-                if let poller = poller(), poller.adopt(self) {
-                    log.debug("stdin: read by a transfer loop from now on")
-                    return
-                }
                 waitForRoom()
                 guard readOnce(waitingWhenEmpty: true) else { return }
+                if let poller = poller(), poller.adopt(self) { return }
             }
         }
         if !started {
@@ -108,13 +112,20 @@ public final class StdioReader: PolledInput, @unchecked Sendable {
         room(resume)
     }
 
+    /// The loop's read: only when stdin holds something, so that the loop does not wait for
+    /// input (when another process sharing stdin took what was polled, nothing is read and the
+    /// loop polls again); with nothing held, a read only when stdin is at its end (hung up, or
+    /// readable with nothing held: a socket's or a file's end), which returns at once.
     public func readAvailable() -> Bool {
-        readOnce(waitingWhenEmpty: false)
+        if tr_readable_bytes(fileDescriptor) == 0 {
+            var entry = pollfd(fd: fileDescriptor, events: Int16(POLLIN), revents: 0)
+            guard poll(&entry, 1, 0) > 0 else { return true }
+        }
+        return readOnce(waitingWhenEmpty: false)
     }
 
-    /// Reads once and delivers; `false` at the end of input. When stdin has nothing to read (it
-    /// is non-blocking, or another reader of a shared stdin took what was polled), the thread
-    /// waits in poll(2) for more and a loop returns to its own poll.
+    /// Reads once and delivers; `false` at the end of input. When a non-blocking stdin has
+    /// nothing to read, the thread waits in poll(2) for more and a loop returns to its own poll.
     private func readOnce(waitingWhenEmpty: Bool) -> Bool {
         while true {
             let count = read(fileDescriptor, buffer.baseAddress, buffer.count)
