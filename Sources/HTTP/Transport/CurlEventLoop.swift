@@ -33,12 +33,11 @@ import Synchronization
 //   job enqueued once the loop has stopped runs on the global executor: no job is ever dropped.
 // - The loop may also read an input (the server's stdin, ``PolledInput``) that it adopted: it
 //   polls the input's descriptor beside the eventfd (or checks it without waiting when commands
-//   are queued, so a busy loop still reads), reads only what the input holds (never waiting for
-//   input),
-//   leaves it out while the input may not read (its output backed up) until told it may, and
-//   hands it back to its own thread when the loop stops. The input's descriptor stays open while
-//   adopted (nothing closes stdin): libcurl's poll drops POLLNVAL for an extra descriptor, so a
-//   closed one would wake the loop at once, every turn, with nothing to read.
+//   are queued, so a busy loop still reads), reads only what the input holds (it never waits for
+//   input), leaves it out while the input may not read (its output backed up) until told it
+//   may, and hands it back to its own thread when the loop stops. The input's descriptor stays
+//   open while adopted (nothing closes stdin): libcurl's poll drops POLLNVAL for an extra
+//   descriptor, so a closed one would wake the loop at once, every turn, with nothing to read.
 // - The multi handle and the eventfd are released in deinit, so a late wake never touches a
 //   freed handle or a reused descriptor (every caller of enqueue holds a reference to the loop).
 
