@@ -2,8 +2,9 @@
 #define TOKENRELAY_CSYSTEM_SHIM_H
 
 // The few Linux calls Swift's Glibc module does not show: eventfd and mallopt (headers outside
-// its module map), ioctl's FIONREAD (a variadic call Swift cannot make) and pwritev2 (behind _GNU_SOURCE, which a header cannot turn on for an
-// already-built system module: declared here with glibc's prototype). Nothing to link beyond libc.
+// its module map), ioctl's FIONREAD (a variadic call Swift cannot make) and pwritev2 (behind
+// _GNU_SOURCE, which a header cannot turn on for an already-built system module: declared here
+// with glibc's prototype). Nothing to link beyond libc.
 
 #include <sys/types.h>
 #include <sys/uio.h>

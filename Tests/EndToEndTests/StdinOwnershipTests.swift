@@ -32,6 +32,22 @@ import Testing
         try await relay.waitForStderr(takenByTheLoop, occurrences: occurrence)
     }
 
+    /// A relay logging at debug whose stdin is read by its thread (no config: no transfer loop
+    /// ever), or by the loop of its first request, which took stdin over (`server` answered that
+    /// request: keep it as long as the relay).
+    static func relay(readByTheLoop: Bool, nonBlockingStdin: Bool = false) async throws -> (
+        relay: RelayProcess, server: RecordingServer?
+    ) {
+        guard readByTheLoop else {
+            return (try RelayProcess(["--log-level", "debug"], nonBlockingStdin: nonBlockingStdin), nil)
+        }
+        let server = try await RecordingServer()
+        let path = try TemporaryDirectory.file(config(server))
+        let relay = try RelayProcess(["--config", path, "--log-level", "debug"], nonBlockingStdin: nonBlockingStdin)
+        try await handOverToTheLoop(relay)
+        return (relay, server)
+    }
+
     @Test func theLoopAnswersPipelinedRequestsInFullAndTheEndOfThePipeEndsTheServer() async throws {
         let server = try await RecordingServer()
         let path = try TemporaryDirectory.file(Self.config(server))
@@ -82,15 +98,8 @@ import Testing
     /// by the loop, the loop polls again.
     @Test(arguments: [false, true])
     func aNonBlockingStdinIsWaitedOnNotTakenForItsEnd(readByTheLoop: Bool) async throws {
-        let relay: RelayProcess
-        if readByTheLoop {
-            let server = try await RecordingServer()
-            let path = try TemporaryDirectory.file(Self.config(server))
-            relay = try RelayProcess(["--config", path, "--log-level", "debug"], nonBlockingStdin: true)
-            try await Self.handOverToTheLoop(relay)
-        } else {
-            relay = try RelayProcess(["--log-level", "debug"], nonBlockingStdin: true)
-        }
+        let (relay, server) = try await Self.relay(readByTheLoop: readByTheLoop, nonBlockingStdin: true)
+        defer { withExtendedLifetime(server) {} }
         for _ in 0..<3 {
             #expect(try await relay.call("ping", timeout: .seconds(60))["result"] != nil)
         }

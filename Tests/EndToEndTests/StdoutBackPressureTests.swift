@@ -23,17 +23,9 @@ import Testing
     /// over after a request (it leaves stdin out of its poll until the writer says there is room).
     @Test(arguments: [false, true])
     func aPeerThatDoesNotReadStdoutPausesStdinWithinTheBoundAndLosesNoAnswer(readByTheLoop: Bool) async throws {
-        let relay: RelayProcess
-        if readByTheLoop {
-            let server = try await RecordingServer()
-            let path = try TemporaryDirectory.file(StdinOwnershipTests.config(server))
-            relay = try RelayProcess(["--config", path, "--log-level", "debug"])
-            try await StdinOwnershipTests.handOverToTheLoop(relay)
-        } else {
-            relay = try RelayProcess(["--log-level", "debug"])
-            try relay.send(#"{"jsonrpc":"2.0","id":"ready","method":"ping"}"#)
-            _ = try await relay.lines(atLeast: 1)
-        }
+        let (relay, server) = try await StdinOwnershipTests.relay(readByTheLoop: readByTheLoop)
+        defer { withExtendedLifetime(server) {} }
+        #expect(try await relay.call("ping")["result"] != nil, "ready")
         let linesBefore = relay.parsedLines.count
         let startRSS = try #require(relay.residentBytes)
         let peak = PeakResidentSize(pid: relay.pid)
