@@ -28,6 +28,11 @@ import Testing
     @Test func controlCharactersBecomeSpaces() {
         let text = ServerText("a\nb\r\u{0}c\u{7f}d\u{85}e\u{1b}[31m", redactor: Redactor())
         #expect(text.value == "a b  c d e [31m")
+        // Every C1 control, at either end; the characters around them (two-byte ones whose lead
+        // byte is a C1's, three- and four-byte ones) are kept.
+        let c1 = ServerText("\u{80}x\u{9f}\u{a0}é\u{9b}€😀\u{c2}\u{9e}", redactor: Redactor()).value
+        #expect(c1 == " x \u{a0}é €😀\u{c2} ")
+        #expect(ServerText.replacingControlCharacters("plain text, ünïcödé") == "plain text, ünïcödé")
     }
 
     @Test func shortTextIsKeptAsItIs() {
