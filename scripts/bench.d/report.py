@@ -73,6 +73,9 @@ def main():
         ("tokenrelay Python client (AsyncRelay)", "pyclient"), ("tokenrelay Python client", "pyclient_1"),
         ("tokenrelay `request` (bearer, NDJSON)", "relay_64"), ("tokenrelay `request`", "relay_1"),
         ("tokenrelay `request`, stdio on socket pairs (libuv: Neovim, Node)", "relay_1_socket"),
+        ("libcurl multi, direct, all on one core", "curl_1_core"), ("tokenrelay `request`, all on one core", "relay_1_core"),
+        ("libcurl multi, direct, nginx on the other core", "curl_1_cross"),
+        ("tokenrelay `request`, nginx on the other core", "relay_1_cross"),
         ("tokenrelay `ping` (protocol only)", "ping_64"), ("tokenrelay `ping`", "ping_1"),
         ("driver ceiling: /bin/cat echo", "echo_64"), ("driver ceiling: /bin/cat echo", "echo_1"),
     ]
@@ -116,6 +119,11 @@ def main():
     target("request p50@1 / libcurl p50@1", ratio(get("relay_1", "p50_us"), get("curl_1", "p50_us")), "<= 2",
            lambda v: v <= 2, f"{get('relay_1', 'p50_us')} µs vs {get('curl_1', 'p50_us')} µs; "
            f"`ping` {get('ping_1', 'p50_us')} µs, /bin/cat echo {get('echo_1', 'p50_us')} µs", needs=("relay_1", "curl_1"))
+    for placement, what in (("core", "all on one core: CPU only"), ("cross", "nginx on the other core: hops cross alike")):
+        relay, curl = f"relay_1_{placement}", f"curl_1_{placement}"
+        if relay in m or relay in failed:
+            target(f"request p50@1 / libcurl p50@1, {what}", ratio(get(relay, "p50_us"), get(curl, "p50_us")),
+                   "(reference)", None, f"{get(relay, 'p50_us')} µs vs {get(curl, 'p50_us')} µs", needs=(relay, curl))
     py = m.get("pyclient", {})
     target("Python client@64 / httpx+authlib best (req/s)",
            ratio(get("pyclient", "throughput"), get(best_authlib, "throughput") if best_authlib else None), ">= 5",
