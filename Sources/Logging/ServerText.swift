@@ -18,7 +18,8 @@ public struct ServerText: Sendable, Hashable, CustomStringConvertible, Expressib
     /// masked (before cutting, so a secret is never cut into an unmasked prefix), and the result
     /// is cut to ``maximumBytes`` bytes without splitting a character.
     public init(_ raw: some StringProtocol, redactor: Redactor = .shared) {
-        value = Self.prefix(redactor.redact(Self.replacingControlCharacters(String(raw))), maximumBytes: Self.maximumBytes)
+        let cleaned = Self.replacingControlCharacters(String(raw))
+        value = Self.prefix(redactor.redact(cleaned), maximumBytes: Self.maximumBytes)
     }
 
     /// `raw` with every C0 control, DEL and C1 control replaced by a space. Works on the UTF-8
