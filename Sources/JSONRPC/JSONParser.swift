@@ -124,6 +124,9 @@ public struct JSONParser {
                 index += 1
                 return .object(JSONObject(members))
             }
+            // Room for a request's envelope (`jsonrpc`, `id`, `method`, `params`) at once, rather
+            // than growing from one member.
+            members.reserveCapacity(4)
             while true {
                 skipWhitespace()
                 guard index < bytes.count else { throw fail("unexpected end of input in object") }

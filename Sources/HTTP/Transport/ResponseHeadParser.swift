@@ -52,6 +52,9 @@ struct ResponseHeadParser: Sendable {
             return colon
         }
         let value = Self.trimmed(line, from: colon + 1, to: end)
+        // Sized once for a typical head rather than doubling from one (four reallocations for
+        // the eight fields of a small response).
+        if fields.isEmpty { fields.reserveCapacity(16) }
         fields.append((name, value))
         return false
     }

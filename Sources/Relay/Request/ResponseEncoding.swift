@@ -23,6 +23,7 @@ enum ResponseEncoding {
     /// built as they come; only a repeated name collects its values on the side.
     static func headerObject(_ headers: HTTPHeaders) -> JSONObject {
         var members: [(key: String, value: JSONValue)] = []
+        members.reserveCapacity(headers.fields.count)
         var repeats: [Int: [String]] = [:]
         var index: [String: Int] = [:]
         for field in headers {
