@@ -257,7 +257,9 @@ public final class Dispatcher: Sendable {
                     response = MessageCodec.response(id: id, error: errorMapper(error))
                 }
             }
-            await finish(id: id, response: response, batch: pending.batch)
+            // Handed on, not copied: the writer frames it in place (a second owner would make
+            // appending the newline copy the whole answer).
+            await finish(id: id, response: consume response, batch: pending.batch)
             context.replyHandedOver.fire()
         }
         let cancelNow: Bool = state.withLock { state in
@@ -272,13 +274,14 @@ public final class Dispatcher: Sendable {
     /// Records the end of a request, hands its answer to the sink, then frees its slot (starting
     /// the next queued request). The slot is held until the answer is handed over, so "idle"
     /// means every answer is with the writer, and a slow peer slows the execution of new work.
-    private func finish(id: RequestID, response: [UInt8], batch: BatchCollector?) async {
+    private func finish(id: RequestID, response: consuming [UInt8], batch: BatchCollector?) async {
         let cancelledWith = state.withLock { $0.inFlight.removeValue(forKey: id)?.cancelledWith }
-        let answer = cancelledWith.map { MessageCodec.response(id: id, error: $0) } ?? response
+        var answer = response
+        if let cancelledWith { answer = MessageCodec.response(id: id, error: cancelledWith) }
         if let batch {
             await batch.add(answer)
         } else {
-            await sink.send(answer)
+            await sink.send(consume answer)
         }
         let (next, idleWaiters): (Pending?, [CheckedContinuation<Void, Never>]) = state.withLock { state in
             var next: Pending?
