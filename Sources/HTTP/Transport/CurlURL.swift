@@ -24,26 +24,28 @@ import HTTPFields
 /// no control character (a byte below 0x20 or 0x7F: a C string would end at a NUL and libcurl
 /// would see a different URL than the caller wrote); a host is required.
 public struct ParsedURL: Sendable, Hashable, CustomStringConvertible {
-    /// The URL libcurl will request, normalised (`scheme://host[:port]/path[?query]`).
-    public let text: String
-    /// The CURLU the parts were read from: a transfer of this URL sends that very handle
-    /// (CURLOPT_CURLU), so it is parsed once however many checks look at it. Read-only from here
-    /// on (libcurl only reads a handle given with CURLOPT_CURLU).
+    /// The parse: the CURLU the parts were read from, with the parts. A transfer of this URL
+    /// sends that very handle (CURLOPT_CURLU), so it is parsed once however many checks look at
+    /// it; a copy of a ``ParsedURL`` (every request carries one through its middlewares) shares it.
     let handle: CurlURLHandle
+
+    /// The URL libcurl will request, normalised (`scheme://host[:port]/path[?query]`).
+    public var text: String { handle.text }
     /// `http` or `https`.
-    public let scheme: String
+    public var scheme: String { handle.scheme }
     /// The host as libcurl connects to it (percent-decoded, IPv4 normalised, IPv6 in brackets,
     /// without zone id).
-    public let host: String
+    public var host: String { handle.host }
     /// The IPv6 zone id (`%eth0`), if any.
-    public let zoneID: String?
+    public var zoneID: String? { handle.zoneID }
     /// The port, the scheme's default when the URL names none.
-    public let port: Int
+    public var port: Int { handle.port }
     /// `scheme://host[:port]` as libcurl writes it: ``text`` up to the path.
-    public let root: String
+    public var root: String { handle.root }
     /// The path (at least `/`): ``text`` after ``root`` up to the query (libcurl writes ``text``
     /// from its parts, so this is its path part).
     public var path: String {
+        let text = self.text
         let rest = text.utf8.dropFirst(root.utf8.count)
         let end = rest.firstIndex(of: UInt8(ascii: "?")) ?? rest.endIndex
         let path = String(text[rest.startIndex..<end])
@@ -51,12 +53,13 @@ public struct ParsedURL: Sendable, Hashable, CustomStringConvertible {
     }
     /// The query without `?`, if any (``text`` after the first `?`).
     public var query: String? {
+        let text = self.text
         let rest = text.utf8.dropFirst(root.utf8.count)
         guard let question = rest.firstIndex(of: UInt8(ascii: "?")) else { return nil }
         return String(text[text.utf8.index(after: question)...])
     }
     /// Whether the text had a fragment (dropped from ``text``).
-    public let hadFragment: Bool
+    public var hadFragment: Bool { handle.hadFragment }
 
     /// Parses `text` with libcurl's URL API; throws ``URLProblem`` when it is not an absolute
     /// http(s) URL that can be sent as written.
@@ -81,7 +84,7 @@ public struct ParsedURL: Sendable, Hashable, CustomStringConvertible {
     /// Whether the host is the loopback interface: `localhost` (and `*.localhost`, which libcurl
     /// resolves to loopback itself), 127.0.0.0/8, `::1` and IPv4-mapped 127.0.0.0/8. Decided once,
     /// when parsed (every transfer asks, to keep loopback off any proxy).
-    public let isLoopback: Bool
+    public var isLoopback: Bool { handle.isLoopback }
 
     public var description: String { text }
 
@@ -115,12 +118,34 @@ public enum URLProblem: Error, Sendable, Hashable, CustomStringConvertible {
     }
 }
 
-/// One CURLU handle holding a parsed URL. The transport attaches it to a transfer with
-/// CURLOPT_CURLU, so the request goes exactly where ``ParsedURL`` says.
+/// One CURLU handle holding a parsed URL, and the parts ``ParsedURL`` shows, read from it once.
+/// The transport attaches it to a transfer with CURLOPT_CURLU, so the request goes exactly where
+/// ``ParsedURL`` says.
 final class CurlURLHandle: @unchecked Sendable {  // Safe: see the file's invariants (written only while parsing).
     let handle: OpaquePointer
+    let text: String
+    let scheme: String
+    let host: String
+    let zoneID: String?
+    let port: Int
+    let root: String
+    let hadFragment: Bool
+    let isLoopback: Bool
 
-    private init(_ handle: OpaquePointer) { self.handle = handle }
+    private init(
+        _ handle: OpaquePointer, text: String, scheme: String, host: String, zoneID: String?, port: Int, root: String,
+        hadFragment: Bool
+    ) {
+        self.handle = handle
+        self.text = text
+        self.scheme = scheme
+        self.host = host
+        self.zoneID = zoneID
+        self.port = port
+        self.root = root
+        self.hadFragment = hadFragment
+        isLoopback = URLSyntax.isLoopback(host: host)
+    }
 
     /// Parses `text` into a new handle and reads its parts.
     static func parse(_ text: String) throws(URLProblem) -> ParsedURL {
@@ -167,8 +192,9 @@ final class CurlURLHandle: @unchecked Sendable {  // Safe: see the file's invari
         // Only an IPv6 literal (`[...]`) can carry a zone id.
         let zoneID = host.utf8.first == UInt8(ascii: "[") ? part(CURLUPART_ZONEID) : nil
         return ParsedURL(
-            text: url, handle: CurlURLHandle(handle), scheme: scheme, host: host, zoneID: zoneID, port: port,
-            root: root, hadFragment: hadFragment)
+            handle: CurlURLHandle(
+                handle, text: url, scheme: scheme, host: host, zoneID: zoneID, port: port, root: root,
+                hadFragment: hadFragment))
     }
 
     deinit { tr_url_cleanup(handle) }
@@ -180,19 +206,6 @@ final class CurlURLHandle: @unchecked Sendable {  // Safe: see the file's invari
 }
 
 extension ParsedURL {
-    /// Memberwise, for ``CurlURLHandle`` only.
-    fileprivate init(
-        text: String, handle: CurlURLHandle, scheme: String, host: String, zoneID: String?, port: Int, root: String,
-        hadFragment: Bool
-    ) {
-        self.root = root
-        self.text = text
-        self.handle = handle
-        self.scheme = scheme
-        self.host = host
-        self.zoneID = zoneID
-        self.port = port
-        self.hadFragment = hadFragment
-        isLoopback = URLSyntax.isLoopback(host: host)
-    }
+    /// For ``CurlURLHandle/parse(_:)`` only.
+    fileprivate init(handle: CurlURLHandle) { self.handle = handle }
 }
