@@ -2,8 +2,10 @@ import Auth
 import Config
 import HTTP
 
-/// One configured environment: its transport, origin policy, headers and profiles.
-struct EnvironmentRuntime: Sendable {
+/// One configured environment: its transport, origin policy, headers and profiles. One object
+/// per environment and runtime, shared by every request to it (a request's frames hold a
+/// reference, not a copy of its clients and profiles).
+final class EnvironmentRuntime: Sendable {
     let settings: EnvironmentSettings
     let origins: OriginPolicy
     let headers: HTTPHeaders
@@ -19,6 +21,22 @@ struct EnvironmentRuntime: Sendable {
     let clients: [String: HTTPClient]
     /// The URLs `request` parsed last in this environment.
     let recentURLs = ParsedURLCache()
+
+    init(
+        settings: EnvironmentSettings, origins: OriginPolicy, headers: HTTPHeaders, transport: LazyTransport,
+        profiles: [String: ProfileRuntime], environmentHeaders: EnvironmentHeadersMiddleware,
+        logging: LoggingMiddleware, plainClient: HTTPClient, clients: [String: HTTPClient]
+    ) {
+        self.settings = settings
+        self.origins = origins
+        self.headers = headers
+        self.transport = transport
+        self.profiles = profiles
+        self.environmentHeaders = environmentHeaders
+        self.logging = logging
+        self.plainClient = plainClient
+        self.clients = clients
+    }
 
     var name: String { settings.name }
 

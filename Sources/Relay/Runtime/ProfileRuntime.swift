@@ -5,8 +5,9 @@ import HTTP
 import JSONRPC
 import Logging
 
-/// One configured profile, ready to sign requests.
-struct ProfileRuntime: Sendable {
+/// One configured profile, ready to sign requests (one object per profile, shared by its
+/// requests and kept across a reload that leaves it unchanged).
+final class ProfileRuntime: Sendable {
     let name: String
     let typeName: String
     let exposeToken: Bool
@@ -23,6 +24,22 @@ struct ProfileRuntime: Sendable {
     let secretQueryParameters: [String]
     /// Header names that carry a secret (for log redaction).
     let secretHeaders: [String]
+
+    init(
+        name: String, typeName: String, exposeToken: Bool, credentials: (any CredentialSource)?,
+        session: SessionKey?, credentialHeader: String?, unavailableReason: String?,
+        secretQueryParameters: [String], secretHeaders: [String]
+    ) {
+        self.name = name
+        self.typeName = typeName
+        self.exposeToken = exposeToken
+        self.credentials = credentials
+        self.session = session
+        self.credentialHeader = credentialHeader
+        self.unavailableReason = unavailableReason
+        self.secretQueryParameters = secretQueryParameters
+        self.secretHeaders = secretHeaders
+    }
 }
 
 extension ProfileRuntime {
