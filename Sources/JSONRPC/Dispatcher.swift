@@ -275,14 +275,22 @@ public final class Dispatcher: Sendable {
     /// the next queued request). The slot is held until the answer is handed over, so "idle"
     /// means every answer is with the writer, and a slow peer slows the execution of new work.
     private func finish(id: RequestID, response: consuming [UInt8], batch: BatchCollector?) async {
-        let cancelledWith = state.withLock { $0.inFlight.removeValue(forKey: id)?.cancelledWith }
         var answer = response
-        if let cancelledWith { answer = MessageCodec.response(id: id, error: cancelledWith) }
+        if let cancelledWith = state.withLock({ $0.inFlight.removeValue(forKey: id)?.cancelledWith }) {
+            answer = MessageCodec.response(id: id, error: cancelledWith)
+        }
         if let batch {
             await batch.add(answer)
         } else {
             await sink.send(consume answer)
         }
+        releaseSlot()
+    }
+
+    /// Frees a finished request's slot: starts the next queued request in it, or counts it free
+    /// (and wakes the callers of ``waitUntilIdle()`` when nothing is left). Synchronous, so that
+    /// its state is not kept in every request's async frame.
+    private func releaseSlot() {
         let (next, idleWaiters): (Pending?, [CheckedContinuation<Void, Never>]) = state.withLock { state in
             var next: Pending?
             while state.queueHead < state.queue.count {

@@ -40,6 +40,15 @@ public struct LoggingMiddleware: HTTPMiddleware {
         _ request: HTTPRequest, next: @Sendable (HTTPRequest) async throws -> HTTPStreamingResponse
     ) async throws -> HTTPStreamingResponse {
         guard logger.isEnabled(.debug) else { return try await next(request) }
+        return try await logged(request, next: next)
+    }
+
+    /// The exchange with its lines. Apart from ``intercept(_:next:)``, so that a request sent
+    /// below `debug` does not carry this frame (an async function's frame is sized for its
+    /// longest path).
+    private func logged(
+        _ request: HTTPRequest, next: @Sendable (HTTPRequest) async throws -> HTTPStreamingResponse
+    ) async throws -> HTTPStreamingResponse {
         let url = redactedURL(request.url)
         let tracing = logger.isEnabled(.trace)
         let stream = request.delivery == .buffered ? "no" : "yes"
