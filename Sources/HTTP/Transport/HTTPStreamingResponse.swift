@@ -29,6 +29,12 @@ public struct HTTPStreamingResponse: Sendable {
             guard bytes.count <= limit else { throw HTTPError.bodyTooLarge(limit: limit) }
             return HTTPResponse(status: status, headers: headers, body: bytes)
         }
+        return try await collectStream(upTo: limit)
+    }
+
+    /// A streamed body read to its end. Apart from ``collect(upTo:)``, whose usual case (a body
+    /// already whole) then needs no frame for a stream's iterator.
+    private func collectStream(upTo limit: Int) async throws -> HTTPResponse {
         var collected: [UInt8] = []
         for try await chunk in body {
             guard collected.count + chunk.count <= limit else {
