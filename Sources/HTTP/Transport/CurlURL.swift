@@ -73,13 +73,7 @@ public struct ParsedURL: Sendable, Hashable, CustomStringConvertible {
 
     /// The origin requests to this URL go to. The host is lower-cased; a zone id is kept
     /// (`[fe80::1%eth0]`), since it names another interface.
-    public var origin: Origin {
-        var originHost = host
-        if let zoneID, originHost.hasSuffix("]") {
-            originHost = String(originHost.dropLast()) + "%" + zoneID + "]"
-        }
-        return Origin(scheme: scheme, host: originHost, port: port)
-    }
+    public var origin: Origin { handle.origin }
 
     /// Whether the host is the loopback interface: `localhost` (and `*.localhost`, which libcurl
     /// resolves to loopback itself), 127.0.0.0/8, `::1` and IPv4-mapped 127.0.0.0/8. Decided once,
@@ -131,6 +125,8 @@ final class CurlURLHandle: @unchecked Sendable {  // Safe: see the file's invari
     let root: String
     let hadFragment: Bool
     let isLoopback: Bool
+    /// Made once with the parse: every middleware that checks where a request goes asks for it.
+    let origin: Origin
 
     private init(
         _ handle: OpaquePointer, text: String, scheme: String, host: String, zoneID: String?, port: Int, root: String,
@@ -145,6 +141,11 @@ final class CurlURLHandle: @unchecked Sendable {  // Safe: see the file's invari
         self.root = root
         self.hadFragment = hadFragment
         isLoopback = URLSyntax.isLoopback(host: host)
+        var originHost = host
+        if let zoneID, originHost.hasSuffix("]") {
+            originHost = String(originHost.dropLast()) + "%" + zoneID + "]"
+        }
+        origin = Origin(scheme: scheme, host: originHost, port: port)
     }
 
     /// Parses `text` into a new handle and reads its parts.
