@@ -35,6 +35,7 @@ enum CommandLineTool {
           tokenrelay login [--env E] [--profile P] [--no-browser]
           tokenrelay status [--config PATH] [--env E] [--json]
           tokenrelay logout [--config PATH] [--env E] [--profile P] [--all]
+          tokenrelay invalidate [--config PATH] [--env E] [--profile P] [--all]
           tokenrelay store new-key
           tokenrelay store rekey [--config PATH] (--new-key-env NAME | --new-key-file PATH)
           tokenrelay --version | --help
@@ -72,26 +73,66 @@ enum CommandLineTool {
             return ExitCodes.success
         case "serve":
             return await serve(arguments: arguments, environment: environment, executor: executor)
-        case "call":
-            return await CallCommand.run(arguments: arguments, environment: environment, executor: executor)
         case "subscribe":
+            // Ends on a signal by closing its stream (its own handlers), then exits 0.
             return await SubscribeCommand.run(arguments: arguments, environment: environment, executor: executor)
-        case "token":
-            return await TokenCommand.run(arguments: arguments, environment: environment, executor: executor)
-        case "status":
-            return await SessionCommands.status(arguments: arguments, environment: environment, executor: executor)
-        case "logout":
-            return await SessionCommands.logout(arguments: arguments, environment: environment, executor: executor)
         case "store":
             return await SessionCommands.store(arguments: arguments, environment: environment)
-        case "login":
-            return await LoginCommand.run(arguments: arguments, environment: environment, executor: executor)
-        case "check-config":
-            return await CheckConfigCommand.run(
-                arguments: arguments, environment: environment,
-                standardOutput: { writeStandardOutput($0) }, standardError: { writeStandardError($0) })
         default:
-            return usageError("unknown command '\(command)'")
+            break
+        }
+        guard let oneShot = oneShot(command, arguments: arguments, environment: environment, executor: executor)
+        else { return usageError("unknown command '\(command)'") }
+        return await interruptible(executor: executor, oneShot)
+    }
+
+    /// Runs a one-shot command so that a signal (SIGTERM, SIGINT, SIGQUIT, SIGHUP) never loses a
+    /// token request it already sent (SPEC §5.2): the signal cancels the command; whatever has not
+    /// been sent stops at once (a secret command's group is ended), while a renewal or login
+    /// already at the token endpoint runs to completion and its answer (a rotated refresh token)
+    /// is committed, bounded by that request's own timeout, as the command's runtime closes. Then
+    /// the process ends by the signal, as it did before (as curl does). Without this the signal's
+    /// default action ended the process in the middle of the exchange, and the next process sent
+    /// the spent refresh token (issue 34, finding 2).
+    static func interruptible(executor: (any TaskExecutor)?, _ command: @escaping @Sendable () async -> Int32) async
+        -> Int32
+    {
+        let interruption = Interruption()
+        // Installed before the command starts: no window in which a signal still kills outright.
+        let sources = ProcessSetup.onSignals(ProcessSetup.stopping + ProcessSetup.reloading) { number in
+            interruption.receive(number)
+        }
+        let task = Task(executorPreference: executor) { await command() }
+        interruption.attach(task)
+        let code = await task.value
+        withExtendedLifetime(sources) {}
+        guard let number = interruption.signal else { return code }
+        ProcessSetup.end(bySignal: number)
+        return 128 + number
+    }
+
+    /// The one-shot command `command` names (run through ``interruptible(executor:_:)``); `nil`
+    /// for an unknown one.
+    private static func oneShot(
+        _ command: String, arguments: [String], environment: [String: String], executor: (any TaskExecutor)?
+    ) -> (@Sendable () async -> Int32)? {
+        switch command {
+        case "call": { await CallCommand.run(arguments: arguments, environment: environment, executor: executor) }
+        case "token": { await TokenCommand.run(arguments: arguments, environment: environment, executor: executor) }
+        case "status":
+            { await SessionCommands.status(arguments: arguments, environment: environment, executor: executor) }
+        case "logout":
+            { await SessionCommands.logout(arguments: arguments, environment: environment, executor: executor) }
+        case "invalidate":
+            { await SessionCommands.invalidate(arguments: arguments, environment: environment, executor: executor) }
+        case "login": { await LoginCommand.run(arguments: arguments, environment: environment, executor: executor) }
+        case "check-config":
+            {
+                await CheckConfigCommand.run(
+                    arguments: arguments, environment: environment,
+                    standardOutput: { writeStandardOutput($0) }, standardError: { writeStandardError($0) })
+            }
+        default: nil
         }
     }
 
@@ -234,6 +275,41 @@ enum CommandLineTool {
         withExtendedLifetime(signalSources) {}
         return code
     }
+}
+
+/// The first stopping signal a one-shot command received, and the command's task it cancels.
+private final class Interruption: Sendable {
+    private struct State {
+        var signal: Int32?
+        var task: Task<Int32, Never>?
+    }
+
+    /// Guarded by the mutex.
+    private let state = Mutex(State())
+
+    /// A signal arrived (on a dispatch queue): the first one cancels the command (now, or as soon
+    /// as it is attached); later ones change nothing.
+    func receive(_ number: Int32) {
+        let task: Task<Int32, Never>? = state.withLock { state in
+            guard state.signal == nil else { return nil }
+            state.signal = number
+            return state.task
+        }
+        log.debug("\(ProcessSetup.name(of: number)) received: stopping")
+        task?.cancel()
+    }
+
+    /// The command's task, once started.
+    func attach(_ task: Task<Int32, Never>) {
+        let cancelNow = state.withLock { state in
+            state.task = task
+            return state.signal != nil
+        }
+        if cancelNow { task.cancel() }
+    }
+
+    /// The signal received, if any.
+    var signal: Int32? { state.withLock { $0.signal } }
 }
 
 /// The server SIGHUP reloads, once it exists.
