@@ -230,6 +230,7 @@ extension TokenManager {
         guard session.login === flight, !closed, !Task.isCancelled, session.generation == flight.generation else {
             throw CancellationError()
         }
+        TokenRequestWatch.willSend()
         flight.sent = true
     }
 

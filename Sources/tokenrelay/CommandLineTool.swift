@@ -1,4 +1,6 @@
+import Auth
 import Config
+import Dispatch
 import ErrorKinds
 import FoundationEssentials
 import Glibc
@@ -87,25 +89,23 @@ enum CommandLineTool {
     }
 
     /// Runs a one-shot command so that a signal (SIGTERM, SIGINT, SIGQUIT, SIGHUP) never loses a
-    /// token request it already sent (SPEC §5.2): the signal cancels the command; whatever has not
-    /// been sent stops at once (a secret command's group is ended), while a renewal or login
-    /// already at the token endpoint runs to completion and its answer (a rotated refresh token)
-    /// is committed, bounded by that request's own timeout, as the command's runtime closes. Then
-    /// the process ends by the signal, as it did before (as curl does). Without this the signal's
-    /// default action ended the process in the middle of the exchange, and the next process sent
-    /// the spent refresh token (issue 34, finding 2).
+    /// token request it already sent (SPEC §5.2). Until the command sends one, the signals keep
+    /// their default actions (the command ends at once, as curl does; nothing to lose, and no
+    /// thread is started for them). Just before its first token request goes out
+    /// (``TokenRequestWatch``), the command takes them over: a signal then cancels the command;
+    /// whatever has not been sent stops at once, while a renewal or login already at the token
+    /// endpoint runs to completion and its answer (a rotated refresh token) is committed, bounded
+    /// by that request's own timeout, as the command's runtime closes. Then the process still ends
+    /// by the signal. Before, the default action ended the process in the middle of the exchange,
+    /// and the next process sent the spent refresh token (issue 34, finding 2).
     static func interruptible(executor: (any TaskExecutor)?, _ command: @escaping @Sendable () async -> Int32) async
         -> Int32
     {
         let interruption = Interruption()
-        // Installed before the command starts: no window in which a signal still kills outright.
-        let sources = ProcessSetup.onSignals(ProcessSetup.stopping + ProcessSetup.reloading) { number in
-            interruption.receive(number)
-        }
+        TokenRequestWatch.beforeFirstRequest { interruption.takeOverSignals() }
         let task = Task(executorPreference: executor) { await command() }
         interruption.attach(task)
         let code = await task.value
-        withExtendedLifetime(sources) {}
         guard let number = interruption.signal else { return code }
         ProcessSetup.end(bySignal: number)
         return 128 + number
@@ -282,24 +282,37 @@ private final class Interruption: Sendable {
     private struct State {
         var signal: Int32?
         var task: Task<Int32, Never>?
+        /// The signal sources, once taken over; kept alive until the process ends.
+        var sources: [any DispatchSourceSignal]?
     }
 
     /// Guarded by the mutex.
     private let state = Mutex(State())
 
-    /// A signal arrived (on a dispatch queue): the first one cancels the command (now, or as soon
-    /// as it is attached); later ones change nothing.
-    func receive(_ number: Int32) {
+    /// Takes the stopping signals over (once): from now on they cancel the command.
+    func takeOverSignals() {
+        state.withLock { state in
+            guard state.sources == nil else { return }
+            state.sources = ProcessSetup.onSignals(ProcessSetup.stopping + ProcessSetup.reloading) { [self] number in
+                receive(number)
+            }
+        }
+    }
+
+    /// A signal arrived (on a dispatch queue): the first one cancels the command; later ones
+    /// change nothing.
+    private func receive(_ number: Int32) {
         let task: Task<Int32, Never>? = state.withLock { state in
             guard state.signal == nil else { return nil }
             state.signal = number
             return state.task
         }
-        log.debug("\(ProcessSetup.name(of: number)) received: stopping")
+        log.debug(
+            "\(ProcessSetup.name(of: number)) received: stopping once the token request already sent is committed")
         task?.cancel()
     }
 
-    /// The command's task, once started.
+    /// The command's task, once started (cancelled at once if a signal came first).
     func attach(_ task: Task<Int32, Never>) {
         let cancelNow = state.withLock { state in
             state.task = task
