@@ -10,7 +10,10 @@ import Logging
 /// request has no body and the ``AuthRecoveryBudget`` has its replay, the credential the request
 /// was signed with is invalidated and the request is replayed with freshly applied credentials;
 /// the second response is returned as it is. Nothing else is ever replayed (403, other methods,
-/// bodies, other challenges). The request's ``HTTPRequest/replayObserver`` is told of the replay.
+/// bodies, other challenges), but a `401 invalid_token` that is not replayed (a POST, a body, the
+/// budget spent) still invalidates the credential it was signed with, whatever the method, so the
+/// next request renews rather than sending a revoked token again (SPEC §5.3). The request's
+/// ``HTTPRequest/replayObserver`` is told of the replay.
 public struct CredentialsMiddleware: HTTPMiddleware {
     /// Where credentials come from.
     public let source: any CredentialSource
@@ -39,10 +42,21 @@ public struct CredentialsMiddleware: HTTPMiddleware {
         var signed = request
         let stamp = try await source.apply(to: &signed)
         let response = try await next(signed)
-        guard Self.isRecoverable(request: request, status: response.status, headers: response.headers),
-            source.isRenewable, budget.consume()
-        else {
+        guard source.isRenewable, Self.isInvalidToken(status: response.status, headers: response.headers) else {
             if (200..<300).contains(response.status) { budget.restore() }
+            return response
+        }
+        guard Self.isReplayable(request), budget.consume() else {
+            // Not replayed (an unsafe method, a body, or the budget spent), but the token was
+            // refused all the same: it is invalidated (if it is still the session's current one), so
+            // the next request renews instead of sending a revoked token again (SPEC §5.3). The
+            // server's answer is the caller's; a failure to invalidate (renewals paused) is logged
+            // and reported by the source, not put in its place.
+            do {
+                try await source.invalidate(stamp: stamp)
+            } catch {
+                Logger.shared.debug("401 invalid_token: the credential could not be invalidated: \(error)")
+            }
             return response
         }
         response.cancel()
@@ -64,8 +78,12 @@ public struct CredentialsMiddleware: HTTPMiddleware {
     /// Whether a response of `status` with `headers` to `request` calls for one renewal and
     /// replay (the source and the budget aside).
     public static func isRecoverable(request: HTTPRequest, status: Int, headers: HTTPHeaders) -> Bool {
-        guard replayableMethods.contains(request.method), request.body?.isEmpty ?? true else { return false }
-        return isInvalidToken(status: status, headers: headers)
+        isReplayable(request) && isInvalidToken(status: status, headers: headers)
+    }
+
+    /// Whether `request` may be sent again: a bodyless `GET`, `HEAD` or `OPTIONS`.
+    static func isReplayable(_ request: HTTPRequest) -> Bool {
+        replayableMethods.contains(request.method) && (request.body?.isEmpty ?? true)
     }
 
     /// Whether `response` to `request` calls for one renewal and replay (the source aside).

@@ -246,16 +246,25 @@ extension TokenManager {
     /// The keys of every registered session.
     public var sessionKeys: [SessionKey] { Array(sessions.keys) }
 
-    /// Stops the manager: acquisitions not yet sent are cancelled (their callers get
-    /// ``AuthError/shuttingDown``); acquisitions already sent run to completion and commit, and this
-    /// waits for them. Later calls to ``token(for:deadline:)`` fail with ``AuthError/shuttingDown``.
+    /// Stops the manager: acquisitions and logins not yet sent are cancelled (their callers get
+    /// ``AuthError/shuttingDown``); acquisitions and logins whose token request was already sent run
+    /// to completion and commit (the server may have rotated the refresh token already; SPEC
+    /// §5.2), bounded by their own timeouts, and this waits for them. Later calls to
+    /// ``token(for:deadline:)`` fail with ``AuthError/shuttingDown``.
     public func close() async {
         closed = true
         endLogins()
         var committing: [Task<Void, Never>] = []
         for session in sessions.values {
+            if let login = session.login, login.sent, let task = login.task {
+                log.info("\(session.key): finishing the login whose token request was already sent before stopping")
+                committing.append(task)
+            }
             guard let flight = session.flight else { continue }
             if flight.sent {
+                log.info(
+                    "\(session.key): finishing the token request already sent, and committing its answer, before"
+                        + " stopping (at most until its own timeout)")
                 if let task = flight.task { committing.append(task) }
                 continue
             }

@@ -49,6 +49,7 @@ extension TokenManager {
         guard !closed, let flight = sessions[key]?.flight, flight.id == flightID, !flight.waiters.isEmpty,
             !Task.isCancelled
         else { throw CancellationError() }
+        TokenRequestWatch.willSend()
         flight.sent = true
         if let seed {
             let digest = Self.digest(seed)

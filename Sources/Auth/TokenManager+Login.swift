@@ -230,6 +230,7 @@ extension TokenManager {
         guard session.login === flight, !closed, !Task.isCancelled, session.generation == flight.generation else {
             throw CancellationError()
         }
+        TokenRequestWatch.willSend()
         flight.sent = true
     }
 
@@ -418,12 +419,19 @@ extension TokenManager {
             let request = try endpointClient.makeRequest(
                 endpoint: endpoint, grant: .deviceCode(authorization.deviceCode, configuration),
                 configuration: configuration, secret: secret)
+            // Any poll may be the one that is approved (the server then issues the tokens and
+            // spends the device code): once sent, it runs to completion and is committed, even if
+            // every caller left or the manager is closing (SPEC §5.2). It used to be marked only
+            // after its answer, which a closing manager then dropped.
+            try markLoginSent(session, flight)
             do {
                 let response = try await endpointClient.send(request, deadline: end, beforeFirstSend: {})
-                try markLoginSent(session, flight)
                 log.info("device login for \(session.key) approved after \(polls) poll(s)")
                 return response
             } catch let error as AuthError {
+                // Not approved: nothing was issued, so the login may stop between polls again.
+                flight.sent = false
+                if flight.waiters.isEmpty || closed { throw CancellationError() }
                 switch error.oauthError {
                 case "authorization_pending":
                     log.debug("device login for \(session.key): poll \(polls) pending")

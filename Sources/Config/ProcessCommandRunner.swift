@@ -254,29 +254,62 @@ private final class ChildProcess: Sendable {
         }
     }
 
-    /// Ends process group `group` (the child's pid): SIGTERM (and SIGCONT, so a stopped member
-    /// can act on it), up to ``grace`` for every member to stop, then SIGKILL; returns once no
-    /// member is left running and the child is reaped (bounded, in case a member is stuck in the
-    /// kernel).
+    /// Ends process group `group` (the child's pid) and reaps the child: SIGTERM (and SIGCONT, so
+    /// a stopped member can act on it) to the group and to the child itself (should it have left
+    /// the group), up to ``grace`` for every member to stop and the child to be reaped, then
+    /// SIGKILL. Returns once no member is left running and the child is reaped (bounded, in case a
+    /// member is stuck in the kernel: a child still unreaped then is reaped by a thread of its own,
+    /// so no path leaves a zombie behind).
     private func endGroup(_ group: pid_t) {
+        signalChild(group, SIGTERM)
         kill(-group, SIGTERM)
         kill(-group, SIGCONT)
         if !waitForGroup(group, within: grace) {
+            signalChild(group, SIGKILL)
             kill(-group, SIGKILL)
-            _ = waitForGroup(group, within: .seconds(5))
+            if !waitForGroup(group, within: .seconds(5)) { reapLater(group) }
         }
     }
 
-    /// Polls until no process of `group` is running (reaping the child on the way); `false`
-    /// when `limit` passed first.
+    /// Polls until the child is reaped and no process of `group` is running; `false` when `limit`
+    /// passed first. Both are needed: the group is "not running" as soon as its members are
+    /// zombies, before the child (one of them) has been waited for.
     private func waitForGroup(_ group: pid_t, within limit: Duration) -> Bool {
         let end = ContinuousClock.now.advanced(by: limit)
         while true {
             _ = tryReap(group)
-            if !ProcessGroup.isRunning(group) { return true }
+            if isReaped, !ProcessGroup.isRunning(group) { return true }
             if ContinuousClock.now >= end { return false }
             _ = poll(nil, 0, 5)
         }
+    }
+
+    /// Whether the child has been reaped (or never started).
+    private var isReaped: Bool { state.withLock { $0.pid == 0 } }
+
+    /// Sends `signal` to the child itself while it is not reaped (its pid cannot name another
+    /// process until then).
+    private func signalChild(_ pid: pid_t, _ signal: Int32) {
+        state.withLock { state in
+            if state.pid == pid { kill(pid, signal) }
+        }
+    }
+
+    /// Hands a SIGKILLed child that has not died yet (stuck in the kernel) to a thread that waits
+    /// for it, so it is reaped whenever it dies; the run does not wait for it.
+    private func reapLater(_ pid: pid_t) {
+        let owned = state.withLock { state -> Bool in
+            guard state.pid == pid else { return false }
+            state.pid = 0
+            return true
+        }
+        guard owned else { return }
+        log.warn("secret command \(name) (pid \(pid)) did not die after SIGKILL; it is reaped when it does")
+        let started = SystemThread.start(named: "relay-reap") {
+            var status: Int32 = 0
+            while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+        }
+        if !started { log.warn("no thread to reap secret command \(name) (pid \(pid)): it may stay a zombie") }
     }
 
     /// Reaps the child if it has exited, returning its raw wait status. Done under the lock that

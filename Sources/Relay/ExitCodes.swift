@@ -12,7 +12,7 @@ public enum ExitCodes {
         case login
         /// `token` (credential-helper mode).
         case token
-        /// `status`, `logout` and `store`.
+        /// `status`, `logout`, `invalidate` and `store`.
         case sessions
     }
 
@@ -88,7 +88,7 @@ public enum ExitCodes {
     /// README's table of failures by kind, rendered from ``table``.
     public static var failureTableMarkdown: String {
         var lines = [
-            "| error kind | `call`, `subscribe` | `login` | `token` | `status`, `logout`, `store` |",
+            "| error kind | `call`, `subscribe` | `login` | `token` | `status`, `logout`, `invalidate`, `store` |",
             "|---|---|---|---|---|",
         ]
         for row in table {

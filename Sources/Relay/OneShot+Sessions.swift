@@ -23,6 +23,17 @@ extension OneShot {
         }
     }
 
+    /// `tokenrelay invalidate`: the `token-invalidate` method (params `{environment?, profile?, all?}`)
+    /// in a process of its own; the invalidation is recorded in the store, so every process sharing
+    /// it renews on its next use (refresh state is kept).
+    public static func invalidate(
+        settings: Settings, environment: String?, params: JSONValue, executor: (any TaskExecutor)? = nil
+    ) async -> Result<JSONValue, RPCError> {
+        await withTokenMethods(settings: settings, environment: environment, executor: executor) {
+            try await $0.invalidate(try SessionSelection(decoding: params)).resultValue
+        }
+    }
+
     /// `tokenrelay store rekey`: re-seals every record of the configured SQLite store under
     /// `newKey` (base64 or hex of 32 bytes) in one transaction.
     public static func rekeyStore(settings: Settings, newKey: String) async -> Result<String, RPCError> {

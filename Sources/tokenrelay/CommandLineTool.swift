@@ -1,4 +1,6 @@
+import Auth
 import Config
+import Dispatch
 import ErrorKinds
 import FoundationEssentials
 import Glibc
@@ -35,6 +37,7 @@ enum CommandLineTool {
           tokenrelay login [--env E] [--profile P] [--no-browser]
           tokenrelay status [--config PATH] [--env E] [--json]
           tokenrelay logout [--config PATH] [--env E] [--profile P] [--all]
+          tokenrelay invalidate [--config PATH] [--env E] [--profile P] [--all]
           tokenrelay store new-key
           tokenrelay store rekey [--config PATH] (--new-key-env NAME | --new-key-file PATH)
           tokenrelay --version | --help
@@ -72,26 +75,64 @@ enum CommandLineTool {
             return ExitCodes.success
         case "serve":
             return await serve(arguments: arguments, environment: environment, executor: executor)
-        case "call":
-            return await CallCommand.run(arguments: arguments, environment: environment, executor: executor)
         case "subscribe":
+            // Ends on a signal by closing its stream (its own handlers), then exits 0.
             return await SubscribeCommand.run(arguments: arguments, environment: environment, executor: executor)
-        case "token":
-            return await TokenCommand.run(arguments: arguments, environment: environment, executor: executor)
-        case "status":
-            return await SessionCommands.status(arguments: arguments, environment: environment, executor: executor)
-        case "logout":
-            return await SessionCommands.logout(arguments: arguments, environment: environment, executor: executor)
         case "store":
             return await SessionCommands.store(arguments: arguments, environment: environment)
-        case "login":
-            return await LoginCommand.run(arguments: arguments, environment: environment, executor: executor)
-        case "check-config":
-            return await CheckConfigCommand.run(
-                arguments: arguments, environment: environment,
-                standardOutput: { writeStandardOutput($0) }, standardError: { writeStandardError($0) })
         default:
-            return usageError("unknown command '\(command)'")
+            break
+        }
+        guard let oneShot = oneShot(command, arguments: arguments, environment: environment, executor: executor)
+        else { return usageError("unknown command '\(command)'") }
+        return await interruptible(executor: executor, oneShot)
+    }
+
+    /// Runs a one-shot command so that a signal (SIGTERM, SIGINT, SIGQUIT, SIGHUP) never loses a
+    /// token request it already sent (SPEC §5.2). Until the command sends one, the signals keep
+    /// their default actions (the command ends at once, as curl does; nothing to lose, and no
+    /// thread is started for them). Just before its first token request goes out
+    /// (``TokenRequestWatch``), the command takes them over: a signal then cancels the command;
+    /// whatever has not been sent stops at once, while a renewal or login already at the token
+    /// endpoint runs to completion and its answer (a rotated refresh token) is committed, bounded
+    /// by that request's own timeout, as the command's runtime closes. Then the process still ends
+    /// by the signal. Before, the default action ended the process in the middle of the exchange,
+    /// and the next process sent the spent refresh token (issue 34, finding 2).
+    static func interruptible(executor: (any TaskExecutor)?, _ command: @escaping @Sendable () async -> Int32) async
+        -> Int32
+    {
+        let interruption = Interruption()
+        TokenRequestWatch.beforeFirstRequest { interruption.takeOverSignals() }
+        let task = Task(executorPreference: executor) { await command() }
+        interruption.attach(task)
+        let code = await task.value
+        guard let number = interruption.signal else { return code }
+        ProcessSetup.end(bySignal: number)
+        return 128 + number
+    }
+
+    /// The one-shot command `command` names (run through ``interruptible(executor:_:)``); `nil`
+    /// for an unknown one.
+    private static func oneShot(
+        _ command: String, arguments: [String], environment: [String: String], executor: (any TaskExecutor)?
+    ) -> (@Sendable () async -> Int32)? {
+        switch command {
+        case "call": { await CallCommand.run(arguments: arguments, environment: environment, executor: executor) }
+        case "token": { await TokenCommand.run(arguments: arguments, environment: environment, executor: executor) }
+        case "status":
+            { await SessionCommands.status(arguments: arguments, environment: environment, executor: executor) }
+        case "logout":
+            { await SessionCommands.logout(arguments: arguments, environment: environment, executor: executor) }
+        case "invalidate":
+            { await SessionCommands.invalidate(arguments: arguments, environment: environment, executor: executor) }
+        case "login": { await LoginCommand.run(arguments: arguments, environment: environment, executor: executor) }
+        case "check-config":
+            {
+                await CheckConfigCommand.run(
+                    arguments: arguments, environment: environment,
+                    standardOutput: { writeStandardOutput($0) }, standardError: { writeStandardError($0) })
+            }
+        default: nil
         }
     }
 
@@ -234,6 +275,54 @@ enum CommandLineTool {
         withExtendedLifetime(signalSources) {}
         return code
     }
+}
+
+/// The first stopping signal a one-shot command received, and the command's task it cancels.
+private final class Interruption: Sendable {
+    private struct State {
+        var signal: Int32?
+        var task: Task<Int32, Never>?
+        /// The signal sources, once taken over; kept alive until the process ends.
+        var sources: [any DispatchSourceSignal]?
+    }
+
+    /// Guarded by the mutex.
+    private let state = Mutex(State())
+
+    /// Takes the stopping signals over (once): from now on they cancel the command.
+    func takeOverSignals() {
+        state.withLock { state in
+            guard state.sources == nil else { return }
+            state.sources = ProcessSetup.onSignals(ProcessSetup.stopping + ProcessSetup.reloading) { [self] number in
+                receive(number)
+            }
+        }
+    }
+
+    /// A signal arrived (on a dispatch queue): the first one cancels the command; later ones
+    /// change nothing.
+    private func receive(_ number: Int32) {
+        let task: Task<Int32, Never>? = state.withLock { state in
+            guard state.signal == nil else { return nil }
+            state.signal = number
+            return state.task
+        }
+        log.debug(
+            "\(ProcessSetup.name(of: number)) received: stopping once the token request already sent is committed")
+        task?.cancel()
+    }
+
+    /// The command's task, once started (cancelled at once if a signal came first).
+    func attach(_ task: Task<Int32, Never>) {
+        let cancelNow = state.withLock { state in
+            state.task = task
+            return state.signal != nil
+        }
+        if cancelNow { task.cancel() }
+    }
+
+    /// The signal received, if any.
+    var signal: Int32? { state.withLock { $0.signal } }
 }
 
 /// The server SIGHUP reloads, once it exists.

@@ -2,6 +2,7 @@ import CSystem
 import Dispatch
 import FoundationEssentials
 import Glibc
+import Logging
 
 /// Process-wide setup done once at start.
 enum ProcessSetup {
@@ -42,9 +43,23 @@ enum ProcessSetup {
     /// the one-shot commands.
     static let stopping: [Int32] = [SIGTERM, SIGINT, SIGQUIT]
     /// Signals `serve` answers with a configuration reload (SPEC §5.7); the one-shot commands
-    /// end on them as on SIGTERM. (`call` keeps the default actions: it dies by the signal, as
-    /// curl does.)
+    /// end on them as on SIGTERM (``CommandLineTool/interruptible(executor:_:)``: `call` still
+    /// dies by the signal, as curl does, once a token request it already sent is committed).
     static let reloading: [Int32] = [SIGHUP]
+
+    /// Ends the process by signal `number` (its default action), after flushing the log and
+    /// stdio: how a one-shot command that was interrupted exits, so its parent sees the signal.
+    /// Returns only if the signal did not end the process.
+    static func end(bySignal number: Int32) {
+        log.flush()
+        fflush(nil)
+        signal(number, SIG_DFL)
+        var set = sigset_t()
+        sigemptyset(&set)
+        sigaddset(&set, number)
+        pthread_sigmask(SIG_UNBLOCK, &set, nil)
+        raise(number)
+    }
 
     /// The conventional name of a signal, for log lines.
     static func name(of number: Int32) -> String {

@@ -5,7 +5,7 @@ import JSONRPC
 import Logging
 import Relay
 
-/// `tokenrelay status`, `tokenrelay logout` and `tokenrelay store new-key|rekey`: the session
+/// `tokenrelay status`, `tokenrelay logout`, `tokenrelay invalidate` and `tokenrelay store new-key|rekey`: the session
 /// store seen from a shell, through the same methods `serve` answers.
 enum SessionCommands {
     /// `tokenrelay status [--config PATH] [--env E] [--json]`.
@@ -76,6 +76,36 @@ enum SessionCommands {
     static func logout(arguments: [String], environment: [String: String], executor: (any TaskExecutor)?) async
         -> Int32
     {
+        await selection(arguments: arguments, environment: environment) { settings, params in
+            switch await OneShot.logout(settings: settings, environment: nil, params: params, executor: executor) {
+            case .failure(let error): .failure(error)
+            case .success(let result): .success("logged out \(count(result["loggedOut"])) session(s)")
+            }
+        }
+    }
+
+    /// `tokenrelay invalidate [--config PATH] [--env E] [--profile P] [--all]`: the
+    /// `token-invalidate` method from a shell (the selection as for `logout`).
+    static func invalidate(arguments: [String], environment: [String: String], executor: (any TaskExecutor)?)
+        async -> Int32
+    {
+        await selection(arguments: arguments, environment: environment) { settings, params in
+            switch await OneShot.invalidate(settings: settings, environment: nil, params: params, executor: executor) {
+            case .failure(let error): .failure(error)
+            case .success(let result):
+                .success("invalidated \(count(result["invalidated"])) session(s); they renew on their next use")
+            }
+        }
+    }
+
+    private static func count(_ value: JSONValue?) -> String { value?.numberValue.map { "\($0)" } ?? "0" }
+
+    /// Parses a session selection (`--config PATH`, `--env E`, `--profile P`, `--all`), loads the
+    /// configuration and runs `body` with the method's params; prints its line on stderr.
+    private static func selection(
+        arguments: [String], environment: [String: String],
+        _ body: (Settings, JSONValue) async -> Result<String, RPCError>
+    ) async -> Int32 {
         var parser = ArgumentParser(arguments)
         var configPath: String?
         var params = JSONObject()
@@ -96,14 +126,11 @@ enum SessionCommands {
         guard let settings = await CommandLineTool.loadSettings(path: configPath, environment: environment) else {
             return ExitCodes.config
         }
-        switch await OneShot.logout(
-            settings: settings, environment: nil, params: .object(params), executor: executor)
-        {
+        switch await body(settings, .object(params)) {
         case .failure(let error):
             return fail(error)
-        case .success(let result):
-            let count = result["loggedOut"]?.numberValue.map { "\($0)" } ?? "0"
-            CommandLineTool.writeStandardError("tokenrelay: logged out \(count) session(s)")
+        case .success(let line):
+            CommandLineTool.writeStandardError("tokenrelay: \(line)")
             return ExitCodes.success
         }
     }

@@ -46,9 +46,29 @@ import Testing
         #expect(source.invalidated.count == 1)
     }
 
+    /// A 401 `invalid_token` on a request that may not be sent again is returned as it is, but the
+    /// credential it was signed with is invalidated all the same (SPEC §5.3: whatever the method),
+    /// so the next request renews instead of sending a revoked token again (issue 34, finding 8).
+    @Test(arguments: [
+        HTTPRequest(method: "POST", url: "https://api.example.com/v1/items"),
+        HTTPRequest(method: "POST", url: "https://api.example.com/v1/items", body: [1]),
+        HTTPRequest(method: "DELETE", url: "https://api.example.com/v1/items/1"),
+        HTTPRequest(url: "https://api.example.com/v1/items", body: [1]),
+    ])
+    func aRefusedTokenIsInvalidatedButAnUnsafeRequestIsNotReplayed(request: HTTPRequest) async throws {
+        let transport = ScriptedTransport([Self.invalidToken, HTTPResponse(status: 200)])
+        let source = VersionedCredential()
+        let client = HTTPClient(
+            transport: transport, middlewares: [CredentialsMiddleware(source: source, origins: Self.policy)])
+        #expect(try await client.send(collecting: request).status == 401)
+        #expect(transport.requests.count == 1)
+        #expect(source.invalidated == [CredentialStamp(1)])
+        // The next request carries the renewed credential.
+        #expect(try await client.send(collecting: request).status == 200)
+        #expect(transport.requests.last?.headers["Authorization"] == "Bearer token-2")
+    }
+
     static let notRecovered: [(String, HTTPRequest, HTTPResponse)] = [
-        ("POST", HTTPRequest(method: "POST", url: "https://api.example.com/v1/items"), invalidToken),
-        ("GET with body", HTTPRequest(url: "https://api.example.com/v1/items", body: [1]), invalidToken),
         (
             "403", HTTPRequest(url: "https://api.example.com/v1/items"),
             HTTPResponse(status: 403, headers: invalidToken.headers)
@@ -123,7 +143,8 @@ import Testing
         #expect(!budget.isAvailable)
         #expect(try await client.send(collecting: HTTPRequest(url: url)).status == 401)
         #expect(transport.requests.count == 5)
-        #expect(source.invalidated == [CredentialStamp(1), CredentialStamp(2)])
+        // Connection 3 is not replayed, but its refused credential is invalidated all the same.
+        #expect(source.invalidated == [CredentialStamp(1), CredentialStamp(2), CredentialStamp(3)])
     }
 
     @Test func requestsWithoutASharedBudgetEachGetOneReplay() async throws {

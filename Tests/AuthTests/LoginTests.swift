@@ -268,6 +268,33 @@ import Testing
         #expect(transport.tokenRequests.count == 3)
     }
 
+    /// A login whose token request was already sent when the manager closes (SIGINT to
+    /// `tokenrelay login` while the device code's poll is at the token endpoint) is finished and
+    /// committed before `close` returns: `close` used to wait for renewals only, and the process
+    /// then exited with the session never stored (issue 34, finding 2).
+    @Test func closeWaitsForALoginWhoseTokenRequestWasSent() async throws {
+        let transport = FakeTransport { _ in .success(tokenResponse("never")) }
+        transport.enqueue(
+            .success(Self.deviceAuthorization()), .success(tokenResponse("at-device", refreshToken: "rt-device")))
+        let clock = FakeClock()
+        let store = InMemoryTokenStore()
+        let manager = TokenManager(transport: transport, store: store, clock: clock)
+        let key = try await manager.register(environment: "e", profile: "tv", configuration: Self.deviceConfiguration())
+        let login = Task { try await manager.login(key) }
+        // The device authorization is answered; the first poll waits for its interval.
+        await clock.sleepersRegistered.wait(for: 1)
+        transport.hold()
+        clock.advance(by: 1)
+        await transport.arrivals.wait(for: 2)
+        login.cancel()
+        await #expect(throws: CancellationError.self) { _ = try await login.value }
+        let closed = Task { await manager.close() }
+        await waitUntil { await manager.closed }
+        transport.release()
+        await closed.value
+        #expect(try await store.load(StoreKey(session: key))?.refreshToken == "rt-device")
+    }
+
     @Test func pollingIsBoundedByExpiresIn() async throws {
         let transport = FakeTransport { _ in .success(oauthError("authorization_pending")) }
         transport.enqueue(.success(Self.deviceAuthorization(expiresIn: 10, interval: 4)))
