@@ -12,12 +12,12 @@ enum SessionCommands {
     static func status(arguments: [String], environment: [String: String], executor: (any TaskExecutor)?) async
         -> Int32
     {
-        var parser = ArgumentParser(arguments)
+        var parser = ArgumentParser(arguments, for: "status")
         var configPath: String?
         var environmentName: String?
         var json = false
         do throws(ArgumentError) {
-            while let argument = parser.next() {
+            while let argument = try parser.next() {
                 switch argument {
                 case "--config": configPath = try parser.value(for: argument)
                 case "--env": environmentName = try parser.value(for: argument)
@@ -26,7 +26,7 @@ enum SessionCommands {
                 }
             }
         } catch {
-            return CommandLineTool.usageError(error.message)
+            return CommandLineTool.usageError(error.message, command: "status")
         }
         log.configure(level: .warn, format: .text)
         guard let settings = await CommandLineTool.loadSettings(path: configPath, environment: environment) else {
@@ -76,11 +76,11 @@ enum SessionCommands {
     static func logout(arguments: [String], environment: [String: String], executor: (any TaskExecutor)?) async
         -> Int32
     {
-        var parser = ArgumentParser(arguments)
+        var parser = ArgumentParser(arguments, for: "logout")
         var configPath: String?
         var params = JSONObject()
         do throws(ArgumentError) {
-            while let argument = parser.next() {
+            while let argument = try parser.next() {
                 switch argument {
                 case "--config": configPath = try parser.value(for: argument)
                 case "--env": params["environment"] = .string(try parser.value(for: argument))
@@ -90,7 +90,7 @@ enum SessionCommands {
                 }
             }
         } catch {
-            return CommandLineTool.usageError(error.message)
+            return CommandLineTool.usageError(error.message, command: "logout")
         }
         log.configure(level: .warn, format: .text)
         guard let settings = await CommandLineTool.loadSettings(path: configPath, environment: environment) else {
@@ -115,7 +115,12 @@ enum SessionCommands {
         }
         switch subcommand {
         case "new-key":
-            guard arguments.count == 1 else { return CommandLineTool.usageError("store new-key takes no options") }
+            do throws(ArgumentError) {
+                var parser = ArgumentParser(Array(arguments.dropFirst()), for: "store new-key")
+                if let argument = try parser.next() { throw ArgumentError("unexpected argument '\(argument)'") }
+            } catch {
+                return CommandLineTool.usageError(error.message, command: "store new-key")
+            }
             guard let key = OneShot.newStoreKey() else {
                 CommandLineTool.writeStandardError("tokenrelay: no random bytes available")
                 return ExitCodes.failure
@@ -130,11 +135,11 @@ enum SessionCommands {
     }
 
     private static func rekey(arguments: [String], environment: [String: String]) async -> Int32 {
-        var parser = ArgumentParser(arguments)
+        var parser = ArgumentParser(arguments, for: "store rekey")
         var configPath: String?
         var newKey: String?
         do throws(ArgumentError) {
-            while let argument = parser.next() {
+            while let argument = try parser.next() {
                 switch argument {
                 case "--config": configPath = try parser.value(for: argument)
                 case "--new-key-env":
@@ -156,7 +161,7 @@ enum SessionCommands {
                 throw ArgumentError("store rekey needs --new-key-env NAME or --new-key-file PATH")
             }
         } catch {
-            return CommandLineTool.usageError(error.message)
+            return CommandLineTool.usageError(error.message, command: "store rekey")
         }
         log.configure(level: .warn, format: .text)
         guard let newKey else { return ExitCodes.usage }

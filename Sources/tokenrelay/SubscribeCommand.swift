@@ -11,13 +11,13 @@ enum SubscribeCommand {
     static func run(arguments: [String], environment: [String: String], executor: (any TaskExecutor)?) async
         -> Int32
     {
-        var parser = ArgumentParser(arguments)
+        var parser = ArgumentParser(arguments, for: "subscribe")
         var positional: [String] = []
         var options = CommandOptions()
         var params = JSONObject()
         var headers = JSONObject()
         do throws(ArgumentError) {
-            while let argument = parser.next() {
+            while let argument = try parser.next() {
                 if try options.take(argument, from: &parser) { continue }
                 switch argument {
                 case "--last-event-id": params["lastEventId"] = .string(try parser.value(for: argument))
@@ -33,7 +33,7 @@ enum SubscribeCommand {
             }
             guard positional.count == 1 else { throw ArgumentError("subscribe takes one PATH (or an absolute URL)") }
         } catch {
-            return CommandLineTool.usageError(error.message)
+            return CommandLineTool.usageError(error.message, command: "subscribe")
         }
         log.configure(level: options.logLevel, format: .text)
         if let profile = options.profile { params["profile"] = .string(profile) }
