@@ -140,10 +140,14 @@ enum CommandTable {
             "subscribe", arguments: "PATH", summary: "follow a server-sent event stream; one JSON line per event",
             details: """
                 Prints {"id"?, "event", "data", "retry"?} per event on stdout. A dropped stream is \
-                reconnected (with Last-Event-ID) until a signal stops the command.
+                reconnected (with Last-Event-ID) until a signal stops the command, or, with \
+                --until-closed, until the server ends the stream cleanly (exit 0).
                 """,
             options: oneShotOptions + [
                 OptionSpec(["--last-event-id"], value: "ID", "resume after this event id"),
+                OptionSpec(
+                    ["--until-closed"],
+                    "end when the server ends the stream cleanly instead of reconnecting (drops still reconnect)"),
                 header, noAuth,
                 OptionSpec(["-v", "--verbose"], "log connections and reconnects on stderr (--log-level info)"),
             ]),

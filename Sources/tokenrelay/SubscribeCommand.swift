@@ -5,8 +5,8 @@ import Logging
 import Relay
 
 /// `tokenrelay subscribe PATH`: follows an event stream and prints one JSON line per event
-/// (`{"id"?, "event", "data", "retry"?}`) until SIGHUP/SIGINT/SIGQUIT/SIGTERM or the stream
-/// closes (then exit 0).
+/// (`{"id"?, "event", "data", "retry"?}`) until SIGHUP/SIGINT/SIGQUIT/SIGTERM or the subscription
+/// closes (then exit 0; with `--until-closed`, a clean end of the stream closes it).
 enum SubscribeCommand {
     static func run(arguments: [String], environment: [String: String], executor: (any TaskExecutor)?) async
         -> Int32
@@ -24,6 +24,7 @@ enum SubscribeCommand {
                 case "-H", "--header":
                     let (name, value) = try ArgumentParser.header(try parser.value(for: argument))
                     headers[name] = .string(value)
+                case "--until-closed": params["untilClosed"] = true
                 case "--no-auth": params["auth"] = false
                 case "-v", "--verbose": options.logLevel = .info
                 default:
