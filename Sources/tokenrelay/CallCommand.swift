@@ -60,6 +60,8 @@ enum CallCommand {
         } catch {
             return CommandLineTool.usageError(error.message, command: "call")
         }
+        // `-v` also shows the info log: why credentials were not attached, token renewals.
+        if verbose { options.logLevel = max(options.logLevel, .info) }
         log.configure(level: options.logLevel, format: .text)
         // The request needs libcurl (and maybe the store): libcrypto loads while the configuration
         // is read, the rest once the call knows its profile (OneShot.CallLibraries says why).
