@@ -5,7 +5,7 @@ import Glibc
 import HTTPFields
 import JSONRPC
 import Logging
-import Relay
+@_spi(Testing) import Relay
 import Synchronization
 
 /// Parses the command line and runs the chosen command; returns the exit code.
