@@ -17,9 +17,10 @@ public final class TokenRelayClient: Sendable {
         self.session = session
     }
 
-    /// A client for the config file at `configFile` (default: `$TOKENRELAY_CONFIG`, else
-    /// `~/.config/tokenrelay/config.yaml`), exactly as the `tokenrelay` command reads it.
-    /// `environment` overrides the config's `default_environment`.
+    /// A client for a config file, read exactly as the `tokenrelay` command reads it.
+    /// - Parameters:
+    ///   - configFile: The file (default: `$TOKENRELAY_CONFIG`, else `~/.config/tokenrelay/config.yaml`).
+    ///   - environment: Overrides the config's `default_environment`.
     public static func load(configFile: String? = nil, environment: String? = nil) async throws(TokenRelayError)
         -> TokenRelayClient
     {
@@ -28,8 +29,11 @@ public final class TokenRelayClient: Sendable {
         return try await open(result, environment: environment)
     }
 
-    /// A client for a configuration given as YAML (or JSON) text; `variables` are what `${VAR}`
-    /// and `{env: NAME}` read (default: the process environment).
+    /// A client for a configuration given as YAML (or JSON) text.
+    /// - Parameters:
+    ///   - yaml: The configuration.
+    ///   - environment: Overrides the config's `default_environment`.
+    ///   - variables: What `${VAR}` and `{env: NAME}` read (default: the process environment).
     public static func load(
         yaml: String, environment: String? = nil, variables: [String: String] = ProcessEnvironment.current()
     ) async throws(TokenRelayError) -> TokenRelayClient {
@@ -61,12 +65,16 @@ public final class TokenRelayClient: Sendable {
     /// Sends one request with the profile's credentials and returns the response (any status is
     /// a response; an error is thrown only when there is none).
     /// - Parameters:
-    ///   - method: the HTTP method (`GET`, `POST`, ...).
-    ///   - path: a path relative to the environment's `base_url`, or an absolute URL
+    ///   - method: The HTTP method (`GET`, `POST`, ...).
+    ///   - path: A path relative to the environment's `base_url`, or an absolute URL
     ///     (credentials go only to the environment's origin and its `allowed_origins`).
-    ///   - body: the request body, if any.
-    ///   - environment, profile: which session (default: the configured defaults).
-    ///   - timeout: the request's deadline (default: the environment's `timeout`).
+    ///   - headers: Header fields to send (they win over the environment's `headers`).
+    ///   - query: Query parameters to add.
+    ///   - body: The request body, if any.
+    ///   - environment: The environment (default: the configured default).
+    ///   - profile: The profile (default: the environment's default).
+    ///   - timeout: The request's deadline, token included (default: the environment's `timeout`).
+    /// - Returns: The response, whatever its status.
     public func request(
         _ method: String = "GET", _ path: String, headers: [String: String] = [:], query: [String: String] = [:],
         body: [UInt8]? = nil, environment: String? = nil, profile: String? = nil, timeout: Duration? = nil
@@ -99,9 +107,12 @@ public final class TokenRelayClient: Sendable {
         }
     }
 
-    /// The access token of a profile that sets `expose_token: true` (renewed first unless it
-    /// stays valid for `minimumValidity`, default 60 s). Prefer ``request(_:_:headers:query:body:environment:profile:timeout:)``,
-    /// which never hands the token out.
+    /// The access token of a profile that sets `expose_token: true`. Prefer
+    /// ``request(_:_:headers:query:body:environment:profile:timeout:)``, which never hands the token out.
+    /// - Parameters:
+    ///   - environment: The environment (default: the configured default).
+    ///   - profile: The profile (default: the environment's default).
+    ///   - minimumValidity: Renew first unless the token stays valid this long (default 60 s).
     public func token(environment: String? = nil, profile: String? = nil, minimumValidity: Duration? = nil)
         async throws(TokenRelayError) -> TokenRelayAccessToken
     {
@@ -115,8 +126,13 @@ public final class TokenRelayClient: Sendable {
     }
 
     /// Logs in to an interactive profile (authorization code with PKCE, or device code) and
-    /// stores the session. `onPrompt` gets what a person must do: the URL to open, and the code
-    /// to enter for a device login. With `openBrowser`, the URL is also opened.
+    /// stores the session.
+    /// - Parameters:
+    ///   - environment: The environment (default: the configured default).
+    ///   - profile: The profile (default: the environment's default).
+    ///   - openBrowser: Also open the URL, when the profile's `open_browser` allows it.
+    ///   - onPrompt: Gets what a person must do: the URL to open, and the code to enter for a
+    ///     device login.
     public func login(
         environment: String? = nil, profile: String? = nil, openBrowser: Bool = true,
         onPrompt: @escaping @Sendable (TokenRelayLoginPrompt) -> Void
