@@ -166,5 +166,13 @@ import Testing
                 binary, ["-n", root.appendingPathComponent(shell).path], in: root, timeout: .seconds(60))
             #expect(result.status == 0, "\(shell) -n: \(result.stderr)")
         }
+        // fish completes through its own `complete -C`.
+        if FileManager.default.isExecutableFile(atPath: "/usr/bin/fish") {
+            let script = root.appendingPathComponent("fish").path
+            let result = try await InteropStack.run(
+                "/usr/bin/fish", ["--no-config", "-c", "source \(script); complete -C 'tokenrelay call --ti'"],
+                in: root, timeout: .seconds(60))
+            #expect(result.stdout.hasPrefix("--timeout\t"), "\(result.stdout) \(result.stderr)")
+        }
     }
 }
