@@ -11,9 +11,9 @@ let package = Package(
     name: "tokenrelay",
     products: [
         .executable(name: "tokenrelay", targets: ["tokenrelay"]),
-        .library(
-            name: "TokenRelay",
-            targets: ["Relay", "Auth", "HTTP", "HTTPFields", "Config", "JSONRPC", "Logging", "ErrorKinds"]),
+        // The library's one stable entry point is the TokenRelay module (TokenRelayClient); the
+        // modules under it are built and linked with it but are not a stable API (README).
+        .library(name: "TokenRelay", targets: ["TokenRelay"]),
     ],
     targets: [
         // C libraries from Debian, reached through pkg-config.
@@ -37,6 +37,8 @@ let package = Package(
             name: "Auth", dependencies: ["HTTP", "HTTPFields", "JSONRPC", "CCrypto", "CSQLite", "ErrorKinds", "Logging"]),
         .target(
             name: "Relay", dependencies: ["JSONRPC", "Config", "HTTP", "HTTPFields", "Auth", "ErrorKinds", "Logging"]),
+        // The library's public face: a small client over Relay's runtime (RelaySession, @_spi).
+        .target(name: "TokenRelay", dependencies: ["Relay", "Config", "JSONRPC"]),
         // The release binary exports no symbols of its own: libcurl's dependency tree (dlopen'ed
         // on first use, ~30 libraries bound at once) then resolves its symbols without searching
         // the executable's table first (`call` -4 % on the bench VM). A statically linked Swift
@@ -61,6 +63,7 @@ let package = Package(
             name: "AuthTests", dependencies: ["Auth", "HTTP", "Logging", "CCrypto", "CCurl", "CSQLite", "ErrorKinds"],
             linkerSettings: [.linkedLibrary("crypto")]),
         .testTarget(name: "RelayTests", dependencies: ["Relay", "JSONRPC", "Config", "HTTP", "Auth", "ErrorKinds"]),
+        .testTarget(name: "TokenRelayTests", dependencies: ["TokenRelay", "TestSupport"]),
         .testTarget(name: "EndToEndTests", dependencies: ["JSONRPC", "TestSupport"], exclude: ["Fixtures"]),
     ],
     swiftLanguageModes: [.v6]

@@ -31,7 +31,11 @@ public struct AuthorizationServerMetadata: Sendable, Equatable {
         }
         guard let issuer = object["issuer"]?.stringValue else { throw .discovery("the metadata has no issuer") }
         guard issuer == expectedIssuer else {
-            throw .discovery("the metadata issuer does not equal the configured issuer")
+            // Both values, quoted: a trailing slash or a scheme is what usually differs. The
+            // server's is cleaned before it goes into a message.
+            throw .discovery(
+                "the metadata's issuer '\(ServerText(issuer).value)' does not equal the configured issuer "
+                    + "'\(expectedIssuer)' (they must match exactly, a trailing slash included)")
         }
         for (name, value) in object where name.hasSuffix("_endpoint") || name == "jwks_uri" {
             // The member name is the server's text: cleaned before it goes into a message.

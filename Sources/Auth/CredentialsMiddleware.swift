@@ -33,9 +33,10 @@ public struct CredentialsMiddleware: HTTPMiddleware {
         _ request: HTTPRequest, next: @Sendable (HTTPRequest) async throws -> HTTPStreamingResponse
     ) async throws -> HTTPStreamingResponse {
         guard origins.allows(request) else {
-            Logger.shared.debug(
-                "credentials withheld: origin not allowed",
-                [("origin", Origin(url: request.url)?.description ?? "unknown")])
+            // At info, so `call -v` (and any serve log) says why a request went out without
+            // credentials: a `url` to `localhost` when base_url says `127.0.0.1` otherwise only
+            // comes back 401.
+            Logger.shared.info("credentials not attached: \(origins.refusal(for: request))")
             return try await next(request)
         }
         let budget = self.budget ?? AuthRecoveryBudget()

@@ -1,5 +1,6 @@
 import FoundationEssentials
 import JSONRPC
+import Logging
 
 /// One public key of a JWKS document (RFC 7517), as far as ID-token verification uses it.
 public struct JSONWebKey: Sendable, Equatable {
@@ -123,8 +124,10 @@ public struct IDTokenClaims: Sendable, Equatable {
         guard let claims = try? TokenResponseParser.jsonObject(payload) else {
             throw .invalidIDToken("the payload is not a JSON object")
         }
-        guard let iss = claims["iss"]?.stringValue, iss == issuer else {
-            throw .invalidIDToken("iss is not the configured issuer")
+        guard let iss = claims["iss"]?.stringValue else { throw .invalidIDToken("iss is missing") }
+        guard iss == issuer else {
+            throw .invalidIDToken(
+                "its iss '\(ServerText(iss).value)' is not the configured issuer '\(issuer)' (they must match exactly)")
         }
         let audiences: [String]
         if let single = claims["aud"]?.stringValue {

@@ -76,7 +76,8 @@ public struct EventSource: AsyncSequence, Sendable {
                 lastEventID: configuration.lastEventID, maxLineLength: configuration.maxLineLength,
                 maxEventSize: configuration.maxEventSize)
             machine = EventStreamStateMachine(
-                policy: EventStreamReconnectPolicy(capMilliseconds: configuration.maxBackoffMilliseconds))
+                policy: EventStreamReconnectPolicy(capMilliseconds: configuration.maxBackoffMilliseconds),
+                untilClosed: configuration.untilClosed)
         }
 
         /// The next update; `nil` after `closed` or once the consuming task was cancelled.

@@ -11,6 +11,9 @@ public struct EventSourceConfiguration: Sendable {
     public var request: HTTPRequest
     /// The last event ID to resume from (sent as `Last-Event-ID` on the first connection). `nil` or empty: none.
     public var lastEventID: String?
+    /// A clean end of a stream ends the subscription (`closed`, no error) instead of reconnecting; drops and errors
+    /// still reconnect. For a finite stream (SPEC §5.5 `untilClosed`).
+    public var untilClosed: Bool
     /// The `{kind, message}` a subscription closes with when the pipeline throws an error that is not the
     /// connection's (a middleware's: a credential that cannot be had). The relay passes its one error mapping; the
     /// default takes a ``KindedError``'s kind, else `auth`, and the redacted description.
@@ -36,6 +39,7 @@ public struct EventSourceConfiguration: Sendable {
     public init(
         request: HTTPRequest,
         lastEventID: String? = nil,
+        untilClosed: Bool = false,
         describeFailure: @escaping @Sendable (any Error) -> EventSourceFailure = EventSourceFailure.describing,
         idleTimeout: Duration? = defaultIdleTimeout,
         maxBackoff: Duration = defaultMaxBackoff,
@@ -47,6 +51,7 @@ public struct EventSourceConfiguration: Sendable {
     ) {
         self.request = request
         self.lastEventID = lastEventID
+        self.untilClosed = untilClosed
         self.describeFailure = describeFailure
         self.idleTimeout = idleTimeout
         self.maxBackoff = maxBackoff

@@ -17,6 +17,7 @@ import ErrorKinds
 /// - a failure no reconnect can cure (an unusable URL or header, TLS): `closed` with its kind; a middleware's error (a
 ///   credential that cannot be had): `closed` with the kind it maps to; any other failure (connect, drop, idle stall),
 ///   a clean end of the body and a stream over the parser's bounds: reconnect.
+/// - with ``untilClosed``, a clean end of the body: `closed` with no error (drops and errors still reconnect).
 /// - reconnect: `reconnecting {attempt, retryInMs}` with the backoff of ``EventStreamReconnectPolicy`` (reset once a
 ///   connection delivered an event), then wait.
 public struct EventStreamStateMachine: Sendable {
@@ -68,10 +69,13 @@ public struct EventStreamStateMachine: Sendable {
     public private(set) var delivered = false
     /// Whether `closed` was decided.
     public private(set) var isFinished = false
+    /// Whether a clean end of the body ends the subscription (a finite stream) instead of reconnecting.
+    public let untilClosed: Bool
 
-    /// A subscription that has not connected yet.
-    public init(policy: EventStreamReconnectPolicy) {
+    /// A subscription that has not connected yet; `untilClosed`: see ``untilClosed``.
+    public init(policy: EventStreamReconnectPolicy, untilClosed: Bool = false) {
         self.policy = policy
+        self.untilClosed = untilClosed
     }
 
     /// The subscription starts: its first connection.
@@ -152,9 +156,11 @@ public struct EventStreamStateMachine: Sendable {
         delivered = true
     }
 
-    /// The open body ended cleanly (servers do this to rebalance): reconnect without an error.
+    /// The open body ended cleanly: `closed` without an error when ``untilClosed`` (the server says the stream is
+    /// over); else reconnect without an error (servers do this to rebalance).
     public mutating func bodyEnded(serverRetry: Int?, jitter: Double) -> Transition {
-        reconnect(kind: nil, message: "", serverRetry: serverRetry, jitter: jitter)
+        if untilClosed { return close() }
+        return reconnect(kind: nil, message: "", serverRetry: serverRetry, jitter: jitter)
     }
 
     /// The open body broke the parser's bounds (a line or event too large): the rest of that stream cannot be

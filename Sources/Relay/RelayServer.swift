@@ -42,7 +42,10 @@ public final class RelayServer: Sendable {
         -> RelayServer
     {
         if let environment, settings.environment(named: environment) == nil {
-            throw RPCError(code: .unknownEnvironment, message: "--env names an unknown environment '\(environment)'")
+            throw RPCError(
+                code: .unknownEnvironment,
+                message: "--env names an "
+                    + RelayRuntime.unknown("environment", environment, known: settings.environments.map(\.name)))
         }
         do {
             let runtime = try await RelayRuntime.make(

@@ -12,7 +12,7 @@ enum CallCommand {
     static func run(arguments: [String], environment: [String: String], executor: (any TaskExecutor)?) async
         -> Int32
     {
-        var parser = ArgumentParser(arguments)
+        var parser = ArgumentParser(arguments, for: "call")
         var positional: [String] = []
         var options = CommandOptions()
         var params = JSONObject()
@@ -21,7 +21,7 @@ enum CallCommand {
         var queryOrder: [String] = []
         var verbose = false
         do throws(ArgumentError) {
-            while let argument = parser.next() {
+            while let argument = try parser.next() {
                 if try options.take(argument, from: &parser) { continue }
                 switch argument {
                 case "-H", "--header":
@@ -58,8 +58,10 @@ enum CallCommand {
             guard positional.count == 2 else { throw ArgumentError("call takes METHOD and PATH (or an absolute URL)") }
             if params["json"] != nil && params["text"] != nil { throw ArgumentError("give --json or --data, not both") }
         } catch {
-            return CommandLineTool.usageError(error.message)
+            return CommandLineTool.usageError(error.message, command: "call")
         }
+        // `-v` also shows the info log: why credentials were not attached, token renewals.
+        if verbose { options.logLevel = max(options.logLevel, .info) }
         log.configure(level: options.logLevel, format: .text)
         // The request needs libcurl (and maybe the store): libcrypto loads while the configuration
         // is read, the rest once the call knows its profile (OneShot.CallLibraries says why).

@@ -7,7 +7,7 @@ import Glibc
 import HTTPFields
 import JSONRPC
 import Logging
-import Relay
+@_spi(Testing) import Relay
 import Synchronization
 
 /// Parses the command line and runs the chosen command; returns the exit code.
@@ -23,34 +23,10 @@ enum CommandLineTool {
         return ExitCodes.code(for: kind, in: command)
     }
 
-    static let usage = """
-        Usage:
-          tokenrelay [serve] [--config PATH] [--env NAME] [--framing auto|ndjson|lsp]
-                     [--log-level error|warn|info|debug|trace] [--log-format text|json]
-          tokenrelay check-config [--config PATH] [--json] [--resolve-secrets]
-          tokenrelay call METHOD PATH [--env E] [--profile P] [-H 'K: V']... [--query k=v]...
-                     [--json BODY | --data TEXT] [-v]
-          tokenrelay subscribe PATH [--env E] [--profile P] [--last-event-id ID]
-          tokenrelay token [--env E] [--profile P] [--format raw|header|json|exec-credential]
-                     [--min-valid 60s]
-          tokenrelay token --format git get|store|erase [--env E] [--profile P] [--min-valid 60s]
-          tokenrelay login [--env E] [--profile P] [--no-browser]
-          tokenrelay status [--config PATH] [--env E] [--json]
-          tokenrelay logout [--config PATH] [--env E] [--profile P] [--all]
-          tokenrelay invalidate [--config PATH] [--env E] [--profile P] [--all]
-          tokenrelay store new-key
-          tokenrelay store rekey [--config PATH] (--new-key-env NAME | --new-key-file PATH)
-          tokenrelay --version | --help
-
-        Serves JSON-RPC 2.0 on stdin/stdout (newline-delimited JSON or Content-Length framing,
-        detected from the first bytes). Logs go to stderr. See README.md.
-
-        """
-
-    /// The command `arguments` name (their first word unless it is an option; else `serve`) and
-    /// the arguments after it.
+    /// The command `arguments` name (their first word unless it is an option; else `""`, which
+    /// runs `serve`) and the arguments after it.
     static func command(of arguments: [String]) -> (name: String, rest: [String]) {
-        guard let first = arguments.first, !first.hasPrefix("-") else { return ("serve", arguments) }
+        guard let first = arguments.first, !first.hasPrefix("-") else { return ("", arguments) }
         return (first, Array(arguments.dropFirst()))
     }
 
@@ -65,7 +41,9 @@ enum CommandLineTool {
             return ExitCodes.success
         }
         if arguments.contains("--help") || arguments.contains("-h") || command == "help" {
-            print(usage, terminator: "")
+            print(
+                command.isEmpty ? CommandHelp.global : CommandHelp.text(command: command, arguments: arguments),
+                terminator: "")
             return ExitCodes.success
         }
         switch command {
@@ -73,7 +51,18 @@ enum CommandLineTool {
             // Hidden: the OpenRPC document for scripts/gen-openrpc (the source of schemas/openrpc.json).
             writeRaw(STDOUT_FILENO, Array(OpenRPCDocument.text.utf8))
             return ExitCodes.success
-        case "serve":
+        case "__man":
+            // Hidden: the man page scripts/install writes (tokenrelay.1), from the command table.
+            writeRaw(STDOUT_FILENO, Array(CommandDocuments.manPage.utf8))
+            return ExitCodes.success
+        case "__completions":
+            // Hidden: the completion script scripts/install writes for a shell, from the command table.
+            guard arguments.count == 1, let script = CommandDocuments.completion(for: arguments[0]) else {
+                return usageError("__completions takes bash, zsh or fish")
+            }
+            writeRaw(STDOUT_FILENO, Array(script.utf8))
+            return ExitCodes.success
+        case "", "serve":
             return await serve(arguments: arguments, environment: environment, executor: executor)
         case "subscribe":
             // Ends on a signal by closing its stream (its own handlers), then exits 0.
@@ -84,7 +73,13 @@ enum CommandLineTool {
             break
         }
         guard let oneShot = oneShot(command, arguments: arguments, environment: environment, executor: executor)
-        else { return usageError("unknown command '\(command)'") }
+        else {
+            var message = "unknown command '\(command)'"
+            if let guess = ValueSyntax.suggestion(for: command, among: CommandTable.topLevelNames) {
+                message += "; did you mean '\(guess)'?"
+            }
+            return usageError(message)
+        }
         return await interruptible(executor: executor, oneShot)
     }
 
@@ -128,7 +123,16 @@ enum CommandLineTool {
         case "login": { await LoginCommand.run(arguments: arguments, environment: environment, executor: executor) }
         case "check-config":
             {
-                await CheckConfigCommand.run(
+                // Its parser lives in the Config module; the table's parser refuses what the table lacks.
+                do throws(ArgumentError) {
+                    var parser = ArgumentParser(arguments, for: "check-config")
+                    while let argument = try parser.next() {
+                        if parser.takesValue(argument) { _ = try parser.value(for: argument) }
+                    }
+                } catch {
+                    return usageError(error.message, command: "check-config")
+                }
+                return await CheckConfigCommand.run(
                     arguments: arguments, environment: environment,
                     standardOutput: { writeStandardOutput($0) }, standardError: { writeStandardError($0) })
             }
@@ -136,8 +140,16 @@ enum CommandLineTool {
         }
     }
 
-    static func usageError(_ message: String) -> Int32 {
-        writeStandardError("tokenrelay: \(message)\n\(usage)")
+    /// Prints a usage error (with `command`'s usage line, or the list of commands) and returns
+    /// ``ExitCodes/usage``.
+    static func usageError(_ message: String, command: String? = nil) -> Int32 {
+        if let command, let spec = CommandTable.command(command) {
+            writeStandardError(
+                "tokenrelay: \(message)\nUsage: \(CommandHelp.usageLine(spec))\n"
+                    + "See 'tokenrelay \(command) --help' for its options.")
+        } else {
+            writeStandardError("tokenrelay: \(message)\n\n\(CommandHelp.global)")
+        }
         return ExitCodes.usage
     }
 
@@ -186,7 +198,7 @@ enum CommandLineTool {
     /// `tokenrelay serve`.
     static func serve(arguments: [String], environment: [String: String], executor: (any TaskExecutor)?) async -> Int32
     {
-        var parser = ArgumentParser(arguments)
+        var parser = ArgumentParser(arguments, for: "serve")
         var options = ServerOptions()
         options.defaultExecutor = executor
         var logLevel = LogLevel.info
@@ -194,7 +206,7 @@ enum CommandLineTool {
         var configPath: String?
         var environmentName: String?
         do throws(ArgumentError) {
-            while let argument = parser.next() {
+            while let argument = try parser.next() {
                 switch argument {
                 case "--config": configPath = try parser.value(for: argument)
                 case "--env": environmentName = try parser.value(for: argument)
@@ -219,11 +231,11 @@ enum CommandLineTool {
                     }
                     logFormat = format
                 default:
-                    throw ArgumentError("unknown option '\(argument)'")
+                    throw ArgumentError("unknown argument '\(argument)'")
                 }
             }
         } catch {
-            return usageError(error.message)
+            return usageError(error.message, command: "serve")
         }
         log.configure(level: logLevel, format: logFormat)
         // SIGHUP (a service manager's "reload", a closed terminal) reloads the configuration
@@ -337,23 +349,46 @@ struct ArgumentError: Error {
     init(_ message: String) { self.message = message }
 }
 
-/// Walks the arguments; `--name=value` and `--name value` are both accepted.
+/// Walks the arguments of one command of ``CommandTable``; `--name=value` and `--name value` are
+/// both accepted. An option the command's table entry does not list is refused here, so a command
+/// cannot take an option its `--help`, man page and completions do not name.
 struct ArgumentParser {
     private var remaining: [String]
     private var pendingValue: String?
+    /// The command's table entry.
+    let command: CommandSpec
 
-    init(_ arguments: [String]) { remaining = arguments }
+    /// A parser for the command named `command` in ``CommandTable`` (one missing from the table
+    /// takes no options).
+    init(_ arguments: [String], for command: String) {
+        remaining = arguments
+        self.command = CommandTable.command(command) ?? CommandSpec(command, summary: "", options: [])
+    }
 
-    mutating func next() -> String? {
+    /// The next option (as spelled) or positional argument; throws for an option the command does
+    /// not take, or a value given to a flag.
+    mutating func next() throws(ArgumentError) -> String? {
         guard !remaining.isEmpty else { return nil }
-        let argument = remaining.removeFirst()
+        var argument = remaining.removeFirst()
+        pendingValue = nil
+        guard argument.hasPrefix("-"), argument != "-" else { return argument }
         if argument.hasPrefix("--"), let equals = argument.firstIndex(of: "=") {
             pendingValue = String(argument[argument.index(after: equals)...])
-            return String(argument[..<equals])
+            argument = String(argument[..<equals])
         }
-        pendingValue = nil
+        guard let option = command.option(named: argument) else {
+            var message = "unknown option '\(argument)' for \(command.name)"
+            if let guess = ValueSyntax.suggestion(for: argument, among: command.options.flatMap(\.names)) {
+                message += "; did you mean '\(guess)'?"
+            }
+            throw ArgumentError(message)
+        }
+        if option.value == nil, pendingValue != nil { throw ArgumentError("\(argument) takes no value") }
         return argument
     }
+
+    /// Whether the option spelled `name` takes a value.
+    func takesValue(_ name: String) -> Bool { command.option(named: name)?.value != nil }
 
     mutating func value(for option: String) throws(ArgumentError) -> String {
         if let pendingValue {

@@ -10,11 +10,11 @@ enum LoginCommand {
     static func run(arguments: [String], environment: [String: String], executor: (any TaskExecutor)?) async
         -> Int32
     {
-        var parser = ArgumentParser(arguments)
+        var parser = ArgumentParser(arguments, for: "login")
         var options = CommandOptions()
         var openBrowser = true
         do throws(ArgumentError) {
-            while let argument = parser.next() {
+            while let argument = try parser.next() {
                 if try options.take(argument, from: &parser) { continue }
                 switch argument {
                 case "--no-browser": openBrowser = false
@@ -22,7 +22,7 @@ enum LoginCommand {
                 }
             }
         } catch {
-            return CommandLineTool.usageError(error.message)
+            return CommandLineTool.usageError(error.message, command: "login")
         }
         log.configure(level: options.logLevel, format: .text)
         guard let settings = await CommandLineTool.loadSettings(path: options.configPath, environment: environment)

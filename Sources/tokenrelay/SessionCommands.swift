@@ -12,12 +12,12 @@ enum SessionCommands {
     static func status(arguments: [String], environment: [String: String], executor: (any TaskExecutor)?) async
         -> Int32
     {
-        var parser = ArgumentParser(arguments)
+        var parser = ArgumentParser(arguments, for: "status")
         var configPath: String?
         var environmentName: String?
         var json = false
         do throws(ArgumentError) {
-            while let argument = parser.next() {
+            while let argument = try parser.next() {
                 switch argument {
                 case "--config": configPath = try parser.value(for: argument)
                 case "--env": environmentName = try parser.value(for: argument)
@@ -26,7 +26,7 @@ enum SessionCommands {
                 }
             }
         } catch {
-            return CommandLineTool.usageError(error.message)
+            return CommandLineTool.usageError(error.message, command: "status")
         }
         log.configure(level: .warn, format: .text)
         guard let settings = await CommandLineTool.loadSettings(path: configPath, environment: environment) else {
@@ -76,7 +76,7 @@ enum SessionCommands {
     static func logout(arguments: [String], environment: [String: String], executor: (any TaskExecutor)?) async
         -> Int32
     {
-        await selection(arguments: arguments, environment: environment) { settings, params in
+        await selection("logout", arguments: arguments, environment: environment) { settings, params in
             switch await OneShot.logout(settings: settings, environment: nil, params: params, executor: executor) {
             case .failure(let error): .failure(error)
             case .success(let result): .success("logged out \(count(result["loggedOut"])) session(s)")
@@ -89,7 +89,7 @@ enum SessionCommands {
     static func invalidate(arguments: [String], environment: [String: String], executor: (any TaskExecutor)?)
         async -> Int32
     {
-        await selection(arguments: arguments, environment: environment) { settings, params in
+        await selection("invalidate", arguments: arguments, environment: environment) { settings, params in
             switch await OneShot.invalidate(settings: settings, environment: nil, params: params, executor: executor) {
             case .failure(let error): .failure(error)
             case .success(let result):
@@ -103,14 +103,14 @@ enum SessionCommands {
     /// Parses a session selection (`--config PATH`, `--env E`, `--profile P`, `--all`), loads the
     /// configuration and runs `body` with the method's params; prints its line on stderr.
     private static func selection(
-        arguments: [String], environment: [String: String],
+        _ command: String, arguments: [String], environment: [String: String],
         _ body: (Settings, JSONValue) async -> Result<String, RPCError>
     ) async -> Int32 {
-        var parser = ArgumentParser(arguments)
+        var parser = ArgumentParser(arguments, for: command)
         var configPath: String?
         var params = JSONObject()
         do throws(ArgumentError) {
-            while let argument = parser.next() {
+            while let argument = try parser.next() {
                 switch argument {
                 case "--config": configPath = try parser.value(for: argument)
                 case "--env": params["environment"] = .string(try parser.value(for: argument))
@@ -120,7 +120,7 @@ enum SessionCommands {
                 }
             }
         } catch {
-            return CommandLineTool.usageError(error.message)
+            return CommandLineTool.usageError(error.message, command: command)
         }
         log.configure(level: .warn, format: .text)
         guard let settings = await CommandLineTool.loadSettings(path: configPath, environment: environment) else {
@@ -142,7 +142,12 @@ enum SessionCommands {
         }
         switch subcommand {
         case "new-key":
-            guard arguments.count == 1 else { return CommandLineTool.usageError("store new-key takes no options") }
+            do throws(ArgumentError) {
+                var parser = ArgumentParser(Array(arguments.dropFirst()), for: "store new-key")
+                if let argument = try parser.next() { throw ArgumentError("unexpected argument '\(argument)'") }
+            } catch {
+                return CommandLineTool.usageError(error.message, command: "store new-key")
+            }
             guard let key = OneShot.newStoreKey() else {
                 CommandLineTool.writeStandardError("tokenrelay: no random bytes available")
                 return ExitCodes.failure
@@ -157,11 +162,11 @@ enum SessionCommands {
     }
 
     private static func rekey(arguments: [String], environment: [String: String]) async -> Int32 {
-        var parser = ArgumentParser(arguments)
+        var parser = ArgumentParser(arguments, for: "store rekey")
         var configPath: String?
         var newKey: String?
         do throws(ArgumentError) {
-            while let argument = parser.next() {
+            while let argument = try parser.next() {
                 switch argument {
                 case "--config": configPath = try parser.value(for: argument)
                 case "--new-key-env":
@@ -183,7 +188,7 @@ enum SessionCommands {
                 throw ArgumentError("store rekey needs --new-key-env NAME or --new-key-file PATH")
             }
         } catch {
-            return CommandLineTool.usageError(error.message)
+            return CommandLineTool.usageError(error.message, command: "store rekey")
         }
         log.configure(level: .warn, format: .text)
         guard let newKey else { return ExitCodes.usage }

@@ -5,25 +5,26 @@ import Logging
 import Relay
 
 /// `tokenrelay subscribe PATH`: follows an event stream and prints one JSON line per event
-/// (`{"id"?, "event", "data", "retry"?}`) until SIGHUP/SIGINT/SIGQUIT/SIGTERM or the stream
-/// closes (then exit 0).
+/// (`{"id"?, "event", "data", "retry"?}`) until SIGHUP/SIGINT/SIGQUIT/SIGTERM or the subscription
+/// closes (then exit 0; with `--until-closed`, a clean end of the stream closes it).
 enum SubscribeCommand {
     static func run(arguments: [String], environment: [String: String], executor: (any TaskExecutor)?) async
         -> Int32
     {
-        var parser = ArgumentParser(arguments)
+        var parser = ArgumentParser(arguments, for: "subscribe")
         var positional: [String] = []
         var options = CommandOptions()
         var params = JSONObject()
         var headers = JSONObject()
         do throws(ArgumentError) {
-            while let argument = parser.next() {
+            while let argument = try parser.next() {
                 if try options.take(argument, from: &parser) { continue }
                 switch argument {
                 case "--last-event-id": params["lastEventId"] = .string(try parser.value(for: argument))
                 case "-H", "--header":
                     let (name, value) = try ArgumentParser.header(try parser.value(for: argument))
                     headers[name] = .string(value)
+                case "--until-closed": params["untilClosed"] = true
                 case "--no-auth": params["auth"] = false
                 case "-v", "--verbose": options.logLevel = .info
                 default:
@@ -33,7 +34,7 @@ enum SubscribeCommand {
             }
             guard positional.count == 1 else { throw ArgumentError("subscribe takes one PATH (or an absolute URL)") }
         } catch {
-            return CommandLineTool.usageError(error.message)
+            return CommandLineTool.usageError(error.message, command: "subscribe")
         }
         log.configure(level: options.logLevel, format: .text)
         if let profile = options.profile { params["profile"] = .string(profile) }

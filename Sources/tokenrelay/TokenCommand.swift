@@ -12,13 +12,13 @@ enum TokenCommand {
     static func run(arguments: [String], environment: [String: String], executor: (any TaskExecutor)?) async
         -> Int32
     {
-        var parser = ArgumentParser(arguments)
+        var parser = ArgumentParser(arguments, for: "token")
         var positional: [String] = []
         var options = CommandOptions()
         var formatName = "raw"
         var minimumValidity: Duration?
         do throws(ArgumentError) {
-            while let argument = parser.next() {
+            while let argument = try parser.next() {
                 if try options.take(argument, from: &parser) { continue }
                 switch argument {
                 case "--format": formatName = try parser.value(for: argument)
@@ -46,7 +46,7 @@ enum TokenCommand {
                 }
             }
         } catch {
-            return CommandLineTool.usageError(error.message)
+            return CommandLineTool.usageError(error.message, command: "token")
         }
         log.configure(level: options.logLevel, format: .text)
         guard let settings = await CommandLineTool.loadSettings(path: options.configPath, environment: environment)

@@ -86,6 +86,20 @@ struct DiscoveryTests {
         #expect(h.transport.tokenRequests.isEmpty)
     }
 
+    /// An issuer mismatch names both values (a trailing slash is hard to spot otherwise).
+    @Test func anIssuerMismatchNamesTheConfiguredAndTheDiscoveredIssuer() async throws {
+        let h = try await Harness(
+            configuration: configuration(), transport: Self.server(Self.metadata(issuer: "http://127.0.0.1:9000/o/")))
+        do {
+            _ = try await h.token()
+            Issue.record("accepted a mismatched issuer")
+        } catch let error as AuthError {
+            let text = "\(error)"
+            #expect(text.contains("'http://127.0.0.1:9000/o/'"), "\(text)")
+            #expect(text.contains("'\(Self.issuer)'"), "\(text)")
+        }
+    }
+
     @Test func tokenURLOverridesTheEndpointButNotTheTrustedIssuer() async throws {
         let h = try await Harness(
             configuration: configuration(tokenURL: "http://127.0.0.1:9000/custom/token"),

@@ -73,7 +73,12 @@ import Testing
     static let refusals: [(String, String, AuthError)] = [
         ("wrong nonce", claims(nonce: "other"), .invalidIDToken("nonce is not the one sent")),
         ("wrong aud", claims(aud: #""someone-else""#), .invalidIDToken("aud does not contain the client id")),
-        ("wrong iss", claims(iss: "https://evil.example"), .invalidIDToken("iss is not the configured issuer")),
+        (
+            "wrong iss", claims(iss: "https://evil.example"),
+            .invalidIDToken(
+                "its iss 'https://evil.example' is not the configured issuer 'https://as.example' (they must match exactly)"
+            )
+        ),
         ("expired beyond the leeway", claims(exp: 1_800_000_000 - 61), .invalidIDToken("it has expired")),
         ("issued in the future", claims(iat: 1_800_000_000 + 120), .invalidIDToken("iat is in the future")),
     ]

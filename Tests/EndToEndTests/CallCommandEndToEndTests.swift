@@ -117,6 +117,38 @@ import Testing
         }
     }
 
+    /// `-v` says why credentials were not attached: `localhost` is not `127.0.0.1` (issue 36).
+    @Test func verboseSaysWhyCredentialsWereNotAttachedToAnotherOrigin() async throws {
+        let setup = try await Setup()
+        let port = setup.server.port
+        let (code, process) = try await setup.call(["GET", "http://localhost:\(port)/echo", "-v"])
+        #expect(code == 0, "\(process.stderrText)")
+        #expect(
+            process.stderrText.contains(
+                "origin http://localhost:\(port) is not the environment's origin http://127.0.0.1:\(port); "
+                    + "add it to allowed_origins"), "\(process.stderrText)")
+        #expect(try setup.server.records().first?.header("X-API-Key").isEmpty == true)
+        #expect(!process.stderrText.contains(Self.apiKey))
+    }
+
+    /// An unknown environment or profile lists the known ones, with a did-you-mean.
+    @Test func anUnknownEnvironmentOrProfileListsTheKnownOnesWithADidYouMean() async throws {
+        let setup = try await Setup()
+        let environment = try await setup.call(["GET", "/x", "--env", "locl"])
+        #expect(environment.code == 3)
+        #expect(
+            environment.process.stderrText.contains(
+                "unknown environment 'locl'; did you mean 'local'? (known: local, down)"),
+            "\(environment.process.stderrText)")
+        let profile = try await setup.call(["GET", "/x", "--profile", "bsic"])
+        #expect(profile.code == 3)
+        #expect(
+            profile.process.stderrText.contains(
+                "unknown profile 'bsic' in environment 'local'; did you mean 'basic'? (known: key, basic)"),
+            "\(profile.process.stderrText)")
+        #expect(try setup.server.records().isEmpty)
+    }
+
     @Test func verbosePrintsTheStatusLineOnStderrOnly() async throws {
         let setup = try await Setup()
         let (code, process) = try await setup.call(["get", "/status/201", "-v"])

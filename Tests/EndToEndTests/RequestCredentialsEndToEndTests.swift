@@ -179,7 +179,11 @@ import Testing
         #expect(allowed.header("X-API-Key") == [Self.apiKey])
         #expect(allowed.header("X-Env") == ["from-environment"])
         _ = try await client.finish()
-        #expect(client.relay.stderrText.contains("withheld"), "the debug log says credentials were withheld")
+        // The log says why, naming both origins and the fix.
+        #expect(
+            client.relay.stderrText.contains(
+                "credentials not attached: origin \(server.otherOrigin) is not the environment's origin "
+                    + "\(server.origin); add it to allowed_origins"), "\(client.relay.stderrText)")
         Self.expectNeverPrinted([Self.apiKey, Self.staticToken], client.relay)
     }
 

@@ -20,6 +20,32 @@ import Testing
         #expect(start.next == .connect)
     }
 
+    /// `untilClosed`: a clean end closes without an error; a drop or a 5xx still reconnects (SPEC §5.5).
+    @Test func untilClosedEndsOnACleanEndAndStillReconnectsAfterADrop() {
+        var machine = Machine(policy: EventStreamReconnectPolicy(), untilClosed: true)
+        _ = machine.start()
+        _ = machine.responded(
+            status: 200, contentType: "text/event-stream", retryAfter: nil, serverRetry: nil, jitter: 0)
+        let dropped = machine.failed(.transport(message: "reset"), serverRetry: nil, jitter: 0)
+        #expect(Self.states(dropped) == [.reconnecting])
+        _ = machine.waited()
+        let failing = machine.responded(status: 503, contentType: nil, retryAfter: nil, serverRetry: nil, jitter: 0)
+        #expect(Self.states(failing) == [.reconnecting])
+        _ = machine.waited()
+        _ = machine.responded(
+            status: 200, contentType: "text/event-stream", retryAfter: nil, serverRetry: nil, jitter: 0)
+        machine.eventsDispatched()
+        let ended = machine.bodyEnded(serverRetry: nil, jitter: 0)
+        #expect(ended.announce == [SubscriptionStateChange(state: .closed)])
+        #expect(ended.next == .finish)
+        #expect(machine.isFinished)
+        // Without it, the same clean end reconnects.
+        var live = Self.machine()
+        _ = live.start()
+        _ = live.responded(status: 200, contentType: "text/event-stream", retryAfter: nil, serverRetry: nil, jitter: 0)
+        #expect(Self.states(live.bodyEnded(serverRetry: nil, jitter: 0)) == [.reconnecting])
+    }
+
     @Test func anEventStreamOpensAndIsRead() {
         var machine = Self.machine()
         _ = machine.start()

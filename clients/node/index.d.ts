@@ -44,6 +44,11 @@ export interface RequestOptions extends TargetOptions {
 
 export interface SubscribeOptions extends TargetOptions {
   lastEventId?: string;
+  /**
+   * A stream the server ends cleanly ends the subscription (`closed`, so the iterator finishes)
+   * instead of being reconnected; drops and errors still reconnect. Default false.
+   */
+  untilClosed?: boolean;
   onState?: (state: SubscriptionState) => void;
   /**
    * Events that may wait for the consumer (default `DEFAULT_MAX_BUFFERED`, 256); past it the

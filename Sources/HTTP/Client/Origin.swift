@@ -64,6 +64,18 @@ public struct OriginPolicy: Sendable {
     public func allows(_ url: ParsedURL) -> Bool {
         origins.contains(url.origin)
     }
+
+    /// Why ``allows(_:)`` refuses `request`, for a log line: "origin http://localhost:8080 is not
+    /// the environment's origin http://127.0.0.1:8080; add it to allowed_origins". Names origins
+    /// only (scheme, host, port), never a path, query or user info.
+    public func refusal(for request: HTTPRequest) -> String {
+        guard let parsed = try? request.targetURL() else { return "the request's URL does not parse" }
+        let own = configured.first.flatMap { try? ParsedURL($0).origin }
+        var text = "origin \(parsed.origin) is not the environment's origin \(own?.description ?? "(none)")"
+        let others = origins.subtracting(own.map { [$0] } ?? []).map(\.description).sorted()
+        if !others.isEmpty { text += " nor one of its allowed_origins (\(others.joined(separator: ", ")))" }
+        return text + "; add it to allowed_origins to send the environment's credentials and headers there"
+    }
 }
 
 /// The origins of an ``OriginPolicy``, computed once.

@@ -1,6 +1,6 @@
 import JSONRPC
 
-/// `subscribe` (params like `request`, GET only, no body, plus `lastEventId`): answers
+/// `subscribe` (params like `request`, GET only, no body, plus `lastEventId` and `untilClosed`): answers
 /// `{subscription}` once registered; ``Subscriptions`` runs the stream.
 enum SubscribeMethod: RelayMethod {
     static let method = "subscribe"
@@ -33,7 +33,11 @@ enum SubscribeMethod: RelayMethod {
         summary: "Follows a Server-Sent-Events stream; events arrive as event notifications. Rejected inside a batch.",
         params: SharedParams.session + SharedParams.target + [
             param(
-                "lastEventId", "Sent as Last-Event-ID on the first connection; no control characters.", Schema.string)
+                "lastEventId", "Sent as Last-Event-ID on the first connection; no control characters.", Schema.string),
+            param(
+                "untilClosed",
+                "When true, a stream the server ends cleanly ends the subscription (closed, no error) instead of"
+                    + " reconnecting; drops and errors still reconnect. Default false.", Schema.boolean),
         ] + SharedParams.tail,
         result: Result.schema,
         errors: MethodDescription.requestErrors)

@@ -51,7 +51,8 @@ final class Subscriptions: Sendable {
             throw needed
         }
         let configuration = EventSourceConfiguration(
-            request: request, lastEventID: params.lastEventID, describeFailure: Self.failure,
+            request: request, lastEventID: params.lastEventID, untilClosed: params.untilClosed,
+            describeFailure: Self.failure,
             idleTimeout: environment.settings.events.idleTimeout, maxBackoff: environment.settings.events.maxBackoff,
             connectTimeout: params.timeout ?? environment.settings.connectTimeout)
         // The environment's one middleware stack, `request`'s, around one recovery budget that

@@ -37,6 +37,8 @@ struct RequestParams: Sendable {
     var auth: Bool
     /// `subscribe` only.
     var lastEventID: String?
+    /// `subscribe` only: a clean end of the stream ends the subscription (SPEC §5.5).
+    var untilClosed = false
 
     static let requestMembers: Set<String> = [
         "environment", "profile", "method", "path", "url", "pathParams", "query", "headers", "json", "text", "base64",
@@ -44,6 +46,7 @@ struct RequestParams: Sendable {
     ]
     static let subscribeMembers: Set<String> = [
         "environment", "profile", "path", "url", "pathParams", "query", "headers", "timeoutMs", "auth", "lastEventId",
+        "untilClosed",
     ]
 
     /// Decodes `request` params; every problem is reported at once as -32602 diagnostics.
@@ -63,9 +66,11 @@ struct RequestParams: Sendable {
             // It becomes the Last-Event-ID header of every connection.
             reader.report(["lastEventId"], controlCharacterReason)
         }
+        let untilClosed = reader.bool("untilClosed")
         var result = decodeCommon(&reader, allowBody: false)
         try reader.finish()
         result?.lastEventID = lastEventID
+        result?.untilClosed = untilClosed ?? false
         guard let result else { throw RPCError.invalidParams(reader.diagnostics) }
         return result
     }

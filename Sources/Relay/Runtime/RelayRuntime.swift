@@ -200,7 +200,8 @@ final class RelayRuntime: Sendable {
         }
         guard let environment = environments[name] else {
             throw RPCError(
-                code: .unknownEnvironment, message: "unknown environment '\(name)'",
+                code: .unknownEnvironment,
+                message: Self.unknown("environment", name, known: settings.environments.map(\.name)),
                 data: ["known": .array(settings.environments.map { .string($0.name) })])
         }
         return environment
@@ -225,6 +226,15 @@ final class RelayRuntime: Sendable {
         return environmentTransports.values.lazy.compactMap(\.startedInputPoller).first
     }
 
+    /// "unknown profile 'sevice' in environment 'prod'; did you mean 'service'? (known: admin, service)": the
+    /// names a caller may use, and the likely one (the did-you-mean `check-config` gives for keys).
+    static func unknown(_ what: String, _ name: String, in place: String? = nil, known: [String]) -> String {
+        var message = "unknown \(what) '\(name)'" + (place.map { " in \($0)" } ?? "")
+        if let guess = ValueSyntax.suggestion(for: name, among: known) { message += "; did you mean '\(guess)'?" }
+        message += known.isEmpty ? " (none is configured)" : " (known: \(known.joined(separator: ", ")))"
+        return message
+    }
+
     /// The profile named `name` in `environment`, or its default one; `nil` when the environment
     /// has no profile at all.
     func profile(_ name: String?, in environment: EnvironmentRuntime) throws(RPCError) -> ProfileRuntime? {
@@ -238,7 +248,10 @@ final class RelayRuntime: Sendable {
         }
         guard let profile = environment.profiles[name] else {
             throw RPCError(
-                code: .unknownProfile, message: "unknown profile '\(name)' in environment '\(environment.name)'",
+                code: .unknownProfile,
+                message: Self.unknown(
+                    "profile", name, in: "environment '\(environment.name)'",
+                    known: environment.settings.profiles.map(\.name)),
                 data: ["known": known])
         }
         return profile

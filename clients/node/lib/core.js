@@ -110,7 +110,8 @@ export function requestParams(o) {
 }
 
 /**
- * The `subscribe` params (GET, no body).
+ * The `subscribe` params (GET, no body). `untilClosed`: a stream the server ends cleanly ends
+ * the subscription (`closed`) instead of reconnecting.
  * @param {import('../index.js').SubscribeOptions} o
  */
 export function subscribeParams(o) {
@@ -119,6 +120,7 @@ export function subscribeParams(o) {
   target(params, o);
   common(params, o);
   if (o.lastEventId !== undefined) params.lastEventId = o.lastEventId;
+  if (o.untilClosed) params.untilClosed = true;
   return params;
 }
 

@@ -27,6 +27,7 @@ test('conflicting request options are rejected', () => {
 
 test('subscribe and invalidate params', () => {
   assert.deepEqual(core.subscribeParams({ path: '/sse', lastEventId: '9' }), { path: '/sse', lastEventId: '9' });
+  assert.deepEqual(core.subscribeParams({ path: '/sse', untilClosed: true }), { path: '/sse', untilClosed: true });
   assert.deepEqual(core.invalidateParams(), {});
   assert.deepEqual(core.invalidateParams({ environment: 'e', profile: 'p', all: true }), { environment: 'e', profile: 'p', all: true });
 });

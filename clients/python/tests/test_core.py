@@ -46,6 +46,8 @@ def test_timeout_rounds_up_to_whole_milliseconds():
 
 def test_subscribe_and_invalidate_params():
     assert _core.subscribe_params("/sse", last_event_id="9", query={"q": "x"}) == {"path": "/sse", "lastEventId": "9", "query": {"q": "x"}}
+    assert _core.subscribe_params("/sse", until_closed=True) == {"path": "/sse", "untilClosed": True}
+    assert "untilClosed" not in _core.subscribe_params("/sse")
     assert _core.invalidate_params() == {}
     assert _core.invalidate_params("e", "p", all=True) == {"environment": "e", "profile": "p", "all": True}
 

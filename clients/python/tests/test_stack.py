@@ -180,3 +180,21 @@ def test_cancelled_logins_count_then_limit(stack, real_bin, tmp_path):
         with pytest.raises(tokenrelay.LimitExceeded) as info:
             relay.login("stack", "tv", timeout=30)
         assert info.value.kind == "limit"
+
+
+def test_until_closed_ends_the_iteration_when_the_server_ends_the_stream(relay, sse_path):
+    states = []
+    with relay.subscribe(sse_path, query={"count": 3, "interval": 0}, until_closed=True,
+                         on_state=states.append) as sub:
+        events = list(sub)  # ends: the server's clean end closes the subscription
+    assert [e.id for e in events] == ["1", "2", "3"]
+    assert states[-1].state == "closed" and states[-1].error is None
+    assert "reconnecting" not in [s.state for s in states]
+
+
+def test_until_closed_ends_an_async_iteration_too(stack, real_bin, tmp_path, sse_path):
+    async def main():
+        async with tokenrelay.AsyncRelay(config=write_config(stack, tmp_path), binary=real_bin) as relay:
+            sub = await relay.subscribe(sse_path, query={"count": 3, "interval": 0}, until_closed=True)
+            return [event.id async for event in sub]
+    assert asyncio.run(asyncio.wait_for(main(), 120)) == ["1", "2", "3"]

@@ -198,14 +198,18 @@ def subscribe_params(
     timeout: Optional[float] = None,
     auth: bool = True,
     last_event_id: Optional[str] = None,
+    until_closed: bool = False,
 ) -> Dict[str, Any]:
-    """The ``subscribe`` params (GET, no body)."""
+    """The ``subscribe`` params (GET, no body). ``until_closed``: a stream the server ends
+    cleanly ends the subscription (``closed``) instead of reconnecting."""
     params: Dict[str, Any] = {}
     _target(params, path, url)
     _common(params, path_params=path_params, query=query, headers=headers, environment=environment,
             profile=profile, timeout=timeout, auth=auth)
     if last_event_id is not None:
         params["lastEventId"] = last_event_id
+    if until_closed:
+        params["untilClosed"] = True
     return params
 
 

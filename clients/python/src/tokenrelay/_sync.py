@@ -510,15 +510,19 @@ class Relay:
         timeout: Optional[float] = None,
         auth: bool = True,
         last_event_id: Optional[str] = None,
+        until_closed: bool = False,
         on_state: Optional[Callable[[SubscriptionState], None]] = None,
         max_buffered: int = _core.DEFAULT_MAX_BUFFERED,
     ) -> Subscription:
         """Follows an SSE stream; returns once the server registered it. At most
         ``max_buffered`` events wait for the consumer; past that the client stops reading
-        the process's output (tokenrelay then pauses the HTTP transfer)."""
+        the process's output (tokenrelay then pauses the HTTP transfer). With
+        ``until_closed=True`` a stream the server ends cleanly ends the iteration instead of
+        being reconnected (drops and errors still reconnect)."""
         params = _core.subscribe_params(
             path, url=url, path_params=path_params, query=query, headers=headers, environment=environment,
-            profile=profile, timeout=timeout, auth=auth, last_event_id=last_event_id)
+            profile=profile, timeout=timeout, auth=auth, last_event_id=last_event_id,
+            until_closed=until_closed)
         subscription = Subscription(self, on_state, max_buffered)
 
         def register(result: Any) -> None:  # on the reader thread, before any notification
