@@ -63,6 +63,7 @@ public final class Dispatcher: Sendable {
     private let errorMapper: @Sendable (any Error) -> RPCError
     private let shutdownMethod: String?
     private let executorPreference: @Sendable (RPCRequest) -> (any TaskExecutor)?
+    private let responseHandler: (@Sendable (RequestID, JSONValue?, JSONValue?) -> Void)?
     /// Guarded by the mutex: slots, queue, in-flight table, lifecycle.
     private let state = Mutex(State())
 
@@ -83,8 +84,10 @@ public final class Dispatcher: Sendable {
         readOrderNotifications: [String: @Sendable (RequestContext) -> Void] = [:], sink: MessageSink,
         limits: DispatcherLimits = DispatcherLimits(), shutdownMethod: String? = "shutdown",
         errorMapper: @escaping @Sendable (any Error) -> RPCError,
-        executorPreference: @escaping @Sendable (RPCRequest) -> (any TaskExecutor)? = { _ in nil }
+        executorPreference: @escaping @Sendable (RPCRequest) -> (any TaskExecutor)? = { _ in nil },
+        responses: (@Sendable (RequestID, JSONValue?, JSONValue?) -> Void)? = nil
     ) {
+        self.responseHandler = responses
         self.shutdownMethod = shutdownMethod
         self.executorPreference = executorPreference
         self.methods = methods
@@ -153,8 +156,12 @@ public final class Dispatcher: Sendable {
 
     private func receiveSingle(_ message: IncomingMessage, batch: BatchCollector?) {
         switch message {
-        case .response:
-            log.debug("ignoring a response: tokenrelay sends no requests")
+        case .response(let id, let result, let error):
+            guard let responseHandler, let id else {
+                log.debug("ignoring a response: this server sent no request")
+                return
+            }
+            responseHandler(id, result, error)
         case .invalid(let id, let error):
             reply(id, error: error, batch: batch)
         case .invalidNotification(let method, let error):
@@ -319,7 +326,7 @@ public final class Dispatcher: Sendable {
 
     /// Answers at once, without a task (errors found while reading).
     private func reply(_ id: RequestID?, error: RPCError, batch: BatchCollector?) {
-        let response = MessageCodec.response(id: id, error: error)
+        let response = MessageCodec.response(id: id, error: errorMapper(error))
         if let batch {
             batch.addNow(response)
         } else {

@@ -25,6 +25,7 @@ enum CommandLineTool {
         Usage:
           tokenrelay [serve] [--config PATH] [--env NAME] [--framing auto|ndjson|lsp]
                      [--log-level error|warn|info|debug|trace] [--log-format text|json]
+          tokenrelay mcp [--config PATH] [--env NAME] [--log-level L]
           tokenrelay check-config [--config PATH] [--json] [--resolve-secrets]
           tokenrelay call METHOD PATH [--env E] [--profile P] [-H 'K: V']... [--query k=v]...
                      [--json BODY | --data TEXT] [-v]
@@ -72,6 +73,10 @@ enum CommandLineTool {
             return ExitCodes.success
         case "serve":
             return await serve(arguments: arguments, environment: environment, executor: executor)
+        case "mcp":
+            // The MCP face (SPEC §8): the same server, config, store and sessions; MCP methods
+            // on newline-delimited JSON (the MCP stdio transport).
+            return await serve(arguments: arguments, environment: environment, executor: executor, mcp: true)
         case "call":
             return await CallCommand.run(arguments: arguments, environment: environment, executor: executor)
         case "subscribe":
@@ -142,12 +147,15 @@ enum CommandLineTool {
         return settings
     }
 
-    /// `tokenrelay serve`.
-    static func serve(arguments: [String], environment: [String: String], executor: (any TaskExecutor)?) async -> Int32
-    {
+    /// `tokenrelay serve`, and `tokenrelay mcp` (`mcp`: the MCP face; no `--framing`).
+    static func serve(
+        arguments: [String], environment: [String: String], executor: (any TaskExecutor)?, mcp: Bool = false
+    ) async -> Int32 {
         var parser = ArgumentParser(arguments)
         var options = ServerOptions()
         options.defaultExecutor = executor
+        options.mcp = mcp
+        if mcp { options.framing = .ndjson }
         var logLevel = LogLevel.info
         var logFormat = LogFormat.text
         var configPath: String?
@@ -157,7 +165,7 @@ enum CommandLineTool {
                 switch argument {
                 case "--config": configPath = try parser.value(for: argument)
                 case "--env": environmentName = try parser.value(for: argument)
-                case "--framing":
+                case "--framing" where !mcp:
                     let value = try parser.value(for: argument)
                     switch value {
                     case "auto": options.framing = nil
