@@ -40,6 +40,8 @@ class API:
     def __init__(self):
         self.requests = []
         self.lock = threading.Lock()
+        self.slow_arrived = threading.Event()
+        self.slow_release = threading.Event()
         api = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -54,6 +56,9 @@ class API:
                                          "headers": dict(self.headers.items()), "body": body})
                 path = self.path.split("?")[0]
                 status, extra = 200, {}
+                if path == "/v1/slow":
+                    api.slow_arrived.set()
+                    api.slow_release.wait(10)
                 if path == "/v1/echo":
                     payload = {"headers": dict(self.headers.items()), "body": body, "path": self.path}
                     extra["X-Echo-Key"] = self.headers.get("X-API-Key", "")
@@ -73,13 +78,16 @@ class API:
                 else:
                     data = json.dumps({"ok": True, "path": self.path}).encode()
                     content_type = "application/json"
-                self.send_response(status)
-                self.send_header("Content-Type", content_type)
-                self.send_header("Content-Length", str(len(data)))
-                for name, value in extra.items():
-                    self.send_header(name, value)
-                self.end_headers()
-                self.wfile.write(data)
+                try:
+                    self.send_response(status)
+                    self.send_header("Content-Type", content_type)
+                    self.send_header("Content-Length", str(len(data)))
+                    for name, value in extra.items():
+                        self.send_header(name, value)
+                    self.end_headers()
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # a cancelled transfer closed the connection
 
             do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = handle_one
 
@@ -115,7 +123,7 @@ def write_config(directory, api, stack=None, allow_extra=()):
                 "base_url": base,
                 "default_profile": "key",
                 "mcp": {
-                    "allow": ["GET /repos/**", "* /echo", "GET /echo-text", "GET /big", "GET /status/*",
+                    "allow": ["GET /repos/**", "* /echo", "GET /echo-text", "GET /big", "GET /status/*", "GET /slow",
                               *allow_extra],
                     "deny": ["* /repos/*/secret/**"],
                     "confirm": ["POST /repos/*/issues"],
@@ -505,6 +513,34 @@ def test_reload_rereads_rules_and_announces_the_change(api, workdir):
     raw.close()
 
 
+def test_env_option_exposes_that_environment_alone(api, workdir):
+    raw = Raw(write_config(workdir, api), workdir, args=("--env", "login"))
+    raw.request(1, "initialize", {"protocolVersion": "2025-11-25", "capabilities": {}})
+    tools = raw.request(2, "tools/list")["result"]["tools"]
+    assert tools[0]["inputSchema"]["properties"]["environment"]["enum"] == ["login"]
+    api.clear()
+    refused = raw.request(3, "tools/call", {"name": "http_request",
+                                            "arguments": {"environment": "api", "path": "/repos/a"}})["result"]
+    assert refused["isError"] is True and "not exposed" in refused["content"][0]["text"] and api.count() == 0
+    raw.close()
+
+
+def test_cancelled_notification_cancels_the_request_and_the_server_keeps_serving(api, workdir):
+    raw = Raw(write_config(workdir, api), workdir)
+    raw.request(1, "initialize", {"protocolVersion": "2025-11-25", "capabilities": {}})
+    api.slow_arrived.clear()
+    api.slow_release.clear()
+    raw.send({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+              "params": {"name": "http_request", "arguments": {"path": "/slow"}}})
+    assert api.slow_arrived.wait(15)
+    raw.send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 2}})
+    answer = raw.read(lambda m: m.get("id") == 2)
+    assert answer["error"]["code"] == -32800
+    api.slow_release.set()
+    assert raw.request(3, "ping")["result"] == {}
+    raw.close()
+
+
 def test_no_secret_on_stdout_or_stderr_at_trace(api, workdir):
     raw = Raw(write_config(workdir, api), workdir, args=("--log-level", "trace"))
     raw.request(1, "initialize", {"protocolVersion": "2025-11-25", "capabilities": {}})
@@ -515,7 +551,7 @@ def test_no_secret_on_stdout_or_stderr_at_trace(api, workdir):
                                        {"environment": "login", "path": "/a"}]):
         raw.request(10 + index, "tools/call", {"name": "http_request", "arguments": arguments})
     stdout, stderr = raw.close()
-    assert b"mcp: tool http_request GET" in stderr  # the audit line
+    assert b"http_request GET http://127.0.0.1" in stderr  # the audit line
     for secret in (KEY, BEARER):
         assert secret.encode() not in stdout
         assert secret.encode() not in stderr

@@ -14,6 +14,8 @@ struct HTTPRequestTool {
     /// The `tools/call` params (a stateless client's retry carries `inputResponses` and
     /// `requestState` here).
     let params: JSONValue?
+    /// The call's number in this process (audit lines).
+    let number: Int
 
     static let members: Set<String> = [
         "environment", "profile", "method", "path", "pathParams", "query", "headers", "json", "text",
@@ -54,7 +56,7 @@ struct HTTPRequestTool {
         }
         let elapsed = ContinuousClock.now - start
         log.info(
-            "mcp: tool http_request \(audit.method) \(audit.url) rule=\(audit.rule) -> \(audit.outcome) "
+            "mcp: call #\(number) http_request \(audit.method) \(audit.url) rule=\(audit.rule) -> \(audit.outcome) "
                 + "in \(elapsed.components.seconds * 1000 + elapsed.components.attoseconds / 1_000_000_000_000_000) ms")
         return outcome
     }

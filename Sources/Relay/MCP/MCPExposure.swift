@@ -40,8 +40,10 @@ struct MCPExposure: Sendable {
     /// The environment used when a call names none (exposed), if any.
     var defaultEnvironment: String?
 
-    init(settings: Settings, defaultEnvironment: String?) {
+    /// `only` (`tokenrelay mcp --env NAME`): expose that environment alone.
+    init(settings: Settings, defaultEnvironment: String?, only: String? = nil) {
         environments = settings.environments.compactMap { environment in
+            if let only, environment.name != only { return nil }
             let profiles = environment.profiles.compactMap { profile -> Profile? in
                 guard let rules = profile.mcp ?? environment.mcp else { return nil }
                 return Profile(name: profile.name, type: profile.typeName, rules: rules)
@@ -70,6 +72,8 @@ struct MCPExposure: Sendable {
 }
 
 extension RelayRuntime {
-    /// What this runtime exposes to agents.
-    var mcpExposure: MCPExposure { MCPExposure(settings: settings, defaultEnvironment: defaultEnvironmentName) }
+    /// What this runtime exposes to agents: with `--env`, that environment alone.
+    var mcpExposure: MCPExposure {
+        MCPExposure(settings: settings, defaultEnvironment: defaultEnvironmentName, only: environmentOverride)
+    }
 }

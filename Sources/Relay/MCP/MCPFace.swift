@@ -38,8 +38,8 @@ final class MCPFace: Sendable {
     let server: RelayServer
     /// Guarded by the mutex.
     private let state = Mutex(State())
-    /// Tool calls answered (any outcome), for `status`-like reporting in the log.
-    let toolCalls = Atomic<Int>(0)
+    /// Tool calls received so far (numbers the audit lines).
+    private let toolCalls = Atomic<Int>(0)
 
     init(server: RelayServer) {
         self.server = server
@@ -151,21 +151,22 @@ final class MCPFace: Sendable {
         guard case .object(let argumentMembers) = arguments else {
             throw RPCError.invalidParams([ParamDiagnostic(pointer: "/arguments", reason: "must be an object")])
         }
+        let number = toolCalls.add(1, ordering: .relaxed).newValue
         let outcome: MCPToolOutcome
         switch name {
         case MCPTools.httpRequest:
-            let call = HTTPRequestTool(face: self, era: era, params: params)
+            let call = HTTPRequestTool(face: self, era: era, params: params, number: number)
             outcome = await call.run(argumentMembers)
         case MCPTools.listEnvironments:
             outcome = try await server.runtimes.use { runtime in
                 try await MCPTools.listEnvironments(runtime: runtime, server: server)
             }
+            log.info("mcp: call #\(number) list_environments")
         default:
             throw RPCError.invalidParams(
                 [ParamDiagnostic(pointer: "/name", reason: "unknown tool '\(name.prefix(100))'")],
                 message: "unknown tool '\(name.prefix(100))'")
         }
-        toolCalls.add(1, ordering: .relaxed)
         return outcome.value(era: era)
     }
 
