@@ -25,7 +25,10 @@ public struct MCPSettings: Sendable, Equatable {
     /// else is refused.
     public func decide(method: String, path: MCPPath) -> MCPDecision {
         let method = MCPRule.canonicalMethod(method)
-        if let rule = deny.first(where: { $0.matches(method: method, path: path) }) { return .denied(rule) }
+        // Deny rules match loosely (ASCII case and empty segments ignored), so a server that
+        // treats /Admin/ as /admin cannot be reached around a deny rule; the others match exactly.
+        let loose = path.loose
+        if let rule = deny.first(where: { $0.loose.matches(method: method, path: loose) }) { return .denied(rule) }
         if let rule = confirm.first(where: { $0.matches(method: method, path: path) }) { return .confirm(rule) }
         if let rule = allow.first(where: { $0.matches(method: method, path: path) }) { return .allowed(rule) }
         return .unlisted
@@ -135,6 +138,16 @@ public struct MCPRule: Sendable, Equatable, CustomStringConvertible {
         return nil
     }
 
+    /// The rule for loose matching: literal segments lower-cased (ASCII), empty ones dropped.
+    var loose: MCPRule {
+        var rule = self
+        rule.segments = segments.compactMap { segment in
+            guard case .literal(let text) = segment else { return segment }
+            return text.isEmpty ? nil : .literal(MCPPath.asciiLowercased(text))
+        }
+        return rule
+    }
+
     /// Whether this rule lets any method (unsafe ones included) reach every path.
     public var exposesEverything: Bool { method == nil && segments == [.any] }
 
@@ -189,6 +202,15 @@ public struct MCPPath: Sendable, Equatable, CustomStringConvertible {
     /// The segments after the leading `/` (`/` alone is one empty segment).
     public var segments: [String]
 
+    /// The path for loose matching (deny rules): empty segments dropped, ASCII lower-cased.
+    public var loose: MCPPath {
+        MCPPath(segments: segments.filter { !$0.isEmpty }.map(Self.asciiLowercased))
+    }
+
+    static func asciiLowercased(_ text: String) -> String {
+        String(decoding: text.utf8.map { $0 >= 0x41 && $0 <= 0x5A ? $0 | 0x20 : $0 }, as: UTF8.self)
+    }
+
     /// The normalised path: what is matched and what is sent.
     public var description: String { "/" + segments.joined(separator: "/") }
 
@@ -200,7 +222,9 @@ public struct MCPPath: Sendable, Equatable, CustomStringConvertible {
             guard let segment = decodeUnreserved(Array(raw)) else {
                 return .failure(MCPRuleError("the path has a '%' that is not followed by two hex digits"))
             }
-            if segment == "." || segment == ".." {
+            // `..;x` is `..` to servers that strip path parameters (Tomcat, Jetty).
+            let bare = segment.split(separator: ";", maxSplits: 1, omittingEmptySubsequences: false).first ?? ""
+            if bare == "." || bare == ".." {
                 return .failure(
                     MCPRuleError("the path has a '.' or '..' segment (however encoded); write the path without it"))
             }
@@ -217,7 +241,10 @@ public struct MCPPath: Sendable, Equatable, CustomStringConvertible {
         if upper.contains("%5C") || segment.contains("\\") { return "a '\\' (or %5C)" }
         if segment.contains("?") || segment.contains("#") { return "a '?' or '#' (give the query in 'query')" }
         if segment.contains("{") || segment.contains("}") { return "a '{' or '}' left over from the path template" }
-        if segment.utf8.contains(where: { $0 < 0x21 || $0 == 0x7F }) { return "a space or control character" }
+        if segment.utf8.contains(where: { $0 < 0x21 || $0 == 0x7F }) || upper.contains("%00") {
+            return "a space or control character"
+        }
+        if segment.utf8.contains(where: { $0 >= 0x80 }) { return "a non-ASCII character (percent-encode it)" }
         return nil
     }
 

@@ -34,7 +34,7 @@ import Testing
 
     @Test(arguments: [
         "/a/../b", "/a/./b", "/a/%2e%2E/b", "/a/%2E/b", "/..", "/a/b%2Fc", "/a/b%2fc", "/a\\b", "/a/%5Cb",
-        "/a?x=1", "/a#f", "/a/%zz", "/a/%4", "/a b",
+        "/a?x=1", "/a#f", "/a/%zz", "/a/%4", "/a b", "/a/..;x/b", "/a/.;/b", "/a/%00", "/a/é",
     ])
     func suspiciousPathsAreRefused(path: String) {
         if case .success(let normalised) = MCPPath.normalise(path) {
@@ -59,6 +59,14 @@ import Testing
         #expect(
             settings.decide(method: "GET", path: try Self.path("/repos/a")) == .allowed(try Self.rule("* /repos/**")))
         #expect(settings.decide(method: "GET", path: try Self.path("/users")) == .unlisted)
+    }
+
+    @Test(arguments: ["/repos/a/SECRET/x", "/repos/a/secret/", "/repos//a/secret/x", "/Repos/a/Secret"])
+    func denyRulesCannotBeWalkedAroundByCaseOrEmptySegments(path: String) throws {
+        let settings = MCPSettings(
+            allow: [try Self.rule("GET /**")], deny: [try Self.rule("* /repos/*/secret/**")])
+        #expect(
+            settings.decide(method: "GET", path: try Self.path(path)) == .denied(try Self.rule("* /repos/*/secret/**")))
     }
 
     @Test(arguments: ["GET", "GET /a /b", "G@T /a", "GET repos", "GET /v1/item*"])

@@ -364,6 +364,10 @@ REFUSED = [
     ({"path": "/repos/a", "headers": {"cookie": "a=b"}}, "cookie"),
     ({"path": "/repos/a", "headers": {"Proxy-Authorization": "x"}}, "Proxy-Authorization"),
     ({"path": "/repos/a", "headers": {"x-api-key": "mine"}}, "x-api-key"),
+    ({"path": "/repos/a", "headers": {"X-HTTP-Method-Override": "DELETE"}}, "override"),
+    ({"path": "/repos/a/..;/secret/x"}, "'..'"),
+    ({"path": "/repos/a/SECRET/x"}, "deny"),
+    ({"path": "/repos/a/secret/"}, "deny"),
 ]
 
 

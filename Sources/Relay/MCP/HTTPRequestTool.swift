@@ -192,12 +192,25 @@ struct HTTPRequestTool {
         return Self.encode(response, limit: exposed.maxResponseBytes(for: profile), elapsed: elapsed)
     }
 
-    /// Refuses the headers an agent may not set: `Authorization`, `Cookie`, `Proxy-*` and the
-    /// profile's own credential header.
+    /// Headers some servers and frameworks take as the real method or path: with one of them,
+    /// a call the rules allow could act as one they refuse.
+    static let overridingHeaders: Set<String> = [
+        "x-http-method-override", "x-http-method", "x-method-override", "x-original-url", "x-rewrite-url",
+        "x-original-method", "x-forwarded-prefix",
+    ]
+
+    /// Refuses the headers an agent may not set: `Authorization`, `Cookie`, `Proxy-*`, the
+    /// profile's own credential header, and the method and path overrides.
     private func checkHeaders(_ headers: JSONValue?, credentialHeader: String?) throws {
         guard case .object(let members)? = headers else { return }
         for name in members.keys {
             let lower = name.lowercased()
+            if Self.overridingHeaders.contains(lower) {
+                throw Refusal(
+                    message:
+                        "refused: the '\(name.prefix(64))' header would override the method or path the rules decided on; nothing was sent"
+                )
+            }
             if lower == "authorization" || lower == "cookie" || lower.hasPrefix("proxy-") || lower == credentialHeader {
                 throw Refusal(
                     message:
