@@ -13,9 +13,9 @@ extension SettingsDecoder {
         if let pair = keys["max_response_bytes"], let value = size(pair.value, path: "\(path).max_response_bytes") {
             settings.maxResponseBytes = value
         }
-        for rule in settings.allow where rule.exposesEverything {
+        for (index, rule) in settings.allow.enumerated() where rule.exposesEverything {
             sink.warning(
-                "'\(path).allow' rule '\(rule.text)' lets an agent send any method, POST, PUT, PATCH and DELETE "
+                "'\(path).allow[\(index)]' rule '\(rule.text)' lets an agent send any method, POST, PUT, PATCH and DELETE "
                     + "included, to every path of \(owner); list the methods and paths it needs, or put the "
                     + "unsafe ones under 'confirm'",
                 at: rule.mark)
