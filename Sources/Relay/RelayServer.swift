@@ -96,7 +96,7 @@ public final class RelayServer: Sendable {
             executorPreference: { [runtimes, options] request in
                 runtimes.current.executor(for: request) ?? options.defaultExecutor
             },
-            responses: responses)
+            responses: responses, answersClientCancellation: face == nil)
         let notifier = Notifier(sink: writer)
         let authEvents = Task.detached(executorPreference: options.defaultExecutor) { [runtimes] in
             for await event in runtimes.current.manager.events {
