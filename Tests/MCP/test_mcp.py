@@ -360,6 +360,8 @@ REFUSED = [
     ({"path": "//evil.example/repos/a"}, "absolute"),
     ({"environment": "hidden", "path": "/repos/a"}, "not exposed"),
     ({"environment": "nowhere", "path": "/repos/a"}, "not exposed"),
+    ({"environment": 7, "path": "/repos/a"}, "must be a string"),
+    ({"path": "/repos/a", "method": "GET\r\nX: y"}, "invalid arguments"),
     ({"path": "/repos/a", "headers": {"Authorization": "Bearer mine"}}, "Authorization"),
     ({"path": "/repos/a", "headers": {"cookie": "a=b"}}, "cookie"),
     ({"path": "/repos/a", "headers": {"Proxy-Authorization": "x"}}, "Proxy-Authorization"),

@@ -76,6 +76,11 @@ struct HTTPRequestTool {
                 message:
                     "unknown argument '\(key.prefix(64))'; allowed: \(Self.members.sorted().joined(separator: ", "))")
         }
+        for key in ["environment", "profile", "method", "path"] {
+            if let value = arguments[key], value.stringValue == nil {
+                throw Refusal(message: "invalid arguments: '\(key)' must be a string, not \(value.typeName)")
+            }
+        }
         let exposure = runtime.mcpExposure
         let exposedNames = exposure.environments.map(\.name).joined(separator: ", ")
         guard let environmentName = arguments["environment"]?.stringValue ?? exposure.defaultEnvironment else {
