@@ -465,6 +465,27 @@ def test_confirmation_accept_sends_once_decline_sends_nothing(api, workdir, mode
     run(scenario())
 
 
+def test_raw_2025_06_18_elicitation_round_trip(api, workdir):
+    raw = Raw(write_config(workdir, api), workdir)
+    answer = raw.request(1, "initialize", {"protocolVersion": "2025-06-18", "capabilities": {"elicitation": {}}})
+    assert answer["result"]["protocolVersion"] == "2025-06-18"
+    call = {"name": "http_request", "arguments": {"method": "POST", "path": "/repos/o/issues", "text": "hi"}}
+    api.clear()
+    for id, reply, sent in ((2, {"result": {"action": "accept", "content": {}}}, 1),
+                            (3, {"result": {"action": "cancel"}}, 0),
+                            (4, {"error": {"code": -32603, "message": "no person here"}}, 0)):
+        raw.send({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": call})
+        asked = raw.read(lambda m: m.get("method") == "elicitation/create")
+        assert "mode" not in asked["params"]  # 2025-06-18 has form mode only, unnamed
+        assert "POST" in asked["params"]["message"] and asked["params"]["requestedSchema"]["type"] == "object"
+        raw.send({"jsonrpc": "2.0", "id": asked["id"], **reply})
+        result = raw.read(lambda m, id=id: m.get("id") == id)["result"]
+        assert result["isError"] is (sent == 0), result
+        assert api.count("POST", "/v1/repos/o/issues") == sent
+        api.clear()
+    raw.close()
+
+
 def test_a_stateless_confirmation_cannot_be_replayed_for_another_call(api, workdir):
     raw = Raw(write_config(workdir, api), workdir)
     capabilities = {"elicitation": {"form": {}}}
