@@ -100,6 +100,17 @@ public final class RelayServer: Sendable {
         let notifier = Notifier(sink: writer)
         let authEvents = Task.detached(executorPreference: options.defaultExecutor) { [runtimes] in
             for await event in runtimes.current.manager.events {
+                // An MCP client knows neither notification: the log says it instead (stderr).
+                if face != nil {
+                    switch event {
+                    case .authFailed(let failure):
+                        log.warn(
+                            "renewal refused for \(failure.environment)/\(failure.profile): \(failure.message)")
+                    case .prompt(let prompt):
+                        log.info("login for \(prompt.environment)/\(prompt.profile): open \(prompt.url)")
+                    }
+                    continue
+                }
                 switch event {
                 case .authFailed(let failure):
                     var params: JSONObject = [
