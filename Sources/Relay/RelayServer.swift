@@ -108,6 +108,7 @@ public final class RelayServer: Sendable {
                             "renewal refused for \(failure.environment)/\(failure.profile): \(failure.message)")
                     case .prompt(let prompt):
                         log.info("login for \(prompt.environment)/\(prompt.profile): open \(prompt.url)")
+                        face?.loginPrompted(prompt)
                     }
                     continue
                 }

@@ -6,10 +6,12 @@ $TOKENRELAY_BIN; the OAuth test needs the interop stack: $TOKENRELAY_STACK_ENV).
 import asyncio
 import json
 import os
+import re
 import select
 import shlex
 import signal
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -153,6 +155,7 @@ def write_config(directory, api, stack=None, allow_extra=()):
         endpoint = {"token_url": stack["TOKEN_URL"]} if stack.get("TOKEN_URL") else {}
         config["environments"]["stack"] = {
             "base_url": stack["RS_URL"],
+            "default_profile": "service",
             "mcp": {"allow": ["GET /**"]},
             "profiles": {"service": {
                 "type": "client_credentials", "issuer": stack.get("ISSUER") or stack.get("AS_URL"),
@@ -160,6 +163,13 @@ def write_config(directory, api, stack=None, allow_extra=()):
                 **endpoint,
             }},
         }
+        if stack.get("AS_URL"):
+            # A person's login: device code as the AS's public client ``tv``.
+            config["environments"]["stack"]["profiles"]["tv"] = {
+                "type": "device_code", "issuer": stack.get("ISSUER") or stack.get("AS_URL"), **endpoint,
+                "device_authorization_url": stack["AS_URL"].rstrip("/") + "/o/device-authorization/",
+                "client_id": "tv",
+            }
     path = os.path.join(directory, "config.yaml")
     with open(path, "w") as f:
         json.dump(config, f, indent=2)
@@ -586,13 +596,62 @@ def test_no_secret_on_stdout_or_stderr_at_trace(api, workdir):
         assert secret.encode() not in stderr
 
 
-def test_oauth_client_credentials_against_the_interop_stack(workdir):
+def interop_stack():
     path = os.environ.get("TOKENRELAY_STACK_ENV")
     if not path:
         pytest.skip("TOKENRELAY_STACK_ENV is not set (no interop stack)")
     out = subprocess.run(["bash", "-c", f"set -a; . {shlex.quote(path)}; env -0"], check=True,
                          capture_output=True).stdout
-    stack = dict(item.split("=", 1) for item in out.decode().split("\0") if "=" in item)
+    return dict(item.split("=", 1) for item in out.decode().split("\0") if "=" in item)
+
+
+def test_a_login_through_url_elicitation_completes_in_the_background(workdir):
+    stack = interop_stack()
+    if not stack.get("AS_URL"):
+        pytest.skip("the interop stack has no authorization server URL for a person's login")
+    api = API()
+    config = write_config(workdir, api, stack=stack)
+    whoami = stack.get("STACK_PATH", "/whoami")
+    asked = []
+    arrived = asyncio.Event()
+
+    async def elicit(context, params):
+        asked.append(params)
+        arrived.set()
+        return types.ElicitResult(action="accept")
+
+    async def scenario():
+        async with sdk_client(config, workdir, stack=stack, elicit=elicit) as client:
+            call = {"environment": "stack", "profile": "tv", "path": whoami}
+            start = time.monotonic()
+            result = await client.call_tool("http_request", call)
+            assert time.monotonic() - start < 2  # a login never blocks a call
+            assert result.is_error is True and "asked your client to open the login page" in text_of(result)
+            await asyncio.wait_for(arrived.wait(), 10)
+            assert asked[0].mode == "url" and asked[0].url.startswith(stack["AS_URL"].rstrip("/"))
+            code = re.search(r"code ([A-Za-z0-9-]+)", asked[0].message).group(1)
+            approve = ROOT / "clients" / "neovim" / "test" / "approve_device.py"
+            subprocess.run([sys.executable, str(approve), stack["AS_URL"].rstrip("/"), code], check=True, timeout=60)
+            # The login finishes in the background (its next poll of the token endpoint); a
+            # retry then goes through. Bounded: the device flow's interval is a few seconds.
+            deadline = time.monotonic() + 60
+            while True:
+                result = await client.call_tool("http_request", call)
+                if not result.is_error or time.monotonic() > deadline:
+                    break
+                await asyncio.sleep(0.5)
+            assert result.is_error is False, text_of(result)
+            assert result.structured_content["status"] == 200
+            assert len(asked) == 1  # retries while the person logged in did not ask again
+
+    try:
+        run(scenario())
+    finally:
+        api.server.shutdown()
+
+
+def test_oauth_client_credentials_against_the_interop_stack(workdir):
+    stack = interop_stack()
     api = API()
     config = write_config(workdir, api, stack=stack)
     secret = stack.get("CLIENT_SECRET", "svc-secret")

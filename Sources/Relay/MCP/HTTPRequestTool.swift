@@ -1,3 +1,4 @@
+import Auth
 import Config
 import ErrorKinds
 import FoundationEssentials
@@ -46,7 +47,7 @@ struct HTTPRequestTool {
                 try await call(arguments, runtime: runtime, audit: &audit)
             }
         } catch let refusal as Refusal {
-            audit.outcome = "refused"
+            if audit.outcome == "-" { audit.outcome = "refused" }
             if audit.rule == "-" { audit.rule = refusal.rule }
             outcome = .failure(refusal.message)
         } catch {
@@ -192,7 +193,27 @@ struct HTTPRequestTool {
             }
         }
 
-        let (response, elapsed) = try await RequestMethod(runtime: runtime).perform(request)
+        let response: HTTPResponse
+        let elapsed: Duration
+        do {
+            (response, elapsed) = try await RequestMethod(runtime: runtime).perform(request)
+        } catch {
+            let failure = ErrorMapping.rpcError(error)
+            guard failure.kind == .interactionRequired, let session = profileRuntime?.session,
+                face.supportsURLElicitation(era),
+                let (prompt, started) = await face.startLogin(session, runtime: runtime)
+            else { throw error }
+            audit.outcome = started ? "login started" : "login pending"
+            let profileName = profile?.name ?? ""
+            // Asked once per login: a retry while the person is at it only says so again.
+            if started {
+                face.openURL(
+                    prompt.verificationURIComplete ?? prompt.url,
+                    message: "Log in to \(environmentName) (profile \(profileName)) for tokenrelay"
+                        + (prompt.userCode.map { ", code \($0)" } ?? ""))
+            }
+            throw Refusal(message: Self.loginText(prompt, environment: environmentName, profile: profileName))
+        }
         audit.outcome = "\(response.status)"
         return Self.encode(response, limit: exposed.maxResponseBytes(for: profile), elapsed: elapsed)
     }
@@ -342,6 +363,14 @@ struct HTTPRequestTool {
         if truncated { text += "\n(body truncated at \(limit) bytes)" }
         if !bodyText.isEmpty { text += "\n\n" + bodyText }
         return .result(isError: false, structured: structured, text: text)
+    }
+
+    /// What the agent is told once a login was started and its page sent to the client to open.
+    static func loginText(_ prompt: LoginPrompt, environment: String, profile: String) -> String {
+        var page = prompt.verificationURIComplete ?? prompt.url
+        if prompt.verificationURIComplete == nil, let code = prompt.userCode { page += " (code \(code))" }
+        return
+            "not sent: profile '\(profile)' of environment '\(environment)' needs the person to log in. tokenrelay asked your client to open the login page: \(page). The login completes in the background: call again once the person has logged in (or they can run `tokenrelay login --env \(environment) --profile \(profile)`)."
     }
 
     /// What the agent is told when the request could not be made.

@@ -1,3 +1,5 @@
+import Auth
+import FoundationEssentials
 import JSONRPC
 import Logging
 import Synchronization
@@ -28,6 +30,10 @@ final class MCPFace: Sendable {
         var nextElicitation = 0
         var confirmations: [String: IssuedConfirmation] = [:]
         var sink: MessageSink?
+        /// Tool calls waiting for the prompt of a login they started, by session name.
+        var loginWaiters: [String: [CheckedContinuation<LoginPrompt?, Never>]] = [:]
+        /// The last prompt of each session's login (a call joining a login in progress uses it).
+        var loginPrompts: [String: LoginPrompt] = [:]
     }
 
     /// How long a person has to answer a confirmation.
@@ -232,6 +238,75 @@ final class MCPFace: Sendable {
     private func resume(_ id: String, with result: Result<JSONValue, RPCError>) {
         let waiter = state.withLock { $0.waiters.removeValue(forKey: id) }
         waiter?.resume(returning: result)
+    }
+
+    // MARK: - Logins (URL-mode elicitation, 2025-11-25)
+
+    /// Whether the client of `era` takes URL-mode elicitations (a handshake client that declared
+    /// `elicitation.url`).
+    func supportsURLElicitation(_ era: MCPProtocol.Era) -> Bool {
+        guard case .handshake = era else { return false }
+        return clientCapabilities(era)?["elicitation"]?["url"] != nil
+    }
+
+    /// Starts the login of `session` in the background and returns its prompt, once the token
+    /// manager has one (bounded: a call never waits on a person); `started` is false when a
+    /// login this face started is still waiting for the person (its prompt is returned again).
+    /// The login goes on after the call has answered; a retry once the person has logged in
+    /// succeeds.
+    func startLogin(_ session: SessionKey, runtime: RelayRuntime) async -> (prompt: LoginPrompt, started: Bool)? {
+        let name = session.environment + "\u{0}" + session.profile
+        if let prompt = state.withLock({ $0.loginPrompts[name] }), prompt.expiresAt > Date() { return (prompt, false) }
+        let manager = runtime.manager
+        let prompt: LoginPrompt? = await withTaskGroup(of: Void.self) { group in
+            let prompt = await withCheckedContinuation { (continuation: CheckedContinuation<LoginPrompt?, Never>) in
+                state.withLock { $0.loginWaiters[name, default: []].append(continuation) }
+                Task.detached { [self] in
+                    do {
+                        _ = try await manager.login(session, openBrowser: false)
+                        log.info("login of \(session.environment)/\(session.profile) completed")
+                    } catch {
+                        log.warn("login of \(session.environment)/\(session.profile) ended: \(error)")
+                    }
+                    // The next call that needs a login starts a new one.
+                    state.withLock { _ = $0.loginPrompts.removeValue(forKey: name) }
+                }
+                group.addTask { [self] in
+                    try? await Task.sleep(for: .seconds(5))
+                    let waiters = state.withLock { $0.loginWaiters.removeValue(forKey: name) ?? [] }
+                    for waiter in waiters { waiter.resume(returning: nil) }
+                }
+            }
+            group.cancelAll()
+            return prompt
+        }
+        return prompt.map { ($0, true) }
+    }
+
+    /// A login's prompt from the token manager: wakes the calls waiting for it.
+    func loginPrompted(_ prompt: LoginPrompt) {
+        let name = prompt.environment + "\u{0}" + prompt.profile
+        let waiters = state.withLock { state in
+            state.loginPrompts[name] = prompt
+            return state.loginWaiters.removeValue(forKey: name) ?? []
+        }
+        for waiter in waiters { waiter.resume(returning: prompt) }
+    }
+
+    /// Asks the client to open `url` (URL-mode elicitation); the answer is not waited for.
+    func openURL(_ url: String, message: String) {
+        let (sink, number): (MessageSink?, Int) = state.withLock { state in
+            state.nextElicitation += 1
+            return (state.sink, state.nextElicitation)
+        }
+        let request: JSONValue = [
+            "jsonrpc": "2.0", "id": .string("tokenrelay-login-\(number)"), "method": "elicitation/create",
+            "params": [
+                "mode": "url", "message": .string(message), "url": .string(url),
+                "elicitationId": .string("tokenrelay-login-\(number)"),
+            ],
+        ]
+        sink?.sendNow(request.serialized())
     }
 
     // MARK: - Confirmation (stateless era: input-required results)
