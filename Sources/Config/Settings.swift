@@ -143,6 +143,9 @@ public struct EnvironmentSettings: Sendable, CustomStringConvertible {
     public var events: EventsSettings
     /// The profiles in file order.
     public var profiles: [ProfileSettings]
+    /// What `tokenrelay mcp` exposes of the environment (all its profiles); `nil`: nothing,
+    /// unless a profile has a block of its own.
+    public var mcp: MCPSettings?
     /// Where the environment is defined.
     public var mark: SourceMark
 
@@ -189,6 +192,9 @@ public struct ProfileSettings: Sendable, CustomStringConvertible {
     public var gitUsername: String
     /// The type and its settings.
     public var kind: ProfileKind
+    /// What `tokenrelay mcp` exposes of this profile, under these rules (they replace the
+    /// environment's); `nil`: the environment's block decides.
+    public var mcp: MCPSettings?
     /// Where the profile is defined.
     public var mark: SourceMark
 

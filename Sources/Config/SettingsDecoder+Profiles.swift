@@ -104,9 +104,12 @@ extension SettingsDecoder {
             }
             kind = token.map { .bearer(token: $0, cache: cache) }
         }
+        let mcp = keys["mcp"].flatMap { decodeMCP($0.value, path: "\(path).mcp", owner: "profile '\(name)'") }
         guard let kind else { return nil }
-        return ProfileSettings(
+        var profile = ProfileSettings(
             name: name, typeName: type, exposeToken: exposeToken, gitUsername: gitUsername, kind: kind, mark: node.mark)
+        profile.mcp = mcp
+        return profile
     }
 
     /// `open_browser`, `login_timeout` and `parameters` of an interactive profile.

@@ -52,14 +52,16 @@ struct SettingsDecoder {
     /// Keys allowed in an environment.
     static let environmentKeys: Set<String> = [
         "base_url", "default_profile", "headers", "timeout", "connect_timeout", "allowed_origins", "ca_file", "proxy",
-        "max_response_bytes", "events", "profiles",
+        "max_response_bytes", "events", "profiles", "mcp",
     ]
+    /// Keys allowed in an `mcp` block (environment or profile).
+    static let mcpKeys: Set<String> = ["allow", "deny", "confirm", "max_response_bytes"]
     /// Keys allowed under an environment's `events`.
     static let eventsKeys: Set<String> = ["idle_timeout", "max_backoff"]
     /// Keys allowed in a secret source mapping.
     static let secretSourceKeys: Set<String> = ["env", "file", "command", "timeout"]
     /// Keys every profile accepts.
-    static let profileCommonKeys: Set<String> = ["type", "expose_token", "git_username"]
+    static let profileCommonKeys: Set<String> = ["type", "expose_token", "git_username", "mcp"]
     /// Keys every OAuth profile accepts.
     static let oauthKeys: Set<String> = profileCommonKeys.union([
         "issuer", "token_url", "client_id", "client_secret", "client_auth", "scopes", "audience", "resource",
@@ -90,7 +92,7 @@ struct SettingsDecoder {
     static var knownKeys: [String: Set<String>] {
         var tables: [String: Set<String>] = [
             "top": topKeys, "server": serverKeys, "store": storeKeys, "environment": environmentKeys,
-            "events": eventsKeys, "secret": secretSourceKeys,
+            "events": eventsKeys, "secret": secretSourceKeys, "mcp": mcpKeys,
         ]
         for (type, keys) in profileKeys { tables["profile.\(type)"] = keys }
         return tables

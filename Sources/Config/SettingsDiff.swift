@@ -30,6 +30,10 @@ public struct SettingsDiff: Sendable, Equatable {
     public var replacedEnvironments: Set<String> = []
     /// Sections that cannot change without a restart (`store`, `server`) and did.
     public var restartSections: [String] = []
+    /// Whether what `tokenrelay mcp` exposes changed: an `mcp:` block (environment or profile)
+    /// was added, removed or edited, or an exposed environment or profile came or went. Rules
+    /// are not part of a profile's settings: editing them keeps the sessions.
+    public var mcpChanged = false
 
     public init(old: Settings, new: Settings) {
         if old.store != new.store { restartSections.append("store") }
@@ -79,6 +83,23 @@ public struct SettingsDiff: Sendable, Equatable {
         added.sort()
         changed.sort()
         removed.sort()
+        mcpChanged = Self.exposure(old) != Self.exposure(new)
+    }
+
+    /// Every `mcp:` block by environment and profile (`""` for the environment's own).
+    private static func exposure(_ settings: Settings) -> [String: MCPSettings] {
+        var blocks: [String: MCPSettings] = [:]
+        for environment in settings.environments {
+            if let mcp = environment.mcp { blocks[environment.name + "\u{0}"] = mcp }
+            for profile in environment.profiles {
+                if let mcp = profile.mcp { blocks[environment.name + "\u{0}" + profile.name] = mcp }
+                // A profile that comes or goes changes an exposed environment's tools.
+                if environment.mcp != nil {
+                    blocks[environment.name + "\u{0}" + profile.name + "\u{0}"] = MCPSettings()
+                }
+            }
+        }
+        return blocks
     }
 
     /// Whether the environment/profile pair keeps running unchanged (its sessions, subscriptions
@@ -91,7 +112,9 @@ public struct SettingsDiff: Sendable, Equatable {
     }
 
     /// Nothing at all differs.
-    public var isEmpty: Bool { added.isEmpty && changed.isEmpty && removed.isEmpty && restartSections.isEmpty }
+    public var isEmpty: Bool {
+        added.isEmpty && changed.isEmpty && removed.isEmpty && restartSections.isEmpty && !mcpChanged
+    }
 }
 
 extension SecretSource {

@@ -35,6 +35,9 @@ public final class Dispatcher: Sendable {
         var task: Task<Void, Never>?
         /// Set once the request is cancelled: the error it is answered with.
         var cancelledWith: RPCError?
+        /// Cancelled by its client with `notifications/cancelled` on a dispatcher that does not
+        /// answer those (MCP): no answer is written.
+        var silent = false
     }
 
     private struct State {
@@ -63,6 +66,8 @@ public final class Dispatcher: Sendable {
     private let errorMapper: @Sendable (any Error) -> RPCError
     private let shutdownMethod: String?
     private let executorPreference: @Sendable (RPCRequest) -> (any TaskExecutor)?
+    private let responseHandler: (@Sendable (RequestID, JSONValue?, JSONValue?) -> Void)?
+    private let answersClientCancellation: Bool
     /// Guarded by the mutex: slots, queue, in-flight table, lifecycle.
     private let state = Mutex(State())
 
@@ -78,13 +83,22 @@ public final class Dispatcher: Sendable {
     ///   - executorPreference: the executor a request's task prefers (`nil`: the global one), e.g.
     ///     the event loop that will do its transfer, so that the task, the transfer and the
     ///     answer need no thread hand-off. Only a scheduling choice: any executor is correct.
+    ///   - responses: where answers to the server's own requests go (id, `result`, `error`), on the
+    ///     stdin reader; it must not block. `nil`: they are ignored.
+    ///   - answersClientCancellation: whether a request cancelled by `notifications/cancelled` is
+    ///     answered (-32800: tokenrelay's protocol) or not (MCP: "SHOULD NOT send a response"; a
+    ///     request inside a batch is still answered, so the batch stays whole).
     public init(
         methods: [String: MethodHandler], notifications: [String: MethodHandler] = [:],
         readOrderNotifications: [String: @Sendable (RequestContext) -> Void] = [:], sink: MessageSink,
         limits: DispatcherLimits = DispatcherLimits(), shutdownMethod: String? = "shutdown",
         errorMapper: @escaping @Sendable (any Error) -> RPCError,
-        executorPreference: @escaping @Sendable (RPCRequest) -> (any TaskExecutor)? = { _ in nil }
+        executorPreference: @escaping @Sendable (RPCRequest) -> (any TaskExecutor)? = { _ in nil },
+        responses: (@Sendable (RequestID, JSONValue?, JSONValue?) -> Void)? = nil,
+        answersClientCancellation: Bool = true
     ) {
+        self.answersClientCancellation = answersClientCancellation
+        self.responseHandler = responses
         self.shutdownMethod = shutdownMethod
         self.executorPreference = executorPreference
         self.methods = methods
@@ -153,8 +167,12 @@ public final class Dispatcher: Sendable {
 
     private func receiveSingle(_ message: IncomingMessage, batch: BatchCollector?) {
         switch message {
-        case .response:
-            log.debug("ignoring a response: tokenrelay sends no requests")
+        case .response(let id, let result, let error):
+            guard let responseHandler, let id else {
+                log.debug("ignoring a response: this server sent no request")
+                return
+            }
+            responseHandler(id, result, error)
         case .invalid(let id, let error):
             reply(id, error: error, batch: batch)
         case .invalidNotification(let method, let error):
@@ -173,7 +191,9 @@ public final class Dispatcher: Sendable {
         case "$/cancelRequest":
             if let raw = request.params?["id"], let id = RequestID(raw) { cancel(id) }
         case "notifications/cancelled":
-            if let raw = request.params?["requestId"], let id = RequestID(raw) { cancel(id) }
+            if let raw = request.params?["requestId"], let id = RequestID(raw) {
+                cancel(id, silently: !answersClientCancellation)
+            }
         default:
             let afterShutdown = state.withLock { $0.shutdownReceived }
             let context = RequestContext(id: nil, inBatch: false, sink: sink, afterShutdown: afterShutdown)
@@ -276,7 +296,12 @@ public final class Dispatcher: Sendable {
     /// means every answer is with the writer, and a slow peer slows the execution of new work.
     private func finish(id: RequestID, response: consuming [UInt8], batch: BatchCollector?) async {
         var answer = response
-        if let cancelledWith = state.withLock({ $0.inFlight.removeValue(forKey: id)?.cancelledWith }) {
+        let entry = state.withLock { $0.inFlight.removeValue(forKey: id) }
+        if let cancelledWith = entry?.cancelledWith {
+            if entry?.silent == true && batch == nil {
+                releaseSlot()
+                return
+            }
             answer = MessageCodec.response(id: id, error: cancelledWith)
         }
         if let batch {
@@ -319,7 +344,7 @@ public final class Dispatcher: Sendable {
 
     /// Answers at once, without a task (errors found while reading).
     private func reply(_ id: RequestID?, error: RPCError, batch: BatchCollector?) {
-        let response = MessageCodec.response(id: id, error: error)
+        let response = MessageCodec.response(id: id, error: errorMapper(error))
         if let batch {
             batch.addNow(response)
         } else {
@@ -329,9 +354,9 @@ public final class Dispatcher: Sendable {
 
     // MARK: - Cancellation and lifecycle
 
-    /// Cancels a queued or executing request; it is answered with `error` (-32800 by default).
-    /// Unknown ids are ignored.
-    public func cancel(_ id: RequestID, answering error: RPCError = .cancelled) {
+    /// Cancels a queued or executing request; it is answered with `error` (-32800 by default),
+    /// unless `silently` (and it is not part of a batch). Unknown ids are ignored.
+    public func cancel(_ id: RequestID, answering error: RPCError = .cancelled, silently: Bool = false) {
         enum Action {
             case none
             case cancelTask(Task<Void, Never>?)
@@ -341,9 +366,12 @@ public final class Dispatcher: Sendable {
             guard var entry = state.inFlight[id] else { return .none }
             if let pending = state.queued.removeValue(forKey: id) {
                 state.inFlight[id] = nil
-                return .answerQueued(pending.batch)
+                return silently && pending.batch == nil ? .none : .answerQueued(pending.batch)
             }
-            if entry.cancelledWith == nil { entry.cancelledWith = error }
+            if entry.cancelledWith == nil {
+                entry.cancelledWith = error
+                entry.silent = silently
+            }
             state.inFlight[id] = entry
             return .cancelTask(entry.task)
         }

@@ -24,8 +24,9 @@ public enum IncomingMessage: Sendable {
     /// A message with a `method` and no `id` that is not valid: a notification, so it is never
     /// answered (JSON-RPC 2.0 §4.1), only logged.
     case invalidNotification(method: String?, error: RPCError)
-    /// A response to a request of ours (we send none; it is ignored).
-    case response
+    /// A response to a request of ours (`tokenrelay mcp` sends `elicitation/create`): its id and
+    /// its `result` or `error` member.
+    case response(id: RequestID?, result: JSONValue?, error: JSONValue?)
 }
 
 /// Decoding of JSON values into messages and encoding of responses (pure).
@@ -56,7 +57,9 @@ public enum MessageCodec {
             guard object["jsonrpc"] == .string("2.0") else {
                 return .invalid(id: id ?? .null, error: .invalidRequest("\"jsonrpc\" must be \"2.0\""))
             }
-            if object["result"] != nil || object["error"] != nil { return .response }
+            if object["result"] != nil || object["error"] != nil {
+                return .response(id: id, result: object["result"], error: object["error"])
+            }
             return .invalid(id: id ?? .null, error: .invalidRequest("\"method\" is missing"))
         }
         switch validate(object, method: method) {

@@ -124,6 +124,27 @@ public final class Redactor: Sendable {
     /// How many values are registered (configured secrets and kept tokens).
     public var count: Int { registry.withLock { $0.secrets.count + $0.tokens.count } }
 
+    /// Returns `bytes` with every run of registered secrets replaced by ``mask`` (the bytes
+    /// around them are kept as they are, whatever they encode).
+    public func redact(bytes: [UInt8]) -> [UInt8] {
+        let matcher = registry.withLock { $0.matcher }
+        guard !matcher.isEmpty else { return bytes }
+        return bytes.withUnsafeBufferPointer { buffer in
+            let runs = matcher.matches(in: buffer)
+            guard !runs.isEmpty else { return bytes }
+            var output: [UInt8] = []
+            output.reserveCapacity(buffer.count)
+            var position = 0
+            for run in runs {
+                output.append(contentsOf: buffer[position..<run.lowerBound])
+                output.append(contentsOf: Redactor.mask.utf8)
+                position = run.upperBound
+            }
+            output.append(contentsOf: buffer[position...])
+            return output
+        }
+    }
+
     /// Returns `text` with every run of registered secrets replaced by ``mask``.
     public func redact(_ text: String) -> String {
         let matcher = registry.withLock { $0.matcher }

@@ -54,6 +54,7 @@ extension RelayServer {
                     throw ErrorMapping.rpcError(error)
                 }
                 await subscriptions.replaceRuntime(with: new, diff: diff)
+                if diff.mcpChanged, let face = mcpFace { await face.exposureChanged() }
                 log.info(
                     "configuration reloaded: \(diff.added.count) added, \(diff.changed.count) changed, "
                         + "\(diff.removed.count) removed")

@@ -18,6 +18,8 @@ public final class RelayServer: Sendable {
 
     private struct State {
         var watchdog: Task<Void, Never>?
+        /// The MCP face while `run` serves one.
+        var mcp: MCPFace?
     }
 
     let options: ServerOptions
@@ -57,6 +59,9 @@ public final class RelayServer: Sendable {
         }
     }
 
+    /// The MCP face being served, if any.
+    var mcpFace: MCPFace? { state.withLock { $0.mcp } }
+
     /// The names and types `initialize` reports.
     var catalog: EnvironmentCatalog { runtimes.current.catalog }
 
@@ -71,16 +76,45 @@ public final class RelayServer: Sendable {
         let writer = StdioWriter(
             fileDescriptor: output, onPeerGone: { [termination] in termination.trigger(.peerGone) })
         if let framing = options.framing { writer.framing = framing }
+        let face = options.mcp ? MCPFace(server: self) : nil
+        face?.attach(sink: writer)
+        state.withLock { $0.mcp = face }
+        defer { state.withLock { $0.mcp = nil } }
+        let methods: [String: MethodHandler] = face?.methodTable() ?? methodTable()
+        let notifications: [String: MethodHandler] = face?.notificationTable() ?? notificationTable()
+        let readOrder: [String: @Sendable (RequestContext) -> Void] = face == nil ? readOrderNotificationTable() : [:]
+        let errorMapper: @Sendable (any Error) -> RPCError
+        if face == nil {
+            errorMapper = { ErrorMapping.rpcError($0) }
+        } else {
+            errorMapper = { MCPProtocol.mapError(ErrorMapping.rpcError($0)) }
+        }
+        var responses: (@Sendable (RequestID, JSONValue?, JSONValue?) -> Void)?
+        if let face {
+            responses = { id, result, error in face.receiveResponse(id: id, result: result, error: error) }
+        }
         let dispatcher = Dispatcher(
-            methods: methodTable(), notifications: notificationTable(),
-            readOrderNotifications: readOrderNotificationTable(), sink: writer,
-            limits: options.dispatcherLimits, errorMapper: ErrorMapping.rpcError,
+            methods: methods, notifications: notifications, readOrderNotifications: readOrder, sink: writer,
+            limits: options.dispatcherLimits, shutdownMethod: face == nil ? "shutdown" : nil, errorMapper: errorMapper,
             executorPreference: { [runtimes, options] request in
                 runtimes.current.executor(for: request) ?? options.defaultExecutor
-            })
+            },
+            responses: responses, answersClientCancellation: face == nil)
         let notifier = Notifier(sink: writer)
         let authEvents = Task.detached(executorPreference: options.defaultExecutor) { [runtimes] in
             for await event in runtimes.current.manager.events {
+                // An MCP client knows neither notification: the log says it instead (stderr).
+                if face != nil {
+                    switch event {
+                    case .authFailed(let failure):
+                        log.warn(
+                            "renewal refused for \(failure.environment)/\(failure.profile): \(failure.message)")
+                    case .prompt(let prompt):
+                        log.info("login for \(prompt.environment)/\(prompt.profile): open \(prompt.url)")
+                        face?.loginPrompted(prompt)
+                    }
+                    continue
+                }
                 switch event {
                 case .authFailed(let failure):
                     var params: JSONObject = [

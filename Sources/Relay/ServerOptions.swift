@@ -26,6 +26,9 @@ public struct ServerOptions: Sendable {
     /// answers its first request, and obtains its first token, without starting the cooperative
     /// pool. Whatever runs there first loads libcurl when a transport is first needed (~5 ms).
     public var defaultExecutor: (any TaskExecutor)?
+    /// Serve MCP (`tokenrelay mcp`, SPEC §8) instead of tokenrelay's own methods: the same
+    /// runtime, token manager and request path behind the MCP tools.
+    public var mcp = false
 
     public init(
         framing: Framing? = nil, framingLimits: FramingLimits = FramingLimits(),

@@ -64,6 +64,10 @@ enum CommandLineTool {
             return ExitCodes.success
         case "", "serve":
             return await serve(arguments: arguments, environment: environment, executor: executor)
+        case "mcp":
+            // The MCP face (SPEC §8): the same server, config, store and sessions; MCP methods
+            // on newline-delimited JSON (the MCP stdio transport).
+            return await serve(arguments: arguments, environment: environment, executor: executor, mcp: true)
         case "subscribe":
             // Ends on a signal by closing its stream (its own handlers), then exits 0.
             return await SubscribeCommand.run(arguments: arguments, environment: environment, executor: executor)
@@ -195,12 +199,15 @@ enum CommandLineTool {
         return settings
     }
 
-    /// `tokenrelay serve`.
-    static func serve(arguments: [String], environment: [String: String], executor: (any TaskExecutor)?) async -> Int32
-    {
-        var parser = ArgumentParser(arguments, for: "serve")
+    /// `tokenrelay serve`, and `tokenrelay mcp` (`mcp`: the MCP face; no `--framing`).
+    static func serve(
+        arguments: [String], environment: [String: String], executor: (any TaskExecutor)?, mcp: Bool = false
+    ) async -> Int32 {
+        var parser = ArgumentParser(arguments, for: mcp ? "mcp" : "serve")
         var options = ServerOptions()
         options.defaultExecutor = executor
+        options.mcp = mcp
+        if mcp { options.framing = .ndjson }
         var logLevel = LogLevel.info
         var logFormat = LogFormat.text
         var configPath: String?
@@ -210,7 +217,7 @@ enum CommandLineTool {
                 switch argument {
                 case "--config": configPath = try parser.value(for: argument)
                 case "--env": environmentName = try parser.value(for: argument)
-                case "--framing":
+                case "--framing" where !mcp:
                     let value = try parser.value(for: argument)
                     switch value {
                     case "auto": options.framing = nil
@@ -235,7 +242,7 @@ enum CommandLineTool {
                 }
             }
         } catch {
-            return usageError(error.message, command: "serve")
+            return usageError(error.message, command: mcp ? "mcp" : "serve")
         }
         log.configure(level: logLevel, format: logFormat)
         // SIGHUP (a service manager's "reload", a closed terminal) reloads the configuration

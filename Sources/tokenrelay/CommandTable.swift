@@ -106,6 +106,20 @@ enum CommandTable {
                     "the log line format (default: text)"),
             ]),
         CommandSpec(
+            "mcp", summary: "serve the configured APIs as MCP tools to an agent on stdin/stdout",
+            details: """
+                An MCP server (stdio transport): the tools http_request and list_environments, under                 the mcp: rules of the config; the agent never receives a credential. See docs/agents.md.
+                """,
+            options: [
+                config, environment,
+                OptionSpec(
+                    ["--log-level"], value: "LEVEL", completion: .choices(["error", "warn", "info", "debug", "trace"]),
+                    "what to log on stderr (default: info)"),
+                OptionSpec(
+                    ["--log-format"], value: "FORMAT", completion: .choices(["text", "json"]),
+                    "the log line format (default: text)"),
+            ]),
+        CommandSpec(
             "check-config", summary: "validate the config file and print every problem",
             details: """
                 Prints file:line:column diagnostics on stderr. Exit status: 0 valid (warnings \

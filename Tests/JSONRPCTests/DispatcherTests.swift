@@ -9,7 +9,7 @@ import Testing
         let gate = Gate()
         let dispatcher: Dispatcher
 
-        init(limits: DispatcherLimits = DispatcherLimits()) {
+        init(limits: DispatcherLimits = DispatcherLimits(), answersClientCancellation: Bool = true) {
             let gate = self.gate
             dispatcher = Dispatcher(
                 methods: [
@@ -26,7 +26,8 @@ import Testing
                         return JSONValue.string("late")
                     },
                     "fail": { _, _ in throw RPCError(code: .auth, message: "refused") },
-                ], sink: sink, limits: limits, errorMapper: RPCError.testMapper)
+                ], sink: sink, limits: limits, errorMapper: RPCError.testMapper,
+                answersClientCancellation: answersClientCancellation)
         }
 
         func send(_ text: String) { dispatcher.receive(Array(text.utf8)) }
@@ -95,6 +96,23 @@ import Testing
         #expect(messages[0]["id"] == "slow")
         #expect(messages[0]["error"]?["code"] == .int(-32800))
         #expect(messages[0]["error"]?["data"]?["kind"] == "cancelled")
+    }
+
+    /// MCP: a request its client cancelled with `notifications/cancelled` is not answered
+    /// (running or queued); `$/cancelRequest` and other requests still are.
+    @Test func aDispatcherForMCPDoesNotAnswerClientCancelledRequests() async {
+        let fixture = Fixture(
+            limits: DispatcherLimits(maximumConcurrent: 1, maximumQueued: 4), answersClientCancellation: false)
+        fixture.send(#"{"jsonrpc":"2.0","id":"running","method":"hang"}"#)
+        await fixture.gate.waitForArrivals(1)
+        fixture.gate.open()
+        fixture.send(#"{"jsonrpc":"2.0","id":"queued","method":"ping"}"#)
+        fixture.send(#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"queued"}}"#)
+        fixture.send(#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"running"}}"#)
+        await fixture.dispatcher.waitUntilIdle()
+        fixture.send(#"{"jsonrpc":"2.0","id":"after","method":"ping"}"#)
+        let messages = await fixture.sink.waitFor(1)
+        #expect(messages.map { $0["id"] } == ["after"])
     }
 
     @Test(.timeLimit(.minutes(1)))

@@ -72,6 +72,7 @@ def main():
         (f"Python httpx + Authlib, best ({best_authlib})", best_authlib),
         ("tokenrelay Python client (AsyncRelay)", "pyclient"), ("tokenrelay Python client", "pyclient_1"),
         ("tokenrelay `request` (bearer, NDJSON)", "relay_64"), ("tokenrelay `request`", "relay_1"),
+        ("tokenrelay mcp `tools/call` http_request", "mcp_64"), ("tokenrelay mcp `tools/call`", "mcp_1"),
         ("tokenrelay `request`, stdio on socket pairs (libuv: Neovim, Node)", "relay_1_socket"),
         ("libcurl multi, direct, all on one core", "curl_1_core"), ("tokenrelay `request`, all on one core", "relay_1_core"),
         ("libcurl multi, direct, nginx on the other core", "curl_1_cross"),
@@ -112,6 +113,11 @@ def main():
             met = "info" if ok is None else "yes" if ok(value) else "NO"
         targets.append({"target": label, "value": value, "goal": goal, "met": met, "detail": detail})
 
+    target("mcp tools/call p50@1 - request p50@1 (µs, per-call overhead)",
+           None if get("mcp_1", "p50_us") is None or get("relay_1", "p50_us") is None
+           else round(get("mcp_1", "p50_us") - get("relay_1", "p50_us"), 1), "info", None,
+           f"tools/call@64 {get('mcp_64', 'throughput') or 0:,.0f} req/s vs request@64 {get('relay_64', 'throughput') or 0:,.0f}",
+           needs=("mcp_1", "relay_1"))
     target("request@64 / wrk@64 (req/s)", ratio(get("relay_64", "throughput"), get("wrk_64", "throughput")),
            ">= 0.3", lambda v: v >= 0.3, needs=("relay_64", "wrk_64"))
     target("request@64 / libcurl@64 (req/s)", ratio(get("relay_64", "throughput"), get("curl_64", "throughput")),

@@ -37,12 +37,7 @@ struct RequestMethod: Sendable {
         case .url(let absolute):
             url = absolute
         case .path(let template, let variables):
-            let expanded: String
-            do {
-                expanded = try URITemplate.expand(template, variables: variables.compactMapValues(Self.templateValue))
-            } catch {
-                throw RPCError.invalidParams([ParamDiagnostic(pointer: "/path", reason: "\(error)")])
-            }
+            let expanded = try expandedPath(template, variables: variables)
             url = RequestURL.join(base: environment.settings.baseURL, path: expanded)
         }
         if !params.query.isEmpty {
@@ -57,6 +52,15 @@ struct RequestMethod: Sendable {
         return HTTPRequest(
             method: params.method, parsedURL: parsed, headers: headers, body: params.body?.bytes,
             connectTimeout: environment.settings.connectTimeout)
+    }
+
+    /// The path `template` gives with `variables` (RFC 6570), or -32602 at `/path`.
+    static func expandedPath(_ template: String, variables: [String: JSONValue]) throws(RPCError) -> String {
+        do {
+            return try URITemplate.expand(template, variables: variables.compactMapValues(Self.templateValue))
+        } catch {
+            throw RPCError.invalidParams([ParamDiagnostic(pointer: "/path", reason: "\(error)")])
+        }
     }
 
     /// `url` as libcurl parses it, or -32602 at the member it came from (a `base_url` libcurl

@@ -1,0 +1,57 @@
+extension SettingsDecoder {
+    /// An `mcp:` block (SPEC §8): rule lists and `max_response_bytes`. A rule that cannot be
+    /// parsed is an error at its own position; one that can never match, or an `allow` that
+    /// lets any method reach every path, is a warning.
+    mutating func decodeMCP(_ node: YAMLNode, path: String, owner: String) -> MCPSettings? {
+        guard let keys = fields(node, path: path, context: "'mcp' of \(owner)", allowed: Self.mcpKeys) else {
+            return nil
+        }
+        var settings = MCPSettings()
+        settings.allow = mcpRules(keys["allow"], path: "\(path).allow")
+        settings.deny = mcpRules(keys["deny"], path: "\(path).deny")
+        settings.confirm = mcpRules(keys["confirm"], path: "\(path).confirm")
+        if let pair = keys["max_response_bytes"], let value = size(pair.value, path: "\(path).max_response_bytes") {
+            settings.maxResponseBytes = value
+        }
+        for (index, rule) in settings.allow.enumerated() where rule.exposesEverything {
+            sink.warning(
+                "'\(path).allow[\(index)]' rule '\(rule.text)' lets an agent send any method, POST, PUT, PATCH and DELETE "
+                    + "included, to every path of \(owner); list the methods and paths it needs, or put the "
+                    + "unsafe ones under 'confirm'",
+                at: rule.mark)
+        }
+        if settings.allow.isEmpty && settings.confirm.isEmpty {
+            sink.warning(
+                "'\(path)' allows nothing: every call an agent makes to \(owner) is refused (add 'allow' rules)",
+                at: node.mark)
+        }
+        return settings
+    }
+
+    private mutating func mcpRules(_ pair: YAMLPair?, path: String) -> [MCPRule] {
+        guard let pair else { return [] }
+        let node = pair.value
+        if node.isNull { return [] }
+        guard let items = node.items else {
+            sink.error(
+                "'\(path)' must be a list of rules such as \"GET /repos/**\", found \(node.kindDescription)",
+                at: node.mark)
+            return []
+        }
+        var rules: [MCPRule] = []
+        for (index, item) in items.enumerated() {
+            guard let value = nonEmptyString(item, path: "\(path)[\(index)]"), !value.unresolved else { continue }
+            switch MCPRule.parse(value.text, mark: item.mark) {
+            case .success(let rule):
+                if let reason = rule.neverMatchesReason {
+                    sink.warning(
+                        "'\(path)[\(index)]' rule '\(rule.text)' can never match: it has \(reason)", at: item.mark)
+                }
+                rules.append(rule)
+            case .failure(let error):
+                sink.error("'\(path)[\(index)]': \(error.description)", at: item.mark)
+            }
+        }
+        return rules
+    }
+}
