@@ -33,6 +33,7 @@ enum CommandLineTool {
                      [--min-valid 60s]
           tokenrelay token --format git get|store|erase [--env E] [--profile P] [--min-valid 60s]
           tokenrelay login [--env E] [--profile P] [--no-browser]
+          tokenrelay mcp-proxy URL | --env E [--profile P] [--config PATH] [--browser]
           tokenrelay status [--config PATH] [--env E] [--json]
           tokenrelay logout [--config PATH] [--env E] [--profile P] [--all]
           tokenrelay store new-key
@@ -86,6 +87,8 @@ enum CommandLineTool {
             return await SessionCommands.store(arguments: arguments, environment: environment)
         case "login":
             return await LoginCommand.run(arguments: arguments, environment: environment, executor: executor)
+        case "mcp-proxy":
+            return await MCPProxyCommand.run(arguments: arguments, environment: environment, executor: executor)
         case "check-config":
             return await CheckConfigCommand.run(
                 arguments: arguments, environment: environment,
