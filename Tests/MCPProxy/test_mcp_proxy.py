@@ -3,6 +3,7 @@ by the SDK's own MCP client over stdio (SPEC §9, issue 38)."""
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import sqlite3
@@ -86,12 +87,10 @@ class Host:
     def stderr(self) -> str:
         return "".join(p.read_text() for p in self.stderr_paths if p.exists())
 
-    def stored_text(self) -> bytes:
+    def registration_count(self) -> int:
         database = self.state / "tokenrelay" / "sessions.db"
         with sqlite3.connect(database) as connection:
-            rows = connection.execute("SELECT payload FROM sessions").fetchall()
-            rows += connection.execute("SELECT payload FROM registrations").fetchall()
-        return b"".join(bytes(r[0]) for r in rows)
+            return int(connection.execute("SELECT count(*) FROM registrations").fetchone()[0])
 
 
 @pytest.fixture
@@ -158,3 +157,176 @@ def test_zero_config_discovers_registers_logs_in_and_relays(host: Host, server: 
     assert "/authorize?" in stderr
     for token in list(server.provider.access) + list(server.provider.refresh) + server.provider.spent_refresh:
         assert token not in stderr
+
+
+async def run_many(host: Host, url: str, count: int) -> list[list[str]]:
+    results: list[list[str]] = [[] for _ in range(count)]
+
+    async def one(index: int) -> None:
+        result, _ = await call_echo(host, url, f"window {index}", "--browser")
+        results[index] = texts(result)
+
+    async with anyio.create_task_group() as group:
+        for index in range(count):
+            group.start_soon(one, index)
+    return results
+
+
+def test_three_windows_share_one_registration_and_one_login(host: Host, server: OAuthMCPServer) -> None:
+    assert anyio.run(run_many, host, server.url, 3) == [[f"echo: window {i}"] for i in range(3)]
+    assert len(server.requests_to("/register", "POST")) == 1
+    assert len(server.requests_to("/authorize", "GET")) == 1
+    assert len(host.logins()) == 1
+    assert len(server.requests_to("/token", "POST")) == 1
+    # Three more windows later: the stored registration and session serve them all.
+    assert anyio.run(run_many, host, server.url, 3) == [[f"echo: window {i}"] for i in range(3)]
+    assert len(server.requests_to("/register", "POST")) == 1
+    assert len(server.requests_to("/authorize", "GET")) == 1
+    assert len(server.requests_to("/token", "POST")) == 1
+    # The registration is kept in the store (one row for the issuer), shared by every window.
+    assert host.registration_count() == 1
+
+
+def test_revoked_tokens_are_refreshed_and_no_spent_refresh_token_is_sent_again(
+    host: Host, server: OAuthMCPServer
+) -> None:
+    anyio.run(call_echo, host, server.url, "first", "--browser")
+    for _ in range(2):
+        # The server stops accepting the access tokens it issued: every window gets a 401, renews
+        # by refresh token (one refresh through the store's lease), and sends its message again.
+        server.provider.access.clear()
+        assert anyio.run(run_many, host, server.url, 3) == [[f"echo: window {i}"] for i in range(3)]
+    refreshes = [r for r in server.requests_to("/token", "POST") if r.form.get("grant_type") == ["refresh_token"]]
+    assert len(refreshes) >= 2
+    assert all(r.form.get("resource") == [server.url] for r in refreshes)
+    sent = [r.form["refresh_token"][0] for r in refreshes]
+    assert len(sent) == len(set(sent)), "a spent refresh token was sent again"
+    assert server.provider.refresh_replays == []
+    assert len(host.logins()) == 1
+
+
+def refused_start(host: Host, url: str) -> str:
+    async def attempt() -> str:
+        async with AsyncExitStack() as stack:
+            errlog = stack.enter_context(host.errlog())
+            read, write = await stack.enter_async_context(stdio_client(host.params(url, "--browser"), errlog=errlog))
+            session = await stack.enter_async_context(ClientSession(read, write))
+            with anyio.fail_after(60):
+                try:
+                    await session.initialize()
+                except Exception as error:  # the proxy's JSON-RPC error answer
+                    return str(error)
+            return "initialized"
+
+    return anyio.run(attempt)
+
+
+AS_ENDPOINTS = ["/register", "/authorize", "/token", "/revoke"]
+
+
+@pytest.mark.parametrize("server", [Options(prm_resource="http://127.0.0.1:1/elsewhere")], indirect=True)
+def test_a_resource_metadata_naming_another_resource_sends_nothing_to_the_authorization_server(
+    host: Host, server: OAuthMCPServer
+) -> None:
+    message = refused_start(host, server.url)
+    assert "could not deliver" in message and "another resource" in message
+    assert not server.requests_to("/.well-known/oauth-authorization-server")
+    assert not any(server.requests_to(path) for path in AS_ENDPOINTS)
+    assert host.logins() == []
+
+
+@pytest.mark.parametrize("server", [Options(metadata_issuer="http://127.0.0.1:1")], indirect=True)
+def test_metadata_whose_issuer_differs_sends_nothing_to_its_endpoints(host: Host, server: OAuthMCPServer) -> None:
+    message = refused_start(host, server.url)
+    assert "could not deliver" in message and "issuer" in message
+    assert not any(server.requests_to(path) for path in AS_ENDPOINTS)
+    assert host.logins() == []
+
+
+def test_step_up_asks_once_for_the_union_of_scopes(host: Host, server: OAuthMCPServer) -> None:
+    result, _ = anyio.run(functools.partial(call_echo, host, server.url, "", "--browser", tool="admin"))
+    assert texts(result) == ["admin ok"]
+    authorizes = server.requests_to("/authorize", "GET")
+    assert len(authorizes) == 2
+    assert set(authorizes[1].query["scope"][0].split()) >= {"mcp", "extra"}
+    assert authorizes[1].query["resource"] == [server.url]
+
+
+def test_a_request_profile_with_discover_works_against_the_same_server(host: Host, server: OAuthMCPServer) -> None:
+    import subprocess
+
+    config = host.directory / "config.yaml"
+    config.write_text(
+        textwrap.dedent(
+            f"""\
+            version: 1
+            store: {{ path: {host.state}/tokenrelay/sessions.db }}
+            environments:
+              remote:
+                base_url: {server.url}
+                profiles:
+                  me:
+                    type: authorization_code
+                    discover: true
+                    open_browser: true
+            """
+        )
+    )
+    env = {**os.environ, **host.env}
+    login = subprocess.run(
+        [binary(), "login", "--config", str(config)], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert login.returncode == 0, login.stderr
+    body = json.dumps(
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
+        }
+    )
+    call = subprocess.run(
+        [binary(), "call", "POST", server.url, "--config", str(config), "--json", body,
+         "-H", "Accept: application/json, text/event-stream"],
+        env=env, capture_output=True, text=True, timeout=120,
+    )
+    assert call.returncode == 0, call.stderr
+    assert "proxy-test" in call.stdout
+    tokens = server.requests_to("/token", "POST")
+    assert len(tokens) == 1 and tokens[0].form["resource"] == [server.url]
+    assert len(server.requests_to("/register", "POST")) == 1
+
+
+def test_stdout_carries_only_the_servers_messages_with_2026_request_headers(host: Host, server: OAuthMCPServer) -> None:
+    """Raw stdio: every stdout line is a JSON-RPC message from the server; no token anywhere."""
+    import subprocess
+
+    anyio.run(call_echo, host, server.url, "warm", "--browser")  # logs in
+    process = subprocess.Popen(
+        [binary(), "mcp-proxy", server.url, "--log-level", "trace"],
+        env={**os.environ, **host.env}, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )
+    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}}
+    call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "echo", "arguments": {"text": "raw"}}}
+    assert process.stdin and process.stdout
+    process.stdin.write((json.dumps(init) + "\n").encode())
+    process.stdin.flush()
+    first = json.loads(process.stdout.readline())
+    process.stdin.write((json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}) + "\n").encode())
+    process.stdin.write((json.dumps(call) + "\n").encode())
+    process.stdin.flush()
+    second = json.loads(process.stdout.readline())
+    rest, stderr = process.communicate(timeout=60)
+    assert first["id"] == 1 and first["result"]["serverInfo"]["name"] == "proxy-test"
+    assert second["id"] == 2 and second["result"]["content"][0]["text"] == "echo: raw"
+    for line in rest.decode().splitlines():
+        assert json.loads(line)["jsonrpc"] == "2.0"
+    posts = [r for r in server.requests_to("/mcp", "POST") if r.headers.get("mcp-method") == "tools/call"]
+    assert posts and posts[-1].headers.get("mcp-name") == "echo"
+    assert posts[-1].headers.get("mcp-protocol-version") == first["result"]["protocolVersion"]
+    assert posts[-1].headers.get("mcp-session-id")
+    assert server.requests_to("/mcp", "DELETE"), "the session is ended at exit"
+    everything = rest.decode() + stderr.decode()
+    for token in list(server.provider.access) + list(server.provider.refresh) + server.provider.spent_refresh:
+        assert token not in everything

@@ -46,12 +46,15 @@ public struct ClientRegistration: Sendable, Equatable, CustomStringConvertible {
     public var redirectURIs: [String]
     /// How the client authenticates at the token endpoint.
     public var tokenEndpointAuthMethod: String
+    /// The scopes the client was registered for (`nil`: the server did not limit them).
+    public var scopes: [String]?
 
     /// Creates a record.
     public init(
         issuer: String, clientID: String, clientSecret: String? = nil, expiresAt: Date? = nil,
-        redirectURIs: [String], tokenEndpointAuthMethod: String = "none"
+        redirectURIs: [String], tokenEndpointAuthMethod: String = "none", scopes: [String]? = nil
     ) {
+        self.scopes = scopes
         self.issuer = issuer
         self.clientID = clientID
         self.clientSecret = clientSecret
@@ -60,9 +63,11 @@ public struct ClientRegistration: Sendable, Equatable, CustomStringConvertible {
         self.tokenEndpointAuthMethod = tokenEndpointAuthMethod
     }
 
-    /// Whether the registration can still be used at `now` (a minute of margin before expiry).
-    public func isUsable(at now: Date, redirectURIs wanted: [String]) -> Bool {
+    /// Whether the registration can still be used at `now` (a minute of margin before expiry) for
+    /// `wanted` redirect URIs and `scopes` (a step-up beyond the registered scopes registers again).
+    public func isUsable(at now: Date, redirectURIs wanted: [String], scopes wantedScopes: [String] = []) -> Bool {
         if let expiresAt, expiresAt.timeIntervalSince(now) < 60 { return false }
+        if let scopes, !Set(wantedScopes).isSubset(of: Set(scopes)) { return false }
         return Set(wanted).isSubset(of: Set(redirectURIs))
     }
 
@@ -80,6 +85,7 @@ public struct ClientRegistration: Sendable, Equatable, CustomStringConvertible {
         if let expiresAt { members.append(("expiresAt", .number(JSONNumber(expiresAt.timeIntervalSince1970)))) }
         members.append(("redirectURIs", .array(redirectURIs.map { .string($0) })))
         members.append(("tokenEndpointAuthMethod", .string(tokenEndpointAuthMethod)))
+        if let scopes { members.append(("scopes", .array(scopes.map { .string($0) }))) }
         return JSONValue.object(JSONObject(members)).serialized()
     }
 
@@ -94,7 +100,7 @@ public struct ClientRegistration: Sendable, Equatable, CustomStringConvertible {
         self.init(
             issuer: issuer, clientID: clientID, clientSecret: object["clientSecret"]?.stringValue,
             expiresAt: expiry.map { Date(timeIntervalSince1970: $0) }, redirectURIs: redirects,
-            tokenEndpointAuthMethod: method)
+            tokenEndpointAuthMethod: method, scopes: object["scopes"]?.stringArray)
     }
 }
 
@@ -167,6 +173,8 @@ enum DynamicClientRegistration {
         let method = object["token_endpoint_auth_method"]?.stringValue ?? authMethod
         return ClientRegistration(
             issuer: issuer, clientID: clientID, clientSecret: secret, expiresAt: expiresAt,
-            redirectURIs: object["redirect_uris"]?.stringArray ?? redirectURIs, tokenEndpointAuthMethod: method)
+            redirectURIs: object["redirect_uris"]?.stringArray ?? redirectURIs, tokenEndpointAuthMethod: method,
+            scopes: object["scope"]?.stringValue.map { $0.split(separator: " ").map(String.init) }
+                ?? (scopes.isEmpty ? nil : scopes))
     }
 }

@@ -5,10 +5,12 @@ import Logging
 extension ResourceAuthorization {
     /// The client registration to use with `issuer` (SPEC §9.4): the Client ID Metadata Document
     /// where configured and supported; else the one kept in the store; else a new Dynamic Client
-    /// Registration, made under the store's lease so that processes sharing the store register once.
+    /// Registration (for `registering` scopes), made under the store's lease so that processes
+    /// sharing the store register once. A kept registration that does not cover `scopes` (a
+    /// step-up beyond it) is replaced.
     func registration(
         issuer: String, metadata: AuthorizationServerMetadata, redirectURIs: [String], scopes: [String],
-        deadline: Date
+        registering: [String], deadline: Date
     ) async throws -> ClientRegistration {
         if let url = template.clientMetadataURL, metadata.registration.clientIDMetadataDocumentSupported {
             return ClientRegistration(issuer: issuer, clientID: url, redirectURIs: redirectURIs)
@@ -19,7 +21,7 @@ extension ResourceAuthorization {
         }
         let store = manager.store
         if let stored = try await store.loadRegistration(issuer: issuer),
-            stored.isUsable(at: clock.now, redirectURIs: redirectURIs)
+            stored.isUsable(at: clock.now, redirectURIs: redirectURIs, scopes: scopes)
         {
             return stored
         }
@@ -32,13 +34,13 @@ extension ResourceAuthorization {
         defer { store.releaseLease(lease) }
         // Another process may have registered while this one waited.
         if let stored = try await store.loadRegistration(issuer: issuer),
-            stored.isUsable(at: clock.now, redirectURIs: redirectURIs)
+            stored.isUsable(at: clock.now, redirectURIs: redirectURIs, scopes: scopes)
         {
             return stored
         }
         let method = DynamicClientRegistration.authMethod(supported: metadata.tokenEndpointAuthMethodsSupported)
         let registration = try await DynamicClientRegistration.register(
-            endpoint: endpoint, issuer: issuer, redirectURIs: redirectURIs, authMethod: method, scopes: scopes,
+            endpoint: endpoint, issuer: issuer, redirectURIs: redirectURIs, authMethod: method, scopes: registering,
             transport: transport, timeout: .seconds(30))
         try await store.saveRegistration(registration)
         log.info("registered tokenrelay as a client of \(ServerText(issuer).value) for \(environment)/\(profile)")

@@ -194,9 +194,13 @@ public actor ResourceAuthorization {
                 throw AuthError.configuration(
                     "profile '\(profile)' needs a client_id (only authorization_code registers)")
             }
+            // Registered for every scope the resource and the server name, so that a step-up keeps
+            // the client (an MCP server binds its session to the client that opened it).
+            let offered = Set(scopes).union(document.scopesSupported ?? [])
+                .union(metadata.registration.scopesSupported ?? [])
             let registration = try await registration(
                 issuer: issuer, metadata: metadata, redirectURIs: ports.map { "http://127.0.0.1:\($0)\(path)" },
-                scopes: scopes, deadline: deadline)
+                scopes: scopes, registering: offered.sorted(), deadline: deadline)
             clientID = registration.clientID
             if let value = registration.clientSecret {
                 secret = .value(value)
