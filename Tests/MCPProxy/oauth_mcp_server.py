@@ -41,6 +41,7 @@ class Options:
     prm_resource: str | None = None  # served instead of the real resource
     metadata_issuer: str | None = None  # served instead of the real issuer
     step_up_tool: str = "admin"  # needs the scope `extra`
+    callback_iss: str | None = None  # an RFC 9207 `iss` added to the authorization response
 
 
 class Provider:
@@ -77,7 +78,9 @@ class Provider:
             redirect_uri_provided_explicitly=params.redirect_uri_provided_explicitly,
             resource=params.resource,
         )
-        return construct_redirect_uri(str(params.redirect_uri), code=code, state=params.state)
+        return construct_redirect_uri(
+            str(params.redirect_uri), code=code, state=params.state, iss=self.options.callback_iss
+        )
 
     async def load_authorization_code(self, client: OAuthClientInformationFull, authorization_code: str) -> AuthorizationCode | None:
         return self.codes.get(authorization_code)

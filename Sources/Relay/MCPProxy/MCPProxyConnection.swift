@@ -144,7 +144,14 @@ final class MCPProxyConnection: Sendable {
             throw Undelivered(message: "the profile needs a login but is not interactive")
         }
         let key = try await sessionKey()
-        _ = try await runtime.manager.login(key, openBrowser: openBrowser)
+        do {
+            _ = try await runtime.manager.login(key, openBrowser: openBrowser)
+        } catch let error as AuthError where error.oauthError != nil {
+            // A refused code exchange (`invalid_client`: the registration is gone): discover and
+            // register again on the next attempt.
+            await profile.discovery?.tokenRequestRefused(error)
+            throw error
+        }
     }
 
     /// A 401: a discovered profile follows the challenge's `resource_metadata` (and `scope`); the
