@@ -346,3 +346,23 @@ def test_stdout_carries_only_the_servers_messages_with_2026_request_headers(host
     everything = rest.decode() + stderr.decode()
     for token in list(server.provider.access) + list(server.provider.refresh) + server.provider.spent_refresh:
         assert token not in everything
+
+
+def test_a_2026_client_is_relayed_with_per_request_metadata_and_a_listen_stream(host: Host, server: OAuthMCPServer) -> None:
+    from mcp import Client
+
+    async def modern() -> list[str]:
+        async with Client(host.params(server.url, "--browser"), mode="2026-07-28") as client:
+            with anyio.fail_after(120):
+                result = await client.call_tool("echo", {"text": "modern"})
+                async with client.listen(tools_list_changed=True):
+                    pass  # entered once the server acknowledged the subscription on the stream
+            return texts(result)
+
+    assert anyio.run(modern) == ["echo: modern"]
+    calls = [r for r in server.requests_to("/mcp", "POST") if r.headers.get("mcp-method") == "tools/call"]
+    assert calls and calls[-1].headers.get("mcp-protocol-version") == "2026-07-28"
+    assert calls[-1].headers.get("mcp-name") == "echo"
+    assert not calls[-1].headers.get("mcp-session-id")
+    listens = [r for r in server.requests_to("/mcp", "POST") if r.headers.get("mcp-method") == "subscriptions/listen"]
+    assert listens
