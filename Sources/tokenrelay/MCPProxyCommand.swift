@@ -46,10 +46,13 @@ enum MCPProxyCommand {
             guard lower.hasPrefix("https://") || lower.hasPrefix("http://") else {
                 return CommandLineTool.usageError("mcp-proxy: '\(url)' is not an http(s) URL")
             }
+            // With --config, the file's store (and its encryption key) keeps the sessions.
             var store = StoreSettings()
-            if options.configPath != nil,
-                let loaded = await CommandLineTool.loadSettings(path: options.configPath, environment: environment)
-            {
+            if options.configPath != nil {
+                guard
+                    let loaded = await CommandLineTool.loadSettings(
+                        path: options.configPath, environment: environment)
+                else { return ExitCodes.config }
                 store = loaded.store
             }
             settings = MCPProxy.implicitSettings(url: url, openBrowser: openBrowser, store: store)

@@ -28,7 +28,11 @@ from mcp.server.auth.provider import (
     TokenError,
     construct_redirect_uri,
 )
-from mcp.server.auth.settings import AuthSettings, ClientRegistrationOptions, RevocationOptions
+from mcp.server.auth.settings import (
+    AuthSettings,
+    ClientRegistrationOptions,
+    RevocationOptions,
+)
 from mcp.server.mcpserver import MCPServer
 from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
 
@@ -41,7 +45,9 @@ class Options:
     prm_resource: str | None = None  # served instead of the real resource
     metadata_issuer: str | None = None  # served instead of the real issuer
     step_up_tool: str = "admin"  # needs the scope `extra`
-    callback_iss: str | None = None  # an RFC 9207 `iss` added to the authorization response
+    callback_iss: str | None = (
+        None  # an RFC 9207 `iss` added to the authorization response
+    )
 
 
 class Provider:
@@ -65,7 +71,9 @@ class Provider:
         assert client_info.client_id is not None
         self.clients[client_info.client_id] = client_info
 
-    async def authorize(self, client: OAuthClientInformationFull, params: AuthorizationParams) -> str:
+    async def authorize(
+        self, client: OAuthClientInformationFull, params: AuthorizationParams
+    ) -> str:
         self.authorizations.append(params)
         code = secrets.token_urlsafe(32)
         self.codes[code] = AuthorizationCode(
@@ -79,44 +87,80 @@ class Provider:
             resource=params.resource,
         )
         return construct_redirect_uri(
-            str(params.redirect_uri), code=code, state=params.state, iss=self.options.callback_iss
+            str(params.redirect_uri),
+            code=code,
+            state=params.state,
+            iss=self.options.callback_iss,
         )
 
-    async def load_authorization_code(self, client: OAuthClientInformationFull, authorization_code: str) -> AuthorizationCode | None:
+    async def load_authorization_code(
+        self, client: OAuthClientInformationFull, authorization_code: str
+    ) -> AuthorizationCode | None:
         return self.codes.get(authorization_code)
 
-    def _issue(self, client_id: str, scopes: list[str], resource: str | None) -> OAuthToken:
+    def _issue(
+        self, client_id: str, scopes: list[str], resource: str | None
+    ) -> OAuthToken:
         access = "at-" + secrets.token_urlsafe(24)
         refresh = "rt-" + secrets.token_urlsafe(24)
         lifetime = self.options.token_lifetime
         self.access[access] = AccessToken(
-            token=access, client_id=client_id, scopes=scopes, expires_at=int(time.time()) + lifetime, resource=resource
+            token=access,
+            client_id=client_id,
+            scopes=scopes,
+            expires_at=int(time.time()) + lifetime,
+            resource=resource,
         )
-        self.refresh[refresh] = RefreshToken(token=refresh, client_id=client_id, scopes=scopes, resource=resource)
+        self.refresh[refresh] = RefreshToken(
+            token=refresh, client_id=client_id, scopes=scopes, resource=resource
+        )
         return OAuthToken(
-            access_token=access, token_type="Bearer", expires_in=lifetime, refresh_token=refresh, scope=" ".join(scopes)
+            access_token=access,
+            token_type="Bearer",
+            expires_in=lifetime,
+            refresh_token=refresh,
+            scope=" ".join(scopes),
         )
 
-    async def exchange_authorization_code(self, client: OAuthClientInformationFull, authorization_code: AuthorizationCode) -> OAuthToken:
+    async def exchange_authorization_code(
+        self, client: OAuthClientInformationFull, authorization_code: AuthorizationCode
+    ) -> OAuthToken:
         self.codes.pop(authorization_code.code, None)
-        return self._issue(client.client_id or "", authorization_code.scopes, authorization_code.resource)
+        return self._issue(
+            client.client_id or "",
+            authorization_code.scopes,
+            authorization_code.resource,
+        )
 
-    async def load_refresh_token(self, client: OAuthClientInformationFull, refresh_token: str) -> RefreshToken | None:
+    async def load_refresh_token(
+        self, client: OAuthClientInformationFull, refresh_token: str
+    ) -> RefreshToken | None:
         with self.lock:
             if refresh_token in self.spent_refresh:
                 self.refresh_replays.append(refresh_token)
             return self.refresh.get(refresh_token)
 
-    async def exchange_refresh_token(self, client: OAuthClientInformationFull, refresh_token: RefreshToken, scopes: list[str]) -> OAuthToken:
+    async def exchange_refresh_token(
+        self,
+        client: OAuthClientInformationFull,
+        refresh_token: RefreshToken,
+        scopes: list[str],
+    ) -> OAuthToken:
         with self.lock:
             if self.refresh.pop(refresh_token.token, None) is None:
                 raise TokenError("invalid_grant", "refresh token already used")
             self.spent_refresh.append(refresh_token.token)
-        return self._issue(client.client_id or "", scopes or refresh_token.scopes, refresh_token.resource)
+        return self._issue(
+            client.client_id or "",
+            scopes or refresh_token.scopes,
+            refresh_token.resource,
+        )
 
     async def load_access_token(self, token: str) -> AccessToken | None:
         found = self.access.get(token)
-        if found is None or (found.expires_at is not None and found.expires_at < time.time()):
+        if found is None or (
+            found.expires_at is not None and found.expires_at < time.time()
+        ):
             return None
         return found
 
@@ -157,7 +201,9 @@ class OAuthMCPServer:
                 resource_server_url=self.url,
                 required_scopes=["mcp"],
                 client_registration_options=ClientRegistrationOptions(
-                    enabled=True, valid_scopes=["mcp", "extra", "offline_access"], default_scopes=["mcp"]
+                    enabled=True,
+                    valid_scopes=["mcp", "extra", "offline_access"],
+                    default_scopes=["mcp"],
                 ),
                 revocation_options=RevocationOptions(enabled=True),
                 validate_token_resource=True,
@@ -175,7 +221,14 @@ class OAuthMCPServer:
             return "admin ok"
 
         self.inner = server.streamable_http_app()
-        config = uvicorn.Config(self.app, host="127.0.0.1", port=self.port, log_level="warning", lifespan="on", interface="asgi3")
+        config = uvicorn.Config(
+            self.app,
+            host="127.0.0.1",
+            port=self.port,
+            log_level="warning",
+            lifespan="on",
+            interface="asgi3",
+        )
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, daemon=True)
 
@@ -193,7 +246,11 @@ class OAuthMCPServer:
         self.thread.join(10)
 
     def requests_to(self, path: str, method: str | None = None) -> list[Recorded]:
-        return [r for r in self.records if r.path == path and (method is None or r.method == method)]
+        return [
+            r
+            for r in self.records
+            if r.path == path and (method is None or r.method == method)
+        ]
 
     async def app(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         """Records every request, then serves it (with the test's changes to the metadata)."""
@@ -206,10 +263,24 @@ class OAuthMCPServer:
             message = await receive()
             body += message.get("body", b"")
             more = message.get("more_body", False)
-        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
-        form = parse_qs(body.decode("utf-8", "replace")) if "form-urlencoded" in headers.get("content-type", "") else {}
+        headers = {
+            k.decode("latin-1").lower(): v.decode("latin-1")
+            for k, v in scope["headers"]
+        }
+        form = (
+            parse_qs(body.decode("utf-8", "replace"))
+            if "form-urlencoded" in headers.get("content-type", "")
+            else {}
+        )
         self.records.append(
-            Recorded(scope["method"], scope["path"], parse_qs(scope["query_string"].decode()), form, body, headers)
+            Recorded(
+                scope["method"],
+                scope["path"],
+                parse_qs(scope["query_string"].decode()),
+                form,
+                body,
+                headers,
+            )
         )
         replayed = False
 
@@ -221,13 +292,33 @@ class OAuthMCPServer:
             return {"type": "http.request", "body": body, "more_body": False}
 
         path = scope["path"]
-        if scope["method"] == "POST" and path == "/mcp" and self._needs_step_up(body, headers):
-            await self._answer(send, 403, b"", [(b"www-authenticate", b'Bearer error="insufficient_scope", scope="mcp extra"')])
+        if (
+            scope["method"] == "POST"
+            and path == "/mcp"
+            and self._needs_step_up(body, headers)
+        ):
+            await self._answer(
+                send,
+                403,
+                b"",
+                [
+                    (
+                        b"www-authenticate",
+                        b'Bearer error="insufficient_scope", scope="mcp extra"',
+                    )
+                ],
+            )
             return
         rewrite = None
-        if path.startswith("/.well-known/oauth-protected-resource") and self.options.prm_resource:
+        if (
+            path.startswith("/.well-known/oauth-protected-resource")
+            and self.options.prm_resource
+        ):
             rewrite = ("resource", self.options.prm_resource)
-        if path.startswith("/.well-known/oauth-authorization-server") and self.options.metadata_issuer:
+        if (
+            path.startswith("/.well-known/oauth-authorization-server")
+            and self.options.metadata_issuer
+        ):
             rewrite = ("issuer", self.options.metadata_issuer)
         if rewrite is None:
             await self.inner(scope, replay, send)
@@ -243,7 +334,12 @@ class OAuthMCPServer:
         await self.inner(scope, replay, capture)
         document = json.loads(captured["body"])
         document[rewrite[0]] = rewrite[1]
-        await self._answer(send, captured["start"]["status"], json.dumps(document).encode(), [(b"content-type", b"application/json")])
+        await self._answer(
+            send,
+            captured["start"]["status"],
+            json.dumps(document).encode(),
+            [(b"content-type", b"application/json")],
+        )
 
     def _needs_step_up(self, body: bytes, headers: dict[str, str]) -> bool:
         try:
@@ -259,8 +355,16 @@ class OAuthMCPServer:
         return found is not None and "extra" not in found.scopes
 
     @staticmethod
-    async def _answer(send: Any, status: int, body: bytes, headers: list[tuple[bytes, bytes]]) -> None:
-        await send({"type": "http.response.start", "status": status, "headers": headers + [(b"content-length", str(len(body)).encode())]})
+    async def _answer(
+        send: Any, status: int, body: bytes, headers: list[tuple[bytes, bytes]]
+    ) -> None:
+        await send(
+            {
+                "type": "http.response.start",
+                "status": status,
+                "headers": headers + [(b"content-length", str(len(body)).encode())],
+            }
+        )
         await send({"type": "http.response.body", "body": body})
 
 
