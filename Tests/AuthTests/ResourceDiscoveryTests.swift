@@ -104,6 +104,16 @@ import Testing
         #expect(transport.requests.filter { $0.url.hasSuffix("/register") }.count == 1)
     }
 
+    @Test func aConfiguredClientKeepsItsPortsAndRegistersNothing() async throws {
+        let transport = Self.server()
+        let resolver = Self.resolver(transport, clientID: "pre-registered")
+        let key = try await resolver.key()
+        #expect(key.clientID == "pre-registered")
+        #expect(!transport.requests.contains { $0.url.hasSuffix("/register") })
+        let configuration = await resolver.manager.configuration(of: key)
+        #expect(configuration?.grant.interactive?.flow == .authorizationCode(ports: [0], path: "/callback"))
+    }
+
     @Test func aResourceMismatchStopsBeforeTheAuthorizationServer() async {
         let transport = Self.server(prm: Self.prm(resource: "http://127.0.0.1:9100/other"))
         await #expect(throws: AuthError.self) { try await Self.resolver(transport).key() }

@@ -175,7 +175,14 @@ public actor ResourceAuthorization {
             guard metadata.registration.codeChallengeMethodsSupported?.contains("S256") == true else {
                 throw AuthError.discovery("the authorization server does not advertise PKCE S256 support")
             }
-            if ports == [0] { login.flow = .authorizationCode(ports: Self.stablePorts(issuer: issuer), path: path) }
+            // A Dynamic Client Registration names its redirect URIs: fixed ports keep it valid in
+            // every process. A configured client or a metadata document keeps the configured ports.
+            let registersDynamically =
+                template.clientID == nil
+                && !(template.clientMetadataURL != nil && metadata.registration.clientIDMetadataDocumentSupported)
+            if ports == [0] && registersDynamically {
+                login.flow = .authorizationCode(ports: Self.stablePorts(issuer: issuer), path: path)
+            }
             grant = .interactive(login)
         }
         var scopes = template.scopes
@@ -290,6 +297,9 @@ public actor ResourceAuthorization {
 }
 
 extension TokenManager {
+    /// The configuration registered for `key` (tests).
+    func configuration(of key: SessionKey) -> OAuthClientConfiguration? { sessions[key]?.configuration }
+
     /// The discovery client of `environment`'s token traffic.
     nonisolated func discoveryClient(environment: String) -> DiscoveryClient {
         environmentTraffic.withLock { $0[environment] }?.discovery ?? discovery
