@@ -574,3 +574,17 @@ def test_a_request_profile_steps_up_on_insufficient_scope(
     finally:
         process.stdin.close()
         process.wait(timeout=60)
+
+
+def test_a_refused_registration_is_made_again(
+    host: Host, server: OAuthMCPServer
+) -> None:
+    anyio.run(call_echo, host, server.url, "first", "--browser")
+    # The server forgets the client (its registration expired) and the tokens it issued.
+    server.provider.clients.clear()
+    server.provider.access.clear()
+    result, _ = anyio.run(call_echo, host, server.url, "again", "--browser")
+    assert texts(result) == ["echo: again"]
+    assert len(server.requests_to("/register", "POST")) == 2
+    assert len(host.logins()) == 2
+    assert host.registration_count() == 1

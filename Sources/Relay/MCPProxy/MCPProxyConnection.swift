@@ -126,6 +126,16 @@ final class MCPProxyConnection: Sendable {
     private func applyCredentials(to request: inout HTTPRequest) async throws -> CredentialStamp {
         do {
             return try await credentials.apply(to: &request)
+        } catch let error as AuthError where error.oauthError == "invalid_client" && profile.discovery != nil {
+            // The registration was refused (expired, or forgotten by the server): the source dropped
+            // it, so the next attempt registers again (and logs in with the new client).
+            log.info("mcp-proxy: the client registration was refused; registering again")
+        } catch let error as any KindedError where error.errorKind == .interactionRequired {
+            try await logIn()
+            return try await credentials.apply(to: &request)
+        }
+        do {
+            return try await credentials.apply(to: &request)
         } catch let error as any KindedError where error.errorKind == .interactionRequired {
             try await logIn()
             return try await credentials.apply(to: &request)
