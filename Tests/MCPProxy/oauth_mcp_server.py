@@ -216,6 +216,11 @@ class OAuthMCPServer:
             return f"echo: {text}"
 
         @server.tool()
+        def reports() -> str:
+            """Needs the scope `extra`; the server says so in a 401's `scope`."""
+            return "reports ok"
+
+        @server.tool()
         def admin() -> str:
             """Needs the scope `extra`."""
             return "admin ok"
@@ -292,11 +297,15 @@ class OAuthMCPServer:
             return {"type": "http.request", "body": body, "more_body": False}
 
         path = scope["path"]
-        if (
-            scope["method"] == "POST"
-            and path == "/mcp"
-            and self._needs_step_up(body, headers)
-        ):
+        is_call = scope["method"] == "POST" and path == "/mcp"
+        if is_call and self._needs_step_up(body, headers, "reports"):
+            metadata = f"{self.origin}/.well-known/oauth-protected-resource/mcp"
+            challenge = f'Bearer error="invalid_token", scope="mcp extra", resource_metadata="{metadata}"'
+            await self._answer(
+                send, 401, b"", [(b"www-authenticate", challenge.encode())]
+            )
+            return
+        if is_call and self._needs_step_up(body, headers):
             await self._answer(
                 send,
                 403,
@@ -341,14 +350,18 @@ class OAuthMCPServer:
             [(b"content-type", b"application/json")],
         )
 
-    def _needs_step_up(self, body: bytes, headers: dict[str, str]) -> bool:
+    def _needs_step_up(
+        self, body: bytes, headers: dict[str, str], tool: str | None = None
+    ) -> bool:
         try:
             message = json.loads(body)
         except ValueError:
             return False
         if not isinstance(message, dict) or message.get("method") != "tools/call":
             return False
-        if (message.get("params") or {}).get("name") != self.options.step_up_tool:
+        if (message.get("params") or {}).get("name") != (
+            tool or self.options.step_up_tool
+        ):
             return False
         token = headers.get("authorization", "").removeprefix("Bearer ")
         found = self.provider.access.get(token)

@@ -588,3 +588,15 @@ def test_a_refused_registration_is_made_again(
     assert len(server.requests_to("/register", "POST")) == 2
     assert len(host.logins()) == 2
     assert host.registration_count() == 1
+
+
+def test_the_scope_of_a_401_is_asked_for_with_the_held_ones(
+    host: Host, server: OAuthMCPServer
+) -> None:
+    result, _ = anyio.run(
+        functools.partial(call_echo, host, server.url, "", "--browser", tool="reports")
+    )
+    assert texts(result) == ["reports ok"]
+    authorizes = server.requests_to("/authorize", "GET")
+    assert len(authorizes) == 2
+    assert {"mcp", "extra"} <= set(authorizes[1].query["scope"][0].split())

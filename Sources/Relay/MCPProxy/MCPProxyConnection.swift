@@ -170,8 +170,18 @@ final class MCPProxyConnection: Sendable {
         let challenge = Self.bearerChallenge(headers)
         if let discovery = profile.discovery {
             let scopes = challenge?.parameter("scope").map { $0.split(separator: " ").map(String.init) }
-            _ = try await discovery.key(
+            let key = try await discovery.key(
                 metadataHint: challenge?.parameter("resource_metadata"), challengeScopes: scopes)
+            // The challenge's scopes are authoritative for this request (MCP authorization): when
+            // the session lacks some, it asks for the union from now on (bounded like a step-up).
+            if let scopes, !Set(scopes).isSubset(of: Set(key.scopes)) {
+                do {
+                    _ = try await discovery.stepUp(scopes: scopes)
+                    return
+                } catch {
+                    log.info("mcp-proxy: the 401's scope was not added: \(Self.describe(error))")
+                }
+            }
         }
         try await credentials.invalidate(stamp: stamp)
     }
