@@ -153,14 +153,16 @@ import Testing
     }
 
     /// RFC 8707 §2.2: the code exchange and the device poll carry `resource` as well (they did not).
+    /// (The code and device code are registered with the process-wide redactor: unique values, so
+    /// that no other suite's text is masked.)
     @Test func everyTokenRequestCarriesTheResource() {
         let configuration = OAuthClientConfiguration(
             issuer: Self.issuer, clientID: "c", clientAuth: .none, resources: [Self.resource],
             grant: .interactive(InteractiveLogin(flow: .authorizationCode(ports: [0], path: "/cb"))))
         let exchange = GrantRequest.authorizationCode(
-            "code", redirectURI: "http://127.0.0.1:1/cb", verifier: "v", configuration)
+            "code-unit-7f3a9c", redirectURI: "http://127.0.0.1:1/cb", verifier: "verifier-unit-51ad", configuration)
         #expect(exchange.form.fields.filter { $0.name == "resource" }.map(\.value) == [Self.resource])
-        let poll = GrantRequest.deviceCode("device", configuration)
+        let poll = GrantRequest.deviceCode("device-unit-2b81e4", configuration)
         #expect(poll.form.fields.filter { $0.name == "resource" }.map(\.value) == [Self.resource])
     }
 }
