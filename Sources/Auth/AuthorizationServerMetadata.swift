@@ -19,6 +19,8 @@ public struct AuthorizationServerMetadata: Sendable, Equatable {
     public var deviceAuthorizationEndpoint: String? = nil
     /// The OpenID Connect JWKS document, if offered.
     public var jwksURI: String? = nil
+    /// What RFC 9728/7591 discovery and registration read (SPEC §9), when the server gives them.
+    public var registration = RegistrationSupport()
 
     /// Verifies a discovery document: one JSON object whose `issuer` equals `expectedIssuer`
     /// exactly and whose endpoints are all allowed URLs.
@@ -57,25 +59,28 @@ public struct AuthorizationServerMetadata: Sendable, Equatable {
             }
             methods = strings
         }
-        return AuthorizationServerMetadata(
+        var metadata = AuthorizationServerMetadata(
             issuer: issuer, tokenEndpoint: tokenEndpoint, tokenEndpointAuthMethodsSupported: methods,
             revocationEndpoint: object["revocation_endpoint"]?.stringValue,
             authorizationEndpoint: object["authorization_endpoint"]?.stringValue,
             deviceAuthorizationEndpoint: object["device_authorization_endpoint"]?.stringValue,
             jwksURI: object["jwks_uri"]?.stringValue)
+        metadata.registration = try RegistrationSupport(object)
+        return metadata
     }
 
-    /// The discovery URLs to try for `issuer`, in order: RFC 8414 (well-known inserted before the
-    /// issuer's path) and OpenID Connect (appended to the issuer).
+    /// The discovery URLs to try for `issuer`, in the MCP authorization spec's order: RFC 8414
+    /// (well-known inserted before the issuer's path), OpenID Connect inserted the same way (only
+    /// for an issuer with a path), then OpenID Connect appended to the issuer.
     static func discoveryURLs(for issuer: String) throws(AuthError) -> [String] {
         // libcurl's parse (the parser that sends them): the URLs keep the issuer's origin exactly.
         let parsed = try EndpointPolicy.check(issuer, what: "issuer")
         guard parsed.query == nil else { throw .configuration("issuer must not have a query or fragment") }
         var path = parsed.path
         while path.hasSuffix("/") { path.removeLast() }
-        return [
-            parsed.root + "/.well-known/oauth-authorization-server" + path,
-            parsed.root + path + "/.well-known/openid-configuration",
-        ]
+        let inserted = parsed.root + "/.well-known/oauth-authorization-server" + path
+        let appended = parsed.root + path + "/.well-known/openid-configuration"
+        guard !path.isEmpty else { return [inserted, appended] }
+        return [inserted, parsed.root + "/.well-known/openid-configuration" + path, appended]
     }
 }

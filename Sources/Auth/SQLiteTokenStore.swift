@@ -17,7 +17,7 @@ import Synchronization
 public final class SQLiteTokenStore: TokenStore {
     /// The newest schema this build knows. Migrations take an older file there step by step; a
     /// newer file is refused (never wiped).
-    public static let schemaVersion = 3
+    public static let schemaVersion = 4
 
     /// Schema migrations: `migrations[n]` takes version `n` to `n + 1`.
     static let migrations: [String] = [
@@ -39,6 +39,7 @@ public final class SQLiteTokenStore: TokenStore {
         """
         CREATE TABLE logouts (id TEXT PRIMARY KEY, epoch INTEGER NOT NULL);
         """,
+        registrationsMigration,
     ]
 
     /// The check record's plaintext and associated data: a key that opens it is the store's key.
@@ -50,7 +51,7 @@ public final class SQLiteTokenStore: TokenStore {
     private let encryptionKey: SecretProvider?
     private let busyTimeoutMilliseconds: Int32
 
-    private struct Opened {
+    struct Opened {
         let connection: SQLiteConnection
         let cipher: StoreCipher?
         let schemaVersion: Int
@@ -460,7 +461,7 @@ public final class SQLiteTokenStore: TokenStore {
         var scope: String?
     }
 
-    private func seal(_ plain: [UInt8], id: String, cipher: StoreCipher?) throws(AuthError) -> ([UInt8], Bool) {
+    func seal(_ plain: [UInt8], id: String, cipher: StoreCipher?) throws(AuthError) -> ([UInt8], Bool) {
         guard let cipher else { return (plain, false) }
         guard let sealed = cipher.seal(plain, associatedData: Array(id.utf8)) else {
             throw AuthError.storage("sealing failed (libcrypto)")
@@ -469,7 +470,7 @@ public final class SQLiteTokenStore: TokenStore {
     }
 
     /// Runs `body` on the open connection (opening it first), on the store's queue.
-    private func withConnection<T: Sendable>(_ body: @escaping @Sendable (inout Opened) throws -> T) async throws -> T {
+    func withConnection<T: Sendable>(_ body: @escaping @Sendable (inout Opened) throws -> T) async throws -> T {
         try await open()
         return try await onQueue {
             try self.withOpened(body) ?? { throw AuthError.storage("the store is not open") }()

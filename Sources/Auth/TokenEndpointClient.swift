@@ -64,6 +64,7 @@ struct GrantRequest: Sendable {
         Redactor.shared.register(FormBody.encode(code))
         form.add("redirect_uri", redirectURI)
         form.add("code_verifier", verifier)
+        addResources(&form, configuration)
         addTokenParameters(&form, configuration)
         return GrantRequest(form: form)
     }
@@ -74,6 +75,7 @@ struct GrantRequest: Sendable {
         form.add("grant_type", "urn:ietf:params:oauth:grant-type:device_code")
         form.add("device_code", deviceCode)
         Redactor.shared.register(FormBody.encode(deviceCode))
+        addResources(&form, configuration)
         addTokenParameters(&form, configuration)
         return GrantRequest(form: form)
     }
@@ -86,8 +88,13 @@ struct GrantRequest: Sendable {
     private static func addCommon(_ form: inout FormBody, _ configuration: OAuthClientConfiguration) {
         if !configuration.scopes.isEmpty { form.add("scope", configuration.scopes.joined(separator: " ")) }
         if let audience = configuration.audience { form.add("audience", audience) }
-        for resource in configuration.resources { form.add("resource", resource) }
+        addResources(&form, configuration)
         addTokenParameters(&form, configuration)
+    }
+
+    /// RFC 8707 §2.2: the resource indicators go on every token request, the code exchange too.
+    private static func addResources(_ form: inout FormBody, _ configuration: OAuthClientConfiguration) {
+        for resource in configuration.resources { form.add("resource", resource) }
     }
 }
 

@@ -120,6 +120,8 @@ public enum LeasePurpose: String, Sendable {
     case renewal
     /// An interactive login.
     case login
+    /// A client registration (SPEC §9.4: one per issuer, however many processes).
+    case registration
 }
 
 /// A lease held on one session. Release it with ``TokenStore/releaseLease(_:)`` (or use
@@ -192,6 +194,12 @@ public protocol TokenStore: Sendable {
     func recordUnexplainedRenewal(_ key: StoreKey, at date: Date, window: TimeInterval) async throws -> Int
     /// Forgets the session's unexplained renewals (`token-invalidate`).
     func clearUnexplainedRenewals(_ key: StoreKey) async throws
+    /// The client registration kept for `issuer` (SPEC §9.4), if any.
+    func loadRegistration(issuer: String) async throws -> ClientRegistration?
+    /// Keeps `registration` for its issuer (replacing any), sealed like a refresh token.
+    func saveRegistration(_ registration: ClientRegistration) async throws
+    /// Forgets the registration kept for `issuer` (refused or expired).
+    func removeRegistration(issuer: String) async throws
 }
 
 extension TokenStore {
@@ -237,6 +245,7 @@ public final class InMemoryTokenStore: TokenStore {
         var spentSeeds: Set<String> = []
         var unexplained: [StoreKey: [Date]] = [:]
         var logouts: [StoreKey: Int64] = [:]
+        var registrations: [String: ClientRegistration] = [:]
     }
 
     private let state = Mutex(State())
@@ -325,6 +334,16 @@ public final class InMemoryTokenStore: TokenStore {
     }
 
     public func clearUnexplainedRenewals(_ key: StoreKey) throws { state.withLock { $0.unexplained[key] = nil } }
+
+    public func loadRegistration(issuer: String) async throws -> ClientRegistration? {
+        state.withLock { $0.registrations[issuer] }
+    }
+
+    public func saveRegistration(_ registration: ClientRegistration) async throws {
+        state.withLock { $0.registrations[registration.issuer] = registration }
+    }
+
+    public func removeRegistration(issuer: String) async throws { state.withLock { $0.registrations[issuer] = nil } }
 }
 
 /// The wait between two looks at a lease held by someone else: growing from 5 ms to 100 ms, never

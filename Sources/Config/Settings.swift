@@ -322,6 +322,9 @@ public struct OAuthClientSettings: Sendable, CustomStringConvertible {
     public var resource: [String]
     /// Renew this long before expiry (default 30 s).
     public var expirySkew: Duration
+    /// `discover: true` and its options (SPEC §9); `nil`: configured by hand. A discovered
+    /// `authorization_code` profile may leave `clientID` empty: it registers itself.
+    public var discovery: DiscoverySettings?
 
     public init(
         issuer: String? = nil, tokenURL: String? = nil, clientID: String, clientSecret: SecretSource? = nil,

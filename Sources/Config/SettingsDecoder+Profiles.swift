@@ -242,14 +242,21 @@ extension SettingsDecoder {
     private mutating func decodeOAuth(_ keys: Fields, node: YAMLNode, path: String) -> OAuthClientSettings? {
         let issuer = keys["issuer"].flatMap { endpointURL($0.value, path: "\(path).issuer") }
         let tokenURL = keys["token_url"].flatMap { endpointURL($0.value, path: "\(path).token_url") }
-        if keys["issuer"] == nil && keys["token_url"] == nil {
-            sink.error("an OAuth profile needs 'issuer' (for discovery) or 'token_url' (or both)", at: node.mark)
+        let discovery = decodeDiscovery(keys, path: path)
+        if keys["issuer"] == nil && keys["token_url"] == nil && discovery == nil {
+            sink.error(
+                "an OAuth profile needs 'issuer' (for discovery), 'token_url' (or both), or 'discover: true'",
+                at: node.mark)
         }
         var clientID: String?
         if let pair = keys["client_id"] {
             clientID = nonEmptyString(pair.value, path: "\(path).client_id")?.text
+        } else if discovery != nil && isAuthorizationCode(node) {
+            clientID = ""  // registers itself (SPEC §9.4)
         } else {
-            sink.error("an OAuth profile needs a 'client_id'", at: node.mark)
+            sink.error(
+                "an OAuth profile needs a 'client_id' (only a discovered authorization_code profile registers itself)",
+                at: node.mark)
         }
         let secret = keys["client_secret"].flatMap { secretSource($0.value, path: "\(path).client_secret") }
         var clientAuth: ClientAuthMethod?
@@ -275,9 +282,12 @@ extension SettingsDecoder {
             keys["expiry_skew"].flatMap { duration($0.value, path: "\(path).expiry_skew", allowZero: true) }
             ?? .seconds(30)
         guard let clientID else { return nil }
-        return OAuthClientSettings(
+        var settings = OAuthClientSettings(
             issuer: issuer, tokenURL: tokenURL, clientID: clientID, clientSecret: secret, clientAuth: clientAuth,
             scopes: scopes, audience: audience, resource: resource, expirySkew: skew)
+        settings.discovery = discovery
+        if discovery?.resourceIndicator == false || resourceIndicatorOff(keys, path: path) { settings.resource = [] }
+        return settings
     }
 
     /// A secret source: an inline string (warned about), `{ env: NAME }`, `{ file: path }` or

@@ -65,7 +65,7 @@ struct SettingsDecoder {
     /// Keys every OAuth profile accepts.
     static let oauthKeys: Set<String> = profileCommonKeys.union([
         "issuer", "token_url", "client_id", "client_secret", "client_auth", "scopes", "audience", "resource",
-        "expiry_skew",
+        "expiry_skew", "discover", "resource_indicator", "step_up",
     ])
     /// Keys allowed per profile type.
     /// Keys of both interactive profile types.
@@ -76,7 +76,9 @@ struct SettingsDecoder {
     static let profileKeys: [String: Set<String>] = [
         "client_credentials": oauthKeys,
         "refresh_token": oauthKeys.union(["refresh_token"]),
-        "authorization_code": oauthKeys.union(interactiveKeys).union(["authorization_url", "redirect"]),
+        "authorization_code": oauthKeys.union(interactiveKeys).union([
+            "authorization_url", "redirect", "client_metadata_url",
+        ]),
         "device_code": oauthKeys.union(interactiveKeys).union(["device_authorization_url"]),
         "api_key": profileCommonKeys.union(["header", "query", "value"]),
         "basic": profileCommonKeys.union(["username", "password"]),

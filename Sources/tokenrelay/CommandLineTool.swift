@@ -73,6 +73,9 @@ enum CommandLineTool {
             return await SubscribeCommand.run(arguments: arguments, environment: environment, executor: executor)
         case "store":
             return await SessionCommands.store(arguments: arguments, environment: environment)
+        case "mcp-proxy":
+            // A long-running stdio server like `serve`; a login it starts is its own.
+            return await MCPProxyCommand.run(arguments: arguments, environment: environment, executor: executor)
         default:
             break
         }

@@ -120,6 +120,15 @@ enum CommandTable {
                     "the log line format (default: text)"),
             ]),
         CommandSpec(
+            "mcp-proxy", summary: "relay stdio MCP to a remote OAuth-protected MCP server (Streamable HTTP)",
+            details: """
+                Takes the server's URL (no config needed: discovery, registration and login are \
+                automatic) or --env NAME [--profile P]. The login URL goes to stderr.
+                """,
+            options: oneShotOptions + [
+                OptionSpec(["--browser"], "open the login page in a browser (default: print the URL only)")
+            ]),
+        CommandSpec(
             "check-config", summary: "validate the config file and print every problem",
             details: """
                 Prints file:line:column diagnostics on stderr. Exit status: 0 valid (warnings \

@@ -37,14 +37,17 @@ struct DiscoveryTests {
             clientAuth: clientAuth)
     }
 
+    /// The MCP authorization spec's order: RFC 8414 inserted, OIDC inserted, OIDC appended.
     @Test func discoveryURLsFollowRFC8414ThenOIDC() throws {
         #expect(
             try AuthorizationServerMetadata.discoveryURLs(for: "https://H/o") == [
-                "https://H/.well-known/oauth-authorization-server/o", "https://H/o/.well-known/openid-configuration",
+                "https://H/.well-known/oauth-authorization-server/o", "https://H/.well-known/openid-configuration/o",
+                "https://H/o/.well-known/openid-configuration",
             ])
         #expect(
             try AuthorizationServerMetadata.discoveryURLs(for: "http://127.1:8080/a/../o/") == [
                 "http://127.0.0.1:8080/.well-known/oauth-authorization-server/o",
+                "http://127.0.0.1:8080/.well-known/openid-configuration/o",
                 "http://127.0.0.1:8080/o/.well-known/openid-configuration",
             ])
         #expect(throws: AuthError.self) { try AuthorizationServerMetadata.discoveryURLs(for: "http://h/o") }
@@ -154,8 +157,9 @@ struct DiscoveryTests {
 
     @Test func unreachableIssuerIsRetriedThenATransportError() async throws {
         let h = try await failedAcquisition(.transport("connection refused"))
-        // Five passes over both discovery URLs, with backoff between them; no token request.
-        #expect(h.transport.requests.count == 2 * RetryPolicy().maximumAttempts)
+        // Five passes over the three discovery URLs of a path issuer, with backoff between them; no
+        // token request.
+        #expect(h.transport.requests.count == 3 * RetryPolicy().maximumAttempts)
         #expect(h.clock.sleeps.count == RetryPolicy().maximumAttempts - 1)
     }
 
@@ -175,7 +179,8 @@ struct DiscoveryTests {
         let h = try await Harness(
             configuration: configuration(), transport: transport, clock: FakeClock(autoAdvance: true))
         #expect(try await h.token().accessToken == "at-1")
-        #expect(transport.requests.filter { $0.method == "GET" }.count == 3)
+        // The first pass: two failures and a 404 (OIDC inserted); the second finds RFC 8414's.
+        #expect(transport.requests.filter { $0.method == "GET" }.count == 4)
         #expect(h.clock.sleeps.count == 1)
     }
 
@@ -184,7 +189,7 @@ struct DiscoveryTests {
         let h = try await Harness(
             configuration: configuration(), transport: transport, clock: FakeClock(autoAdvance: true))
         await #expect(throws: AuthError.self) { try await h.token() }
-        #expect(transport.requests.count == 2)
+        #expect(transport.requests.count == 3)
         #expect(h.clock.sleeps.isEmpty)
     }
 }

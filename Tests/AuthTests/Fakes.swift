@@ -327,6 +327,16 @@ final class FakeStore: TokenStore {
         try shared.recordUnexplainedRenewal(key, at: date, window: window)
     }
     func clearUnexplainedRenewals(_ key: StoreKey) throws { try shared.clearUnexplainedRenewals(key) }
+
+    func loadRegistration(issuer: String) async throws -> ClientRegistration? {
+        try await shared.loadRegistration(issuer: issuer)
+    }
+
+    func saveRegistration(_ registration: ClientRegistration) async throws {
+        try await shared.saveRegistration(registration)
+    }
+
+    func removeRegistration(issuer: String) async throws { try await shared.removeRegistration(issuer: issuer) }
 }
 
 /// The secret used by the default harness configuration (a canary for leak checks).

@@ -68,7 +68,10 @@ func expectStoreError(_ text: String, _ body: () async throws -> Void) async {
         try await reader.remove(key)
         #expect(try await writer.load(key) == nil)
         #expect(
-            reader.info == TokenStoreInfo(type: "sqlite", path: directory.database, encrypted: false, schemaVersion: 3))
+            reader.info
+                == TokenStoreInfo(
+                    type: "sqlite", path: directory.database, encrypted: false,
+                    schemaVersion: SQLiteTokenStore.schemaVersion))
     }
 
     @Test func aPreparedStoreOpensInTheBackgroundAndServesItsFirstRead() async throws {
@@ -217,7 +220,7 @@ func expectStoreError(_ text: String, _ body: () async throws -> Void) async {
         let connection = try SQLiteConnection(path: directory.database, create: false, busyTimeoutMilliseconds: 1000)
         #expect(try connection.query("SELECT count(*) FROM sessions").first?.first == .integer(1))
         #expect(try connection.query("SELECT count(*) FROM spent_seeds").first?.first == .integer(0))
-        #expect(try SQLiteTokenStore.storedVersion(connection) == 3)
+        #expect(try SQLiteTokenStore.storedVersion(connection) == SQLiteTokenStore.schemaVersion)
     }
 
     @Test func refusesANewerSchemaWithoutTouchingIt() async throws {
@@ -229,7 +232,9 @@ func expectStoreError(_ text: String, _ body: () async throws -> Void) async {
                 path: directory.database, create: false, busyTimeoutMilliseconds: 1000)
             try connection.execute("UPDATE schema_version SET version = 99")
         }
-        await expectStoreError("schema version 99, newer than this tokenrelay knows (3)") {
+        await expectStoreError(
+            "schema version 99, newer than this tokenrelay knows (\(SQLiteTokenStore.schemaVersion))"
+        ) {
             _ = try await SQLiteTokenStore(path: directory.database).load(key)
         }
         let connection = try SQLiteConnection(path: directory.database, create: false, busyTimeoutMilliseconds: 1000)

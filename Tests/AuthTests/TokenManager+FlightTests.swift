@@ -143,6 +143,16 @@ final class SaveHeldStore: TokenStore {
         try await base.recordUnexplainedRenewal(key, at: date, window: window)
     }
     func clearUnexplainedRenewals(_ key: StoreKey) async throws { try await base.clearUnexplainedRenewals(key) }
+
+    func loadRegistration(issuer: String) async throws -> ClientRegistration? {
+        try await base.loadRegistration(issuer: issuer)
+    }
+
+    func saveRegistration(_ registration: ClientRegistration) async throws {
+        try await base.saveRegistration(registration)
+    }
+
+    func removeRegistration(issuer: String) async throws { try await base.removeRegistration(issuer: issuer) }
 }
 
 /// A session read from the store ahead of its first use (`readAhead`, what a one-shot `call`

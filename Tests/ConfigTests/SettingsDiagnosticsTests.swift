@@ -27,7 +27,7 @@ private let cc = "type: client_credentials\ntoken_url: https://auth.example.com/
         .init(name: "profile not a mapping", yaml: profileConfig("[a]"), line: 7, fragment: "must be a mapping"),
         .init(
             name: "no issuer nor token_url", yaml: profileConfig("type: client_credentials\nclient_id: c"), line: 7,
-            fragment: "needs 'issuer' (for discovery) or 'token_url'"),
+            fragment: "needs 'issuer' (for discovery), 'token_url'"),
         .init(
             name: "missing client_id", yaml: profileConfig("type: client_credentials\nissuer: https://a.example.com"),
             line: 7, fragment: "needs a 'client_id'"),

@@ -34,7 +34,8 @@ struct LoginMethod: Sendable {
         guard let profile = try runtime.profile(profileName, in: environment) else {
             throw RPCError(code: .unknownProfile, message: "environment '\(environment.name)' has no profiles")
         }
-        guard profile.session != nil, profile.typeName == "authorization_code" || profile.typeName == "device_code"
+        guard profile.session != nil || profile.discovery != nil,
+            profile.typeName == "authorization_code" || profile.typeName == "device_code"
         else {
             throw RPCError(
                 code: .notSupported,
@@ -49,7 +50,9 @@ struct LoginMethod: Sendable {
     func perform(environment: EnvironmentRuntime, profile: ProfileRuntime, openBrowser: Bool) async throws
         -> LoginResult
     {
-        guard let key = profile.session else { throw RPCError(code: .notSupported, message: "no session") }
+        var key = profile.session
+        if key == nil, let discovery = profile.discovery { key = try await discovery.key() }
+        guard let key else { throw RPCError(code: .notSupported, message: "no session") }
         return try await runtime.manager.login(key, openBrowser: openBrowser)
     }
 

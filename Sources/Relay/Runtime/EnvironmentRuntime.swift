@@ -64,7 +64,8 @@ final class EnvironmentRuntime: Sendable {
                 profile = unchanged
             } else {
                 profile = try await ProfileRuntime.make(
-                    environment: settings.name, settings: profileSettings, manager: manager)
+                    environment: settings.name, settings: profileSettings, manager: manager,
+                    resource: ResourceTarget(url: settings.baseURL, transport: transport))
             }
             profiles[profile.name] = profile
             secretQuery += profile.secretQueryParameters
@@ -76,7 +77,7 @@ final class EnvironmentRuntime: Sendable {
             guard let credentials = profile.credentials else { continue }
             clients[name] = makeClient(
                 transport: transport, environmentHeaders: environmentHeaders, logging: logging,
-                credentials: CredentialsMiddleware(source: credentials, origins: origins))
+                credentials: CredentialsMiddleware(source: credentials, origins: origins), discovery: profile.discovery)
         }
         return EnvironmentRuntime(
             settings: settings, origins: origins, headers: headers, transport: transport, profiles: profiles,
@@ -90,10 +91,16 @@ final class EnvironmentRuntime: Sendable {
     /// credentials (each only for the environment's origins), then logging of every attempt the transport makes.
     private static func makeClient(
         transport: LazyTransport, environmentHeaders: EnvironmentHeadersMiddleware, logging: LoggingMiddleware,
-        credentials: CredentialsMiddleware?
+        credentials: CredentialsMiddleware?, discovery: ResourceAuthorization? = nil
     ) -> HTTPClient {
-        HTTPClient(
-            transport: transport, middlewares: [environmentHeaders] + (credentials.map { [$0] } ?? []) + [logging])
+        // A discovered profile's challenges (SPEC §9.1, §9.2) are read on the final answer.
+        let challenges: [any HTTPMiddleware] =
+            if let discovery, let credentials {
+                [ResourceChallengeMiddleware(authorization: discovery, origins: credentials.origins)]
+            } else { [] }
+        return HTTPClient(
+            transport: transport,
+            middlewares: [environmentHeaders] + challenges + (credentials.map { [$0] } ?? []) + [logging])
     }
 
     /// The client that sends with `profile`'s credentials (`nil`: none). With `recoveryBudget` (a subscription's,
@@ -103,6 +110,7 @@ final class EnvironmentRuntime: Sendable {
         guard let recoveryBudget else { return clients[profile.name] ?? plainClient }
         return Self.makeClient(
             transport: transport, environmentHeaders: environmentHeaders, logging: logging,
-            credentials: CredentialsMiddleware(source: credentials, origins: origins, budget: recoveryBudget))
+            credentials: CredentialsMiddleware(source: credentials, origins: origins, budget: recoveryBudget),
+            discovery: profile.discovery)
     }
 }

@@ -24,12 +24,15 @@ final class ProfileRuntime: Sendable {
     let secretQueryParameters: [String]
     /// Header names that carry a secret (for log redaction).
     let secretHeaders: [String]
+    /// The resolver of a `discover: true` profile (SPEC §9): its session is known once resolved.
+    let discovery: ResourceAuthorization?
 
     init(
         name: String, typeName: String, exposeToken: Bool, credentials: (any CredentialSource)?,
         session: SessionKey?, credentialHeader: String?, unavailableReason: String?,
-        secretQueryParameters: [String], secretHeaders: [String]
+        secretQueryParameters: [String], secretHeaders: [String], discovery: ResourceAuthorization? = nil
     ) {
+        self.discovery = discovery
         self.name = name
         self.typeName = typeName
         self.exposeToken = exposeToken
@@ -61,7 +64,7 @@ extension ProfileRuntime {
     }
 
     /// A secret that cannot be resolved says why (where it is declared, never a value), kind `config`.
-    private static func provider(_ source: SecretSource) -> SecretProvider {
+    static func provider(_ source: SecretSource) -> SecretProvider {
         SecretProvider {
             do throws(SecretError) {
                 return try await source.resolve()
@@ -96,9 +99,14 @@ extension ProfileRuntime {
     }
 
     /// Builds the runtime of `settings`, registering OAuth sessions with `manager`.
-    static func make(environment: String, settings: ProfileSettings, manager: TokenManager) async throws
-        -> ProfileRuntime
-    {
+    static func make(
+        environment: String, settings: ProfileSettings, manager: TokenManager, resource: ResourceTarget? = nil
+    ) async throws -> ProfileRuntime {
+        if let resource,
+            let discovered = discoveredRuntime(settings, environment: environment, manager: manager, resource: resource)
+        {
+            return discovered
+        }
         if let configuration = oauthConfiguration(settings) {
             let key = try await manager.register(
                 environment: environment, profile: settings.name, configuration: configuration)
@@ -168,7 +176,7 @@ extension ProfileRuntime {
         }
     }
 
-    private static func clientAuth(_ method: Config.ClientAuthMethod) -> Auth.ClientAuthMethod {
+    static func clientAuth(_ method: Config.ClientAuthMethod) -> Auth.ClientAuthMethod {
         switch method {
         case .clientSecretBasic: .clientSecretBasic
         case .clientSecretPost: .clientSecretPost

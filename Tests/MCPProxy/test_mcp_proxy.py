@@ -1,0 +1,602 @@
+"""`tokenrelay mcp-proxy` against the official MCP Python SDK's OAuth-protected server, driven
+by the SDK's own MCP client over stdio (SPEC §9, issue 38)."""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import sqlite3
+import stat
+import sys
+import tempfile
+import textwrap
+from collections.abc import Iterator
+from contextlib import AsyncExitStack
+from pathlib import Path
+
+import anyio
+import pytest
+from mcp import ClientSession, StdioServerParameters, stdio_client
+
+sys.path.insert(0, str(Path(__file__).parent))
+from oauth_mcp_server import OAuthMCPServer, Options  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+
+# Plays the person: opens the authorization URL (the SDK's authorize endpoint approves at once and
+# redirects to the loopback listener), follows that one redirect, and notes the login.
+BROWSER = textwrap.dedent(
+    """\
+    #!PYTHON
+    import sys, urllib.request, urllib.error
+    class NoRedirect(urllib.request.HTTPRedirectHandler):
+        def redirect_request(self, *args, **kwargs):
+            return None
+    opener = urllib.request.build_opener(NoRedirect)
+    try:
+        opener.open(sys.argv[1], timeout=30)
+        sys.exit("no redirect from the authorization endpoint")
+    except urllib.error.HTTPError as error:
+        location = error.headers["Location"]
+    with open("LOG", "a") as log:
+        log.write(sys.argv[1] + "\\n")
+    urllib.request.urlopen(location, timeout=30).read()
+    """
+)
+
+
+def binary() -> str:
+    path = os.environ.get("TOKENRELAY_BIN") or str(
+        ROOT / ".build" / "debug" / "tokenrelay"
+    )
+    if not os.path.exists(path):
+        pytest.fail(
+            f"no tokenrelay binary at {path} (swift build first, or set TOKENRELAY_BIN)"
+        )
+    return path
+
+
+class Host:
+    """One user's machine: a state directory (the default store) and a browser."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.state = directory / "state"
+        self.state.mkdir(mode=0o700)
+        bin_dir = directory / "bin"
+        bin_dir.mkdir()
+        self.browser_log = directory / "browser.log"
+        script = bin_dir / "xdg-open"
+        script.write_text(
+            BROWSER.replace("PYTHON", sys.executable).replace(
+                "LOG", str(self.browser_log)
+            )
+        )
+        script.chmod(script.stat().st_mode | stat.S_IXUSR)
+        self.env = {
+            "PATH": f"{bin_dir}:{os.environ.get('PATH', '/usr/bin:/bin')}",
+            "XDG_STATE_HOME": str(self.state),
+            "HOME": str(directory),
+        }
+        self.stderr_paths: list[Path] = []
+
+    def logins(self) -> list[str]:
+        return (
+            self.browser_log.read_text().splitlines()
+            if self.browser_log.exists()
+            else []
+        )
+
+    def params(self, *args: str) -> StdioServerParameters:
+        return StdioServerParameters(
+            command=binary(), args=["mcp-proxy", *args], env=self.env
+        )
+
+    def errlog(self):
+        path = self.directory / f"stderr-{len(self.stderr_paths)}.log"
+        self.stderr_paths.append(path)
+        return open(path, "w")
+
+    def stderr(self) -> str:
+        return "".join(p.read_text() for p in self.stderr_paths if p.exists())
+
+    def registration_count(self) -> int:
+        database = self.state / "tokenrelay" / "sessions.db"
+        with sqlite3.connect(database) as connection:
+            return int(
+                connection.execute("SELECT count(*) FROM registrations").fetchone()[0]
+            )
+
+
+@pytest.fixture
+def host() -> Iterator[Host]:
+    with tempfile.TemporaryDirectory(prefix="tokenrelay-mcp-") as directory:
+        yield Host(Path(directory))
+
+
+@pytest.fixture
+def server(request: pytest.FixtureRequest) -> Iterator[OAuthMCPServer]:
+    options = getattr(request, "param", None) or Options()
+    running = OAuthMCPServer(options=options).start()
+    yield running
+    running.stop()
+
+
+async def call_echo(
+    host: Host, url: str, text: str, *extra: str, tool: str = "echo"
+) -> tuple[object, object]:
+    """Starts one proxy, initializes, calls a tool; returns the tool result and the init result."""
+    async with AsyncExitStack() as stack:
+        errlog = stack.enter_context(host.errlog())
+        read, write = await stack.enter_async_context(
+            stdio_client(host.params(url, *extra), errlog=errlog)
+        )
+        session = await stack.enter_async_context(ClientSession(read, write))
+        with anyio.fail_after(120):
+            init = await session.initialize()
+            arguments = {"text": text} if tool == "echo" else {}
+            result = await session.call_tool(tool, arguments)
+        return result, init
+
+
+def texts(result: object) -> list[str]:
+    return [getattr(c, "text", None) for c in getattr(result, "content", [])]
+
+
+def test_zero_config_discovers_registers_logs_in_and_relays(
+    host: Host, server: OAuthMCPServer
+) -> None:
+    result, init = anyio.run(
+        call_echo, host, server.url, "hello", "--browser", "--log-level", "trace"
+    )
+    assert texts(result) == ["echo: hello"]
+    assert init.server_info.name == "proxy-test"
+    # Discovery: the resource's metadata (path-aware well-known URL), then the server's.
+    assert server.requests_to("/.well-known/oauth-protected-resource/mcp", "GET")
+    assert server.requests_to("/.well-known/oauth-authorization-server", "GET")
+    # One registration, as a native public client on a fixed loopback port.
+    registrations = server.requests_to("/register", "POST")
+    assert len(registrations) == 1
+    metadata = json.loads(registrations[0].body)
+    assert metadata["client_name"] == "tokenrelay"
+    assert metadata["application_type"] == "native"
+    # `none` unless the server requires otherwise: the SDK's server lists only secret methods.
+    assert metadata["token_endpoint_auth_method"] == "client_secret_post"
+    assert metadata["grant_types"] == ["authorization_code", "refresh_token"]
+    assert all(
+        u.startswith("http://127.0.0.1:") and not u.startswith("http://127.0.0.1:0/")
+        for u in metadata["redirect_uris"]
+    )
+    # One login with PKCE S256 and the resource on the authorization and the token request.
+    authorizes = server.requests_to("/authorize", "GET")
+    assert len(authorizes) == 1 and len(host.logins()) == 1
+    query = authorizes[0].query
+    assert query["code_challenge_method"] == ["S256"] and query["code_challenge"][0]
+    assert query["resource"] == [server.url]
+    tokens = server.requests_to("/token", "POST")
+    assert len(tokens) == 1
+    assert tokens[0].form["grant_type"] == ["authorization_code"]
+    assert tokens[0].form["resource"] == [server.url]
+    assert tokens[0].form["code_verifier"][0]
+    # The login URL went to stderr; no token anywhere on it (trace level).
+    stderr = host.stderr()
+    assert "/authorize?" in stderr
+    for token in (
+        list(server.provider.access)
+        + list(server.provider.refresh)
+        + server.provider.spent_refresh
+    ):
+        assert token not in stderr
+
+
+async def run_many(host: Host, url: str, count: int) -> list[list[str]]:
+    results: list[list[str]] = [[] for _ in range(count)]
+
+    async def one(index: int) -> None:
+        result, _ = await call_echo(host, url, f"window {index}", "--browser")
+        results[index] = texts(result)
+
+    async with anyio.create_task_group() as group:
+        for index in range(count):
+            group.start_soon(one, index)
+    return results
+
+
+def test_three_windows_share_one_registration_and_one_login(
+    host: Host, server: OAuthMCPServer
+) -> None:
+    assert anyio.run(run_many, host, server.url, 3) == [
+        [f"echo: window {i}"] for i in range(3)
+    ]
+    assert len(server.requests_to("/register", "POST")) == 1
+    assert len(server.requests_to("/authorize", "GET")) == 1
+    assert len(host.logins()) == 1
+    assert len(server.requests_to("/token", "POST")) == 1
+    # Three more windows later: the stored registration and session serve them all.
+    assert anyio.run(run_many, host, server.url, 3) == [
+        [f"echo: window {i}"] for i in range(3)
+    ]
+    assert len(server.requests_to("/register", "POST")) == 1
+    assert len(server.requests_to("/authorize", "GET")) == 1
+    assert len(server.requests_to("/token", "POST")) == 1
+    # The registration is kept in the store (one row for the issuer), shared by every window.
+    assert host.registration_count() == 1
+
+
+def test_revoked_tokens_are_refreshed_and_no_spent_refresh_token_is_sent_again(
+    host: Host, server: OAuthMCPServer
+) -> None:
+    anyio.run(call_echo, host, server.url, "first", "--browser")
+    for _ in range(2):
+        # The server stops accepting the access tokens it issued: every window gets a 401, renews
+        # by refresh token (one refresh through the store's lease), and sends its message again.
+        server.provider.access.clear()
+        assert anyio.run(run_many, host, server.url, 3) == [
+            [f"echo: window {i}"] for i in range(3)
+        ]
+    refreshes = [
+        r
+        for r in server.requests_to("/token", "POST")
+        if r.form.get("grant_type") == ["refresh_token"]
+    ]
+    assert len(refreshes) >= 2
+    assert all(r.form.get("resource") == [server.url] for r in refreshes)
+    sent = [r.form["refresh_token"][0] for r in refreshes]
+    assert len(sent) == len(set(sent)), "a spent refresh token was sent again"
+    assert server.provider.refresh_replays == []
+    assert len(host.logins()) == 1
+
+
+def refused_start(host: Host, url: str) -> str:
+    async def attempt() -> str:
+        async with AsyncExitStack() as stack:
+            errlog = stack.enter_context(host.errlog())
+            read, write = await stack.enter_async_context(
+                stdio_client(host.params(url, "--browser"), errlog=errlog)
+            )
+            session = await stack.enter_async_context(ClientSession(read, write))
+            with anyio.fail_after(60):
+                try:
+                    await session.initialize()
+                except Exception as error:  # the proxy's JSON-RPC error answer
+                    return str(error)
+            return "initialized"
+
+    return anyio.run(attempt)
+
+
+AS_ENDPOINTS = ["/register", "/authorize", "/token", "/revoke"]
+
+
+@pytest.mark.parametrize(
+    "server", [Options(prm_resource="http://127.0.0.1:1/elsewhere")], indirect=True
+)
+def test_a_resource_metadata_naming_another_resource_sends_nothing_to_the_authorization_server(
+    host: Host, server: OAuthMCPServer
+) -> None:
+    message = refused_start(host, server.url)
+    assert "could not deliver" in message and "another resource" in message
+    assert not server.requests_to("/.well-known/oauth-authorization-server")
+    assert not any(server.requests_to(path) for path in AS_ENDPOINTS)
+    assert host.logins() == []
+
+
+@pytest.mark.parametrize(
+    "server", [Options(metadata_issuer="http://127.0.0.1:1")], indirect=True
+)
+def test_metadata_whose_issuer_differs_sends_nothing_to_its_endpoints(
+    host: Host, server: OAuthMCPServer
+) -> None:
+    message = refused_start(host, server.url)
+    assert "could not deliver" in message and "issuer" in message
+    assert not any(server.requests_to(path) for path in AS_ENDPOINTS)
+    assert host.logins() == []
+
+
+@pytest.mark.skip(
+    reason="the RFC 9207 iss check (SPEC §9.5) comes from another branch; unskip once merged"
+)
+@pytest.mark.parametrize(
+    "server", [Options(callback_iss="http://127.0.0.1:1")], indirect=True
+)
+def test_a_wrong_iss_in_the_authorization_response_sends_nothing_to_the_token_endpoint(
+    host: Host, server: OAuthMCPServer
+) -> None:
+    message = refused_start(host, server.url)
+    assert "could not deliver" in message
+    assert not server.requests_to("/token")
+
+
+def test_step_up_asks_once_for_the_union_of_scopes(
+    host: Host, server: OAuthMCPServer
+) -> None:
+    result, _ = anyio.run(
+        functools.partial(call_echo, host, server.url, "", "--browser", tool="admin")
+    )
+    assert texts(result) == ["admin ok"]
+    authorizes = server.requests_to("/authorize", "GET")
+    assert len(authorizes) == 2
+    assert set(authorizes[1].query["scope"][0].split()) >= {"mcp", "extra"}
+    assert authorizes[1].query["resource"] == [server.url]
+
+
+def test_a_request_profile_with_discover_works_against_the_same_server(
+    host: Host, server: OAuthMCPServer
+) -> None:
+    import subprocess
+
+    config = host.directory / "config.yaml"
+    config.write_text(
+        textwrap.dedent(
+            f"""\
+            version: 1
+            store: {{ path: {host.state}/tokenrelay/sessions.db }}
+            environments:
+              remote:
+                base_url: {server.url}
+                profiles:
+                  me:
+                    type: authorization_code
+                    discover: true
+                    open_browser: true
+            """
+        )
+    )
+    env = {**os.environ, **host.env}
+    login = subprocess.run(
+        [binary(), "login", "--config", str(config)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert login.returncode == 0, login.stderr
+    body = json.dumps(
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-11-25",
+                "capabilities": {},
+                "clientInfo": {"name": "t", "version": "1"},
+            },
+        }
+    )
+    call = subprocess.run(
+        [
+            binary(),
+            "call",
+            "POST",
+            server.url,
+            "--config",
+            str(config),
+            "--json",
+            body,
+            "-H",
+            "Accept: application/json, text/event-stream",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert call.returncode == 0, call.stderr
+    assert "proxy-test" in call.stdout
+    tokens = server.requests_to("/token", "POST")
+    assert len(tokens) == 1 and tokens[0].form["resource"] == [server.url]
+    assert len(server.requests_to("/register", "POST")) == 1
+    # The same profile behind `mcp-proxy --env`: its session, no new login or registration.
+    # (call_echo's URL slot carries `--env`; its extra arguments `remote --config PATH`)
+    result, _ = anyio.run(
+        call_echo, host, "--env", "via env", "remote", "--config", str(config)
+    )
+    assert texts(result) == ["echo: via env"]
+    assert len(server.requests_to("/authorize", "GET")) == 1
+    assert len(server.requests_to("/register", "POST")) == 1
+
+
+def test_stdout_carries_only_the_servers_messages_with_2026_request_headers(
+    host: Host, server: OAuthMCPServer
+) -> None:
+    """Raw stdio: every stdout line is a JSON-RPC message from the server; no token anywhere."""
+    import subprocess
+
+    anyio.run(call_echo, host, server.url, "warm", "--browser")  # logs in
+    process = subprocess.Popen(
+        [binary(), "mcp-proxy", server.url, "--log-level", "trace"],
+        env={**os.environ, **host.env},
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    init = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "1"},
+        },
+    }
+    call = {
+        "jsonrpc": "2.0",
+        "id": 2,
+        "method": "tools/call",
+        "params": {"name": "echo", "arguments": {"text": "raw"}},
+    }
+    assert process.stdin and process.stdout
+    process.stdin.write((json.dumps(init) + "\n").encode())
+    process.stdin.flush()
+    first = json.loads(process.stdout.readline())
+    process.stdin.write(
+        (
+            json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}) + "\n"
+        ).encode()
+    )
+    process.stdin.write((json.dumps(call) + "\n").encode())
+    process.stdin.flush()
+    second = json.loads(process.stdout.readline())
+    rest, stderr = process.communicate(timeout=60)
+    assert first["id"] == 1 and first["result"]["serverInfo"]["name"] == "proxy-test"
+    assert second["id"] == 2 and second["result"]["content"][0]["text"] == "echo: raw"
+    for line in rest.decode().splitlines():
+        assert json.loads(line)["jsonrpc"] == "2.0"
+    posts = [
+        r
+        for r in server.requests_to("/mcp", "POST")
+        if r.headers.get("mcp-method") == "tools/call"
+    ]
+    assert posts and posts[-1].headers.get("mcp-name") == "echo"
+    assert (
+        posts[-1].headers.get("mcp-protocol-version")
+        == first["result"]["protocolVersion"]
+    )
+    assert posts[-1].headers.get("mcp-session-id")
+    assert server.requests_to("/mcp", "DELETE"), "the session is ended at exit"
+    everything = rest.decode() + stderr.decode()
+    for token in (
+        list(server.provider.access)
+        + list(server.provider.refresh)
+        + server.provider.spent_refresh
+    ):
+        assert token not in everything
+
+
+def test_a_2026_client_is_relayed_with_per_request_metadata_and_a_listen_stream(
+    host: Host, server: OAuthMCPServer
+) -> None:
+    from mcp import Client
+
+    async def modern() -> list[str]:
+        async with Client(
+            host.params(server.url, "--browser"), mode="2026-07-28"
+        ) as client:
+            with anyio.fail_after(120):
+                result = await client.call_tool("echo", {"text": "modern"})
+                async with client.listen(tools_list_changed=True):
+                    pass  # entered once the server acknowledged the subscription on the stream
+            return texts(result)
+
+    assert anyio.run(modern) == ["echo: modern"]
+    calls = [
+        r
+        for r in server.requests_to("/mcp", "POST")
+        if r.headers.get("mcp-method") == "tools/call"
+    ]
+    assert calls and calls[-1].headers.get("mcp-protocol-version") == "2026-07-28"
+    assert calls[-1].headers.get("mcp-name") == "echo"
+    assert not calls[-1].headers.get("mcp-session-id")
+    listens = [
+        r
+        for r in server.requests_to("/mcp", "POST")
+        if r.headers.get("mcp-method") == "subscriptions/listen"
+    ]
+    assert listens
+
+
+def test_a_request_profile_steps_up_on_insufficient_scope(
+    host: Host, server: OAuthMCPServer
+) -> None:
+    """`serve`: a 403 insufficient_scope makes the session ask for the union; the next request
+    needs a login, which asks for it."""
+    import subprocess
+
+    config = host.directory / "config.yaml"
+    config.write_text(
+        textwrap.dedent(
+            f"""\
+            version: 1
+            store: {{ path: {host.state}/tokenrelay/sessions.db }}
+            environments:
+              remote:
+                base_url: {server.url}
+                profiles:
+                  me:
+                    type: authorization_code
+                    discover: true
+                    open_browser: true
+            """
+        )
+    )
+    process = subprocess.Popen(
+        [binary(), "serve", "--config", str(config)],
+        env={**os.environ, **host.env},
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
+    assert process.stdin and process.stdout
+    answers = iter(process.stdout)
+
+    def call(number: int, method: str, params: dict[str, object]) -> dict[str, object]:
+        assert process.stdin
+        process.stdin.write(
+            (
+                json.dumps(
+                    {"jsonrpc": "2.0", "id": number, "method": method, "params": params}
+                )
+                + "\n"
+            ).encode()
+        )
+        process.stdin.flush()
+        for line in answers:
+            message = json.loads(line)
+            if message.get("id") == number:
+                return message
+        raise AssertionError("no answer")
+
+    admin = {
+        "method": "POST",
+        "url": server.url,
+        "headers": {"Accept": "application/json, text/event-stream"},
+        "json": {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "tools/call",
+            "params": {"name": "admin", "arguments": {}},
+        },
+    }
+    try:
+        assert "result" in call(1, "login", {})
+        assert call(2, "request", admin)["result"]["status"] == 403
+        needs_login = call(3, "request", admin)
+        assert needs_login["error"]["data"]["kind"] == "interaction_required"
+        assert "result" in call(4, "login", {})
+        authorizes = server.requests_to("/authorize", "GET")
+        assert len(authorizes) == 2 and {"mcp", "extra"} <= set(
+            authorizes[1].query["scope"][0].split()
+        )
+        # Past the scope check: the server answers the call itself (a stateful server wants its session).
+        assert call(5, "request", admin)["result"]["status"] != 403
+    finally:
+        process.stdin.close()
+        process.wait(timeout=60)
+
+
+def test_a_refused_registration_is_made_again(
+    host: Host, server: OAuthMCPServer
+) -> None:
+    anyio.run(call_echo, host, server.url, "first", "--browser")
+    # The server forgets the client (its registration expired) and the tokens it issued.
+    server.provider.clients.clear()
+    server.provider.access.clear()
+    result, _ = anyio.run(call_echo, host, server.url, "again", "--browser")
+    assert texts(result) == ["echo: again"]
+    assert len(server.requests_to("/register", "POST")) == 2
+    assert len(host.logins()) == 2
+    assert host.registration_count() == 1
+
+
+def test_the_scope_of_a_401_is_asked_for_with_the_held_ones(
+    host: Host, server: OAuthMCPServer
+) -> None:
+    result, _ = anyio.run(
+        functools.partial(call_echo, host, server.url, "", "--browser", tool="reports")
+    )
+    assert texts(result) == ["reports ok"]
+    authorizes = server.requests_to("/authorize", "GET")
+    assert len(authorizes) == 2
+    assert {"mcp", "extra"} <= set(authorizes[1].query["scope"][0].split())
