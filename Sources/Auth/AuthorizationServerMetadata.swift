@@ -19,6 +19,9 @@ public struct AuthorizationServerMetadata: Sendable, Equatable {
     public var deviceAuthorizationEndpoint: String? = nil
     /// The OpenID Connect JWKS document, if offered.
     public var jwksURI: String? = nil
+    /// The server says its authorization responses carry `iss` (RFC 9207 §3): a callback without
+    /// it is then refused.
+    public var authorizationResponseIssParameterSupported = false
 
     /// Verifies a discovery document: one JSON object whose `issuer` equals `expectedIssuer`
     /// exactly and whose endpoints are all allowed URLs.
@@ -58,7 +61,9 @@ public struct AuthorizationServerMetadata: Sendable, Equatable {
             revocationEndpoint: object["revocation_endpoint"]?.stringValue,
             authorizationEndpoint: object["authorization_endpoint"]?.stringValue,
             deviceAuthorizationEndpoint: object["device_authorization_endpoint"]?.stringValue,
-            jwksURI: object["jwks_uri"]?.stringValue)
+            jwksURI: object["jwks_uri"]?.stringValue,
+            authorizationResponseIssParameterSupported: object["authorization_response_iss_parameter_supported"]?
+                .boolValue == true)
     }
 
     /// The discovery URLs to try for `issuer`, in order: RFC 8414 (well-known inserted before the

@@ -189,6 +189,12 @@ extension TokenManager {
         }
         let response: TokenResponse
         var usedRefreshToken: String?
+        if refreshToken != nil, configuration.isOpenIDConnect {
+            // The renewal's ID token is validated with the issuer's keys: have them before the
+            // refresh token is spent, so that an unreachable JWKS fails this renewal (nothing sent)
+            // rather than the validation of tokens already issued.
+            try await prepareRenewalIDTokenKeys(session, deadline: flight.deadline)
+        }
         if let refreshToken {
             let request = try endpointClient.makeRequest(
                 endpoint: endpoint, grant: .refresh(refreshToken, configuration), configuration: configuration,
@@ -231,10 +237,15 @@ extension TokenManager {
             ])
             throw AuthError.loggedOut
         }
-        return .obtained(
-            try await commit(
-                response, previousRefreshToken: usedRefreshToken, session: session, storeKey: storeKey,
-                logoutEpoch: logoutEpoch, generation: flight.generation))
+        var identity: LoginIdentity?
+        if let usedRefreshToken {
+            identity = try await validateRenewalIDToken(response, session: session, spent: usedRefreshToken)
+        }
+        let token = try await commit(
+            response, previousRefreshToken: usedRefreshToken, session: session, storeKey: storeKey,
+            logoutEpoch: logoutEpoch, generation: flight.generation)
+        if let identity { session.identity = identity }
+        return .obtained(token)
     }
 
     /// The session's logout epoch in the store (see ``TokenStore/logoutEpoch(_:)``).
@@ -361,7 +372,7 @@ extension TokenManager {
     }
 
     /// Forgets a refused refresh token (memory and store), unless another one replaced it.
-    private func dropRefreshState(_ session: Session, refused: String) async throws {
+    func dropRefreshState(_ session: Session, refused: String) async throws {
         guard session.refreshToken == nil || session.refreshToken == refused else { return }
         session.refreshToken = nil
         session.unsavedRotation = nil
