@@ -281,6 +281,9 @@ extension TokenManager {
         let lease = try await store.acquireLease(
             storeKey, purpose: .login, deadline: flight.deadline,
             expiresAt: flight.deadline.addingTimeInterval(configuration.acquisitionTimeout.timeInterval))
+        // Released on every way out, which needs every way out to come: each wait below is
+        // bounded by the flight's deadline and ends at once when the login is cancelled (the
+        // loopback listener's thread included: nothing a connection does can hold it).
         defer { store.releaseLease(lease) }
         try Task.checkCancellation()
         flight.logoutEpoch = try await readLogoutEpoch(storeKey)

@@ -165,7 +165,7 @@ final class ScriptedIdP: Sendable {
 
     @Test func aLoginWithAHeldConnectionEndsAtLoginTimeoutAndTheNextLoginWorks() async throws {
         let idp = try await ScriptedIdP()
-        let config = try idp.config([("me", idp.browserProfile(["login_timeout: 5s"]))])
+        let config = try idp.config([("me", idp.browserProfile(["login_timeout: 15s"]))])
         let relay = try RelayProcess(["serve", "--config", config, "--log-level", "debug"], testMethods: false)
 
         // login_timeout is honoured while a connection trickles.
