@@ -390,18 +390,18 @@ struct BrowserPage: Sendable, Equatable {
         return Array((head + body).utf8)
     }
 
-    /// HTML-escapes `text` (`& < > " '`) and drops control characters.
+    /// HTML-escapes `text` (`& < > " '`) after the one cleaner (``ServerText``: control and
+    /// bidirectional formatting characters become spaces, secrets are masked).
     static func escape(_ text: String) -> String {
         var out = ""
-        for scalar in text.unicodeScalars {
+        for scalar in ServerText(text, maximumBytes: 4096).value.unicodeScalars {
             switch scalar {
             case "&": out += "&amp;"
             case "<": out += "&lt;"
             case ">": out += "&gt;"
             case "\"": out += "&quot;"
             case "'": out += "&#39;"
-            default:
-                if scalar.value < 0x20 || scalar.value == 0x7F { out += " " } else { out.unicodeScalars.append(scalar) }
+            default: out.unicodeScalars.append(scalar)
             }
         }
         return out

@@ -146,4 +146,35 @@ import Testing
         #expect(AuthError.wrongIssuer("x").errorKind == .auth)
         #expect(AuthError.wrongIssuer("x").oauthError == nil)
     }
+
+    /// The head parser gives the same answer however the bytes are cut.
+    @Test(arguments: [1, 2, 3, 7, 64, 4096])
+    func aRequestHeadIsReadTheSameInAnyChunks(chunk: Int) {
+        let cases: [(String, String??)] = [
+            ("GET /cb?code=c&state=s HTTP/1.1\r\nHost: x\r\n\r\n", .some("/cb?code=c&state=s")),
+            ("GET /cb HTTP/1.0\n\n", .some("/cb")),
+            ("POST /cb HTTP/1.1\r\n\r\n", .some("")),
+            ("GET /cb HTTP/1.1\r\nHost: x\r\n", nil),
+            ("GET /cb\r\n\r\n", .some("")),
+        ]
+        for (text, expected) in cases {
+            var head = RequestHead()
+            var result: String?? = nil
+            let bytes = Array(text.utf8)
+            for start in stride(from: 0, to: bytes.count, by: chunk) where result == nil {
+                head.append(bytes[start..<min(start + chunk, bytes.count)])
+                result = head.target
+            }
+            #expect(result == expected, "\(text.debugDescription) in chunks of \(chunk)")
+        }
+        var huge = RequestHead()
+        huge.append(ArraySlice(repeating: UInt8(ascii: "a"), count: LoopbackRedirectListener.maximumRequestHead + 10))
+        #expect(huge.target == .some(nil), "past the bound without a blank line: refused")
+    }
+
+    @Test func theBrowserPageShowsNoControlOrBidiCharacter() {
+        let page = BrowserPage.failure("refused \u{1B}[2J \u{9B}x \u{202E}evil <b>")
+        let body = String(decoding: page.response, as: UTF8.self)
+        #expect(body.contains("refused  [2J  x  evil &lt;b&gt;"), "\(body)")
+    }
 }
