@@ -243,7 +243,7 @@ extension TokenManager {
         }
         let token = try await commit(
             response, previousRefreshToken: usedRefreshToken, session: session, storeKey: storeKey,
-            logoutEpoch: logoutEpoch, generation: flight.generation)
+            logoutEpoch: logoutEpoch, generation: flight.generation, subject: identity?.rawSubject)
         if let identity { session.identity = identity }
         return .obtained(token)
     }
@@ -313,9 +313,11 @@ extension TokenManager {
     /// A logout since `logoutEpoch` (in any process: the store refuses the save) or since
     /// `generation` (in this one, while the save was under way) wins: nothing of the response is
     /// kept, its tokens are revoked, and the caller gets ``AuthError/loggedOut``.
+    /// `subject` is the validated ID token's `sub` (OpenID Connect), kept with the tokens; `nil`
+    /// keeps the one the session had.
     func commit(
         _ response: TokenResponse, previousRefreshToken: String?, session: Session, storeKey: StoreKey,
-        logoutEpoch: Int64?, generation: UInt64
+        logoutEpoch: Int64?, generation: UInt64, subject: String? = nil
     ) async throws -> Token {
         let now = clock.now
         let refreshToken = response.refreshToken ?? previousRefreshToken
@@ -325,7 +327,7 @@ extension TokenManager {
             scope: response.scope, version: nextID())
         let stored = StoredTokens(
             accessToken: token.accessToken, tokenType: token.tokenType, receivedAt: now, expiresAt: token.expiresAt,
-            refreshToken: refreshToken, scope: token.scope)
+            refreshToken: refreshToken, scope: token.scope, subject: subject ?? session.identity?.rawSubject)
         let revision: Int64?
         do {
             revision = try await store.save(stored, for: storeKey, logoutEpoch: logoutEpoch)
@@ -412,6 +414,7 @@ extension TokenManager {
                 session.refreshToken = nil
                 session.invalidated = false
                 session.tokenFromStore = false
+                session.identity = nil
             }
             return
         }
@@ -421,6 +424,9 @@ extension TokenManager {
         }
         session.revision = stored.revision
         session.refreshToken = stored.refreshToken
+        if let subject = stored.subject, session.identity?.rawSubject != subject {
+            session.identity = LoginIdentity(subject: subject)
+        }
         // One registration for both, so the redactor rebuilds its matcher once.
         Redactor.shared.registerTokens([stored.refreshToken, stored.accessToken].compactMap { $0 })
         session.invalidated = stored.invalidated

@@ -421,7 +421,7 @@ extension TokenManager {
         guard session.generation == flight.generation else { throw AuthError.loggedOut }
         let token = try await commit(
             response, previousRefreshToken: nil, session: session, storeKey: storeKey(session),
-            logoutEpoch: flight.logoutEpoch, generation: flight.generation)
+            logoutEpoch: flight.logoutEpoch, generation: flight.generation, subject: identity?.rawSubject)
         session.token = token
         session.loaded = true
         session.invalidated = false

@@ -396,6 +396,33 @@ func unsafeBytes(in text: String) -> [String] {
         return relay
     }
 
+    /// The person is kept with the session in the store: another process that renews it refuses
+    /// an ID token for someone else too.
+    @Test func anotherProcessRefusesARenewalForAnotherPerson() async throws {
+        let idp = try await ScriptedIdP()
+        let config = try idp.config([("me", idp.browserProfile())])
+        let state = RelayProcess.freshStateHome()
+        let first = try RelayProcess(
+            ["serve", "--config", config], environment: ["XDG_STATE_HOME": state], testMethods: false)
+        let url = try await LoginListenerEndToEndTests.startLogin(first, id: "login-1")
+        _ = try await LoopbackHTTP.get(try await idp.authorize(url))
+        #expect(try await first.answer(id: "login-1")["result"]?["subject"]?.stringValue == "alice")
+        try first.closeStdin()
+        #expect(try await first.exitCode() == 0)
+
+        try idp.set(["refresh_claims": ["sub": "mallory"]])
+        let second = try RelayProcess(
+            ["serve", "--config", config], environment: ["XDG_STATE_HOME": state], testMethods: false)
+        let session = try await second.call("status")["result"]?["sessions"]?.arrayValue?.first
+        #expect(session?["subject"]?.stringValue == "alice", "read from the store: \(session?.jsonText ?? "")")
+        _ = try await second.call("token-invalidate", ["profile": "me"])
+        let renewal = try await second.call("request", ["path": "/whoami", "profile": "me"])
+        #expect(renewal["error"]?["data"]?["login"]?.boolValue == true, "\(renewal.jsonText)")
+        #expect(idp.tokenRequests(grant: "refresh_token") == 1)
+        try second.closeStdin()
+        #expect(try await second.exitCode() == 0)
+    }
+
     @Test func aRenewalForTheSamePersonIsKept() async throws {
         let idp = try await ScriptedIdP(["refresh_claims": ["name": "Alice Renewed"]])
         let relay = try await Self.loggedIn(idp)
