@@ -25,7 +25,12 @@ extension TokenManager {
             throw AuthError.transport("the JWKS could not be fetched")
         }
         guard response.status == 200 else {
-            throw AuthError.invalidIDToken("the JWKS could not be fetched (HTTP \(response.status))")
+            // An outage (5xx, 408, 429) is the network's kind: a renewal waiting for the keys fails
+            // as unreachable, not as refused, and is tried again by the next caller.
+            let reason = "the JWKS could not be fetched (HTTP \(response.status))"
+            let status = response.status
+            throw status >= 500 || status == 408 || status == 429
+                ? AuthError.transport(reason) : AuthError.invalidIDToken(reason)
         }
         let keys = try JSONWebKeySet.parse(response.body)
         jwksCache[uri] = keys

@@ -423,6 +423,38 @@ func unsafeBytes(in text: String) -> [String] {
         #expect(try await second.exitCode() == 0)
     }
 
+    /// The keys that will check the renewal's ID token are fetched before the refresh token is
+    /// spent: while they cannot be, the renewal fails without sending anything and the session is
+    /// kept; once they can, it renews.
+    @Test func anUnreachableJWKSFailsTheRenewalBeforeItIsSent() async throws {
+        let idp = try await ScriptedIdP()
+        let config = try idp.config([("me", idp.browserProfile())])
+        let state = RelayProcess.freshStateHome()
+        let first = try RelayProcess(
+            ["serve", "--config", config], environment: ["XDG_STATE_HOME": state], testMethods: false)
+        let url = try await LoginListenerEndToEndTests.startLogin(first, id: "login-1")
+        _ = try await LoopbackHTTP.get(try await idp.authorize(url))
+        _ = try await first.answer(id: "login-1")
+        try first.closeStdin()
+        #expect(try await first.exitCode() == 0)
+
+        // A new process has no keys cached.
+        try idp.set(["jwks_status": 503])
+        let second = try RelayProcess(
+            ["serve", "--config", config], environment: ["XDG_STATE_HOME": state], testMethods: false)
+        _ = try await second.call("token-invalidate", ["profile": "me"])
+        let failed = try await second.call("request", ["path": "/whoami", "profile": "me"])
+        #expect(failed["error"]?["data"]?["kind"]?.stringValue == "transport", "\(failed.jsonText)")
+        #expect(failed["error"]?["data"]?["login"] == nil)
+        #expect(idp.tokenRequests(grant: "refresh_token") == 0, "the refresh token was not spent")
+        try idp.set([:])
+        let renewed = try await second.call("request", ["path": "/whoami", "profile": "me"])
+        #expect(renewed["result"]?["status"]?.intValue == 404, "\(renewed.jsonText)")
+        #expect(idp.tokenRequests(grant: "refresh_token") == 1)
+        try second.closeStdin()
+        #expect(try await second.exitCode() == 0)
+    }
+
     @Test func aRenewalForTheSamePersonIsKept() async throws {
         let idp = try await ScriptedIdP(["refresh_claims": ["name": "Alice Renewed"]])
         let relay = try await Self.loggedIn(idp)

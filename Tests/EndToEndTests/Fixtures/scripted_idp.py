@@ -16,6 +16,7 @@ optional):
   claims          claims merged into the ID token of a code or device grant
   refresh_claims  claims merged into the ID token of a refresh grant (the "sub" of the login
                   unless given); "refresh_id_token": false sends none
+  jwks_status     a status /jwks answers with instead of the keys (an outage)
 Routes: /.well-known/openid-configuration (and oauth-authorization-server): the metadata, issuer
 {origin}; GET /authorize: 302 to redirect_uri with code, state and the scripted members; POST
 /device; POST /token (authorization_code, device_code, refresh_token; every access token is
@@ -125,7 +126,10 @@ class Handler(BaseHTTPRequestHandler):
                     metadata[key] = value
             self.answer(200, metadata)
         elif parts.path == "/jwks":
-            self.answer(200, jwks())
+            if script.get("jwks_status"):
+                self.answer(script["jwks_status"], {"error": "unavailable"})
+            else:
+                self.answer(200, jwks())
         elif parts.path == "/authorize":
             query = dict(urllib.parse.parse_qsl(parts.query))
             code = f"code-{next_number('code')}"
