@@ -165,13 +165,15 @@ final class ScriptedIdP: Sendable {
 
     @Test func aLoginWithAHeldConnectionEndsAtLoginTimeoutAndTheNextLoginWorks() async throws {
         let idp = try await ScriptedIdP()
-        let config = try idp.config([("me", idp.browserProfile(["login_timeout: 15s"]))])
+        // A login_timeout long enough for a test process starved by a full parallel run to connect
+        // before it passes (it is also the test's duration).
+        let config = try idp.config([("me", idp.browserProfile(["login_timeout: 30s"]))])
         let relay = try RelayProcess(["serve", "--config", config, "--log-level", "debug"], testMethods: false)
 
         // login_timeout is honoured while a connection trickles.
         let first = try await Self.startLogin(relay, id: "login-1")
         let hostile = try await HostileConnections(port: try Self.listenerPort(first))
-        let timedOut = try await relay.answer(id: "login-1", timeout: .seconds(30))
+        let timedOut = try await relay.answer(id: "login-1", timeout: .seconds(90))
         #expect(timedOut["error"]?["data"]?["kind"]?.stringValue == "interaction_required", "\(timedOut.jsonText)")
 
         // A login cancelled while connections hang open releases everything it held: the next
