@@ -60,7 +60,8 @@ let package = Package(
         .testTarget(name: "HTTPTests", dependencies: ["HTTP", "HTTPFields", "Auth", "ErrorKinds", "Logging", "TestSupport"]),
         // The tests make keys and signatures with libcrypto directly: they link it.
         .testTarget(
-            name: "AuthTests", dependencies: ["Auth", "HTTP", "Logging", "CCrypto", "CCurl", "CSQLite", "ErrorKinds"],
+            name: "AuthTests",
+            dependencies: ["Auth", "HTTP", "Logging", "CCrypto", "CCurl", "CSQLite", "ErrorKinds", "TestSupport"],
             linkerSettings: [.linkedLibrary("crypto")]),
         .testTarget(name: "RelayTests", dependencies: ["Relay", "JSONRPC", "Config", "HTTP", "Auth", "ErrorKinds"]),
         .testTarget(name: "TokenRelayTests", dependencies: ["TokenRelay", "TestSupport"]),

@@ -46,11 +46,17 @@ public enum AuthError: KindedError, Sendable, Equatable, CustomStringConvertible
     case loginAttemptsExceeded
     /// The ID token failed validation (OpenID Connect Core §3.1.3.7); nothing was stored.
     case invalidIDToken(String)
+    /// The authorization response's `iss` is not the expected issuer, or is missing where the
+    /// server's metadata says it is sent (RFC 9207, SPEC §9.5): it may come from another server, so
+    /// nothing it carries was used or is shown.
+    case wrongIssuer(String)
 
     /// The stable wire kind (SPEC §4.4).
     public var errorKind: ErrorKind {
         switch self {
-        case .oauth, .invalidTokenResponse, .excessiveRenewals, .discovery, .loginRefused, .invalidIDToken: .auth
+        case .oauth, .invalidTokenResponse, .excessiveRenewals, .discovery, .loginRefused, .invalidIDToken,
+            .wrongIssuer:
+            .auth
         case .interactionRequired, .loginRequired: .interactionRequired
         case .loginAttemptsExceeded: .limit
         case .transport: .transport
@@ -125,6 +131,8 @@ public enum AuthError: KindedError, Sendable, Equatable, CustomStringConvertible
         case .loginAttemptsExceeded:
             text = "too many failed logins for this session (3 in 10 minutes); try again later"
         case .invalidIDToken(let reason): text = "the ID token is not valid: \(reason)"
+        case .wrongIssuer(let reason):
+            text = "the authorization response does not come from the expected issuer (RFC 9207): \(reason)"
         }
         return Redactor.shared.redact(text)
     }

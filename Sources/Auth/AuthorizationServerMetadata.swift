@@ -21,6 +21,9 @@ public struct AuthorizationServerMetadata: Sendable, Equatable {
     public var jwksURI: String? = nil
     /// What RFC 9728/7591 discovery and registration read (SPEC §9), when the server gives them.
     public var registration = RegistrationSupport()
+    /// The server says its authorization responses carry `iss` (RFC 9207 §3): a callback without
+    /// it is then refused.
+    public var authorizationResponseIssParameterSupported = false
 
     /// Verifies a discovery document: one JSON object whose `issuer` equals `expectedIssuer`
     /// exactly and whose endpoints are all allowed URLs.
@@ -64,7 +67,9 @@ public struct AuthorizationServerMetadata: Sendable, Equatable {
             revocationEndpoint: object["revocation_endpoint"]?.stringValue,
             authorizationEndpoint: object["authorization_endpoint"]?.stringValue,
             deviceAuthorizationEndpoint: object["device_authorization_endpoint"]?.stringValue,
-            jwksURI: object["jwks_uri"]?.stringValue)
+            jwksURI: object["jwks_uri"]?.stringValue,
+            authorizationResponseIssParameterSupported: object["authorization_response_iss_parameter_supported"]?
+                .boolValue == true)
         metadata.registration = try RegistrationSupport(object)
         return metadata
     }

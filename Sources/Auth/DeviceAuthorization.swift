@@ -18,6 +18,10 @@ struct DeviceAuthorization: Sendable, Equatable {
     /// Seconds between polls (default 5, at least 1).
     let interval: Int
 
+    /// The longest `user_code` accepted, in UTF-8 bytes (RFC 8628 §6.1 suggests about 8 characters; a
+    /// person types it).
+    static let maximumUserCodeBytes = 64
+
     /// Parses a 200 body. Never puts the body into an error.
     static func parse(_ body: [UInt8]) throws(AuthError) -> DeviceAuthorization {
         let object: JSONObject
@@ -26,9 +30,10 @@ struct DeviceAuthorization: Sendable, Equatable {
         } catch {
             throw .invalidTokenResponse("the device authorization response is not one JSON object")
         }
+        // Every text here is shown to a person: one with a control or bidirectional formatting
+        // character is refused (not cleaned: a cleaned code or URL would not work).
         func string(_ name: String) throws(AuthError) -> String {
-            guard let value = object[name]?.stringValue, !value.isEmpty,
-                value.unicodeScalars.allSatisfy({ $0.value >= 0x20 && $0.value != 0x7F })
+            guard let value = object[name]?.stringValue, !value.isEmpty, !ServerText.containsUnsafeCharacter(value)
             else {
                 throw .invalidTokenResponse("the device authorization response has no usable \(name)")
             }
@@ -37,13 +42,20 @@ struct DeviceAuthorization: Sendable, Equatable {
         let deviceCode = try string("device_code")
         Redactor.shared.register(deviceCode)
         let userCode = try string("user_code")
+        guard userCode.utf8.count <= maximumUserCodeBytes else {
+            throw .invalidTokenResponse("the user_code is longer than \(maximumUserCodeBytes) bytes")
+        }
         let verificationURI = try string(object["verification_uri"] == nil ? "verification_url" : "verification_uri")
         var complete: String?
         if object["verification_uri_complete"] != nil { complete = try string("verification_uri_complete") }
-        // Read by libcurl's URL API, the process's one URL parser: an absolute http(s) URL with a
-        // host and no user information, since it is opened in the person's browser.
-        for url in [verificationURI] + (complete.map { [$0] } ?? []) where (try? ParsedURL(url)) == nil {
-            throw .invalidTokenResponse("the verification URI is not an http(s) URL")
+        // Opened in the person's browser, so read by libcurl's URL API (the process's one URL
+        // parser): an absolute URL with a host and no user information, https or (loopback only)
+        // http, like any endpoint. (A fragment is allowed here: a browser never sends it.)
+        for (url, name) in [(verificationURI, "verification_uri"), (complete, "verification_uri_complete")] {
+            guard let url else { continue }
+            guard let parsed = try? ParsedURL(url), parsed.scheme == "https" || parsed.isLoopback else {
+                throw .invalidTokenResponse("the \(name) is not an https (or loopback http) URL")
+            }
         }
         guard let expiresIn = try TokenResponseParser.parseExpiresIn(object["expires_in"]) else {
             throw .invalidTokenResponse("the device authorization response has no expires_in")

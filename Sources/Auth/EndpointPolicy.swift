@@ -1,6 +1,7 @@
 import FoundationEssentials
 import HTTP
 import HTTPFields
+import Logging
 
 /// Where tokens and metadata may be fetched from: HTTPS anywhere, plain HTTP only on loopback
 /// (127.0.0.0/8, ::1, localhost); no user info, no fragment.
@@ -10,6 +11,11 @@ enum EndpointPolicy {
     /// a configuration error unless `url` is an allowed endpoint.
     @discardableResult
     static func check(_ url: String, what: String) throws(AuthError) -> ParsedURL {
+        // An endpoint may be shown to a person (an authorization or verification URL): no C1
+        // control or bidirectional formatting character (C0 ones the parse refuses).
+        guard !ServerText.containsUnsafeCharacter(url) else {
+            throw .configuration("\(what) contains a control or bidirectional formatting character")
+        }
         let parsed: ParsedURL
         do {
             parsed = try ParsedURL(url)

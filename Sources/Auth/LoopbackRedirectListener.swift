@@ -10,11 +10,25 @@ import Synchronization
 #endif
 
 /// What the browser brought to the redirect URI (RFC 6749 §4.1.2), `state` already checked.
-enum RedirectCallback: Sendable, Equatable {
-    /// The authorization code.
-    case code(String)
-    /// The server's refusal (`error`, `error_description`).
-    case refused(error: String, description: String?)
+struct RedirectCallback: Sendable, Equatable {
+    /// What the authorization server answered.
+    enum Outcome: Sendable, Equatable {
+        /// The authorization code.
+        case code(String)
+        /// The server's refusal (`error`, `error_description`).
+        case refused(error: String, description: String?)
+    }
+
+    /// The answer: a code or a refusal.
+    let outcome: Outcome
+    /// Every `iss` parameter the callback carried (RFC 9207): none, one, or (a malformed
+    /// response) several. Checked before ``outcome`` is acted on.
+    let issuers: [String]
+
+    init(_ outcome: Outcome, issuers: [String] = []) {
+        self.outcome = outcome
+        self.issuers = issuers
+    }
 }
 
 /// The loopback redirect listener of an authorization-code login (RFC 8252 §7.3): a TCP socket
@@ -22,8 +36,17 @@ enum RedirectCallback: Sendable, Equatable {
 /// `state` (others get a 400 or 404 page and the listener keeps waiting), then closed. The browser's
 /// connection of that callback is held until ``BrowserAnswer/send(_:)`` answers it with the outcome.
 ///
-/// All socket work happens on one thread of its own (blocking `poll`/`accept`/`recv`); the owner
-/// stops it through a wake-up pipe. The descriptors are guarded by `descriptors`.
+/// Any local process can connect to the port, so nothing a connection does may delay the callback
+/// or the end of the login. The design: one thread of its own runs one `poll(2)` loop over the
+/// listening socket, a wake-up pipe (the owner's stop) and every connection, all non-blocking.
+/// Each connection's request head is read as its bytes arrive, bounded in size
+/// (``maximumRequestHead``) and in time (``headTimeout`` from its accept: an absolute deadline, so
+/// a client trickling a byte a second is cut off like an idle one), and at most
+/// ``maximumConnections`` are read at once (a new one pushes out the oldest). No call on the
+/// thread ever blocks on a peer, so the callback is served as soon as it arrives whatever other
+/// connections are open, and a stop is seen at once. (One thread per connection with
+/// `SO_RCVTIMEO` would bound each read, not the whole head, and stopping would need every
+/// thread woken.) The descriptors are guarded by `descriptors`; connections belong to the thread.
 final class LoopbackRedirectListener: Sendable {
     /// The bound port.
     let port: Int
@@ -40,25 +63,33 @@ final class LoopbackRedirectListener: Sendable {
     }
     /// Guarded by the mutex; closed exactly once.
     private let descriptors: Mutex<Descriptors>
-    /// Requests refused before the callback (wrong state, wrong path), for tests and logs.
+    /// Requests refused before the callback (wrong state, wrong path, unreadable, too slow, pushed
+    /// out), for tests and logs.
     let refusedRequests = Atomic<Int>(0)
+    /// How long a connection has, from its accept, to send its whole request head.
+    let headTimeout: Duration
 
     /// Bytes of request head read at most per connection.
     static let maximumRequestHead = 16 << 10
+    /// Connections read at once; one more pushes out the oldest.
+    static let maximumConnections = 32
 
-    private init(port: Int, path: String, listen: Int32, wake: (Int32, Int32)) {
+    private init(port: Int, path: String, listen: Int32, wake: (Int32, Int32), headTimeout: Duration) {
         self.port = port
         self.path = path
+        self.headTimeout = headTimeout
         descriptors = Mutex(Descriptors(listen: listen, wakeRead: wake.0, wakeWrite: wake.1))
     }
 
     deinit { close() }
 
     /// Binds 127.0.0.1 on the first port of `ports` that is free (0 = an ephemeral port).
-    static func bind(ports: [Int], path: String) throws(AuthError) -> LoopbackRedirectListener {
+    static func bind(ports: [Int], path: String, headTimeout: Duration = .seconds(10)) throws(AuthError)
+        -> LoopbackRedirectListener
+    {
         var failures: [String] = []
         for port in ports.isEmpty ? [0] : ports {
-            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
             guard fd >= 0 else { throw .configuration("cannot create the redirect listener socket") }
             var one: Int32 = 1
             setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
@@ -82,15 +113,18 @@ final class LoopbackRedirectListener: Sendable {
                 $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
             }
             _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
-            _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
             var pipeFDs: [Int32] = [0, 0]
             guard pipe(&pipeFDs) == 0 else {
                 Glibc.close(fd)
                 throw .configuration("cannot create the redirect listener's wake-up pipe")
             }
-            for pipeFD in pipeFDs { _ = fcntl(pipeFD, F_SETFD, FD_CLOEXEC) }
+            for pipeFD in pipeFDs {
+                _ = fcntl(pipeFD, F_SETFD, FD_CLOEXEC)
+                _ = fcntl(pipeFD, F_SETFL, fcntl(pipeFD, F_GETFL) | O_NONBLOCK)
+            }
             return LoopbackRedirectListener(
-                port: Int(UInt16(bigEndian: actual.sin_port)), path: path, listen: fd, wake: (pipeFDs[0], pipeFDs[1]))
+                port: Int(UInt16(bigEndian: actual.sin_port)), path: path, listen: fd, wake: (pipeFDs[0], pipeFDs[1]),
+                headTimeout: headTimeout)
         }
         throw .configuration(
             "cannot listen for the login redirect on 127.0.0.1 (tried ports \(failures.joined(separator: ", ")))")
@@ -133,65 +167,144 @@ final class LoopbackRedirectListener: Sendable {
         }
     }
 
-    /// The accept loop (on the listener's thread).
+    /// One accepted connection whose request head is being read (owned by the listener's thread).
+    private struct Connection {
+        let fd: Int32
+        /// The end of its time to send the head.
+        let deadline: ContinuousClock.Instant
+        var head = RequestHead()
+    }
+
+    /// The poll loop (on the listener's thread): returns the callback, or fails when stopped.
+    /// Every connection but the callback's is closed when it returns.
     private func serve(state: String) -> Result<(RedirectCallback, BrowserAnswer), any Error> {
         let (listenFD, wakeFD) = descriptors.withLock { ($0.listen, $0.wakeRead) }
+        var connections: [Connection] = []
+        defer { for connection in connections { Glibc.close(connection.fd) } }
+        var buffer = [UInt8](repeating: 0, count: 4096)
         while true {
+            let now = ContinuousClock.now
+            connections.removeAll { connection in
+                guard connection.deadline <= now else { return false }
+                refuse(connection.fd, nil, why: "its request head did not arrive in time")
+                return true
+            }
             var polls = [
                 pollfd(fd: listenFD, events: Int16(POLLIN), revents: 0),
                 pollfd(fd: wakeFD, events: Int16(POLLIN), revents: 0),
             ]
-            let ready = poll(&polls, 2, -1)
+            polls += connections.map { pollfd(fd: $0.fd, events: Int16(POLLIN), revents: 0) }
+            let timeout = connections.map(\.deadline).min().map { Self.milliseconds(from: now, to: $0) } ?? -1
+            let ready = poll(&polls, nfds_t(polls.count), timeout)
             if ready < 0 {
                 if errno == EINTR { continue }
                 return .failure(AuthError.transport("the redirect listener failed"))
             }
             if polls[1].revents != 0 { return .failure(CancellationError()) }
-            guard polls[0].revents != 0 else { continue }
-            let connection = accept(listenFD, nil, nil)
-            guard connection >= 0 else { continue }  // EAGAIN, ECONNABORTED: wait again
-            _ = fcntl(connection, F_SETFD, FD_CLOEXEC)
-            var timeout = timeval(tv_sec: 10, tv_usec: 0)
-            setsockopt(connection, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-            setsockopt(connection, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-            let answer = BrowserAnswer(fd: connection)
-            guard let target = Self.readRequestTarget(connection) else {
-                answer.send(.badRequest("The request could not be read."))
-                refusedRequests.add(1, ordering: .relaxed)
-                continue
+            // Backwards, so that removing one keeps the indices of those still to visit.
+            for index in connections.indices.reversed() where polls[index + 2].revents != 0 {
+                let count = buffer.withUnsafeMutableBytes { recv(connections[index].fd, $0.baseAddress, $0.count, 0) }
+                if count < 0, errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR { continue }
+                guard count > 0 else {
+                    // Closed (or failed) before a whole head: nothing to answer.
+                    Glibc.close(connections.remove(at: index).fd)
+                    continue
+                }
+                connections[index].head.append(buffer[0..<count])
+                guard let target = connections[index].head.target else { continue }
+                let answer = BrowserAnswer(fd: connections.remove(at: index).fd)
+                guard let target else {
+                    refuse(answer, .badRequest("The request could not be read."), why: "unreadable or too large")
+                    continue
+                }
+                switch RedirectRequest.evaluate(target: target, path: path, state: state) {
+                case .callback(let callback):
+                    return .success((callback, answer))
+                case .refuse(let page):
+                    refuse(answer, page, why: "HTTP \(page.status)")
+                }
             }
-            switch RedirectRequest.evaluate(target: target, path: path, state: state) {
-            case .callback(let callback):
-                return .success((callback, answer))
-            case .refuse(let page):
-                refusedRequests.add(1, ordering: .relaxed)
-                log.debug("login redirect listener refused a request (\(page.status))")
-                answer.send(page)
+            if polls[0].revents != 0 {
+                acceptWaiting(listenFD, into: &connections)
             }
         }
     }
 
-    /// The request target of a `GET` request head, or nil.
-    private static func readRequestTarget(_ fd: Int32) -> String? {
-        var head: [UInt8] = []
-        var buffer = [UInt8](repeating: 0, count: 4096)
-        while head.count < maximumRequestHead {
-            let count = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
-            guard count > 0 else { return nil }
-            head += buffer[0..<count]
-            if let end = head.firstRange(of: [0x0D, 0x0A]) ?? head.firstRange(of: [0x0A]) {
-                let line = String(decoding: head[..<end.lowerBound], as: UTF8.self)
-                let parts = line.split(separator: " ", omittingEmptySubsequences: true)
-                guard parts.count == 3, parts[0] == "GET", parts[2].hasPrefix("HTTP/1.") else { return "" }
-                // Drain the rest of the head so the browser sees a clean answer.
-                while head.firstRange(of: [0x0D, 0x0A, 0x0D, 0x0A]) == nil && head.count < maximumRequestHead {
-                    let more = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
-                    guard more > 0 else { break }
-                    head += buffer[0..<more]
-                }
-                return String(parts[1])
+    /// Accepts every connection waiting on `listenFD` (non-blocking), pushing out the oldest ones
+    /// past ``maximumConnections``.
+    private func acceptWaiting(_ listenFD: Int32, into connections: inout [Connection]) {
+        for _ in 0..<Self.maximumConnections {
+            let fd = accept(listenFD, nil, nil)
+            guard fd >= 0 else { return }  // EAGAIN: none left; ECONNABORTED, EMFILE: next round
+            // (accept4 is behind _GNU_SOURCE, which the Glibc module does not show.)
+            _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
+            _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
+            if connections.count >= Self.maximumConnections {
+                refuse(connections.removeFirst().fd, nil, why: "too many connections at once")
             }
+            connections.append(Connection(fd: fd, deadline: ContinuousClock.now + headTimeout))
         }
+    }
+
+    /// Counts a refused request and answers it with `page` (or just closes it).
+    private func refuse(_ fd: Int32, _ page: BrowserPage?, why: String) {
+        refuse(BrowserAnswer(fd: fd), page, why: why)
+    }
+
+    private func refuse(_ answer: BrowserAnswer, _ page: BrowserPage?, why: String) {
+        refusedRequests.add(1, ordering: .relaxed)
+        log.debug("login redirect listener refused a connection (\(why))")
+        if let page { answer.send(page) } else { answer.discard() }
+    }
+
+    /// Milliseconds from `now` to `deadline` for `poll`, rounded up (0 when it has passed).
+    static func milliseconds(from now: ContinuousClock.Instant, to deadline: ContinuousClock.Instant) -> Int32 {
+        let (seconds, attoseconds) = (deadline - now).components
+        guard seconds >= 0, attoseconds >= 0 else { return 0 }
+        let milliseconds = seconds.multipliedReportingOverflow(by: 1000)
+        guard !milliseconds.overflow else { return Int32.max }
+        return Int32(clamping: milliseconds.partialValue + (attoseconds + 999_999_999_999_999) / 1_000_000_000_000_000)
+    }
+}
+
+/// A request head read as its bytes arrive (pure): complete at its blank line, or refused once
+/// it passes ``LoopbackRedirectListener/maximumRequestHead`` bytes without one.
+struct RequestHead: Sendable {
+    private(set) var bytes: [UInt8] = []
+    /// Where the search for the blank line resumes.
+    private var scanned = 0
+
+    /// Appends bytes that arrived.
+    mutating func append(_ more: ArraySlice<UInt8>) {
+        bytes += more.prefix(LoopbackRedirectListener.maximumRequestHead - bytes.count)
+    }
+
+    /// `nil` while incomplete; then `.some(nil)` for an unreadable or too large head, `.some("")`
+    /// for a request that is not `GET ... HTTP/1.x` (answered 404), or the request target.
+    var target: String?? {
+        mutating get {
+            guard let end = headEnd() else {
+                return bytes.count >= LoopbackRedirectListener.maximumRequestHead ? .some(nil) : nil
+            }
+            let firstLine = bytes[..<end].split(separator: 0x0A, maxSplits: 1, omittingEmptySubsequences: false)[0]
+            let line = String(decoding: firstLine.last == 0x0D ? firstLine.dropLast() : firstLine, as: UTF8.self)
+            let parts = line.split(separator: " ", omittingEmptySubsequences: true)
+            guard parts.count == 3, parts[0] == "GET", parts[2].hasPrefix("HTTP/1.") else { return .some("") }
+            return .some(String(parts[1]))
+        }
+    }
+
+    /// The index just past the head's blank line (`CRLF CRLF` or `LF LF`), if it arrived.
+    private mutating func headEnd() -> Int? {
+        var index = max(scanned, 1)
+        while index < bytes.count {
+            if bytes[index] == 0x0A {
+                if bytes[index - 1] == 0x0A { return index + 1 }
+                if index >= 3, bytes[index - 1] == 0x0D, bytes[index - 2] == 0x0A { return index + 1 }
+            }
+            index += 1
+        }
+        scanned = max(1, bytes.count)
         return nil
     }
 }
@@ -204,25 +317,37 @@ final class BrowserAnswer: Sendable {
 
     deinit { send(.failure("The login ended.")) }
 
-    /// Writes `page` and closes the connection (only the first call writes).
+    /// Writes `page` and closes the connection (only the first call writes). Never waits for the
+    /// peer: the page (under 1 KiB) goes into the socket's send buffer of a connection that has not
+    /// been written to, and whatever does not fit is dropped (a peer that shrank its window to
+    /// nothing gets no page).
     func send(_ page: BrowserPage) {
-        guard
-            let fd = fd.withLock({ value -> Int32? in
-                defer { value = nil }
-                return value
-            })
-        else { return }
+        guard let fd = take() else { return }
         let bytes = page.response
         var offset = 0
         while offset < bytes.count {
             let written = bytes[offset...].withUnsafeBytes {
-                Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL))
+                Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL | MSG_DONTWAIT))
             }
+            if written < 0, errno == EINTR { continue }
             guard written > 0 else { break }
             offset += written
         }
         shutdown(fd, Int32(SHUT_WR))
         Glibc.close(fd)
+    }
+
+    /// Closes the connection without an answer.
+    func discard() {
+        guard let fd = take() else { return }
+        Glibc.close(fd)
+    }
+
+    private func take() -> Int32? {
+        fd.withLock { value -> Int32? in
+            defer { value = nil }
+            return value
+        }
     }
 }
 
@@ -265,18 +390,18 @@ struct BrowserPage: Sendable, Equatable {
         return Array((head + body).utf8)
     }
 
-    /// HTML-escapes `text` (`& < > " '`) and drops control characters.
+    /// HTML-escapes `text` (`& < > " '`) after the one cleaner (``ServerText``: control and
+    /// bidirectional formatting characters become spaces, secrets are masked).
     static func escape(_ text: String) -> String {
         var out = ""
-        for scalar in text.unicodeScalars {
+        for scalar in ServerText(text, maximumBytes: 4096).value.unicodeScalars {
             switch scalar {
             case "&": out += "&amp;"
             case "<": out += "&lt;"
             case ">": out += "&gt;"
             case "\"": out += "&quot;"
             case "'": out += "&#39;"
-            default:
-                if scalar.value < 0x20 || scalar.value == 0x7F { out += " " } else { out.unicodeScalars.append(scalar) }
+            default: out.unicodeScalars.append(scalar)
             }
         }
         return out
@@ -305,14 +430,16 @@ enum RedirectRequest {
         guard let received = value("state"), constantTimeEquals(received, state) else {
             return .refuse(.badRequest("This callback does not belong to the login in progress (wrong state)."))
         }
+        let issuers = fields.filter { $0.0 == "iss" }.map(\.1)
         if let error = value("error") {
-            return .callback(.refused(error: error, description: value("error_description")))
+            return .callback(
+                RedirectCallback(.refused(error: error, description: value("error_description")), issuers: issuers))
         }
         guard let code = value("code"), !code.isEmpty else {
             return .refuse(.badRequest("The callback carries no authorization code."))
         }
         Redactor.shared.register(code)
-        return .callback(.code(code))
+        return .callback(RedirectCallback(.code(code), issuers: issuers))
     }
 
     private static func split(_ target: String) -> (String, String) {

@@ -448,7 +448,7 @@ public final class SQLiteTokenStore: TokenStore {
     // MARK: - Records
 
     /// A record's plaintext: a JSON object of `accessToken`, `tokenType`, `receivedAt` and
-    /// `expiresAt` (seconds since 1970), `refreshToken` and `scope`, each absent when there is
+    /// `expiresAt` (seconds since 1970), `refreshToken`, `scope` and `subject`, each absent when there is
     /// none (the members Codable gave the records of earlier versions). Read and written with
     /// tokenrelay's one JSON parser and serialiser; a double keeps its exact value through
     /// its shortest round-tripping literal.
@@ -459,6 +459,7 @@ public final class SQLiteTokenStore: TokenStore {
         var expiresAt: Double?
         var refreshToken: String?
         var scope: String?
+        var subject: String? = nil
     }
 
     func seal(_ plain: [UInt8], id: String, cipher: StoreCipher?) throws(AuthError) -> ([UInt8], Bool) {
@@ -524,7 +525,8 @@ public final class SQLiteTokenStore: TokenStore {
                 receivedAt: decoded.receivedAt.map { Date(timeIntervalSince1970: $0) },
                 expiresAt: decoded.expiresAt.map { Date(timeIntervalSince1970: $0) },
                 refreshToken: decoded.refreshToken,
-                scope: decoded.scope, revision: row[2].integerValue ?? 0, invalidated: row[3].integerValue == 1)
+                scope: decoded.scope, revision: row[2].integerValue ?? 0, invalidated: row[3].integerValue == 1,
+                subject: decoded.subject)
         }
     }
 
@@ -532,7 +534,7 @@ public final class SQLiteTokenStore: TokenStore {
         let payload = Payload(
             accessToken: tokens.accessToken, tokenType: tokens.tokenType,
             receivedAt: tokens.receivedAt?.timeIntervalSince1970, expiresAt: tokens.expiresAt?.timeIntervalSince1970,
-            refreshToken: tokens.refreshToken, scope: tokens.scope)
+            refreshToken: tokens.refreshToken, scope: tokens.scope, subject: tokens.subject)
         let plain = payload.json
         let id = key.id
         return try await withConnection { opened in
@@ -773,11 +775,12 @@ extension SQLiteTokenStore.Payload {
             }
         }
         guard let accessToken = string("accessToken"), let refreshToken = string("refreshToken"),
-            let scope = string("scope"), let receivedAt = double("receivedAt"), let expiresAt = double("expiresAt")
+            let scope = string("scope"), let receivedAt = double("receivedAt"), let expiresAt = double("expiresAt"),
+            let subject = string("subject")
         else { return nil }
         self.init(
             accessToken: accessToken, tokenType: tokenType, receivedAt: receivedAt, expiresAt: expiresAt,
-            refreshToken: refreshToken, scope: scope)
+            refreshToken: refreshToken, scope: scope, subject: subject)
     }
 
     /// The record as JSON.
@@ -789,6 +792,7 @@ extension SQLiteTokenStore.Payload {
         if let expiresAt { members.append(("expiresAt", .number(JSONNumber(expiresAt)))) }
         if let refreshToken { members.append(("refreshToken", .string(refreshToken))) }
         if let scope { members.append(("scope", .string(scope))) }
+        if let subject { members.append(("subject", .string(subject))) }
         return JSONValue.object(JSONObject(members)).serialized()
     }
 }

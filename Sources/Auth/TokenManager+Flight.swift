@@ -190,6 +190,12 @@ extension TokenManager {
         }
         let response: TokenResponse
         var usedRefreshToken: String?
+        if refreshToken != nil, configuration.isOpenIDConnect {
+            // The renewal's ID token is validated with the issuer's keys: have them before the
+            // refresh token is spent, so that an unreachable JWKS fails this renewal (nothing sent)
+            // rather than the validation of tokens already issued.
+            try await prepareRenewalIDTokenKeys(session, deadline: flight.deadline)
+        }
         if let refreshToken {
             let request = try endpointClient.makeRequest(
                 endpoint: endpoint, grant: .refresh(refreshToken, configuration), configuration: configuration,
@@ -232,10 +238,15 @@ extension TokenManager {
             ])
             throw AuthError.loggedOut
         }
-        return .obtained(
-            try await commit(
-                response, previousRefreshToken: usedRefreshToken, session: session, storeKey: storeKey,
-                logoutEpoch: logoutEpoch, generation: flight.generation))
+        var identity: LoginIdentity?
+        if let usedRefreshToken {
+            identity = try await validateRenewalIDToken(response, session: session, spent: usedRefreshToken)
+        }
+        let token = try await commit(
+            response, previousRefreshToken: usedRefreshToken, session: session, storeKey: storeKey,
+            logoutEpoch: logoutEpoch, generation: flight.generation, subject: identity?.rawSubject)
+        if let identity { session.identity = identity }
+        return .obtained(token)
     }
 
     /// The session's logout epoch in the store (see ``TokenStore/logoutEpoch(_:)``).
@@ -303,9 +314,11 @@ extension TokenManager {
     /// A logout since `logoutEpoch` (in any process: the store refuses the save) or since
     /// `generation` (in this one, while the save was under way) wins: nothing of the response is
     /// kept, its tokens are revoked, and the caller gets ``AuthError/loggedOut``.
+    /// `subject` is the validated ID token's `sub` (OpenID Connect), kept with the tokens; `nil`
+    /// keeps the one the session had.
     func commit(
         _ response: TokenResponse, previousRefreshToken: String?, session: Session, storeKey: StoreKey,
-        logoutEpoch: Int64?, generation: UInt64
+        logoutEpoch: Int64?, generation: UInt64, subject: String? = nil
     ) async throws -> Token {
         let now = clock.now
         let refreshToken = response.refreshToken ?? previousRefreshToken
@@ -315,7 +328,7 @@ extension TokenManager {
             scope: response.scope, version: nextID())
         let stored = StoredTokens(
             accessToken: token.accessToken, tokenType: token.tokenType, receivedAt: now, expiresAt: token.expiresAt,
-            refreshToken: refreshToken, scope: token.scope)
+            refreshToken: refreshToken, scope: token.scope, subject: subject ?? session.identity?.rawSubject)
         let revision: Int64?
         do {
             revision = try await store.save(stored, for: storeKey, logoutEpoch: logoutEpoch)
@@ -362,7 +375,7 @@ extension TokenManager {
     }
 
     /// Forgets a refused refresh token (memory and store), unless another one replaced it.
-    private func dropRefreshState(_ session: Session, refused: String) async throws {
+    func dropRefreshState(_ session: Session, refused: String) async throws {
         guard session.refreshToken == nil || session.refreshToken == refused else { return }
         session.refreshToken = nil
         session.unsavedRotation = nil
@@ -402,6 +415,7 @@ extension TokenManager {
                 session.refreshToken = nil
                 session.invalidated = false
                 session.tokenFromStore = false
+                session.identity = nil
             }
             return
         }
@@ -411,6 +425,9 @@ extension TokenManager {
         }
         session.revision = stored.revision
         session.refreshToken = stored.refreshToken
+        if let subject = stored.subject, session.identity?.rawSubject != subject {
+            session.identity = LoginIdentity(subject: subject)
+        }
         // One registration for both, so the redactor rebuilds its matcher once.
         Redactor.shared.registerTokens([stored.refreshToken, stored.accessToken].compactMap { $0 })
         session.invalidated = stored.invalidated

@@ -25,7 +25,12 @@ extension TokenManager {
             throw AuthError.transport("the JWKS could not be fetched")
         }
         guard response.status == 200 else {
-            throw AuthError.invalidIDToken("the JWKS could not be fetched (HTTP \(response.status))")
+            // An outage (5xx, 408, 429) is the network's kind: a renewal waiting for the keys fails
+            // as unreachable, not as refused, and is tried again by the next caller.
+            let reason = "the JWKS could not be fetched (HTTP \(response.status))"
+            let status = response.status
+            throw status >= 500 || status == 408 || status == 429
+                ? AuthError.transport(reason) : AuthError.invalidIDToken(reason)
         }
         let keys = try JSONWebKeySet.parse(response.body)
         jwksCache[uri] = keys
@@ -75,5 +80,64 @@ extension TokenManager {
     private static func candidates(_ set: JSONWebKeySet, _ jws: CompactJWS) -> [JSONWebKey] {
         guard let kid = jws.keyID else { return set.keys }
         return set.keys.filter { $0.keyID == kid }
+    }
+
+    /// Fetches (or finds cached) the issuer's signing keys before a renewal of an OpenID Connect
+    /// session is sent (see ``validateRenewalIDToken(_:session:spent:)``).
+    func prepareRenewalIDTokenKeys(_ session: Session, deadline: Date) async throws {
+        guard let issuer = session.configuration.issuer else { return }
+        let metadata = try await traffic(for: session.key).discovery.metadata(for: issuer, deadline: deadline)
+        _ = try await signingKeys(for: session.key, metadata: metadata, deadline: deadline, refresh: false)
+    }
+
+    /// The ID token a refresh returned (OpenID Connect Core §12.2), validated as at login (no
+    /// nonce: none was sent), whose `sub` must be the person's who logged in (when this process
+    /// knows it). `nil` without an ID token (or for a session that is not OpenID Connect).
+    ///
+    /// A token that fails ends the session: nothing of the response is committed, what it issued
+    /// is revoked, the stored session is removed (the refresh token `spent` may be spent already),
+    /// and the caller gets ``AuthError/loginRequired(_:)`` (a refused renewal: `auth-failed`).
+    /// A `sub` that changed means the server answered for another person.
+    func validateRenewalIDToken(_ response: TokenResponse, session: Session, spent: String) async throws
+        -> LoginIdentity?
+    {
+        let configuration = session.configuration
+        guard configuration.isOpenIDConnect, response.idToken != nil else { return nil }
+        let generation = session.generation
+        let reason: String
+        do {
+            let metadata: AuthorizationServerMetadata?
+            if let issuer = configuration.issuer {
+                let deadline = clock.now.addingTimeInterval(configuration.acquisitionTimeout.timeInterval)
+                metadata = try await traffic(for: session.key).discovery.metadata(for: issuer, deadline: deadline)
+            } else {
+                metadata = nil
+            }
+            let identity = try await validateIDToken(
+                response.idToken, key: session.key, configuration: configuration, metadata: metadata, nonce: nil,
+                keys: nil)
+            guard let known = session.identity, known.rawSubject != identity.rawSubject else { return identity }
+            reason = "it names another person (its sub is not the one who logged in)"
+        } catch let error as AuthError {
+            if case .invalidIDToken(let why) = error {
+                reason = "it is not valid: \(why)"
+            } else {
+                reason = error.description
+            }
+        }
+        guard session.generation == generation else { throw AuthError.loggedOut }
+        log.warn("the ID token of the renewal of \(session.key) was refused: \(reason); the session ends")
+        await revokeAtServers([
+            TokenRevocation(
+                key: session.key, configuration: configuration, refreshToken: response.refreshToken,
+                accessToken: response.accessToken)
+        ])
+        try await dropRefreshState(session, refused: spent)
+        session.token = nil
+        session.identity = nil
+        session.interactionRequired = true
+        let ended = AuthError.loginRequired("the ID token of the renewal was refused (\(reason))")
+        session.lastError = ended
+        throw ended
     }
 }

@@ -2,13 +2,18 @@ import FoundationEssentials
 import HTTP
 import Logging
 
-/// What a person must do to log in: the `auth-prompt` notification (SPEC §5.4).
+/// What a person must do to log in: the `auth-prompt` notification (SPEC §5.4). Every text in it
+/// comes (in part) from the authorization server, so each is a ``ServerText``.
 public struct LoginPrompt: Sendable, Equatable {
     /// Whether the person opens a URL in a browser or enters a code on another device.
     public enum Kind: String, Sendable {
         case browser
         case device
     }
+
+    /// The longest URL shown, in bytes (an authorization URL is built from the configuration and
+    /// the server's endpoint, both checked; a longer one is refused before it is shown).
+    public static let maximumURLBytes = 8192
 
     /// The environment name.
     public let environment: String
@@ -18,23 +23,52 @@ public struct LoginPrompt: Sendable, Equatable {
     public let kind: Kind
     /// The authorization URL (browser) or the verification URI (device). Meant to be shown: it
     /// carries `state`, `nonce` and the code challenge, never a secret.
-    public let url: String
+    public let url: ServerText
     /// The user code to enter (device).
-    public let userCode: String?
+    public let userCode: ServerText?
     /// The verification URI with the code filled in, when the server gives one (device).
-    public let verificationURIComplete: String?
+    public let verificationURIComplete: ServerText?
     /// When the login stops waiting.
     public let expiresAt: Date
+
+    /// A prompt; the URLs are cleaned with the bound ``maximumURLBytes``, the code with the
+    /// default one.
+    public init(
+        environment: String, profile: String, kind: Kind, url: String, userCode: String? = nil,
+        verificationURIComplete: String? = nil, expiresAt: Date
+    ) {
+        self.environment = environment
+        self.profile = profile
+        self.kind = kind
+        self.url = ServerText(url, maximumBytes: Self.maximumURLBytes)
+        self.userCode = userCode.map { ServerText($0) }
+        self.verificationURIComplete = verificationURIComplete.map {
+            ServerText($0, maximumBytes: Self.maximumURLBytes)
+        }
+        self.expiresAt = expiresAt
+    }
 }
 
-/// Who logged in, from a validated ID token.
+/// Who logged in, from a validated ID token. The claims are the server's text: cleaned, they are
+/// what `login`, `status` and the terminal show.
 public struct LoginIdentity: Sendable, Equatable {
     /// The `sub` claim.
-    public let subject: String
+    public let subject: ServerText
     /// The `email` claim, if present.
-    public let email: String?
+    public let email: ServerText?
     /// The `name` claim, if present.
-    public let name: String?
+    public let name: ServerText?
+    /// The `sub` claim as the server sent it: compared with the `sub` of a later ID token (a
+    /// renewal's), never shown.
+    let rawSubject: String
+
+    /// An identity from the claims as the server sent them.
+    public init(subject: String, email: String? = nil, name: String? = nil) {
+        self.subject = ServerText(subject)
+        self.email = email.map { ServerText($0) }
+        self.name = name.map { ServerText($0) }
+        rawSubject = subject
+    }
 }
 
 /// What `login` answers.
@@ -226,7 +260,7 @@ extension TokenManager {
     }
 
     /// Marks the login as redeeming its grant, unless it was abandoned or the session logged out.
-    private func markLoginSent(_ session: Session, _ flight: LoginFlight) throws {
+    func markLoginSent(_ session: Session, _ flight: LoginFlight) throws {
         guard session.login === flight, !closed, !Task.isCancelled, session.generation == flight.generation else {
             throw CancellationError()
         }
@@ -248,6 +282,9 @@ extension TokenManager {
         let lease = try await store.acquireLease(
             storeKey, purpose: .login, deadline: flight.deadline,
             expiresAt: flight.deadline.addingTimeInterval(configuration.acquisitionTimeout.timeInterval))
+        // Released on every way out, which needs every way out to come: each wait below is
+        // bounded by the flight's deadline and ends at once when the login is cancelled (the
+        // loopback listener's thread included: nothing a connection does can hold it).
         defer { store.releaseLease(lease) }
         try Task.checkCancellation()
         flight.logoutEpoch = try await readLogoutEpoch(storeKey)
@@ -278,101 +315,6 @@ extension TokenManager {
                 session, flight, settings: settings, metadata: metadata, endpoint: endpoint, secret: secret,
                 opener: opener)
             return try await store(response, session, flight, nonce: nil, metadata: metadata, keys: nil)
-        }
-    }
-
-    private func authorizationCodeLogin(
-        _ session: Session, _ flight: LoginFlight, settings: InteractiveLogin, ports: [Int], path: String,
-        metadata: AuthorizationServerMetadata?, endpoint: String, secret: String?,
-        opener: (@Sendable (String) async -> Void)?
-    ) async throws -> LoginResult {
-        let configuration = session.configuration
-        let endpointClient = traffic(for: session.key).endpoint
-        guard let base = settings.authorizationURL ?? metadata?.authorizationEndpoint else {
-            throw AuthError.configuration(
-                "no authorization endpoint: set authorization_url, or an issuer whose metadata names one")
-        }
-        _ = try EndpointPolicy.check(base, what: "authorization endpoint")
-        let secrets = try LoginSecrets.make()
-        let listener = try LoopbackRedirectListener.bind(ports: ports, path: path)
-        defer { listener.close() }
-        var query: [(String, String)] = [
-            ("response_type", "code"), ("client_id", configuration.clientID), ("redirect_uri", listener.redirectURI),
-            ("code_challenge", secrets.challenge), ("code_challenge_method", "S256"), ("state", secrets.state),
-        ]
-        if !configuration.scopes.isEmpty { query.append(("scope", configuration.scopes.joined(separator: " "))) }
-        if configuration.isOpenIDConnect { query.append(("nonce", secrets.nonce)) }
-        if let audience = configuration.audience { query.append(("audience", audience)) }
-        for resource in configuration.resources { query.append(("resource", resource)) }
-        query += settings.authorizationParameters
-        let url = RequestURL.appendingQuery(query, to: base)
-        prompt(session, flight, kind: .browser, url: url, opener: opener)
-
-        let callback: RedirectCallback
-        let answer: BrowserAnswer
-        (callback, answer) = try await withThrowingTaskGroup(of: (RedirectCallback, BrowserAnswer)?.self) { group in
-            group.addTask { try await listener.callback(state: secrets.state) }
-            let deadline = flight.deadline
-            group.addTask { [clock] in
-                try await clock.sleep(until: deadline)
-                return nil
-            }
-            defer { group.cancelAll() }
-            guard let first = try await group.next(), let received = first else {
-                throw AuthError.loginRequired("the login was not completed within login_timeout")
-            }
-            return received
-        }
-        let callbackAt = ContinuousClock.now
-        do {
-            let code: String
-            switch callback {
-            case .refused(let error, let description):
-                throw AuthError.loginRefused(error: ServerText(error), description: description.map { ServerText($0) })
-            case .code(let value):
-                code = value
-            }
-            guard session.consumedCodes.insert(Self.digest(code)) else {
-                throw AuthError.loginRefused(
-                    error: "invalid_grant", description: "this authorization code was already exchanged")
-            }
-            try markLoginSent(session, flight)
-            let deadline = clock.now.addingTimeInterval(configuration.acquisitionTimeout.timeInterval)
-            // The JWKS is fetched while the code is exchanged (OpenID Connect).
-            let keysTask: Task<JSONWebKeySet, any Error>? =
-                configuration.isOpenIDConnect
-                ? Task(executorPreference: taskExecutor) { [self, key = session.key] in
-                    try await self.signingKeys(for: key, metadata: metadata, deadline: deadline, refresh: false)
-                }
-                : nil
-            let request = try endpointClient.makeRequest(
-                endpoint: endpoint,
-                grant: .authorizationCode(
-                    code, redirectURI: listener.redirectURI, verifier: secrets.verifier, configuration),
-                configuration: configuration, secret: secret)
-            let response: TokenResponse
-            do {
-                response = try await endpointClient.send(request, deadline: deadline, beforeFirstSend: {})
-            } catch {
-                keysTask?.cancel()
-                throw error
-            }
-            let result = try await store(
-                response, session, flight, nonce: secrets.nonce, metadata: metadata, keys: keysTask)
-            let elapsed = ContinuousClock.now - callbackAt
-            log.info(
-                "login for \(session.key) stored \(Int(elapsed.timeInterval * 1000)) ms after the browser's callback")
-            answer.send(.success)
-            return result
-        } catch {
-            let reason: String
-            if let error = error as? AuthError {
-                reason = error.description
-            } else {
-                reason = "The login was cancelled."
-            }
-            answer.send(.failure(reason))
-            throw error
         }
     }
 
@@ -451,7 +393,7 @@ extension TokenManager {
     }
 
     /// Emits the prompt and opens the browser when allowed.
-    private func prompt(
+    func prompt(
         _ session: Session, _ flight: LoginFlight, kind: LoginPrompt.Kind, url: String, userCode: String? = nil,
         verificationURIComplete: String? = nil, expiresAt: Date? = nil, opener: (@Sendable (String) async -> Void)?,
         openURL: String? = nil
@@ -469,7 +411,7 @@ extension TokenManager {
     }
 
     /// Validates the ID token (OpenID Connect), then commits the tokens and makes them the session's.
-    private func store(
+    func store(
         _ response: TokenResponse, _ session: Session, _ flight: LoginFlight, nonce: String?,
         metadata: AuthorizationServerMetadata?, keys: Task<JSONWebKeySet, any Error>?
     ) async throws -> LoginResult {
@@ -487,7 +429,7 @@ extension TokenManager {
         guard session.generation == flight.generation else { throw AuthError.loggedOut }
         let token = try await commit(
             response, previousRefreshToken: nil, session: session, storeKey: storeKey(session),
-            logoutEpoch: flight.logoutEpoch, generation: flight.generation)
+            logoutEpoch: flight.logoutEpoch, generation: flight.generation, subject: identity?.rawSubject)
         session.token = token
         session.loaded = true
         session.invalidated = false

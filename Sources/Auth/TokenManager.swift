@@ -78,7 +78,8 @@ public actor TokenManager {
         var failedLogins: [Date] = []
         /// Digests of the authorization codes this session already exchanged.
         var consumedCodes = ConsumedCodes()
-        /// Who logged in (OpenID Connect), when known.
+        /// Who logged in (OpenID Connect), when known: from this process's login or renewal, or
+        /// (its `sub` only) from the store.
         var identity: LoginIdentity?
 
         init(key: SessionKey, configuration: OAuthClientConfiguration) {

@@ -15,6 +15,9 @@ public struct StoredTokens: Sendable, Equatable, CustomStringConvertible {
     public var refreshToken: String?
     /// The granted scope.
     public var scope: String?
+    /// OpenID Connect: the validated ID token's `sub` as the server sent it (who logged in), so
+    /// that a renewal in any process can tell when the server answers for another person.
+    public var subject: String?
     /// Set by the store on load: the entry's revision (bumped by every save).
     public var revision: Int64
     /// Set by the store on load: an invalidation was recorded after the last save, so the access
@@ -24,7 +27,8 @@ public struct StoredTokens: Sendable, Equatable, CustomStringConvertible {
     /// Creates an entry.
     public init(
         accessToken: String?, tokenType: String = "Bearer", receivedAt: Date? = nil, expiresAt: Date? = nil,
-        refreshToken: String? = nil, scope: String? = nil, revision: Int64 = 0, invalidated: Bool = false
+        refreshToken: String? = nil, scope: String? = nil, revision: Int64 = 0, invalidated: Bool = false,
+        subject: String? = nil
     ) {
         self.accessToken = accessToken
         self.tokenType = tokenType
@@ -34,6 +38,7 @@ public struct StoredTokens: Sendable, Equatable, CustomStringConvertible {
         self.scope = scope
         self.revision = revision
         self.invalidated = invalidated
+        self.subject = subject
     }
 
     /// Redacted: never shows a token.

@@ -1,12 +1,14 @@
 /// Text an outside server controls (an OAuth `error` or `error_description`, a challenge
-/// parameter, a name in a discovery document), in the only form tokenrelay copies into its own
-/// results, errors, notifications and log lines (SPEC §5.3): control characters replaced by
-/// spaces, every secret the redactor knows masked, then cut to at most ``maximumBytes`` bytes of
-/// UTF-8 on a character boundary.
+/// parameter, a name in a discovery document, a device login's user code, an ID token's claims),
+/// in the only form tokenrelay copies into its own results, errors, notifications, log lines and
+/// terminal output (SPEC §5.3): control characters (C0, DEL, C1), bidirectional formatting
+/// characters and line or paragraph separators replaced by spaces, every secret the redactor knows
+/// masked, then cut to at most ``maximumBytes`` bytes of UTF-8 on a character boundary.
 ///
 /// It is made safe once, where the text is taken from the response; every output then uses
-/// ``value`` as it is. Response bodies and headers of `request` results are the caller's data and
-/// never go through this type.
+/// ``value`` as it is, and types that carry such text to an output hold a `ServerText`, not a
+/// `String`, so that nothing reaches a person or a peer without passing here. Response bodies and
+/// headers of `request` results are the caller's data and never go through this type.
 public struct ServerText: Sendable, Hashable, CustomStringConvertible, ExpressibleByStringLiteral {
     /// The bound on ``value``, in UTF-8 bytes.
     public static let maximumBytes = 256
@@ -14,17 +16,53 @@ public struct ServerText: Sendable, Hashable, CustomStringConvertible, Expressib
     /// The cleaned text.
     public let value: String
 
-    /// Cleans `raw`: control characters (C0, DEL, C1) become spaces, `redactor`'s secrets are
-    /// masked (before cutting, so a secret is never cut into an unmasked prefix), and the result
-    /// is cut to ``maximumBytes`` bytes without splitting a character.
-    public init(_ raw: some StringProtocol, redactor: Redactor = .shared) {
+    /// Cleans `raw`: unsafe characters (``containsUnsafeCharacter(_:)``) become spaces,
+    /// `redactor`'s secrets are masked (before cutting, so a secret is never cut into an unmasked
+    /// prefix), and the result is cut to `maximumBytes` bytes without splitting a character.
+    public init(_ raw: some StringProtocol, maximumBytes: Int = ServerText.maximumBytes, redactor: Redactor = .shared) {
         let cleaned = Self.replacingControlCharacters(String(raw))
-        value = Self.prefix(redactor.redact(cleaned), maximumBytes: Self.maximumBytes)
+        value = Self.prefix(redactor.redact(cleaned), maximumBytes: maximumBytes)
     }
 
-    /// `raw` with every C0 control, DEL and C1 control replaced by a space. Works on the UTF-8
-    /// bytes (a C1 control is the pair `C2 80`...`C2 9F`; no other character's encoding holds
-    /// those bytes in that order), of a `String` rather than any `StringProtocol` (unspecialised
+    /// Whether `text` holds a character the cleaner replaces: a C0 control, DEL, a C1 control
+    /// (U+0080–U+009F), a bidirectional formatting character (U+061C, U+200E, U+200F,
+    /// U+202A–U+202E, U+2066–U+2069) or a line or paragraph separator (U+2028, U+2029). Text
+    /// that must be used as it is (a URL shown to a person) is refused when this is true.
+    public static func containsUnsafeCharacter(_ text: String) -> Bool {
+        var text = text
+        return text.withUTF8 { bytes in
+            var index = 0
+            while index < bytes.count {
+                if unsafeLength(bytes, at: index) > 0 { return true }
+                index += 1
+            }
+            return false
+        }
+    }
+
+    /// The UTF-8 length of the unsafe character starting at `index` of `bytes` (valid UTF-8), or 0.
+    /// A C1 control is `C2 80`...`C2 9F`, U+061C is `D8 9C`, the others `E2 80 xx` / `E2 81 xx`;
+    /// no other character's encoding holds those bytes in that order.
+    @inline(__always)
+    static func unsafeLength(_ bytes: UnsafeBufferPointer<UInt8>, at index: Int) -> Int {
+        let byte = bytes[index]
+        if byte < 0x20 || byte == 0x7f { return 1 }
+        guard byte == 0xc2 || byte == 0xd8 || byte == 0xe2, index + 1 < bytes.count else { return 0 }
+        let second = bytes[index + 1]
+        switch byte {
+        case 0xc2: return second <= 0x9f ? 2 : 0
+        case 0xd8: return second == 0x9c ? 2 : 0
+        default:
+            guard index + 2 < bytes.count else { return 0 }
+            let third = bytes[index + 2]
+            if second == 0x80, third == 0x8e || third == 0x8f || (0xa8...0xae).contains(third) { return 3 }
+            if second == 0x81, (0xa6...0xa9).contains(third) { return 3 }
+            return 0
+        }
+    }
+
+    /// `raw` with every unsafe character (``containsUnsafeCharacter(_:)``) replaced by one space.
+    /// Works on the UTF-8 bytes of a `String` rather than any `StringProtocol` (unspecialised
     /// across modules, each byte went through witness tables): appending scalar by scalar cost ~430
     /// instructions each, ~35k for one libcurl error message.
     static func replacingControlCharacters(_ raw: String) -> String {
@@ -32,15 +70,17 @@ public struct ServerText: Sendable, Hashable, CustomStringConvertible, Expressib
         return raw.withUTF8 { bytes in
             String(unsafeUninitializedCapacity: bytes.count) { cleaned in
                 var count = 0
-                var afterC2 = false
-                for byte in bytes {
-                    if afterC2, byte <= 0x9f {
-                        cleaned[count - 1] = 0x20
+                var index = 0
+                while index < bytes.count {
+                    let length = unsafeLength(bytes, at: index)
+                    if length > 0 {
+                        cleaned[count] = 0x20
+                        index += length
                     } else {
-                        cleaned[count] = byte < 0x20 || byte == 0x7f ? 0x20 : byte
-                        count += 1
+                        cleaned[count] = bytes[index]
+                        index += 1
                     }
-                    afterC2 = byte == 0xc2
+                    count += 1
                 }
                 return count
             }

@@ -1,6 +1,7 @@
 import ErrorKinds
 import Foundation
 import HTTP
+import TestSupport
 import Testing
 
 @testable import Auth
@@ -74,8 +75,8 @@ import Testing
         let login = Task { try await manager.login(key) }
         let prompt = try #require(await prompts.next())
         #expect(prompt.kind == .browser)
-        let parameters = Self.query(prompt.url)
-        #expect(prompt.url.hasPrefix(Self.authorizationURL + "?"))
+        let parameters = Self.query(prompt.url.value)
+        #expect(prompt.url.value.hasPrefix(Self.authorizationURL + "?"))
         #expect(parameters["response_type"] == "code")
         #expect(parameters["code_challenge_method"] == "S256")
         #expect(parameters["prompt"] == "login")
@@ -84,7 +85,7 @@ import Testing
         #expect(redirectURI.hasPrefix("http://127.0.0.1:") && redirectURI.hasSuffix("/callback"))
         let state = try #require(parameters["state"])
 
-        let page = try await LoopbackClient.get("\(redirectURI)?code=code-1&state=\(state)")
+        let page = try await LoopbackHTTP.get("\(redirectURI)?code=code-1&state=\(state)")
         #expect(page.status == 200)
         #expect(page.body.contains("Login succeeded"))
         let result = try await login.value
@@ -113,9 +114,9 @@ import Testing
         for attempt in 0..<2 {
             let login = Task { try await manager.login(key) }
             let prompt = try #require(await prompts.next())
-            let parameters = Self.query(prompt.url)
+            let parameters = Self.query(prompt.url.value)
             let target = "\(parameters["redirect_uri"] ?? "")?code=same-code&state=\(parameters["state"] ?? "")"
-            let page = try await LoopbackClient.get(target)
+            let page = try await LoopbackHTTP.get(target)
             if attempt == 0 {
                 _ = try await login.value
             } else {
@@ -133,16 +134,16 @@ import Testing
         let prompts = Prompts(manager)
         let login = Task { try await manager.login(key) }
         let prompt = try #require(await prompts.next())
-        let parameters = Self.query(prompt.url)
+        let parameters = Self.query(prompt.url.value)
         let redirectURI = try #require(parameters["redirect_uri"])
         let state = try #require(parameters["state"])
-        let wrong = try await LoopbackClient.get("\(redirectURI)?code=c&state=not-\(state)")
+        let wrong = try await LoopbackHTTP.get("\(redirectURI)?code=c&state=not-\(state)")
         #expect(wrong.status == 400)
-        let missing = try await LoopbackClient.get("\(redirectURI)?code=c")
+        let missing = try await LoopbackHTTP.get("\(redirectURI)?code=c")
         #expect(missing.status == 400)
-        let elsewhere = try await LoopbackClient.get(redirectURI.replacingOccurrences(of: "/callback", with: "/x"))
+        let elsewhere = try await LoopbackHTTP.get(redirectURI.replacingOccurrences(of: "/callback", with: "/x"))
         #expect(elsewhere.status == 404)
-        let right = try await LoopbackClient.get("\(redirectURI)?code=c&state=\(state)")
+        let right = try await LoopbackHTTP.get("\(redirectURI)?code=c&state=\(state)")
         #expect(right.status == 200)
         _ = try await login.value
     }
@@ -155,9 +156,9 @@ import Testing
         let prompts = Prompts(manager)
         let login = Task { try await manager.login(key) }
         let prompt = try #require(await prompts.next())
-        let parameters = Self.query(prompt.url)
+        let parameters = Self.query(prompt.url.value)
         let description = "%3Cscript%3Ealert(1)%3C%2Fscript%3E%22%27"
-        let page = try await LoopbackClient.get(
+        let page = try await LoopbackHTTP.get(
             "\(parameters["redirect_uri"] ?? "")?error=access_denied&error_description=\(description)&state=\(parameters["state"] ?? "")"
         )
         #expect(page.body.contains("access_denied"))
@@ -184,8 +185,8 @@ import Testing
         let joiners = (0..<19).map { _ in Task { try await manager.login(key) } }
         // Every joiner is waiting before the browser arrives.
         while await manager.loginWaiterCount(key) < 20 { await Task.yield() }
-        let parameters = Self.query(prompt.url)
-        _ = try await LoopbackClient.get(
+        let parameters = Self.query(prompt.url.value)
+        _ = try await LoopbackHTTP.get(
             "\(parameters["redirect_uri"] ?? "")?code=c&state=\(parameters["state"] ?? "")")
         _ = try await first.value
         for joiner in joiners { _ = try await joiner.value }
@@ -200,11 +201,11 @@ import Testing
         for _ in 0..<TokenManager.loginFailureLimit {
             let login = Task { try await manager.login(key) }
             let prompt = try #require(await prompts.next())
-            let redirectURI = try #require(Self.query(prompt.url)["redirect_uri"])
+            let redirectURI = try #require(Self.query(prompt.url.value)["redirect_uri"])
             login.cancel()
             await #expect(throws: CancellationError.self) { _ = try await login.value }
             await manager.settleDetached()
-            await #expect(throws: LoopbackClient.Failure.self) { _ = try await LoopbackClient.get(redirectURI) }
+            await #expect(throws: LoopbackHTTP.Failure.self) { _ = try await LoopbackHTTP.get(redirectURI) }
         }
         await #expect(throws: AuthError.loginAttemptsExceeded) { _ = try await manager.login(key) }
     }
@@ -334,51 +335,3 @@ import Testing
 
 /// The `oauthError` fixture under a name that does not clash with the test's parameter.
 func Auth_oauthError(_ error: String) -> HTTPResponse { oauthError(error) }
-
-/// A minimal HTTP/1.1 GET over a POSIX socket to 127.0.0.1, for talking to the loopback listener
-/// like a browser (no Foundation networking). Runs on a thread of its own.
-enum LoopbackClient {
-    struct Failure: Error {}
-
-    static func get(_ url: String) async throws -> (status: Int, body: String) {
-        guard let components = URLComponents(string: url), let port = components.port else { throw Failure() }
-        let target = components.percentEncodedPath + (components.percentEncodedQuery.map { "?" + $0 } ?? "")
-        return try await withCheckedThrowingContinuation { continuation in
-            Thread.detachNewThread {
-                continuation.resume(with: Result { try fetch(port: port, target: target) })
-            }
-        }
-    }
-
-    private static func fetch(port: Int, target: String) throws -> (status: Int, body: String) {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { throw Failure() }
-        defer { close(fd) }
-        var timeout = timeval(tv_sec: 30, tv_usec: 0)
-        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = in_port_t(UInt16(port).bigEndian)
-        address.sin_addr.s_addr = in_addr_t(UInt32(0x7F00_0001).bigEndian)
-        let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-            }
-        }
-        guard connected == 0 else { throw Failure() }
-        let request = Array("GET \(target) HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nConnection: close\r\n\r\n".utf8)
-        guard request.withUnsafeBytes({ send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }) == request.count
-        else { throw Failure() }
-        var response: [UInt8] = []
-        var buffer = [UInt8](repeating: 0, count: 4096)
-        while true {
-            let count = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
-            guard count > 0 else { break }
-            response += buffer[0..<count]
-        }
-        let text = String(decoding: response, as: UTF8.self)
-        guard text.hasPrefix("HTTP/1.1 "), let status = Int(text.dropFirst(9).prefix(3)) else { throw Failure() }
-        let body = text.range(of: "\r\n\r\n").map { String(text[$0.upperBound...]) } ?? ""
-        return (status, body)
-    }
-}

@@ -88,6 +88,26 @@ import Testing
         }
     }
 
+    /// Issue 34, finding 6, against the real server: a connection that sends nothing and one that
+    /// trickles a byte a second are open on the listener when the browser arrives; the login
+    /// completes, and the process exits at once at stdin's end.
+    @Test func aLoginCompletesWhileOtherConnectionsHangOnTheListener() async throws {
+        try await InteropStack.with { stack in
+            let relay = try stack.startRelay(profiles: [("me", Self.publicClient(stack))])
+            let params = try await Self.startLogin(relay, profile: "me")
+            let url = try #require(params["url"]?.stringValue)
+            let hostile = try await LoginListenerEndToEndTests.HostileConnections(
+                port: try LoginListenerEndToEndTests.listenerPort(url))
+            let browser = try await Self.agent(stack, ["browser", url])
+            #expect(browser["page"]?.stringValue?.contains("Login succeeded") == true, "\(browser.jsonText)")
+            let answer = try await relay.answer(id: "login-1", timeout: .seconds(10))
+            #expect(answer["result"]?["subject"]?.stringValue == "1", "\(answer.jsonText)")
+            try relay.closeStdin()
+            #expect(try await relay.exitCode(timeout: .seconds(2)) == 0)
+            _ = hostile
+        }
+    }
+
     @Test func confidentialClientLogsInWithItsSecret() async throws {
         try await InteropStack.with { stack in
             let relay = try stack.startRelay(

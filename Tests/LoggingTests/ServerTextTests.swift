@@ -41,3 +41,24 @@ import Testing
         #expect(ServerText.prefix("abcdef", maximumBytes: 0) == "")
     }
 }
+
+@Suite struct ServerTextUnsafeCharacterTests {
+    @Test func bidirectionalFormattingAndSeparatorsBecomeSpaces() {
+        let raw = "a\u{202E}b\u{2066}c\u{2069}d\u{200F}e\u{061C}f\u{2028}g\u{2029}h\u{202A}"
+        #expect(ServerText(raw, redactor: Redactor()).value == "a b c d e f g h ")
+        #expect(ServerText.containsUnsafeCharacter(raw))
+        // Neighbours of those code points are kept: U+2027, U+202F, U+2065, U+206A, U+061B.
+        let kept = "\u{2027}\u{202F}\u{2065}\u{206A}\u{061B}\u{2010}"
+        #expect(ServerText(kept, redactor: Redactor()).value == kept)
+        #expect(!ServerText.containsUnsafeCharacter(kept))
+        #expect(!ServerText.containsUnsafeCharacter("https://as.example/device?code=ABCD-EFGH é"))
+        #expect(ServerText.containsUnsafeCharacter("https://as.example/\u{85}"))
+        #expect(ServerText.containsUnsafeCharacter("\u{1b}]0;title\u{7}"))
+    }
+
+    @Test func aLargerBoundKeepsALongURLWhole() {
+        let url = "https://as.example/authorize?" + String(repeating: "x", count: 1000)
+        #expect(ServerText(url, maximumBytes: 8192, redactor: Redactor()).value == url)
+        #expect(ServerText(url, redactor: Redactor()).value.utf8.count == 256)
+    }
+}

@@ -1,6 +1,7 @@
 import Auth
 import FoundationEssentials
 import JSONRPC
+import Logging
 
 /// `login {environment?, profile?}` (SPEC §5.4): starts or joins the interactive login of a
 /// session and answers once it is stored.
@@ -100,11 +101,11 @@ struct LoginMethod: Sendable {
             ], required: ["environment", "profile", "loggedIn"])
     }
 
-    /// `subject`, `email`, `name`.
+    /// `subject`, `email`, `name` (the server's text, cleaned: ``LoginIdentity``).
     static func identityMembers(_ identity: LoginIdentity) -> JSONObject {
-        var object: JSONObject = ["subject": .string(identity.subject)]
-        if let email = identity.email { object["email"] = .string(email) }
-        if let name = identity.name { object["name"] = .string(name) }
+        var object: JSONObject = ["subject": .string(identity.subject.value)]
+        if let email = identity.email { object["email"] = .string(email.value) }
+        if let name = identity.name { object["name"] = .string(name.value) }
         return object
     }
 
@@ -112,11 +113,13 @@ struct LoginMethod: Sendable {
     static func promptParams(_ prompt: LoginPrompt) -> JSONValue {
         var object: JSONObject = [
             "environment": .string(prompt.environment), "profile": .string(prompt.profile),
-            "kind": .string(prompt.kind.rawValue), "url": .string(prompt.url),
+            "kind": .string(prompt.kind.rawValue), "url": .string(prompt.url.value),
             "expiresAt": .string(prompt.expiresAt.rfc3339),
         ]
-        if let code = prompt.userCode { object["userCode"] = .string(code) }
-        if let complete = prompt.verificationURIComplete { object["verificationUriComplete"] = .string(complete) }
+        if let code = prompt.userCode { object["userCode"] = .string(code.value) }
+        if let complete = prompt.verificationURIComplete {
+            object["verificationUriComplete"] = .string(complete.value)
+        }
         return .object(object)
     }
 }
