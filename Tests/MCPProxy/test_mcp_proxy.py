@@ -294,9 +294,6 @@ def test_metadata_whose_issuer_differs_sends_nothing_to_its_endpoints(
     assert host.logins() == []
 
 
-@pytest.mark.skip(
-    reason="the RFC 9207 iss check (SPEC §9.5) comes from another branch; unskip once merged"
-)
 @pytest.mark.parametrize(
     "server", [Options(callback_iss="http://127.0.0.1:1")], indirect=True
 )

@@ -208,7 +208,7 @@ struct HTTPRequestTool {
             // Asked once per login: a retry while the person is at it only says so again.
             if started {
                 face.openURL(
-                    prompt.verificationURIComplete ?? prompt.url,
+                    (prompt.verificationURIComplete ?? prompt.url).value,
                     message: "Log in to \(environmentName) (profile \(profileName)) for tokenrelay"
                         + (prompt.userCode.map { ", code \($0)" } ?? ""))
             }
@@ -367,8 +367,8 @@ struct HTTPRequestTool {
 
     /// What the agent is told once a login was started and its page sent to the client to open.
     static func loginText(_ prompt: LoginPrompt, environment: String, profile: String) -> String {
-        var page = prompt.verificationURIComplete ?? prompt.url
-        if prompt.verificationURIComplete == nil, let code = prompt.userCode { page += " (code \(code))" }
+        var page = (prompt.verificationURIComplete ?? prompt.url).value
+        if prompt.verificationURIComplete == nil, let code = prompt.userCode { page += " (code \(code.value))" }
         return
             "not sent: profile '\(profile)' of environment '\(environment)' needs the person to log in. tokenrelay asked your client to open the login page: \(page). The login completes in the background: call again once the person has logged in (or they can run `tokenrelay login --env \(environment) --profile \(profile)`)."
     }
