@@ -282,7 +282,12 @@ struct PostgresServer: Sendable {
         try await PostgresServer.with { server in
             try await InteropStack.with { stack in
                 let config = try stack.writeConfig(
-                    profiles: [("service", stack.clientCredentials(client: "svc", secretVariable: "SECRET"))],
+                    profiles: [
+                        (
+                            "service",
+                            stack.clientCredentials(client: "svc", secretVariable: "SECRET") + ["expose_token: true"]
+                        )
+                    ],
                     store: Self.store(server))
                 let hosts = try Self.hosts(3, config: config, stack: stack, server: server)
                 #expect(try await Self.storm(hosts, count: 2).allSatisfy { $0 == 200 })
