@@ -53,6 +53,7 @@ final class PostgresConnection: @unchecked Sendable {
             }
         }
         guard let connection else { throw PostgresError(sqlState: nil, message: "out of memory") }
+        tr_pq_silence_notices(connection)
         guard tr_pq_connection_ok(connection) == 1 else {
             let message = Self.trimmed(tr_pq_error_message(connection))
             tr_pq_finish(connection)
@@ -140,8 +141,8 @@ final class PostgresConnection: @unchecked Sendable {
 
     private static func trimmed(_ text: UnsafePointer<CChar>?) -> String {
         guard let text else { return "unknown error" }
-        var message = String(cString: text)
-        while message.last?.isWhitespace == true { message.removeLast() }
-        return message
+        // One line: libpq's messages span several ("server closed the connection...\n\tThis...").
+        return String(cString: text).split(whereSeparator: \.isNewline).map { $0.trimmingPrefix(while: \.isWhitespace) }
+            .joined(separator: " ")
     }
 }

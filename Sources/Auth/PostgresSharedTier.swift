@@ -277,16 +277,11 @@ public final class PostgresSharedTier: SharedTokenTier {
     // MARK: - Health
 
     private func markAvailable() {
-        let (rejoined, startListener) = state.health.withLock { health -> (Bool, Bool) in
-            let rejoined = health.unavailableSince != nil
-            health.unavailableSince = nil
+        state.rejoined()
+        let startListener = state.health.withLock { health -> Bool in
             let start = !health.listening && health.parameters != nil
             if start { health.listening = true }
-            return (rejoined, start)
-        }
-        if rejoined {
-            log.info("the shared tier answers again; sharing tokens with the fleet")
-            state.changed.store(true, ordering: .releasing)
+            return start
         }
         if startListener { startListening() }
     }
@@ -318,6 +313,9 @@ public final class PostgresSharedTier: SharedTokenTier {
                     (try? connection.query("LISTEN \"\(channel)\"")) != nil
                 {
                     pause = 200_000
+                    // The tier answers: the host rejoins at once, without waiting for a request to
+                    // find out, and re-reads its sessions (notifications may have been missed).
+                    state.rejoined()
                     state.changed.store(true, ordering: .releasing)
                     while let channels = try? connection.waitForNotifications(timeoutMilliseconds: -1) {
                         if !channels.isEmpty { state.changed.store(true, ordering: .releasing) }
@@ -399,6 +397,17 @@ final class PostgresTierState: Sendable {
     let health = Mutex(Health())
     /// Set by the listener when the fleet changed a row; taken by `changedElsewhere`.
     let changed = Atomic<Bool>(false)
+
+    /// The tier answered: available again (said once, and every session is re-read).
+    func rejoined() {
+        let was = health.withLock { health -> Bool in
+            defer { health.unavailableSince = nil }
+            return health.unavailableSince != nil
+        }
+        guard was else { return }
+        log.info("the shared tier answers again; sharing tokens with the fleet")
+        changed.store(true, ordering: .releasing)
+    }
 }
 
 /// A renewal lock held on a connection of its own; releasing it closes that connection (on the

@@ -31,6 +31,7 @@ struct tr_pq_api {
     int (*consume_input)(PGconn *);
     PGnotify *(*notifies)(PGconn *);
     void (*freemem)(void *);
+    PQnoticeProcessor (*set_notice_processor)(PGconn *, PQnoticeProcessor, void *);
     int loaded;
 };
 
@@ -63,6 +64,7 @@ static inline void tr_pq_load_once(void) {
     TR_PQ_SYMBOL(consume_input, "PQconsumeInput")
     TR_PQ_SYMBOL(notifies, "PQnotifies")
     TR_PQ_SYMBOL(freemem, "PQfreemem")
+    TR_PQ_SYMBOL(set_notice_processor, "PQsetNoticeProcessor")
 #undef TR_PQ_SYMBOL
     api->loaded = 1;
 }
@@ -113,3 +115,13 @@ static inline int tr_pq_socket(const PGconn *conn) { return tr_pq_api()->socket(
 static inline int tr_pq_consume_input(PGconn *conn) { return tr_pq_api()->consume_input(conn); }
 static inline PGnotify *tr_pq_notifies(PGconn *conn) { return tr_pq_api()->notifies(conn); }
 static inline void tr_pq_freemem(void *pointer) { tr_pq_api()->freemem(pointer); }
+
+static inline void tr_pq_ignore_notice(void *argument, const char *message) {
+    (void)argument;
+    (void)message;
+}
+/* libpq's default prints server notices (and a server's goodbye) on stderr: tokenrelay's stderr is
+   its log, so they are dropped (failures reach the caller as errors). */
+static inline void tr_pq_silence_notices(PGconn *conn) {
+    tr_pq_api()->set_notice_processor(conn, tr_pq_ignore_notice, NULL);
+}
