@@ -313,4 +313,46 @@ struct PostgresServer: Sendable {
             }
         }
     }
+
+    @Test func aNewerSchemaIsRefusedAndLeftAlone() async throws {
+        try await PostgresServer.with { server in
+            _ = try await server.sql(
+                "CREATE SCHEMA tokenrelay AUTHORIZATION tr; CREATE TABLE tokenrelay.schema_version (version integer NOT NULL); "
+                    + "INSERT INTO tokenrelay.schema_version VALUES (2); ALTER TABLE tokenrelay.schema_version OWNER TO tr"
+            )
+            let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+                "tr-fleet-\(UUID().uuidString.prefix(8))")
+            try FileManager.default.createDirectory(
+                at: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+            defer { try? FileManager.default.removeItem(at: directory) }
+            let config = directory.appendingPathComponent("config.yaml")
+            try """
+            version: 1
+            store: \(Self.store(server))
+            default_environment: e
+            environments:
+              e:
+                base_url: http://127.0.0.1:9
+                default_profile: p
+                profiles:
+                  p: {type: client_credentials, token_url: "http://127.0.0.1:9/token", client_id: x, client_secret: {env: SECRET}}
+            """.write(to: config, atomically: true, encoding: .utf8)
+            let host = try RelayProcess(
+                ["--config", config.path, "--log-level", "debug"],
+                environment: [
+                    "SECRET": "svc-secret", "XDG_STATE_HOME": directory.path, "TR_STORE_KEY": Self.storeKey,
+                    "TR_PG_PASSWORD": server.password,
+                ], testMethods: false)
+            // The token endpoint is unreachable: the request fails for that reason, not the tier's.
+            let answer = try await host.call("request", ["path": "/x"])
+            #expect(answer["error"]?["data"]?["kind"]?.stringValue == "transport", "\(answer.jsonText)")
+            let shared = try await host.call("status")["result"]?["store"]?["shared"]
+            #expect(shared?["state"]?.stringValue == "unavailable", "\(shared?.jsonText ?? "")")
+            #expect(host.stderrText.contains("newer than this tokenrelay knows"))
+            #expect(try await server.sql("SELECT version FROM tokenrelay.schema_version") == "2\n")
+            #expect(try await server.sql("SELECT to_regclass('tokenrelay.tokens') IS NULL") == "t\n")
+            try host.closeStdin()
+            #expect(try await host.exitCode() == 0)
+        }
+    }
 }
