@@ -131,3 +131,42 @@ final class FakeSharedTier: SharedTokenTier {
         #expect(SharedTokenPayload(encoded: []) == nil)
     }
 }
+
+/// The PostgreSQL tier against a server that accepts connections and never answers.
+@Suite struct PostgresSharedTierTimeoutTests {
+    /// A loopback listener that never accepts: the kernel completes connections into its backlog,
+    /// and nothing ever answers them.
+    static func silentListener() throws -> (descriptor: Int32, port: UInt16) {
+        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = 0
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
+        }
+        #expect(bound == 0)
+        #expect(listen(descriptor, 16) == 0)
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(descriptor, $0, &length) }
+        }
+        return (descriptor, UInt16(bigEndian: address.sin_port))
+    }
+
+    @Test func aTierSlowerThanItsTimeoutIsReportedUnavailableWithinTheBound() async throws {
+        let (descriptor, port) = try Self.silentListener()
+        defer { close(descriptor) }
+        let tier = PostgresSharedTier(
+            configuration: PostgresTierConfiguration(
+                url: "postgresql://tr@127.0.0.1:\(port)/tokens?sslmode=disable", password: .value("pg-canary-pw-41"),
+                timeout: .milliseconds(300)))
+        await #expect(throws: SharedTierUnavailable.self) { try await tier.read(Array(repeating: 1, count: 32)) }
+        #expect(tier.info.state == "unavailable")
+        #expect(tier.info.since != nil)
+        // Skipped at once while it fails (no second wait).
+        await #expect(throws: SharedTierUnavailable.self) { try await tier.read(Array(repeating: 1, count: 32)) }
+    }
+}
