@@ -98,10 +98,14 @@ struct PostgresServer: Sendable {
         return statuses
     }
 
-    static func close(_ hosts: [RelayProcess]) async throws {
+    /// Ends the hosts; none ever wrote the store key or the database password.
+    static func close(_ hosts: [RelayProcess], server: PostgresServer) async throws {
         for host in hosts {
             try host.closeStdin()
             #expect(try await host.exitCode() == 0, "\(host.stderrText.suffix(2000))")
+            for secret in [storeKey, server.password] {
+                #expect(!host.stderrText.contains(secret) && !host.stdoutText.contains(secret))
+            }
         }
     }
 
@@ -162,7 +166,7 @@ struct PostgresServer: Sendable {
                     status["result"]?["store"]?["shared"]?["state"]?.stringValue == "available",
                     "\(status.jsonText)\n\(hosts[1].stderrText.split(separator: "\n").filter { $0.contains("shared") }.prefix(5))"
                 )
-                try await Self.close(hosts)
+                try await Self.close(hosts, server: server)
             }
         }
     }
@@ -194,7 +198,7 @@ struct PostgresServer: Sendable {
                     "fleet: 3 hosts, \(rounds) rounds over \(Int(elapsed)) s of 6 s tokens -> \(issued) tokens issued (\(lifetimes) lifetimes)"
                 )
                 #expect(issued <= lifetimes + 1, "\(issued) tokens for \(lifetimes) lifetimes")
-                try await Self.close(hosts)
+                try await Self.close(hosts, server: server)
             }
         }
     }
@@ -272,7 +276,7 @@ struct PostgresServer: Sendable {
                 let again = try await Self.storm(hosts, count: 5, profile: "later")
                 #expect(again.allSatisfy { $0 == 200 })
                 #expect(try await stack.issuedCount(client: "svc") == alone + 1)
-                try await Self.close(hosts)
+                try await Self.close(hosts, server: server)
             }
         }
     }
@@ -309,7 +313,7 @@ struct PostgresServer: Sendable {
                 let recovered = try await Self.storm(hosts, count: 1)
                 #expect(recovered.allSatisfy { $0 == 200 }, "\(recovered)")
                 #expect(try await stack.issuedCount(client: "svc") == 3)
-                try await Self.close(hosts)
+                try await Self.close(hosts, server: server)
             }
         }
     }
