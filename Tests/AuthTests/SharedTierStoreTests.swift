@@ -88,6 +88,19 @@ final class FakeSharedTier: SharedTokenTier {
         #expect(tier.rows.withLock { $0.isEmpty })
     }
 
+    @Test func logoutRemovesTheRowAndAnotherHostThenRenews() async throws {
+        let tier = FakeSharedTier()
+        let one = SharedTierStore(host: InMemoryTokenStore(), tier: tier, encryptionKey: keyProvider(storeTestKey))
+        let two = SharedTierStore(host: InMemoryTokenStore(), tier: tier, encryptionKey: keyProvider(storeTestKey))
+        let key = StoreKey(session: sessionKey())
+        _ = try await one.save(Self.tokens("at-before-logout"), for: key)
+        #expect(try await two.load(key)?.accessToken == "at-before-logout")
+        try await one.logOut(key)
+        #expect(tier.rows.withLock { $0.isEmpty })
+        // The other host held the token it last saw in the tier: gone there, so it is invalidated.
+        #expect(try await two.load(key)?.invalidated == true)
+    }
+
     @Test func refreshTokenSessionsAndBoundTokensNeverReachTheTier() async throws {
         let tier = FakeSharedTier()
         let store = SharedTierStore(host: InMemoryTokenStore(), tier: tier, encryptionKey: keyProvider(storeTestKey))
