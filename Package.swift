@@ -24,6 +24,9 @@ let package = Package(
         .systemLibrary(name: "CCrypto", path: "Sources/CCrypto", providers: [.apt(["libssl-dev"])]),
         // CSQLite loads libsqlite3 with dlopen on first use (Sources/CSQLite/shim.h), like CCurl.
         .systemLibrary(name: "CSQLite", path: "Sources/CSQLite", providers: [.apt(["libsqlite3-dev"])]),
+        // CPostgres loads libpq with dlopen on first use (Sources/CPostgres/shim.h), like CCurl: only a
+        // config with a shared tier (store.shared) maps it.
+        .systemLibrary(name: "CPostgres", path: "Sources/CPostgres", providers: [.apt(["libpq-dev"])]),
         // CSystem shows the libc calls Swift's Glibc module does not (eventfd, pwritev2).
         .systemLibrary(name: "CSystem", path: "Sources/CSystem"),
 
@@ -34,7 +37,11 @@ let package = Package(
         .target(name: "Config", dependencies: ["CYAML", "ErrorKinds", "HTTPFields", "Logging"]),
         .target(name: "HTTP", dependencies: ["CCurl", "CSystem", "ErrorKinds", "HTTPFields", "Logging"]),
         .target(
-            name: "Auth", dependencies: ["HTTP", "HTTPFields", "JSONRPC", "CCrypto", "CSQLite", "ErrorKinds", "Logging"]),
+            name: "Auth",
+            dependencies: [
+                "HTTP", "HTTPFields", "JSONRPC", "CCrypto", "CSQLite", "CPostgres", "ErrorKinds",
+                "Logging",
+            ]),
         .target(
             name: "Relay", dependencies: ["JSONRPC", "Config", "HTTP", "HTTPFields", "Auth", "ErrorKinds", "Logging"]),
         // The library's public face: a small client over Relay's runtime (RelaySession, @_spi).

@@ -109,13 +109,19 @@ public struct TokenStoreInfo: Sendable, Equatable {
     public var encrypted: Bool
     /// The schema version of the opened file (`nil`: memory, or not opened yet).
     public var schemaVersion: Int?
+    /// The shared tier beside the store (`store.shared`), if any.
+    public var shared: SharedTierInfo?
 
     /// Creates a description.
-    public init(type: String, path: String? = nil, encrypted: Bool = false, schemaVersion: Int? = nil) {
+    public init(
+        type: String, path: String? = nil, encrypted: Bool = false, schemaVersion: Int? = nil,
+        shared: SharedTierInfo? = nil
+    ) {
         self.type = type
         self.path = path
         self.encrypted = encrypted
         self.schemaVersion = schemaVersion
+        self.shared = shared
     }
 }
 

@@ -74,11 +74,16 @@ public struct StoreSettings: Sendable, Hashable {
     public var path: String?
     /// The key sealing tokens at rest (32 bytes, base64 or hex); `nil`: stored in plain text.
     public var encryptionKey: SecretSource?
+    /// A tier shared by a fleet of hosts (SPEC §11), if configured.
+    public var shared: SharedTierSettings?
 
-    public init(type: Kind = .sqlite, path: String? = nil, encryptionKey: SecretSource? = nil) {
+    public init(
+        type: Kind = .sqlite, path: String? = nil, encryptionKey: SecretSource? = nil, shared: SharedTierSettings? = nil
+    ) {
         self.type = type
         self.path = path
         self.encryptionKey = encryptionKey
+        self.shared = shared
     }
 
     /// `$XDG_STATE_HOME/tokenrelay/sessions.db`, else `~/.local/state/tokenrelay/sessions.db`.
@@ -95,12 +100,48 @@ public struct StoreSettings: Sendable, Hashable {
     /// Equal when the type, path and key source (as written, not as resolved) are.
     public static func == (lhs: StoreSettings, rhs: StoreSettings) -> Bool {
         lhs.type == rhs.type && lhs.path == rhs.path && lhs.encryptionKey?.origin == rhs.encryptionKey?.origin
+            && lhs.shared == rhs.shared
     }
 
     public func hash(into hasher: inout Hasher) {
         hasher.combine(type)
         hasher.combine(path)
         hasher.combine(encryptionKey?.origin)
+        hasher.combine(shared)
+    }
+}
+
+/// `store.shared`: a PostgreSQL tier a fleet of hosts shares (SPEC §11).
+public struct SharedTierSettings: Sendable, Hashable {
+    /// The libpq connection URL (no password in it).
+    public var url: String
+    /// The password (a secret source), when libpq's own sources do not give it.
+    public var password: SecretSource?
+    /// The bound of every call to the tier (default 2 s).
+    public var timeout: Duration
+    /// The schema of the tier's tables (default `tokenrelay`).
+    public var schema: String
+
+    public init(
+        url: String, password: SecretSource? = nil, timeout: Duration = .seconds(2), schema: String = "tokenrelay"
+    ) {
+        self.url = url
+        self.password = password
+        self.timeout = timeout
+        self.schema = schema
+    }
+
+    /// Equal when everything is, the password source compared as written.
+    public static func == (lhs: SharedTierSettings, rhs: SharedTierSettings) -> Bool {
+        lhs.url == rhs.url && lhs.password?.origin == rhs.password?.origin && lhs.timeout == rhs.timeout
+            && lhs.schema == rhs.schema
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(url)
+        hasher.combine(password?.origin)
+        hasher.combine(timeout)
+        hasher.combine(schema)
     }
 }
 

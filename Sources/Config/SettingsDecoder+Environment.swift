@@ -120,6 +120,17 @@ extension SettingsDecoder {
                 sink.error("'store.encryption_key' only applies to 'type: sqlite'", at: pair.key.mark)
             }
         }
+        if let pair = keys["shared"] {
+            store.shared = decodeSharedTier(pair.value)
+            if store.shared != nil, store.type != .sqlite {
+                sink.error("'store.shared' needs the host's store to be 'type: sqlite'", at: pair.key.mark)
+            } else if store.shared != nil, store.encryptionKey == nil {
+                sink.error(
+                    "'store.shared' needs 'store.encryption_key': rows in the shared tier are sealed with the store key "
+                        + "(tokenrelay store new-key prints one; every host of the fleet uses the same key)",
+                    at: pair.key.mark)
+            }
+        }
         return store
     }
 

@@ -48,7 +48,8 @@ struct SettingsDecoder {
     /// Keys allowed under `server`.
     static let serverKeys: Set<String> = ["max_concurrent_requests", "max_queued_requests", "max_message_bytes"]
     /// Keys allowed under `store`.
-    static let storeKeys: Set<String> = ["type", "path", "encryption_key"]
+    static let storeKeys: Set<String> = ["type", "path", "encryption_key", "shared"]
+    static let sharedTierKeys: Set<String> = ["type", "url", "password", "timeout", "schema"]
     /// Keys allowed in an environment.
     static let environmentKeys: Set<String> = [
         "base_url", "default_profile", "headers", "timeout", "connect_timeout", "allowed_origins", "ca_file", "proxy",
@@ -93,8 +94,8 @@ struct SettingsDecoder {
     /// and `profile.<type>` for each profile type.
     static var knownKeys: [String: Set<String>] {
         var tables: [String: Set<String>] = [
-            "top": topKeys, "server": serverKeys, "store": storeKeys, "environment": environmentKeys,
-            "events": eventsKeys, "secret": secretSourceKeys, "mcp": mcpKeys,
+            "top": topKeys, "server": serverKeys, "store": storeKeys, "shared": sharedTierKeys,
+            "environment": environmentKeys, "events": eventsKeys, "secret": secretSourceKeys, "mcp": mcpKeys,
         ]
         for (type, keys) in profileKeys { tables["profile.\(type)"] = keys }
         return tables

@@ -337,3 +337,57 @@ import Testing
         }
     }
 }
+
+/// `store.shared` (SPEC §11).
+@Suite struct SharedTierSettingsTests {
+    static func config(_ shared: String, key: Bool = true) -> String {
+        "version: 1\nstore:\n  type: sqlite\n" + (key ? "  encryption_key: { env: STORE_KEY }\n" : "")
+            + "  shared: \(shared)\n"
+    }
+
+    @Test func aSharedTierTakesItsURLPasswordTimeoutAndSchema() async throws {
+        let result = await decodeConfig(
+            Self.config(
+                "{type: postgres, url: \"postgresql://tr@127.0.0.1:5432/tokens\", password: {env: PGPW}, timeout: 3s, schema: fleet_a}"
+            ))
+        #expect(!result.hasErrors, "\(result.diagnostics)")
+        let shared = result.settings?.store.shared
+        #expect(shared?.url == "postgresql://tr@127.0.0.1:5432/tokens")
+        #expect(shared?.password?.origin == .environment(name: "PGPW"))
+        #expect(shared?.timeout == .seconds(3))
+        #expect(shared?.schema == "fleet_a")
+    }
+
+    @Test func aSharedTierWithoutTheStoreKeyIsAnError() async throws {
+        let result = await decodeConfig(
+            Self.config("{type: postgres, url: \"postgresql://tr@127.0.0.1/tokens\"}", key: false))
+        #expect(result.diagnostics.contains { $0.message.contains("needs 'store.encryption_key'") })
+        #expect(result.hasErrors)
+    }
+
+    @Test func aPasswordInTheURLOrABadSchemaIsAnError() async throws {
+        let password = await decodeConfig(Self.config("{type: postgres, url: \"postgresql://tr:hunter22@db/tokens\"}"))
+        #expect(password.hasErrors)
+        #expect(!password.diagnostics.contains { $0.message.contains("hunter22") })
+        let schema = await decodeConfig(
+            Self.config("{type: postgres, url: \"postgresql://tr@db/tokens\", schema: \"x; drop\"}"))
+        #expect(schema.hasErrors)
+    }
+
+    @Test(arguments: [
+        ("postgresql://tr@db.internal/tokens", true),
+        ("postgresql://tr@db.internal/tokens?sslmode=require", true),
+        ("postgresql://tr@db.internal/tokens?sslmode=verify-ca", true),
+        ("postgresql://tr@db.internal/tokens?sslmode=verify-full", false),
+        ("postgresql://tr@127.0.0.1:5432/tokens", false),
+        ("postgresql://tr@[::1]/tokens?sslmode=disable", false),
+        ("postgresql:///tokens?host=/run/postgresql", false),
+        ("postgresql://tr@localhost/tokens?host=db.internal", true),
+    ])
+    func checkingWarnsAboutAnUnverifiedRemoteServer(url: String, warns: Bool) async throws {
+        let result = await decodeConfig(
+            Self.config("{type: postgres, url: \"\(url)\"}"), mode: .check(resolveSecrets: false))
+        #expect(!result.hasErrors, "\(result.diagnostics)")
+        #expect(result.warnings.contains { $0.message.contains("sslmode") } == warns, "\(result.warnings)")
+    }
+}

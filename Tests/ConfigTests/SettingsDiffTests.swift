@@ -125,6 +125,24 @@ import Testing
         #expect(try await Self.diff(Self.base, Self.base).restartSections.isEmpty)
     }
 
+    @Test func aChangedSharedTierNeedsARestart() async throws {
+        func shared(_ settings: String) -> String {
+            Self.base.replacingOccurrences(
+                of: "version: 1\n",
+                with: "version: 1\nstore: { encryption_key: { env: K }, shared: { type: postgres, \(settings) } }\n")
+        }
+        let one = shared("url: \"postgresql://tr@127.0.0.1/a\"")
+        #expect(try await Self.diff(Self.base, one).restartSections == ["store"])
+        #expect(try await Self.diff(one, one).restartSections.isEmpty)
+        for other in [
+            shared("url: \"postgresql://tr@127.0.0.1/b\""), shared("url: \"postgresql://tr@127.0.0.1/a\", timeout: 5s"),
+            shared("url: \"postgresql://tr@127.0.0.1/a\", schema: other"),
+            shared("url: \"postgresql://tr@127.0.0.1/a\", password: { env: P }"),
+        ] {
+            #expect(try await Self.diff(one, other).restartSections == ["store"], "\(other)")
+        }
+    }
+
     @Test func inlineSecretsCompareByTheirValue() async throws {
         let old = Self.base.replacingOccurrences(of: "{ env: PASSWORD }", with: "pass-one")
         let new = Self.base.replacingOccurrences(of: "{ env: PASSWORD }", with: "pass-two")

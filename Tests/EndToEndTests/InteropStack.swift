@@ -109,9 +109,15 @@ struct InteropStack: Sendable {
 
     /// Holds refresh requests from now on; with `holdingResponses`, each is handled first (the
     /// refresh token rotated at the server) and its response is held.
-    func armTokenGate(holdingResponses: Bool = false) throws {
+    func armTokenGate(holdingResponses: Bool = false, grant: String? = nil) throws {
+        if let grant { try Data(grant.utf8).write(to: tokenGate.appendingPathComponent("grant")) }
         if holdingResponses { try Data().write(to: tokenGate.appendingPathComponent("after")) }
         try Data().write(to: tokenGate.appendingPathComponent("armed"))
+    }
+
+    /// Holds no new request; those already held stay held until ``releaseTokenGate()``.
+    func disarmTokenGate() throws {
+        try FileManager.default.removeItem(at: tokenGate.appendingPathComponent("armed"))
     }
 
     /// Lets held requests (and later ones) through.

@@ -23,6 +23,11 @@ enum StatusMethod: RelayMethod {
             if let path = store.path { storeObject["path"] = .string(path) }
             if let version = store.schemaVersion { storeObject["schemaVersion"] = .int(version) }
             if let storeError { storeObject["error"] = Self.errorValue(storeError) }
+            if let shared = store.shared {
+                var sharedObject: JSONObject = ["type": .string(shared.type), "state": .string(shared.state)]
+                if let since = shared.since { sharedObject["since"] = .string(since.rfc3339) }
+                storeObject["shared"] = .object(sharedObject)
+            }
             return [
                 "sessions": .array(sessions.map { Self.sessionValue($0) }),
                 "subscriptions": .int(subscriptions),
@@ -90,6 +95,16 @@ enum StatusMethod: RelayMethod {
             "type": Schema.oneOf(["memory", "sqlite"]), "path": Schema.string,
             "encrypted": ["type": "boolean", "description": "false: tokens are kept in plain text in the 0600 file."],
             "schemaVersion": Schema.integer, "error": Schema.error,
+            "shared": Schema.object(
+                [
+                    "type": Schema.oneOf(["postgres"]),
+                    "state": [
+                        "enum": ["available", "unavailable"],
+                        "description":
+                            "unavailable: the shared tier failed, refused or was slower than its timeout; this host acts on its own until it answers again.",
+                    ],
+                    "since": Schema.string("When the tier became unavailable (RFC 3339)."),
+                ], required: ["type", "state"]),
         ], required: ["type", "encrypted"])
 
     static let openRPC = MethodDescription(

@@ -148,7 +148,13 @@ final class RelayRuntime: Sendable {
         case .sqlite:
             let path = settings.path ?? StoreSettings.defaultPath(environment: ProcessEnvironment.current())
             let key = settings.encryptionKey.map { source in SecretProvider { try await source.resolve() } }
-            return SQLiteTokenStore(path: path, encryptionKey: key)
+            let host = SQLiteTokenStore(path: path, encryptionKey: key)
+            guard let shared = settings.shared, let key else { return host }
+            let password = shared.password.map { source in SecretProvider { try await source.resolve() } }
+            let tier = PostgresSharedTier(
+                configuration: PostgresTierConfiguration(
+                    url: shared.url, password: password, timeout: shared.timeout, schema: shared.schema))
+            return SharedTierStore(host: host, tier: tier, encryptionKey: key)
         }
     }
 

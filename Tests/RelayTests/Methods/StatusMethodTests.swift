@@ -18,7 +18,11 @@ import Testing
                 refreshable: true, lastError: (kind: .auth, message: "refused"),
                 counters: .init(acquisitions: 1, renewals: 2, recoveries: 3, requests: 4), fromStore: true,
                 identity: LoginIdentity(subject: "s", email: "m@example.com", name: "N"))
-        ], subscriptions: 2, store: TokenStoreInfo(type: "sqlite", path: "/x.db", encrypted: true, schemaVersion: 3),
+        ], subscriptions: 2,
+        store: TokenStoreInfo(
+            type: "sqlite", path: "/x.db", encrypted: true, schemaVersion: 3,
+            shared: SharedTierInfo(
+                type: "postgres", state: "unavailable", since: Date(timeIntervalSince1970: 1_700_000_000))),
         storeError: (kind: .config, message: "locked"))
 
     static let minimal = StatusMethod.Result(
@@ -31,7 +35,7 @@ import Testing
     @Test func everyMemberInTheOrderTheWireAlwaysHadIt() {
         #expect(
             Self.full.resultValue.jsonText
-                == #"{"sessions":[{"environment":"e","profile":"p","type":"authorization_code","state":"valid","expiresAt":"2027-01-15T08:00:00Z","refreshable":true,"fromStore":true,"subject":"s","email":"m@example.com","name":"N","lastError":{"kind":"auth","message":"refused"},"counters":{"acquisitions":1,"renewals":2,"recoveries":3,"requests":4}}],"subscriptions":2,"store":{"type":"sqlite","encrypted":true,"path":"/x.db","schemaVersion":3,"error":{"kind":"config","message":"locked"}}}"#
+                == #"{"sessions":[{"environment":"e","profile":"p","type":"authorization_code","state":"valid","expiresAt":"2027-01-15T08:00:00Z","refreshable":true,"fromStore":true,"subject":"s","email":"m@example.com","name":"N","lastError":{"kind":"auth","message":"refused"},"counters":{"acquisitions":1,"renewals":2,"recoveries":3,"requests":4}}],"subscriptions":2,"store":{"type":"sqlite","encrypted":true,"path":"/x.db","schemaVersion":3,"error":{"kind":"config","message":"locked"},"shared":{"type":"postgres","state":"unavailable","since":"2023-11-14T22:13:20Z"}}}"#
         )
     }
 

@@ -50,11 +50,19 @@ class TokenGateMiddleware:
     exists (at most 120 s) before the token endpoint handles it, so tests can act while a refresh
     request is in flight (e.g. kill its sender). When DIR/after exists too, the grant is handled
     first (the refresh token is rotated at the server) and its response is held instead: the
-    arrived marker is written once the server has answered."""
+    arrived marker is written once the server has answered. DIR/grant, when it exists, names the
+    grant type held instead of refresh_token (e.g. client_credentials)."""
 
     def __init__(self, get_response):
         self.get_response = get_response
         self.directory = os.environ.get("IDP_TOKEN_GATE", "")
+
+    def _held_grant(self):
+        try:
+            with open(os.path.join(self.directory, "grant")) as handle:
+                return handle.read().strip() or "refresh_token"
+        except OSError:
+            return "refresh_token"
 
     def _hold(self):
         marker = os.path.join(self.directory, f"arrived-{uuid.uuid4().hex}")
@@ -67,7 +75,7 @@ class TokenGateMiddleware:
     def __call__(self, request):
         if (self.directory and request.method == "POST" and request.path == "/o/token/"
                 and os.path.exists(os.path.join(self.directory, "armed"))
-                and request.POST.get("grant_type") == "refresh_token"):
+                and request.POST.get("grant_type") == self._held_grant()):
             if os.path.exists(os.path.join(self.directory, "after")):
                 response = self.get_response(request)
                 self._hold()
