@@ -156,7 +156,7 @@ extension TokenManager {
         let endpointClient = traffic.endpoint
         let endpoint = try await tokenEndpoint(
             for: configuration, discovery: traffic.discovery, deadline: flight.deadline)
-        let secret = try await clientSecret(for: configuration)
+        let credential = try await ClientCredential.resolve(configuration, tokenEndpoint: endpoint)
         var refreshToken = session.refreshToken
         var sentSeed: String?
         if refreshToken == nil, case .refreshToken = configuration.grant {
@@ -192,7 +192,7 @@ extension TokenManager {
         if let refreshToken {
             let request = try endpointClient.makeRequest(
                 endpoint: endpoint, grant: .refresh(refreshToken, configuration), configuration: configuration,
-                secret: secret)
+                credential: credential)
             do {
                 response = try await endpointClient.send(
                     request, deadline: flight.deadline, beforeFirstSend: beforeSend)
@@ -213,13 +213,13 @@ extension TokenManager {
                 log.info("refresh token refused for \(key); acquiring afresh with client credentials")
                 let fresh = try endpointClient.makeRequest(
                     endpoint: endpoint, grant: .clientCredentials(configuration), configuration: configuration,
-                    secret: secret)
+                    credential: credential)
                 response = try await endpointClient.send(fresh, deadline: flight.deadline, beforeFirstSend: {})
             }
         } else {
             let request = try endpointClient.makeRequest(
                 endpoint: endpoint, grant: .clientCredentials(configuration), configuration: configuration,
-                secret: secret)
+                credential: credential)
             response = try await endpointClient.send(request, deadline: flight.deadline, beforeFirstSend: beforeSend)
         }
         guard session.generation == flight.generation else {
@@ -445,17 +445,6 @@ extension TokenManager {
                     + ServerText(methods.joined(separator: ", ")).value + ")")
         }
         return configuration.tokenURL ?? metadata.tokenEndpoint
-    }
-
-    func clientSecret(for configuration: OAuthClientConfiguration) async throws -> String? {
-        guard configuration.clientAuth != .none, let provider = configuration.clientSecret else { return nil }
-        do {
-            return try await provider.resolve()
-        } catch let error as AuthError {
-            throw error
-        } catch {
-            throw AuthError.configuration("the client secret could not be resolved")
-        }
     }
 
     /// The SHA-256 digest of `value` (consumed seeds are remembered by digest, not by value).

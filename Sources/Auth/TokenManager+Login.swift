@@ -265,16 +265,16 @@ extension TokenManager {
         }
         let endpoint = try await tokenEndpoint(
             for: configuration, discovery: traffic.discovery, deadline: flight.deadline)
-        let secret = try await clientSecret(for: configuration)
+        let credential = try await ClientCredential.resolve(configuration, tokenEndpoint: endpoint)
         let opener = openBrowser ? settings.openBrowser : nil
         switch settings.flow {
         case .authorizationCode(let ports, let path):
             return try await authorizationCodeLogin(
                 session, flight, settings: settings, ports: ports, path: path, metadata: metadata, endpoint: endpoint,
-                secret: secret, opener: opener)
+                credential: credential, opener: opener)
         case .deviceCode:
             let response = try await deviceCodeLogin(
-                session, flight, settings: settings, metadata: metadata, endpoint: endpoint, secret: secret,
+                session, flight, settings: settings, metadata: metadata, endpoint: endpoint, credential: credential,
                 opener: opener)
             return try await store(response, session, flight, nonce: nil, metadata: metadata, keys: nil)
         }
@@ -282,7 +282,7 @@ extension TokenManager {
 
     private func authorizationCodeLogin(
         _ session: Session, _ flight: LoginFlight, settings: InteractiveLogin, ports: [Int], path: String,
-        metadata: AuthorizationServerMetadata?, endpoint: String, secret: String?,
+        metadata: AuthorizationServerMetadata?, endpoint: String, credential: ClientCredential?,
         opener: (@Sendable (String) async -> Void)?
     ) async throws -> LoginResult {
         let configuration = session.configuration
@@ -348,7 +348,7 @@ extension TokenManager {
                 endpoint: endpoint,
                 grant: .authorizationCode(
                     code, redirectURI: listener.redirectURI, verifier: secrets.verifier, configuration),
-                configuration: configuration, secret: secret)
+                configuration: configuration, credential: credential)
             let response: TokenResponse
             do {
                 response = try await endpointClient.send(request, deadline: deadline, beforeFirstSend: {})
@@ -377,7 +377,7 @@ extension TokenManager {
 
     private func deviceCodeLogin(
         _ session: Session, _ flight: LoginFlight, settings: InteractiveLogin, metadata: AuthorizationServerMetadata?,
-        endpoint: String, secret: String?, opener: (@Sendable (String) async -> Void)?
+        endpoint: String, credential: ClientCredential?, opener: (@Sendable (String) async -> Void)?
     ) async throws -> TokenResponse {
         let configuration = session.configuration
         let endpointClient = traffic(for: session.key).endpoint
@@ -392,7 +392,7 @@ extension TokenManager {
         for (name, value) in settings.authorizationParameters { form.add(name, value) }
         let authorizationRequest = try TokenEndpointClient.authenticatedPost(
             endpoint: deviceEndpoint, what: "device authorization endpoint", form: form, configuration: configuration,
-            secret: secret)
+            credential: credential, now: clock.now)
         let authorization = try await endpointClient.deviceAuthorization(
             authorizationRequest, deadline: min(flight.deadline, clock.now.addingTimeInterval(30)))
         let started = clock.now
@@ -417,7 +417,7 @@ extension TokenManager {
             polls += 1
             let request = try endpointClient.makeRequest(
                 endpoint: endpoint, grant: .deviceCode(authorization.deviceCode, configuration),
-                configuration: configuration, secret: secret)
+                configuration: configuration, credential: credential)
             do {
                 let response = try await endpointClient.send(request, deadline: end, beforeFirstSend: {})
                 try markLoginSent(session, flight)

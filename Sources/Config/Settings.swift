@@ -294,6 +294,33 @@ public enum ClientAuthMethod: String, Sendable, Hashable, CaseIterable {
     case clientSecretBasic = "client_secret_basic"
     case clientSecretPost = "client_secret_post"
     case none
+    case privateKeyJWT = "private_key_jwt"
+}
+
+/// `private_key_jwt`: the key that signs the client's assertions (RFC 7523 §2.2).
+public struct ClientKeySettings: Sendable {
+    /// Which `aud` the assertions name (`client_assertion_audience`).
+    public enum Audience: String, Sendable, Hashable, CaseIterable {
+        case tokenEndpoint = "token_endpoint"
+        case issuer
+    }
+
+    /// `client_key`: a PEM private key (EC P-256 or RSA ≥ 2048 bits).
+    public var key: SecretSource
+    /// `client_key_alg`: ES256, RS256 or PS256 (`nil`: from the key).
+    public var algorithm: String?
+    /// `client_key_id`: the JWS `kid`.
+    public var keyID: String?
+    /// `client_assertion_audience` (default `token_endpoint`).
+    public var audience: Audience
+
+    public init(key: SecretSource, algorithm: String? = nil, keyID: String? = nil, audience: Audience = .tokenEndpoint)
+    {
+        self.key = key
+        self.algorithm = algorithm
+        self.keyID = keyID
+        self.audience = audience
+    }
 }
 
 /// The settings shared by every OAuth profile type.
@@ -308,6 +335,8 @@ public struct OAuthClientSettings: Sendable, CustomStringConvertible {
     public var clientSecret: SecretSource?
     /// How the client authenticates.
     public var clientAuth: ClientAuthMethod
+    /// The key of `private_key_jwt`.
+    public var clientKey: ClientKeySettings?
     /// Requested scopes, in order.
     public var scopes: [String]
     /// The `audience` parameter.
@@ -319,14 +348,16 @@ public struct OAuthClientSettings: Sendable, CustomStringConvertible {
 
     public init(
         issuer: String? = nil, tokenURL: String? = nil, clientID: String, clientSecret: SecretSource? = nil,
-        clientAuth: ClientAuthMethod? = nil, scopes: [String] = [], audience: String? = nil, resource: [String] = [],
-        expirySkew: Duration = .seconds(30)
+        clientAuth: ClientAuthMethod? = nil, clientKey: ClientKeySettings? = nil, scopes: [String] = [],
+        audience: String? = nil, resource: [String] = [], expirySkew: Duration = .seconds(30)
     ) {
         self.issuer = issuer
         self.tokenURL = tokenURL
         self.clientID = clientID
         self.clientSecret = clientSecret
-        self.clientAuth = clientAuth ?? (clientSecret == nil ? .none : .clientSecretBasic)
+        self.clientAuth =
+            clientAuth ?? (clientKey != nil ? .privateKeyJWT : clientSecret == nil ? .none : .clientSecretBasic)
+        self.clientKey = clientKey
         self.scopes = scopes
         self.audience = audience
         self.resource = resource

@@ -255,14 +255,26 @@ extension SettingsDecoder {
                 pair.value, path: "\(path).client_auth", choices: ClientAuthMethod.allCases.map(\.rawValue))
         {
             clientAuth = ClientAuthMethod(rawValue: value)
-            if clientAuth == ClientAuthMethod.none, keys["client_secret"] != nil {
-                sink.error(
-                    "'client_auth: none' sends no secret, but 'client_secret' is set; remove one of them",
-                    at: pair.value.mark)
-            } else if clientAuth != ClientAuthMethod.none, keys["client_secret"] == nil {
-                sink.error("'client_auth: \(value)' needs a 'client_secret'", at: pair.value.mark)
+            switch clientAuth {
+            case .none?:
+                if keys["client_secret"] != nil {
+                    sink.error(
+                        "'client_auth: none' sends no secret, but 'client_secret' is set; remove one of them",
+                        at: pair.value.mark)
+                }
+            case .privateKeyJWT?:
+                if keys["client_key"] == nil {
+                    sink.error(
+                        "'client_auth: private_key_jwt' needs a 'client_key' (a PEM private key secret source)",
+                        at: pair.value.mark)
+                }
+            default:
+                if keys["client_secret"] == nil {
+                    sink.error("'client_auth: \(value)' needs a 'client_secret'", at: pair.value.mark)
+                }
             }
         }
+        let clientKey = decodeClientKey(keys, path: path, clientAuth: clientAuth)
         let scopes =
             keys["scopes"].flatMap { stringList($0.value, path: "\(path).scopes", splittingString: true) } ?? []
         let audience = keys["audience"].flatMap { nonEmptyString($0.value, path: "\(path).audience")?.text }
@@ -274,12 +286,59 @@ extension SettingsDecoder {
         guard let clientID else { return nil }
         return OAuthClientSettings(
             issuer: issuer, tokenURL: tokenURL, clientID: clientID, clientSecret: secret, clientAuth: clientAuth,
-            scopes: scopes, audience: audience, resource: resource, expirySkew: skew)
+            clientKey: clientKey, scopes: scopes, audience: audience, resource: resource, expirySkew: skew)
+    }
+
+    /// `client_key`, `client_key_alg`, `client_key_id` and `client_assertion_audience` (SPEC §10).
+    private mutating func decodeClientKey(_ keys: Fields, path: String, clientAuth: ClientAuthMethod?)
+        -> ClientKeySettings?
+    {
+        let related = ["client_key_alg", "client_key_id", "client_assertion_audience"]
+        guard let pair = keys["client_key"] else {
+            for name in related {
+                if let stray = keys[name] {
+                    sink.error("'\(path).\(name)' only applies with a 'client_key'", at: stray.key.mark)
+                }
+            }
+            return nil
+        }
+        if let clientAuth, clientAuth != .privateKeyJWT {
+            sink.error(
+                "'\(path).client_key' is used by 'client_auth: private_key_jwt', not \(clientAuth.rawValue)",
+                at: pair.key.mark)
+        } else if keys["client_secret"] != nil {
+            sink.error(
+                "'client_key' (private_key_jwt) and 'client_secret' are both set; a client authenticates one way",
+                at: pair.key.mark)
+        }
+        guard let source = secretSource(pair.value, path: "\(path).client_key", format: .pemPrivateKey) else {
+            return nil
+        }
+        var settings = ClientKeySettings(key: source)
+        if let entry = keys["client_key_alg"] {
+            settings.algorithm = choice(
+                entry.value, path: "\(path).client_key_alg", choices: ["ES256", "RS256", "PS256"])
+        }
+        if let entry = keys["client_key_id"] {
+            settings.keyID = nonEmptyString(entry.value, path: "\(path).client_key_id")?.text
+        }
+        if let entry = keys["client_assertion_audience"],
+            let value = choice(
+                entry.value, path: "\(path).client_assertion_audience",
+                choices: ClientKeySettings.Audience.allCases.map(\.rawValue)),
+            let audience = ClientKeySettings.Audience(rawValue: value)
+        {
+            if audience == .issuer && keys["issuer"] == nil {
+                sink.error("'client_assertion_audience: issuer' needs an 'issuer'", at: entry.value.mark)
+            }
+            settings.audience = audience
+        }
+        return settings
     }
 
     /// A secret source: an inline string (warned about), `{ env: NAME }`, `{ file: path }` or
     /// `{ command: [argv], timeout: 10s }`. Never quotes the value in a message.
-    mutating func secretSource(_ node: YAMLNode, path: String) -> SecretSource? {
+    mutating func secretSource(_ node: YAMLNode, path: String, format: SecretSource.Format = .any) -> SecretSource? {
         let expected = "a secret source: { env: NAME }, { file: path }, { command: [argv] } or a string"
         if node.scalar != nil, !node.isNull {
             // Interpolate without echoing anything: errors name only the path and variable.
@@ -290,8 +349,8 @@ extension SettingsDecoder {
                     at: node.mark)
             }
             let source = SecretSource(
-                origin: .inline, inlineValue: value.text, file: file, mark: node.mark, keyPath: path, resolver: resolver
-            )
+                origin: .inline, inlineValue: value.text, file: file, mark: node.mark, keyPath: path, format: format,
+                resolver: resolver)
             secrets.append(source)
             return source
         }
@@ -343,7 +402,8 @@ extension SettingsDecoder {
             let timeout = keys["timeout"].flatMap { duration($0.value, path: "\(path).timeout") } ?? .seconds(10)
             origin = .command(argv: argv, timeout: timeout)
         }
-        let source = SecretSource(origin: origin, file: file, mark: node.mark, keyPath: path, resolver: resolver)
+        let source = SecretSource(
+            origin: origin, file: file, mark: node.mark, keyPath: path, format: format, resolver: resolver)
         secrets.append(source)
         return source
     }

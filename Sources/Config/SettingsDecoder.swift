@@ -63,7 +63,7 @@ struct SettingsDecoder {
     /// Keys every OAuth profile accepts.
     static let oauthKeys: Set<String> = profileCommonKeys.union([
         "issuer", "token_url", "client_id", "client_secret", "client_auth", "scopes", "audience", "resource",
-        "expiry_skew",
+        "expiry_skew", "client_key", "client_key_alg", "client_key_id", "client_assertion_audience",
     ])
     /// Keys allowed per profile type.
     /// Keys of both interactive profile types.

@@ -135,6 +135,8 @@ extension OAuthClientSettings {
         issuer == other.issuer && tokenURL == other.tokenURL && clientID == other.clientID
             && same(clientSecret, other.clientSecret) && clientAuth == other.clientAuth && scopes == other.scopes
             && audience == other.audience && resource == other.resource && expirySkew == other.expirySkew
+            && same(clientKey?.key, other.clientKey?.key) && clientKey?.algorithm == other.clientKey?.algorithm
+            && clientKey?.keyID == other.clientKey?.keyID && clientKey?.audience == other.clientKey?.audience
     }
 }
 

@@ -77,7 +77,8 @@ extension ProfileRuntime {
             OAuthClientConfiguration(
                 issuer: client.issuer, tokenURL: client.tokenURL, clientID: client.clientID,
                 clientSecret: client.clientSecret.map(provider), clientAuth: clientAuth(client.clientAuth),
-                scopes: client.scopes, audience: client.audience, resources: client.resource,
+                clientKey: client.clientKey.map(clientKey), scopes: client.scopes, audience: client.audience,
+                resources: client.resource,
                 expirySkew: client.expirySkew, grant: grant)
         }
         switch settings.kind {
@@ -173,6 +174,13 @@ extension ProfileRuntime {
         case .clientSecretBasic: .clientSecretBasic
         case .clientSecretPost: .clientSecretPost
         case .none: .none
+        case .privateKeyJWT: .privateKeyJWT
         }
+    }
+
+    private static func clientKey(_ settings: ClientKeySettings) -> ClientKey {
+        ClientKey(
+            key: provider(settings.key), algorithm: settings.algorithm, keyID: settings.keyID,
+            audience: settings.audience == .issuer ? .issuer : .tokenEndpoint)
     }
 }
