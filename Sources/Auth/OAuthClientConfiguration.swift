@@ -46,6 +46,8 @@ public enum Grant: Sendable {
     case refreshToken(seed: SecretProvider)
     /// A person logs in (`authorization_code` or `device_code`, SPEC §5.4); renewed by refresh token.
     case interactive(InteractiveLogin)
+    /// The jwt-bearer grant (RFC 7523 §2.1) with an assertion read again for every acquisition.
+    case jwtBearer(AssertionSource)
 
     /// The profile type / grant name (`client_credentials`, `refresh_token`, `authorization_code`,
     /// `device_code`).
@@ -54,6 +56,7 @@ public enum Grant: Sendable {
         case .clientCredentials: "client_credentials"
         case .refreshToken: "refresh_token"
         case .interactive(let login): login.flow.name
+        case .jwtBearer: "jwt_bearer"
         }
     }
 

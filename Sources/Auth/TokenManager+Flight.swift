@@ -201,7 +201,10 @@ extension TokenManager {
                 // A logout meanwhile revoked the token: that is why, and the session stays logged out.
                 guard session.generation == flight.generation else { throw AuthError.loggedOut }
                 try await dropRefreshState(session, refused: refreshToken)
-                guard case .clientCredentials = configuration.grant else {
+                guard
+                    let fresh = try await freshGrant(
+                        configuration, endpointClient: endpointClient, deadline: flight.deadline)
+                else {
                     session.interactionRequired = true
                     let ended =
                         configuration.grant.interactive != nil
@@ -210,16 +213,18 @@ extension TokenManager {
                     session.lastError = ended
                     throw ended
                 }
-                log.info("refresh token refused for \(key); acquiring afresh with client credentials")
-                let fresh = try endpointClient.makeRequest(
-                    endpoint: endpoint, grant: .clientCredentials(configuration), configuration: configuration,
-                    credential: credential)
-                response = try await endpointClient.send(fresh, deadline: flight.deadline, beforeFirstSend: {})
+                log.info("refresh token refused for \(key); acquiring afresh with \(configuration.grant.name)")
+                let request = try endpointClient.makeRequest(
+                    endpoint: endpoint, grant: fresh, configuration: configuration, credential: credential)
+                response = try await endpointClient.send(request, deadline: flight.deadline, beforeFirstSend: {})
             }
         } else {
+            guard
+                let grant = try await freshGrant(
+                    configuration, endpointClient: endpointClient, deadline: flight.deadline)
+            else { throw AuthError.configuration("profile '\(key.profile)' has no way to obtain a token") }
             let request = try endpointClient.makeRequest(
-                endpoint: endpoint, grant: .clientCredentials(configuration), configuration: configuration,
-                credential: credential)
+                endpoint: endpoint, grant: grant, configuration: configuration, credential: credential)
             response = try await endpointClient.send(request, deadline: flight.deadline, beforeFirstSend: beforeSend)
         }
         guard session.generation == flight.generation else {

@@ -228,12 +228,32 @@ public enum ProfileKind: Sendable {
     case authorizationCode(OAuthClientSettings, InteractiveLoginSettings)
     /// Device authorization grant (interactive).
     case deviceCode(OAuthClientSettings, InteractiveLoginSettings)
+    /// The jwt-bearer grant (RFC 7523 §2.1): a workload's platform-issued JWT for a token.
+    case jwtBearer(OAuthClientSettings, assertion: AssertionSettings)
     /// A static key in a header or a query parameter.
     case apiKey(placement: APIKeyPlacement, value: SecretSource)
     /// HTTP Basic authentication.
     case basic(username: String, password: SecretSource)
     /// A static bearer token, possibly from a command, cached for `cache`.
     case bearer(token: SecretSource, cache: Duration?)
+}
+
+/// Where a `jwt_bearer` profile's assertion comes from (`assertion`), read for every acquisition.
+public enum AssertionSettings: Sendable {
+    /// A secret source holding the JWT (a projected service-account token file, a JWT-SVID...).
+    case secret(SecretSource)
+    /// `{ github_actions: { audience } }`: the job's OIDC token, asked of the Actions runtime at
+    /// `ACTIONS_ID_TOKEN_REQUEST_URL` with `ACTIONS_ID_TOKEN_REQUEST_TOKEN`.
+    case githubActions(audience: String?, requestURL: SecretSource, requestToken: SecretSource)
+
+    /// Equal as written (sources by origin).
+    public func isSameAsWritten(_ other: AssertionSettings) -> Bool {
+        switch (self, other) {
+        case (.secret(let a), .secret(let b)): a.isSameAsWritten(b)
+        case (.githubActions(let a, _, _), .githubActions(let b, _, _)): a == b
+        default: false
+        }
+    }
 }
 
 /// The login settings of an interactive profile (SPEC §5.4).

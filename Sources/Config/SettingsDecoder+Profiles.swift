@@ -80,6 +80,18 @@ extension SettingsDecoder {
                 endpointURL($0.value, path: "\(path).device_authorization_url")
             }
             kind = client.map { .deviceCode($0, login) }
+        case "jwt_bearer":
+            let client = decodeOAuth(keys, node: node, path: path)
+            var assertion: AssertionSettings?
+            if let pair = keys["assertion"] {
+                assertion = decodeAssertion(pair.value, path: "\(path).assertion")
+            } else {
+                sink.error(
+                    "profile '\(name)' of type jwt_bearer needs an 'assertion': a secret source holding the JWT, "
+                        + "or { github_actions: { audience: ... } }",
+                    at: node.mark)
+            }
+            if let client, let assertion { kind = .jwtBearer(client, assertion: assertion) } else { kind = nil }
         case "api_key":
             kind = decodeAPIKey(keys, node: node, path: path, name: name)
         case "basic":
@@ -287,6 +299,31 @@ extension SettingsDecoder {
         return OAuthClientSettings(
             issuer: issuer, tokenURL: tokenURL, clientID: clientID, clientSecret: secret, clientAuth: clientAuth,
             clientKey: clientKey, scopes: scopes, audience: audience, resource: resource, expirySkew: skew)
+    }
+
+    /// `assertion`: a secret source, or `{ github_actions: { audience } }`.
+    private mutating func decodeAssertion(_ node: YAMLNode, path: String) -> AssertionSettings? {
+        guard let actions = node.pairs?.first(where: { $0.key.scalar?.value == "github_actions" }) else {
+            return secretSource(node, path: path).map { .secret($0) }
+        }
+        guard node.pairs?.count == 1 else {
+            sink.error("'\(path)' with 'github_actions' takes no other key", at: node.mark)
+            return nil
+        }
+        let actionsPath = "\(path).github_actions"
+        guard
+            let keys = fields(
+                actions.value, path: actionsPath, context: "'\(actionsPath)'", allowed: Self.githubActionsKeys)
+        else { return nil }
+        let audience = keys["audience"].flatMap { nonEmptyString($0.value, path: "\(actionsPath).audience")?.text }
+        func variable(_ name: String) -> SecretSource {
+            SecretSource(
+                origin: .environment(name: name), file: file, mark: actions.value.mark, keyPath: actionsPath,
+                resolver: resolver)
+        }
+        return .githubActions(
+            audience: audience, requestURL: variable("ACTIONS_ID_TOKEN_REQUEST_URL"),
+            requestToken: variable("ACTIONS_ID_TOKEN_REQUEST_TOKEN"))
     }
 
     /// `client_key`, `client_key_alg`, `client_key_id` and `client_assertion_audience` (SPEC §10).

@@ -76,14 +76,18 @@ struct SettingsDecoder {
         "refresh_token": oauthKeys.union(["refresh_token"]),
         "authorization_code": oauthKeys.union(interactiveKeys).union(["authorization_url", "redirect"]),
         "device_code": oauthKeys.union(interactiveKeys).union(["device_authorization_url"]),
+        "jwt_bearer": oauthKeys.union(["assertion"]),
         "api_key": profileCommonKeys.union(["header", "query", "value"]),
         "basic": profileCommonKeys.union(["username", "password"]),
         "bearer": profileCommonKeys.union(["token", "cache"]),
     ]
     /// Profile types in documentation order.
     static let profileTypes = [
-        "client_credentials", "refresh_token", "authorization_code", "device_code", "api_key", "basic", "bearer",
+        "client_credentials", "refresh_token", "authorization_code", "device_code", "jwt_bearer", "api_key", "basic",
+        "bearer",
     ]
+    /// Keys of `assertion: { github_actions: {...} }`.
+    static let githubActionsKeys: Set<String> = ["audience"]
 
     /// Every key table by level: `top`, `server`, `store`, `environment`, `events`, `secret`,
     /// and `profile.<type>` for each profile type.

@@ -164,6 +164,8 @@ extension ProfileKind {
         case (.authorizationCode(let a, let loginA), .authorizationCode(let b, let loginB)),
             (.deviceCode(let a, let loginA), .deviceCode(let b, let loginB)):
             return a.isSameAsWritten(b) && loginA.isSameAsWritten(loginB)
+        case (.jwtBearer(let a, let assertionA), .jwtBearer(let b, let assertionB)):
+            return a.isSameAsWritten(b) && assertionA.isSameAsWritten(assertionB)
         case (.apiKey(let placementA, let valueA), .apiKey(let placementB, let valueB)):
             return placementA == placementB && valueA.isSameAsWritten(valueB)
         case (.basic(let userA, let passwordA), .basic(let userB, let passwordB)):

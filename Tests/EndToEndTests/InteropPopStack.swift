@@ -63,6 +63,26 @@ extension InteropStack {
         }
     }
 
+    /// A JWT assertion signed with `key` (scripts/interop/pop/mint.py), as a workload platform
+    /// would issue one.
+    func mintAssertion(key: TestKey, issuer: String, subject: String, audience: String) async throws -> String {
+        let python = values["VENV_PYTHON"] ?? "python3"
+        let script = Self.repositoryRoot.appendingPathComponent("scripts/interop/pop/mint.py").path
+        let minted = try await Self.run(
+            python, [script, "--key", key.privatePath, "--iss", issuer, "--sub", subject, "--aud", audience],
+            in: stateDirectory, timeout: .seconds(60))
+        guard minted.status == 0 else { throw Failure(description: "mint.py failed: \(minted.stderr)") }
+        return minted.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
+    /// Writes `text` to `path` (mode 0600) by replacing the file, as a platform rotates a token file.
+    func replaceSecretFile(_ path: String, with text: String) throws {
+        let temporary = path + ".new"
+        try text.write(toFile: temporary, atomically: false, encoding: .utf8)
+        chmod(temporary, 0o600)
+        guard rename(temporary, path) == 0 else { throw Failure(description: "rename failed") }
+    }
+
     /// A config whose environment's base URL is the server's `/resource`, with these profiles.
     func startPopRelay(
         profiles: [(name: String, lines: [String])], environment: [String: String] = [:], store: String? = nil,

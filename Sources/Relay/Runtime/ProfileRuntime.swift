@@ -91,6 +91,14 @@ extension ProfileRuntime {
             return configuration(client, grant: .interactive(interactiveLogin(login, flow: flow)))
         case .deviceCode(let client, let login):
             return configuration(client, grant: .interactive(interactiveLogin(login, flow: .deviceCode)))
+        case .jwtBearer(let client, let assertion):
+            let source: AssertionSource
+            switch assertion {
+            case .secret(let secret): source = .secret(provider(secret))
+            case .githubActions(let audience, let url, let token):
+                source = .githubActions(audience: audience, requestURL: provider(url), requestToken: provider(token))
+            }
+            return configuration(client, grant: .jwtBearer(source))
         case .apiKey, .basic, .bearer:
             return nil
         }
@@ -115,7 +123,7 @@ extension ProfileRuntime {
                 secretQueryParameters: query, secretHeaders: header.map { [$0] } ?? [])
         }
         switch settings.kind {
-        case .clientCredentials, .refreshToken, .authorizationCode, .deviceCode:
+        case .clientCredentials, .refreshToken, .authorizationCode, .deviceCode, .jwtBearer:
             throw AuthError.configuration("profile '\(settings.name)' has no OAuth client configuration")
         case .apiKey(.header(let name), let value):
             return plain(StaticCredentialSource(.apiKey(.header(name), provider(value))), header: name.lowercased())

@@ -12,6 +12,9 @@ Clients are registered by files the tests write, read again at every request:
      "downgrade": false,                         # answer token_type Bearer even to a DPoP proof
      "ttl": 3600}
   $POP_STATE/issuers/<name>.pem                  # keys trusted for jwt-bearer assertions (iss = name)
+  $POP_STATE/gha-request-token                   # what GET /gha/token wants as its bearer token
+GET /gha/token?audience=A plays the GitHub Actions OIDC token service (ACTIONS_ID_TOKEN_REQUEST_URL):
+it answers {"value": JWT} signed by issuer "gha" (trusted for jwt-bearer).
 Every decision is appended to $POP_STATE/ledger.jsonl (one JSON object a line, never a secret
 value: tokens appear as SHA-256 digests).
 
@@ -76,6 +79,12 @@ class Form:
 
 async def read_form(request: Request) -> Form:
     return Form(await request.body())
+
+
+_GHA_KEY = ECKey.generate_key("P-256")
+if os.environ.get("POP_STATE"):
+    (STATE / "issuers").mkdir(parents=True, exist_ok=True)
+    (STATE / "issuers" / "gha.pem").write_bytes(_GHA_KEY.as_pem(private=False))
 
 
 def digest(value: str) -> str:
@@ -408,6 +417,22 @@ async def metadata(request: Request):
     })
 
 
+async def gha_token(request: Request):
+    try:
+        expected = (STATE / "gha-request-token").read_text().strip()
+    except OSError:
+        expected = None
+    if not expected or request.headers.get("authorization") != f"bearer {expected}":
+        ledger({"event": "gha_refused"})
+        return JSONResponse({"message": "bad request token"}, status_code=401)
+    now = int(time.time())
+    claims = {"iss": "gha", "sub": "repo:example/app:ref:refs/heads/main", "aud": request.query_params.get("audience"),
+              "iat": now, "nbf": now, "exp": now + 300, "jti": secrets.token_urlsafe(12)}
+    value = jwt.encode({"alg": "ES256", "typ": "JWT"}, claims, _GHA_KEY)
+    ledger({"event": "gha_token", "aud": claims["aud"], "jti": claims["jti"]})
+    return JSONResponse({"count": 1, "value": value})
+
+
 async def health(request: Request):
     return JSONResponse({"ok": True})
 
@@ -417,5 +442,6 @@ app = Starlette(routes=[
     Route("/token", token, methods=["POST"]),
     Route("/revoke", revoke, methods=["POST"]),
     Route("/resource/{rest:path}", resource, methods=["GET", "POST", "PUT", "DELETE"]),
+    Route("/gha/token", gha_token),
     Route("/healthz", health),
 ])
