@@ -16,7 +16,7 @@ public enum AssertionSource: Sendable {
 
 extension TokenManager {
     /// The grant that obtains a token without a refresh token, for grants that can (client
-    /// credentials, jwt-bearer); `nil` for grants that cannot (a seed, a person).
+    /// credentials, jwt-bearer, token exchange); `nil` for grants that cannot (a seed, a person).
     nonisolated func freshGrant(
         _ configuration: OAuthClientConfiguration, endpointClient: TokenEndpointClient, deadline: Date
     ) async throws -> GrantRequest? {
@@ -26,6 +26,11 @@ extension TokenManager {
         case .jwtBearer(let source):
             let assertion = try await Self.assertion(source, endpointClient: endpointClient, deadline: deadline)
             return .jwtBearer(assertion, configuration)
+        case .tokenExchange(let exchange):
+            let subject = try await exchangeToken(exchange.subject, deadline: deadline)
+            var actor: String?
+            if let source = exchange.actor { actor = try await exchangeToken(source, deadline: deadline) }
+            return .tokenExchange(exchange, subjectToken: subject, actorToken: actor, configuration)
         case .refreshToken, .interactive:
             return nil
         }

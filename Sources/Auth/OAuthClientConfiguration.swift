@@ -48,6 +48,8 @@ public enum Grant: Sendable {
     case interactive(InteractiveLogin)
     /// The jwt-bearer grant (RFC 7523 §2.1) with an assertion read again for every acquisition.
     case jwtBearer(AssertionSource)
+    /// Token exchange (RFC 8693).
+    case tokenExchange(TokenExchange)
 
     /// The profile type / grant name (`client_credentials`, `refresh_token`, `authorization_code`,
     /// `device_code`).
@@ -57,7 +59,14 @@ public enum Grant: Sendable {
         case .refreshToken: "refresh_token"
         case .interactive(let login): login.flow.name
         case .jwtBearer: "jwt_bearer"
+        case .tokenExchange: "token_exchange"
         }
+    }
+
+    /// What else the token depends on (see ``SessionKey/variant``).
+    public var variant: String? {
+        if case .tokenExchange(let exchange) = self { return exchange.variant }
+        return nil
     }
 
     /// The interactive login settings, for interactive grants.

@@ -230,6 +230,8 @@ public enum ProfileKind: Sendable {
     case deviceCode(OAuthClientSettings, InteractiveLoginSettings)
     /// The jwt-bearer grant (RFC 7523 §2.1): a workload's platform-issued JWT for a token.
     case jwtBearer(OAuthClientSettings, assertion: AssertionSettings)
+    /// Token exchange (RFC 8693): another token traded for one of this profile's.
+    case tokenExchange(OAuthClientSettings, TokenExchangeSettings)
     /// A static key in a header or a query parameter.
     case apiKey(placement: APIKeyPlacement, value: SecretSource)
     /// HTTP Basic authentication.
@@ -253,6 +255,63 @@ public enum AssertionSettings: Sendable {
         case (.githubActions(let a, _, _), .githubActions(let b, _, _)): a == b
         default: false
         }
+    }
+}
+
+/// A `token_exchange` profile's settings (RFC 8693 §2.1).
+public struct TokenExchangeSettings: Sendable {
+    /// A token presented in the exchange.
+    public enum Token: Sendable {
+        /// `{ profile: P }`: profile P's current access token (same environment).
+        case profile(String)
+        /// A secret source holding the token.
+        case secret(SecretSource)
+
+        func isSameAsWritten(_ other: Token) -> Bool {
+            switch (self, other) {
+            case (.profile(let a), .profile(let b)): a == b
+            case (.secret(let a), .secret(let b)): a.isSameAsWritten(b)
+            default: false
+            }
+        }
+    }
+
+    /// `subject` or `subject_token`.
+    public var subject: Token
+    /// `subject_token_type` (a URI; default `urn:ietf:params:oauth:token-type:access_token`).
+    public var subjectTokenType: String
+    /// `requested_token_type`, if any.
+    public var requestedTokenType: String?
+    /// `actor` or `actor_token`, if any.
+    public var actor: Token?
+    /// `actor_token_type` (default the access-token URI).
+    public var actorTokenType: String
+
+    /// The RFC 8693 §3 URI prefix of the short type names (`access_token`, `jwt`, `id_token`...).
+    public static let typePrefix = "urn:ietf:params:oauth:token-type:"
+
+    public init(
+        subject: Token, subjectTokenType: String = typePrefix + "access_token", requestedTokenType: String? = nil,
+        actor: Token? = nil, actorTokenType: String = typePrefix + "access_token"
+    ) {
+        self.subject = subject
+        self.subjectTokenType = subjectTokenType
+        self.requestedTokenType = requestedTokenType
+        self.actor = actor
+        self.actorTokenType = actorTokenType
+    }
+
+    /// Equal as written.
+    public func isSameAsWritten(_ other: TokenExchangeSettings) -> Bool {
+        subject.isSameAsWritten(other.subject) && subjectTokenType == other.subjectTokenType
+            && requestedTokenType == other.requestedTokenType && actorTokenType == other.actorTokenType
+            && (actor == nil) == (other.actor == nil)
+            && (actor.flatMap { a in other.actor.map { a.isSameAsWritten($0) } } ?? true)
+    }
+
+    /// The profiles whose tokens this exchange presents.
+    public var profileReferences: [String] {
+        [subject, actor].compactMap { if case .profile(let name)? = $0 { return name } else { return nil } }
     }
 }
 

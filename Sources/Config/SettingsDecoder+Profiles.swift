@@ -92,6 +92,10 @@ extension SettingsDecoder {
                     at: node.mark)
             }
             if let client, let assertion { kind = .jwtBearer(client, assertion: assertion) } else { kind = nil }
+        case "token_exchange":
+            let client = decodeOAuth(keys, node: node, path: path)
+            let exchange = decodeExchange(keys, node: node, path: path, name: name)
+            if let client, let exchange { kind = .tokenExchange(client, exchange) } else { kind = nil }
         case "api_key":
             kind = decodeAPIKey(keys, node: node, path: path, name: name)
         case "basic":
@@ -299,6 +303,63 @@ extension SettingsDecoder {
         return OAuthClientSettings(
             issuer: issuer, tokenURL: tokenURL, clientID: clientID, clientSecret: secret, clientAuth: clientAuth,
             clientKey: clientKey, scopes: scopes, audience: audience, resource: resource, expirySkew: skew)
+    }
+
+    /// `subject`/`subject_token`, `actor`/`actor_token`, the token types (RFC 8693 §2.1).
+    private mutating func decodeExchange(_ keys: Fields, node: YAMLNode, path: String, name: String)
+        -> TokenExchangeSettings?
+    {
+        func token(_ role: String) -> TokenExchangeSettings.Token?? {
+            switch (keys[role], keys["\(role)_token"]) {
+            case (nil, nil):
+                return .some(nil)
+            case (.some, .some(let second)):
+                sink.error(
+                    "set '\(role)' (a profile) or '\(role)_token' (a secret source), not both", at: second.key.mark)
+                return nil
+            case (let pair?, nil):
+                let rolePath = "\(path).\(role)"
+                guard
+                    let fields = fields(
+                        pair.value, path: rolePath, context: "'\(rolePath)'", allowed: Self.exchangeProfileKeys)
+                else { return nil }
+                guard let entry = fields["profile"],
+                    let profile = nonEmptyString(entry.value, path: "\(rolePath).profile")
+                else {
+                    sink.error("'\(rolePath)' needs { profile: NAME }", at: pair.value.mark)
+                    return nil
+                }
+                if profile.text == name {
+                    sink.error("profile '\(name)' cannot exchange its own token", at: entry.value.mark)
+                    return nil
+                }
+                return .some(.profile(profile.text))
+            case (nil, let pair?):
+                return secretSource(pair.value, path: "\(path).\(role)_token").map { .some(.secret($0)) }
+            }
+        }
+        func type(_ key: String) -> String? {
+            guard let pair = keys[key], let value = nonEmptyString(pair.value, path: "\(path).\(key)") else {
+                return nil
+            }
+            return value.text.contains(":") ? value.text : TokenExchangeSettings.typePrefix + value.text
+        }
+        guard let subject = token("subject") else { return nil }
+        guard let subject else {
+            sink.error(
+                "profile '\(name)' of type token_exchange needs 'subject: { profile: NAME }' or 'subject_token' "
+                    + "(a secret source)", at: node.mark)
+            return nil
+        }
+        guard let actor = token("actor") else { return nil }
+        var settings = TokenExchangeSettings(
+            subject: subject, requestedTokenType: type("requested_token_type"), actor: actor)
+        if let value = type("subject_token_type") { settings.subjectTokenType = value }
+        if let value = type("actor_token_type") { settings.actorTokenType = value }
+        if actor == nil, let stray = keys["actor_token_type"] {
+            sink.error("'\(path).actor_token_type' only applies with an actor", at: stray.key.mark)
+        }
+        return settings
     }
 
     /// `assertion`: a secret source, or `{ github_actions: { audience } }`.

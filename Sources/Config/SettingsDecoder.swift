@@ -77,15 +77,21 @@ struct SettingsDecoder {
         "authorization_code": oauthKeys.union(interactiveKeys).union(["authorization_url", "redirect"]),
         "device_code": oauthKeys.union(interactiveKeys).union(["device_authorization_url"]),
         "jwt_bearer": oauthKeys.union(["assertion"]),
+        "token_exchange": oauthKeys.union([
+            "subject", "subject_token", "subject_token_type", "requested_token_type", "actor", "actor_token",
+            "actor_token_type",
+        ]),
         "api_key": profileCommonKeys.union(["header", "query", "value"]),
         "basic": profileCommonKeys.union(["username", "password"]),
         "bearer": profileCommonKeys.union(["token", "cache"]),
     ]
     /// Profile types in documentation order.
     static let profileTypes = [
-        "client_credentials", "refresh_token", "authorization_code", "device_code", "jwt_bearer", "api_key", "basic",
-        "bearer",
+        "client_credentials", "refresh_token", "authorization_code", "device_code", "jwt_bearer", "token_exchange",
+        "api_key", "basic", "bearer",
     ]
+    /// Keys of a token exchange's `subject` / `actor`.
+    static let exchangeProfileKeys: Set<String> = ["profile"]
     /// Keys of `assertion: { github_actions: {...} }`.
     static let githubActionsKeys: Set<String> = ["audience"]
 

@@ -164,6 +164,8 @@ extension ProfileKind {
         case (.authorizationCode(let a, let loginA), .authorizationCode(let b, let loginB)),
             (.deviceCode(let a, let loginA), .deviceCode(let b, let loginB)):
             return a.isSameAsWritten(b) && loginA.isSameAsWritten(loginB)
+        case (.tokenExchange(let a, let exchangeA), .tokenExchange(let b, let exchangeB)):
+            return a.isSameAsWritten(b) && exchangeA.isSameAsWritten(exchangeB)
         case (.jwtBearer(let a, let assertionA), .jwtBearer(let b, let assertionB)):
             return a.isSameAsWritten(b) && assertionA.isSameAsWritten(assertionB)
         case (.apiKey(let placementA, let valueA), .apiKey(let placementB, let valueB)):

@@ -67,3 +67,54 @@ import Testing
         #expect(!result.diagnostics.contains { $0.message.contains("MFkwEwYH") })
     }
 }
+
+/// token_exchange profiles: their references are checked in their environment.
+@Suite struct TokenExchangeConfigTests {
+    func config(_ profiles: String) -> String {
+        """
+        version: 1
+        environments:
+          e:
+            base_url: https://api.example.com
+            profiles:
+        \(profiles)
+        """
+    }
+
+    @Test(arguments: [
+        (
+            "      x:\n        type: token_exchange\n        token_url: https://as/t\n        client_id: a\n        subject: { profile: nope }\n",
+            "does not have"
+        ),
+        (
+            "      x:\n        type: token_exchange\n        token_url: https://as/t\n        client_id: a\n        subject: { profile: y }\n      y:\n        type: token_exchange\n        token_url: https://as/t\n        client_id: a\n        subject: { profile: x }\n",
+            "cycle"
+        ),
+        (
+            "      x:\n        type: token_exchange\n        token_url: https://as/t\n        client_id: a\n",
+            "needs 'subject"
+        ),
+        (
+            "      x:\n        type: token_exchange\n        token_url: https://as/t\n        client_id: a\n        subject: { profile: k }\n      k:\n        type: bearer\n        token: { env: T }\n",
+            "a bearer profile"
+        ),
+    ])
+    func badReferencesAreDiagnosed(_ profiles: String, _ expected: String) async {
+        let result = await decodeConfig(config(profiles))
+        #expect(result.settings == nil)
+        #expect(result.errors.contains { $0.message.contains(expected) }, "\(result.diagnostics.map(\.rendered))")
+    }
+
+    @Test func shortTokenTypeNamesBecomeTheirURIs() async throws {
+        let result = await decodeConfig(
+            config(
+                "      x:\n        type: token_exchange\n        token_url: https://as/t\n        client_id: a\n        subject_token: { env: S }\n        requested_token_type: jwt\n"
+            ))
+        guard case .tokenExchange(_, let exchange)? = result.settings?.environments.first?.profiles.first?.kind else {
+            Issue.record("\(result.diagnostics.map(\.rendered))")
+            return
+        }
+        #expect(exchange.subjectTokenType == "urn:ietf:params:oauth:token-type:access_token")
+        #expect(exchange.requestedTokenType == "urn:ietf:params:oauth:token-type:jwt")
+    }
+}
