@@ -69,6 +69,24 @@ public struct SettingsDiff: Sendable, Equatable {
             for profile in previous.profiles where environment.profile(named: profile.name) == nil {
                 removed.append(Entry(environment: environment.name, profile: profile.name))
             }
+            // A token exchange depends on the profiles whose tokens it presents (their session
+            // keys are part of its own): it changes when one of them does.
+            var touched = Set(
+                (changed + added + removed).filter { $0.environment == environment.name }.compactMap(\.profile))
+            var grew = true
+            while grew {
+                grew = false
+                for profile in environment.profiles where !touched.contains(profile.name) {
+                    guard case .tokenExchange(_, let exchange) = profile.kind,
+                        exchange.profileReferences.contains(where: touched.contains)
+                    else { continue }
+                    touched.insert(profile.name)
+                    if previous.profile(named: profile.name) != nil {
+                        changed.append(Entry(environment: environment.name, profile: profile.name))
+                    }
+                    grew = true
+                }
+            }
             // An environment that gains its first profile or loses its last one.
             if previous.profiles.isEmpty && !environment.profiles.isEmpty {
                 removed.append(Entry(environment: environment.name, profile: nil))
