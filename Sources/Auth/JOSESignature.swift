@@ -102,3 +102,171 @@ enum JOSESignature {
         return [0x30, UInt8(body.count)] + body
     }
 }
+
+/// A private key for signing JWS (client assertions, DPoP proofs), kept as its encoded bytes (a
+/// PEM text from a secret source, or the DER libcrypto wrote for a generated key) and decoded by
+/// libcrypto for each use, so no key object outlives a call. Never printed: `description` says
+/// only what it is.
+struct JOSEPrivateKey: Sendable, CustomStringConvertible {
+    /// How `bytes` are encoded.
+    enum Encoding: Sendable { case pem, der }
+
+    /// What a key is, as far as JWS algorithms go.
+    enum Kind: Sendable, Equatable {
+        /// An EC key on P-256 (ES256).
+        case p256
+        /// An RSA key of this many bits.
+        case rsa(bits: Int)
+        /// Anything else (another curve, Ed25519, DSA...).
+        case other
+    }
+
+    let bytes: [UInt8]
+    let encoding: Encoding
+
+    var description: String { "JOSEPrivateKey(<redacted>)" }
+}
+
+extension JOSESignature {
+    /// The key's kind; `nil` when libcrypto cannot read it (not a private key, encrypted, damaged).
+    static func kind(of key: JOSEPrivateKey) -> JOSEPrivateKey.Kind? {
+        guard let pkey = load(key) else { return nil }
+        defer { tr_EVP_PKEY_free(pkey) }
+        if tr_EVP_PKEY_is_a(pkey, tokenrelay_key_type_rsa()) == 1 {
+            return .rsa(bits: Int(tr_EVP_PKEY_get_bits(pkey)))
+        }
+        if tr_EVP_PKEY_is_a(pkey, tokenrelay_key_type_ec()) == 1 {
+            var name = [CChar](repeating: 0, count: 64)
+            var length = 0
+            let ok = name.withUnsafeMutableBufferPointer {
+                tr_EVP_PKEY_get_utf8_string_param(pkey, tokenrelay_param_group(), $0.baseAddress, $0.count, &length)
+            }
+            tr_ERR_clear_error()
+            guard ok == 1, length < name.count else { return .other }
+            let group = String(decoding: name[0..<length].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+            return group == "prime256v1" || group == "P-256" ? .p256 : .other
+        }
+        return .other
+    }
+
+    /// Whether `algorithm` (RS256, PS256, ES256) can sign with a key of `kind`: ES256 needs P-256,
+    /// RS256 and PS256 an RSA key of at least 2048 bits (RFC 7518 §3.3).
+    static func fits(_ algorithm: String, _ kind: JOSEPrivateKey.Kind) -> Bool {
+        switch (algorithm, kind) {
+        case ("ES256", .p256): true
+        case ("RS256", .rsa(let bits)), ("PS256", .rsa(let bits)): bits >= 2048
+        default: false
+        }
+    }
+
+    /// The JWS signature of `input` with `key` for `algorithm` (RFC 7518 §3: PKCS #1 v1.5 or PSS
+    /// with SHA-256, or ECDSA P-256 as raw `r || s`); `nil` when the key does not fit or libcrypto
+    /// failed.
+    static func sign(algorithm: String, key: JOSEPrivateKey, input: [UInt8]) -> [UInt8]? {
+        guard let pkey = load(key) else { return nil }
+        defer { tr_EVP_PKEY_free(pkey) }
+        guard let context = tr_EVP_MD_CTX_new() else { return nil }
+        defer { tr_EVP_MD_CTX_free(context) }
+        var keyContext: OpaquePointer?
+        guard tr_EVP_DigestSignInit(context, &keyContext, tr_EVP_sha256(), nil, pkey) == 1 else {
+            tr_ERR_clear_error()
+            return nil
+        }
+        if algorithm == "PS256" {
+            guard let keyContext, tr_EVP_PKEY_CTX_set_rsa_padding(keyContext, RSA_PKCS1_PSS_PADDING) == 1,
+                tr_EVP_PKEY_CTX_set_rsa_pss_saltlen(keyContext, RSA_PSS_SALTLEN_DIGEST) == 1
+            else {
+                tr_ERR_clear_error()
+                return nil
+            }
+        }
+        var length = 0
+        let sized = input.withUnsafeBufferPointer { tr_EVP_DigestSign(context, nil, &length, $0.baseAddress, $0.count) }
+        guard sized == 1, length > 0, length <= 1024 else {
+            tr_ERR_clear_error()
+            return nil
+        }
+        var signature = [UInt8](repeating: 0, count: length)
+        let signed = signature.withUnsafeMutableBufferPointer { out in
+            input.withUnsafeBufferPointer {
+                tr_EVP_DigestSign(context, out.baseAddress, &length, $0.baseAddress, $0.count)
+            }
+        }
+        tr_ERR_clear_error()
+        guard signed == 1, length <= signature.count else { return nil }
+        signature.removeSubrange(length...)
+        return algorithm == "ES256" ? ecdsaRaw(signature, half: 32) : signature
+    }
+
+    /// A new EC P-256 private key (for DPoP), as DER; `nil` if libcrypto failed.
+    static func generateP256() -> JOSEPrivateKey? {
+        guard let context = tr_EVP_PKEY_CTX_new_from_name(nil, tokenrelay_key_type_ec(), nil) else { return nil }
+        defer { tr_EVP_PKEY_CTX_free(context) }
+        var pkey: OpaquePointer?
+        guard tr_EVP_PKEY_keygen_init(context) == 1,
+            tr_EVP_PKEY_CTX_set_group_name(context, tokenrelay_group_p256()) == 1,
+            tr_EVP_PKEY_generate(context, &pkey) == 1, let pkey
+        else {
+            tr_ERR_clear_error()
+            return nil
+        }
+        defer { tr_EVP_PKEY_free(pkey) }
+        let length = tr_i2d_PrivateKey(pkey, nil)
+        guard length > 0, length < 4096 else { return nil }
+        var der = [UInt8](repeating: 0, count: Int(length))
+        let written = der.withUnsafeMutableBufferPointer { buffer -> Int32 in
+            var cursor = buffer.baseAddress
+            return tr_i2d_PrivateKey(pkey, &cursor)
+        }
+        guard written == length else { return nil }
+        return JOSEPrivateKey(bytes: der, encoding: .der)
+    }
+
+    /// The public point of a P-256 key, as the JWK `x` and `y` (32 bytes each); `nil` for another key.
+    static func p256PublicKey(_ key: JOSEPrivateKey) -> (x: [UInt8], y: [UInt8])? {
+        guard let pkey = load(key) else { return nil }
+        defer { tr_EVP_PKEY_free(pkey) }
+        var point = [UInt8](repeating: 0, count: 65)
+        var length = 0
+        let ok = point.withUnsafeMutableBufferPointer {
+            tr_EVP_PKEY_get_octet_string_param(pkey, tokenrelay_param_pub(), $0.baseAddress, $0.count, &length)
+        }
+        tr_ERR_clear_error()
+        guard ok == 1, length == 65, point[0] == 4 else { return nil }
+        return (Array(point[1..<33]), Array(point[33..<65]))
+    }
+
+    /// Decodes `key` with libcrypto; the caller frees the result.
+    private static func load(_ key: JOSEPrivateKey) -> OpaquePointer? {
+        guard !key.bytes.isEmpty, key.bytes.count < 1 << 20 else { return nil }
+        let pkey = key.bytes.withUnsafeBufferPointer { buffer -> OpaquePointer? in
+            switch key.encoding {
+            case .pem: tr_PEM_read_private_key(buffer.baseAddress, Int32(buffer.count))
+            case .der: tr_d2i_AutoPrivateKey(buffer.baseAddress, buffer.count)
+            }
+        }
+        tr_ERR_clear_error()
+        return pkey
+    }
+
+    /// The raw `r || s` (each `half` bytes, big-endian, left-padded) of a DER `ECDSA-Sig-Value`
+    /// made by libcrypto (RFC 7518 §3.4); `nil` when it is not one. Pure: the inverse of
+    /// ``ecdsaDER(_:)``.
+    static func ecdsaRaw(_ der: [UInt8], half: Int) -> [UInt8]? {
+        guard der.count >= 8, der[0] == 0x30, Int(der[1]) == der.count - 2, der[1] < 0x80 else { return nil }
+        var index = 2
+        var output: [UInt8] = []
+        for _ in 0..<2 {
+            guard index + 2 <= der.count, der[index] == 0x02 else { return nil }
+            let length = Int(der[index + 1])
+            index += 2
+            guard length > 0, length < 0x80, index + length <= der.count else { return nil }
+            var value = Array(der[index..<(index + length)].drop { $0 == 0 })
+            guard value.count <= half else { return nil }
+            value.insert(contentsOf: [UInt8](repeating: 0, count: half - value.count), at: 0)
+            output += value
+            index += length
+        }
+        return index == der.count ? output : nil
+    }
+}

@@ -8,6 +8,8 @@ public enum ClientAuthMethod: String, Sendable, Hashable, CaseIterable {
     case clientSecretPost = "client_secret_post"
     /// A public client: `client_id` in the body, no secret sent at all.
     case none
+    /// A JWT signed with the client's private key (RFC 7523 §2.2): no secret is sent.
+    case privateKeyJWT = "private_key_jwt"
 }
 
 /// A secret resolved late (environment, file, command) by whoever built the configuration. The
@@ -44,6 +46,10 @@ public enum Grant: Sendable {
     case refreshToken(seed: SecretProvider)
     /// A person logs in (`authorization_code` or `device_code`, SPEC §5.4); renewed by refresh token.
     case interactive(InteractiveLogin)
+    /// The jwt-bearer grant (RFC 7523 §2.1) with an assertion read again for every acquisition.
+    case jwtBearer(AssertionSource)
+    /// Token exchange (RFC 8693).
+    case tokenExchange(TokenExchange)
 
     /// The profile type / grant name (`client_credentials`, `refresh_token`, `authorization_code`,
     /// `device_code`).
@@ -52,7 +58,15 @@ public enum Grant: Sendable {
         case .clientCredentials: "client_credentials"
         case .refreshToken: "refresh_token"
         case .interactive(let login): login.flow.name
+        case .jwtBearer: "jwt_bearer"
+        case .tokenExchange: "token_exchange"
         }
+    }
+
+    /// What else the token depends on (see ``SessionKey/variant``).
+    public var variant: String? {
+        if case .tokenExchange(let exchange) = self { return exchange.variant }
+        return nil
     }
 
     /// The interactive login settings, for interactive grants.
@@ -127,6 +141,8 @@ public struct OAuthClientConfiguration: Sendable {
     public var clientSecret: SecretProvider?
     /// How the client authenticates.
     public var clientAuth: ClientAuthMethod
+    /// The key of ``ClientAuthMethod/privateKeyJWT``.
+    public var clientKey: ClientKey?
     /// Requested scopes, sorted and without duplicates.
     public var scopes: [String]
     /// The `audience` parameter, if any.
@@ -143,15 +159,16 @@ public struct OAuthClientConfiguration: Sendable {
     /// Creates a configuration; scopes and resources are sorted and deduplicated.
     public init(
         issuer: String? = nil, tokenURL: String? = nil, clientID: String, clientSecret: SecretProvider? = nil,
-        clientAuth: ClientAuthMethod = .clientSecretBasic, scopes: [String] = [], audience: String? = nil,
-        resources: [String] = [], expirySkew: Duration = .seconds(30), grant: Grant = .clientCredentials,
-        acquisitionTimeout: Duration = .seconds(30)
+        clientAuth: ClientAuthMethod = .clientSecretBasic, clientKey: ClientKey? = nil, scopes: [String] = [],
+        audience: String? = nil, resources: [String] = [], expirySkew: Duration = .seconds(30),
+        grant: Grant = .clientCredentials, acquisitionTimeout: Duration = .seconds(30)
     ) {
         self.issuer = issuer
         self.tokenURL = tokenURL
         self.clientID = clientID
         self.clientSecret = clientSecret
         self.clientAuth = clientAuth
+        self.clientKey = clientKey
         self.scopes = Array(Set(scopes)).sorted()
         self.audience = audience
         self.resources = Array(Set(resources)).sorted()
@@ -177,8 +194,15 @@ public struct OAuthClientConfiguration: Sendable {
                 try EndpointPolicy.precheck(url, what: "device_authorization_url")
             }
         }
-        if clientAuth != .none && clientSecret == nil {
-            throw .configuration("client_auth \(clientAuth.rawValue) needs a client_secret")
+        switch clientAuth {
+        case .none: break
+        case .privateKeyJWT:
+            guard let clientKey else { throw .configuration("client_auth private_key_jwt needs a client_key") }
+            if clientKey.audience == .issuer && issuer == nil {
+                throw .configuration("client_assertion_audience: issuer needs an issuer")
+            }
+        case .clientSecretBasic, .clientSecretPost:
+            if clientSecret == nil { throw .configuration("client_auth \(clientAuth.rawValue) needs a client_secret") }
         }
         guard !clientID.isEmpty else { throw .configuration("client_id is empty") }
     }

@@ -19,6 +19,9 @@ public struct SessionKey: Sendable, Hashable, CustomStringConvertible {
     public let audience: String?
     /// Sorted resources.
     public let resources: [String]
+    /// What else the grant's token depends on (a token exchange's subject session and parameters);
+    /// `nil` for the other grants (their keys are as they always were).
+    public let variant: String?
 
     /// The key of `configuration` used by `environment`/`profile`.
     public init(environment: String, profile: String, configuration: OAuthClientConfiguration) {
@@ -31,6 +34,16 @@ public struct SessionKey: Sendable, Hashable, CustomStringConvertible {
         scopes = configuration.scopes
         audience = configuration.audience
         resources = configuration.resources
+        variant = configuration.grant.variant
+    }
+
+    /// A length-prefixed text of every field (no two keys share one): what a dependent session's
+    /// key records of this one.
+    public var identity: String {
+        let fields: [String?] =
+            [environment, profile, issuer, tokenEndpoint, clientID, grant, audience, variant]
+            + scopes.map { "scope:" + $0 } + resources.map { "resource:" + $0 }
+        return fields.map { field in field.map { "\($0.utf8.count):\($0)" } ?? "-" }.joined(separator: ";")
     }
 
     /// `environment/profile` (no secrets).

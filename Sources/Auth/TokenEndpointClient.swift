@@ -124,17 +124,22 @@ public struct TokenEndpointClient: Sendable {
 
     /// Builds the HTTP request for `grant` to `endpoint`, authenticating as the configured client.
     func makeRequest(
-        endpoint: String, grant: GrantRequest, configuration: OAuthClientConfiguration, secret: String?
+        endpoint: String, grant: GrantRequest, configuration: OAuthClientConfiguration, credential: ClientCredential?
     ) throws(AuthError) -> HTTPRequest {
         try Self.authenticatedPost(
-            endpoint: endpoint, what: "token endpoint", form: grant.form, configuration: configuration, secret: secret)
+            endpoint: endpoint, what: "token endpoint", form: grant.form, configuration: configuration,
+            credential: credential, now: clock.now)
     }
 
     /// A form POST to `endpoint` (checked against ``EndpointPolicy``) carrying the configured
-    /// client authentication (basic, post or none), as for the token endpoint.
+    /// client authentication (basic, post, a fresh `private_key_jwt` assertion, or none), as for the
+    /// token endpoint.
     static func authenticatedPost(
-        endpoint: String, what: String, form: FormBody, configuration: OAuthClientConfiguration, secret: String?
+        endpoint: String, what: String, form: FormBody, configuration: OAuthClientConfiguration,
+        credential: ClientCredential?, now: Date
     ) throws(AuthError) -> HTTPRequest {
+        var secret: String?
+        if case .secret(let value) = credential { secret = value }
         // The URL sent is libcurl's normalised text of the one checked.
         let url = try EndpointPolicy.check(endpoint, what: what).text
         var form = form
@@ -154,6 +159,16 @@ public struct TokenEndpointClient: Sendable {
             Redactor.shared.registerToken(FormBody.encode(secret))
         case .none:
             form.add("client_id", configuration.clientID)
+        case .privateKeyJWT:
+            guard case .key(let key, let algorithm, let keyID, let audience) = credential else {
+                throw .configuration("private_key_jwt needs a client_key")
+            }
+            let assertion = try ClientCredential.assertion(
+                clientID: configuration.clientID, key: key, algorithm: algorithm, keyID: keyID, audience: audience,
+                now: now)
+            form.add("client_id", configuration.clientID)
+            form.add("client_assertion_type", "urn:ietf:params:oauth:client-assertion-type:jwt-bearer")
+            form.add("client_assertion", assertion)
         }
         return HTTPRequest(method: "POST", url: url, headers: headers, body: form.bytes)
     }

@@ -7,7 +7,7 @@ extension TokenManager {
     /// the callback's checks (`state` in the listener, RFC 9207 `iss` here), the code exchange.
     func authorizationCodeLogin(
         _ session: Session, _ flight: LoginFlight, settings: InteractiveLogin, ports: [Int], path: String,
-        metadata: AuthorizationServerMetadata?, endpoint: String, secret: String?,
+        metadata: AuthorizationServerMetadata?, endpoint: String, credential: ClientCredential?,
         opener: (@Sendable (String) async -> Void)?
     ) async throws -> LoginResult {
         let configuration = session.configuration
@@ -82,7 +82,7 @@ extension TokenManager {
                 endpoint: endpoint,
                 grant: .authorizationCode(
                     code, redirectURI: listener.redirectURI, verifier: secrets.verifier, configuration),
-                configuration: configuration, secret: secret)
+                configuration: configuration, credential: credential)
             let response: TokenResponse
             do {
                 response = try await endpointClient.send(request, deadline: deadline, beforeFirstSend: {})

@@ -157,7 +157,7 @@ extension TokenManager {
         let endpointClient = traffic.endpoint
         let endpoint = try await tokenEndpoint(
             for: configuration, discovery: traffic.discovery, deadline: flight.deadline)
-        let secret = try await clientSecret(for: configuration)
+        let credential = try await ClientCredential.resolve(configuration, tokenEndpoint: endpoint)
         var refreshToken = session.refreshToken
         var sentSeed: String?
         if refreshToken == nil, case .refreshToken = configuration.grant {
@@ -199,7 +199,7 @@ extension TokenManager {
         if let refreshToken {
             let request = try endpointClient.makeRequest(
                 endpoint: endpoint, grant: .refresh(refreshToken, configuration), configuration: configuration,
-                secret: secret)
+                credential: credential)
             do {
                 response = try await endpointClient.send(
                     request, deadline: flight.deadline, beforeFirstSend: beforeSend)
@@ -208,7 +208,10 @@ extension TokenManager {
                 // A logout meanwhile revoked the token: that is why, and the session stays logged out.
                 guard session.generation == flight.generation else { throw AuthError.loggedOut }
                 try await dropRefreshState(session, refused: refreshToken)
-                guard case .clientCredentials = configuration.grant else {
+                guard
+                    let fresh = try await freshGrant(
+                        configuration, endpointClient: endpointClient, deadline: flight.deadline)
+                else {
                     session.interactionRequired = true
                     let ended =
                         configuration.grant.interactive != nil
@@ -217,16 +220,18 @@ extension TokenManager {
                     session.lastError = ended
                     throw ended
                 }
-                log.info("refresh token refused for \(key); acquiring afresh with client credentials")
-                let fresh = try endpointClient.makeRequest(
-                    endpoint: endpoint, grant: .clientCredentials(configuration), configuration: configuration,
-                    secret: secret)
-                response = try await endpointClient.send(fresh, deadline: flight.deadline, beforeFirstSend: {})
+                log.info("refresh token refused for \(key); acquiring afresh with \(configuration.grant.name)")
+                let request = try endpointClient.makeRequest(
+                    endpoint: endpoint, grant: fresh, configuration: configuration, credential: credential)
+                response = try await endpointClient.send(request, deadline: flight.deadline, beforeFirstSend: {})
             }
         } else {
+            guard
+                let grant = try await freshGrant(
+                    configuration, endpointClient: endpointClient, deadline: flight.deadline)
+            else { throw AuthError.configuration("profile '\(key.profile)' has no way to obtain a token") }
             let request = try endpointClient.makeRequest(
-                endpoint: endpoint, grant: .clientCredentials(configuration), configuration: configuration,
-                secret: secret)
+                endpoint: endpoint, grant: grant, configuration: configuration, credential: credential)
             response = try await endpointClient.send(request, deadline: flight.deadline, beforeFirstSend: beforeSend)
         }
         guard session.generation == flight.generation else {
@@ -463,17 +468,6 @@ extension TokenManager {
                     + ServerText(methods.joined(separator: ", ")).value + ")")
         }
         return configuration.tokenURL ?? metadata.tokenEndpoint
-    }
-
-    func clientSecret(for configuration: OAuthClientConfiguration) async throws -> String? {
-        guard configuration.clientAuth != .none, let provider = configuration.clientSecret else { return nil }
-        do {
-            return try await provider.resolve()
-        } catch let error as AuthError {
-            throw error
-        } catch {
-            throw AuthError.configuration("the client secret could not be resolved")
-        }
     }
 
     /// The SHA-256 digest of `value` (consumed seeds are remembered by digest, not by value).

@@ -303,16 +303,16 @@ extension TokenManager {
         }
         let endpoint = try await tokenEndpoint(
             for: configuration, discovery: traffic.discovery, deadline: flight.deadline)
-        let secret = try await clientSecret(for: configuration)
+        let credential = try await ClientCredential.resolve(configuration, tokenEndpoint: endpoint)
         let opener = openBrowser ? settings.openBrowser : nil
         switch settings.flow {
         case .authorizationCode(let ports, let path):
             return try await authorizationCodeLogin(
                 session, flight, settings: settings, ports: ports, path: path, metadata: metadata, endpoint: endpoint,
-                secret: secret, opener: opener)
+                credential: credential, opener: opener)
         case .deviceCode:
             let response = try await deviceCodeLogin(
-                session, flight, settings: settings, metadata: metadata, endpoint: endpoint, secret: secret,
+                session, flight, settings: settings, metadata: metadata, endpoint: endpoint, credential: credential,
                 opener: opener)
             return try await store(response, session, flight, nonce: nil, metadata: metadata, keys: nil)
         }
@@ -320,7 +320,7 @@ extension TokenManager {
 
     private func deviceCodeLogin(
         _ session: Session, _ flight: LoginFlight, settings: InteractiveLogin, metadata: AuthorizationServerMetadata?,
-        endpoint: String, secret: String?, opener: (@Sendable (String) async -> Void)?
+        endpoint: String, credential: ClientCredential?, opener: (@Sendable (String) async -> Void)?
     ) async throws -> TokenResponse {
         let configuration = session.configuration
         let endpointClient = traffic(for: session.key).endpoint
@@ -335,7 +335,7 @@ extension TokenManager {
         for (name, value) in settings.authorizationParameters { form.add(name, value) }
         let authorizationRequest = try TokenEndpointClient.authenticatedPost(
             endpoint: deviceEndpoint, what: "device authorization endpoint", form: form, configuration: configuration,
-            secret: secret)
+            credential: credential, now: clock.now)
         let authorization = try await endpointClient.deviceAuthorization(
             authorizationRequest, deadline: min(flight.deadline, clock.now.addingTimeInterval(30)))
         let started = clock.now
@@ -360,7 +360,7 @@ extension TokenManager {
             polls += 1
             let request = try endpointClient.makeRequest(
                 endpoint: endpoint, grant: .deviceCode(authorization.deviceCode, configuration),
-                configuration: configuration, secret: secret)
+                configuration: configuration, credential: credential)
             // Any poll may be the one that is approved (the server then issues the tokens and
             // spends the device code): once sent, it runs to completion and is committed, even if
             // every caller left or the manager is closing (SPEC §5.2). It used to be marked only

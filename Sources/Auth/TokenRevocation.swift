@@ -33,14 +33,16 @@ extension TokenEndpointClient {
     /// Builds an RFC 7009 revocation request: `token` and `token_type_hint` form-posted to
     /// `endpoint` (same endpoint policy and client authentication as the token endpoint).
     func makeRevocationRequest(
-        endpoint: String, token: String, hint: String, configuration: OAuthClientConfiguration, secret: String?
+        endpoint: String, token: String, hint: String, configuration: OAuthClientConfiguration,
+        credential: ClientCredential?
     ) throws(AuthError) -> HTTPRequest {
         var form = FormBody()
         form.add("token", token)
         Redactor.shared.registerTokens([token, FormBody.encode(token)])
         form.add("token_type_hint", hint)
         return try Self.authenticatedPost(
-            endpoint: endpoint, what: "revocation endpoint", form: form, configuration: configuration, secret: secret)
+            endpoint: endpoint, what: "revocation endpoint", form: form, configuration: configuration,
+            credential: credential, now: clock.now)
     }
 
     /// Sends one revocation request once, within `deadline`. RFC 7009 §2.2: HTTP 200 means the
@@ -93,14 +95,13 @@ extension TokenManager {
         let traffic = traffic(for: revocation.key)
         let endpointClient = traffic.endpoint
         let endpoint: String
-        let secret: String?
+        let credential: ClientCredential?
         do {
-            guard let found = try await traffic.discovery.metadata(for: issuer, deadline: deadline).revocationEndpoint
-            else {
-                return
-            }
+            let metadata = try await traffic.discovery.metadata(for: issuer, deadline: deadline)
+            guard let found = metadata.revocationEndpoint else { return }
             endpoint = found
-            secret = try await revocationSecret(configuration)
+            credential = try await ClientCredential.resolve(
+                configuration, tokenEndpoint: configuration.tokenURL ?? metadata.tokenEndpoint)
         } catch {
             log.warn("tokens of \(revocation.key) were not revoked at the server: \(Self.describe(error))")
             return
@@ -108,23 +109,13 @@ extension TokenManager {
         for (token, hint) in revocation.hinted {
             do {
                 let request = try endpointClient.makeRevocationRequest(
-                    endpoint: endpoint, token: token, hint: hint, configuration: configuration, secret: secret)
+                    endpoint: endpoint, token: token, hint: hint, configuration: configuration,
+                    credential: credential)
                 try await endpointClient.revoke(request, deadline: deadline)
                 log.debug("revoked the \(hint) of \(revocation.key) at the server")
             } catch {
                 log.warn("the \(hint) of \(revocation.key) was not revoked at the server: \(Self.describe(error))")
             }
-        }
-    }
-
-    private nonisolated func revocationSecret(_ configuration: OAuthClientConfiguration) async throws -> String? {
-        guard configuration.clientAuth != .none, let provider = configuration.clientSecret else { return nil }
-        do {
-            return try await provider.resolve()
-        } catch let error as AuthError {
-            throw error
-        } catch {
-            throw AuthError.configuration("the client secret could not be resolved")
         }
     }
 

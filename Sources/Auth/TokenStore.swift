@@ -77,6 +77,8 @@ public struct StoreKey: Sendable, Hashable, CustomStringConvertible {
                 session.environment, session.profile, session.issuer, session.tokenEndpoint, session.clientID,
                 session.grant, session.audience, seedFingerprint,
             ] + session.scopes.map { "scope:" + $0 } + session.resources.map { "resource:" + $0 }
+            // Only grants with a variant (token exchange) add it: every other key stays as it was.
+            + (session.variant.map { ["variant:" + $0] } ?? [])
         for field in fields {
             if let field { canonical += ";\(field.utf8.count):\(field)" } else { canonical += ";-" }
         }

@@ -7,6 +7,8 @@
 #include <openssl/rsa.h>
 #include <openssl/bn.h>
 #include <openssl/hmac.h>
+#include <openssl/pem.h>
+#include <openssl/bio.h>
 #include <dlfcn.h>
 #include <string.h>
 #include <pthread.h>
@@ -67,6 +69,21 @@ struct tr_crypto_api {
     int (*evp_decryptinit_ex)(EVP_CIPHER_CTX *ctx, const EVP_CIPHER *cipher, ENGINE *impl, const unsigned char *key, const unsigned char *iv);
     int (*evp_decryptupdate)(EVP_CIPHER_CTX *ctx, unsigned char *out, int *outl, const unsigned char *in, int inl);
     int (*evp_decryptfinal_ex)(EVP_CIPHER_CTX *ctx, unsigned char *outm, int *outl);
+    /* Private keys and signatures (client assertions, DPoP proofs). */
+    BIO *(*bio_new_mem_buf)(const void *buf, int len);
+    int (*bio_free)(BIO *a);
+    EVP_PKEY *(*pem_read_bio_privatekey)(BIO *bp, EVP_PKEY **x, pem_password_cb *cb, void *u);
+    int (*evp_digestsigninit)(EVP_MD_CTX *ctx, EVP_PKEY_CTX **pctx, const EVP_MD *type, ENGINE *e, EVP_PKEY *pkey);
+    int (*evp_digestsign)(EVP_MD_CTX *ctx, unsigned char *sigret, size_t *siglen, const unsigned char *tbs, size_t tbslen);
+    int (*evp_pkey_is_a)(const EVP_PKEY *pkey, const char *name);
+    int (*evp_pkey_get_bits)(const EVP_PKEY *pkey);
+    int (*evp_pkey_get_utf8_string_param)(const EVP_PKEY *pkey, const char *key_name, char *str, size_t max_buf_sz, size_t *out_len);
+    int (*evp_pkey_get_octet_string_param)(const EVP_PKEY *pkey, const char *key_name, unsigned char *buf, size_t max_buf_sz, size_t *out_len);
+    int (*evp_pkey_keygen_init)(EVP_PKEY_CTX *ctx);
+    int (*evp_pkey_ctx_set_group_name)(EVP_PKEY_CTX *ctx, const char *name);
+    int (*evp_pkey_generate)(EVP_PKEY_CTX *ctx, EVP_PKEY **ppkey);
+    int (*i2d_privatekey)(const EVP_PKEY *a, unsigned char **pp);
+    EVP_PKEY *(*d2i_autoprivatekey)(EVP_PKEY **a, const unsigned char **pp, long length);
     int loaded;
 };
 
@@ -120,6 +137,20 @@ static inline void tr_crypto_load_once(void) {
     TR_CRYPTO_SYMBOL(evp_decryptinit_ex, "EVP_DecryptInit_ex")
     TR_CRYPTO_SYMBOL(evp_decryptupdate, "EVP_DecryptUpdate")
     TR_CRYPTO_SYMBOL(evp_decryptfinal_ex, "EVP_DecryptFinal_ex")
+    TR_CRYPTO_SYMBOL(bio_new_mem_buf, "BIO_new_mem_buf")
+    TR_CRYPTO_SYMBOL(bio_free, "BIO_free")
+    TR_CRYPTO_SYMBOL(pem_read_bio_privatekey, "PEM_read_bio_PrivateKey")
+    TR_CRYPTO_SYMBOL(evp_digestsigninit, "EVP_DigestSignInit")
+    TR_CRYPTO_SYMBOL(evp_digestsign, "EVP_DigestSign")
+    TR_CRYPTO_SYMBOL(evp_pkey_is_a, "EVP_PKEY_is_a")
+    TR_CRYPTO_SYMBOL(evp_pkey_get_bits, "EVP_PKEY_get_bits")
+    TR_CRYPTO_SYMBOL(evp_pkey_get_utf8_string_param, "EVP_PKEY_get_utf8_string_param")
+    TR_CRYPTO_SYMBOL(evp_pkey_get_octet_string_param, "EVP_PKEY_get_octet_string_param")
+    TR_CRYPTO_SYMBOL(evp_pkey_keygen_init, "EVP_PKEY_keygen_init")
+    TR_CRYPTO_SYMBOL(evp_pkey_ctx_set_group_name, "EVP_PKEY_CTX_set_group_name")
+    TR_CRYPTO_SYMBOL(evp_pkey_generate, "EVP_PKEY_generate")
+    TR_CRYPTO_SYMBOL(i2d_privatekey, "i2d_PrivateKey")
+    TR_CRYPTO_SYMBOL(d2i_autoprivatekey, "d2i_AutoPrivateKey")
 #undef TR_CRYPTO_SYMBOL
     *(void **)(&api->sha256_init) = dlsym(library, "SHA256_Init");
     *(void **)(&api->sha256_update) = dlsym(library, "SHA256_Update");
@@ -188,6 +219,31 @@ static inline int tr_EVP_DecryptInit_ex(EVP_CIPHER_CTX *ctx, const EVP_CIPHER *c
 static inline int tr_EVP_DecryptUpdate(EVP_CIPHER_CTX *ctx, unsigned char *out, int *outl, const unsigned char *in, int inl) { struct tr_crypto_api *api = tr_crypto_api(); return api->loaded ? api->evp_decryptupdate(ctx, out, outl, in, inl) : 0; }
 static inline int tr_EVP_DecryptFinal_ex(EVP_CIPHER_CTX *ctx, unsigned char *outm, int *outl) { struct tr_crypto_api *api = tr_crypto_api(); return api->loaded ? api->evp_decryptfinal_ex(ctx, outm, outl) : 0; }
 
+/* A passphrase callback that refuses: an encrypted PEM key fails to load instead of OpenSSL asking
+   for a passphrase on the terminal (a headless process has none to give). */
+static inline int tokenrelay_no_passphrase(char *buf, int size, int rwflag, void *u) { (void)buf; (void)size; (void)rwflag; (void)u; return -1; }
+/* The private key in PEM `text` (PKCS#8, SEC1 or PKCS#1; unencrypted only); NULL when none. */
+static inline EVP_PKEY *tr_PEM_read_private_key(const unsigned char *text, int length) {
+    struct tr_crypto_api *api = tr_crypto_api();
+    if (!api->loaded) return NULL;
+    BIO *bio = api->bio_new_mem_buf(text, length);
+    if (!bio) return NULL;
+    EVP_PKEY *key = api->pem_read_bio_privatekey(bio, NULL, tokenrelay_no_passphrase, NULL);
+    api->bio_free(bio);
+    return key;
+}
+static inline int tr_EVP_DigestSignInit(EVP_MD_CTX *ctx, EVP_PKEY_CTX **pctx, const EVP_MD *type, ENGINE *e, EVP_PKEY *pkey) { struct tr_crypto_api *api = tr_crypto_api(); return api->loaded ? api->evp_digestsigninit(ctx, pctx, type, e, pkey) : 0; }
+static inline int tr_EVP_DigestSign(EVP_MD_CTX *ctx, unsigned char *sigret, size_t *siglen, const unsigned char *tbs, size_t tbslen) { struct tr_crypto_api *api = tr_crypto_api(); return api->loaded ? api->evp_digestsign(ctx, sigret, siglen, tbs, tbslen) : 0; }
+static inline int tr_EVP_PKEY_is_a(const EVP_PKEY *pkey, const char *name) { struct tr_crypto_api *api = tr_crypto_api(); return api->loaded ? api->evp_pkey_is_a(pkey, name) : 0; }
+static inline int tr_EVP_PKEY_get_bits(const EVP_PKEY *pkey) { struct tr_crypto_api *api = tr_crypto_api(); return api->loaded ? api->evp_pkey_get_bits(pkey) : 0; }
+static inline int tr_EVP_PKEY_get_utf8_string_param(const EVP_PKEY *pkey, const char *key_name, char *str, size_t max_buf_sz, size_t *out_len) { struct tr_crypto_api *api = tr_crypto_api(); return api->loaded ? api->evp_pkey_get_utf8_string_param(pkey, key_name, str, max_buf_sz, out_len) : 0; }
+static inline int tr_EVP_PKEY_get_octet_string_param(const EVP_PKEY *pkey, const char *key_name, unsigned char *buf, size_t max_buf_sz, size_t *out_len) { struct tr_crypto_api *api = tr_crypto_api(); return api->loaded ? api->evp_pkey_get_octet_string_param(pkey, key_name, buf, max_buf_sz, out_len) : 0; }
+static inline int tr_EVP_PKEY_keygen_init(EVP_PKEY_CTX *ctx) { struct tr_crypto_api *api = tr_crypto_api(); return api->loaded ? api->evp_pkey_keygen_init(ctx) : 0; }
+static inline int tr_EVP_PKEY_CTX_set_group_name(EVP_PKEY_CTX *ctx, const char *name) { struct tr_crypto_api *api = tr_crypto_api(); return api->loaded ? api->evp_pkey_ctx_set_group_name(ctx, name) : 0; }
+static inline int tr_EVP_PKEY_generate(EVP_PKEY_CTX *ctx, EVP_PKEY **ppkey) { struct tr_crypto_api *api = tr_crypto_api(); return api->loaded ? api->evp_pkey_generate(ctx, ppkey) : 0; }
+static inline int tr_i2d_PrivateKey(const EVP_PKEY *a, unsigned char **pp) { struct tr_crypto_api *api = tr_crypto_api(); return api->loaded ? api->i2d_privatekey(a, pp) : 0; }
+static inline EVP_PKEY *tr_d2i_AutoPrivateKey(const unsigned char *bytes, long length) { struct tr_crypto_api *api = tr_crypto_api(); if (!api->loaded) return NULL; const unsigned char *p = bytes; return api->d2i_autoprivatekey(NULL, &p, length); }
+
 /* EVP_PKEY_PUBLIC_KEY is a compound macro Swift cannot import. */
 static inline int tokenrelay_evp_pkey_public_key(void) { return EVP_PKEY_PUBLIC_KEY; }
 
@@ -198,3 +254,5 @@ static inline const char *tokenrelay_param_rsa_e(void) { return OSSL_PKEY_PARAM_
 static inline const char *tokenrelay_param_group(void) { return OSSL_PKEY_PARAM_GROUP_NAME; }
 static inline const char *tokenrelay_param_pub(void) { return OSSL_PKEY_PARAM_PUB_KEY; }
 static inline const char *tokenrelay_group_p256(void) { return "prime256v1"; }
+static inline const char *tokenrelay_key_type_ec(void) { return "EC"; }
+static inline const char *tokenrelay_key_type_rsa(void) { return "RSA"; }

@@ -64,12 +64,25 @@ public struct SecretSource: Sendable, CustomStringConvertible, CustomDebugString
     public let keyPath: String
     /// Only for `.inline`: the value (registered with the redactor when decoded).
     let inlineValue: String?
+    /// What the value must look like.
+    public let format: Format
     private let resolver: SecretResolver
+
+    /// What a secret's value is.
+    public enum Format: Sendable, Hashable {
+        /// One line of text (a secret sent in a header or a form): no line breaks.
+        case any
+        /// A PEM private key (`-----BEGIN ... PRIVATE KEY-----`), lines and all.
+        case pemPrivateKey
+        /// One or more PEM certificates (`-----BEGIN CERTIFICATE-----`).
+        case pemCertificate
+    }
 
     init(
         origin: Origin, inlineValue: String? = nil, file: String, mark: SourceMark, keyPath: String = "secret",
-        resolver: SecretResolver
+        format: Format = .any, resolver: SecretResolver
     ) {
+        self.format = format
         self.origin = origin
         self.inlineValue = inlineValue
         self.file = file
@@ -139,6 +152,22 @@ public struct SecretSource: Sendable, CustomStringConvertible, CustomDebugString
         }
         guard !value.isEmpty else {
             throw SecretError(location: location, message: "the secret from \(originDescription) is empty")
+        }
+        if format != .any {
+            // A PEM text: its lines (the base64 body) are registered one by one as well, so that
+            // no fragment of it can reach a log either.
+            let lines = value.split(whereSeparator: \.isNewline).map(String.init).filter {
+                !$0.hasPrefix("-----") && $0.utf8.count >= Redactor.minimumSecretLength
+            }
+            Redactor.shared.registerTokens(lines)
+            let marker = format == .pemPrivateKey ? "PRIVATE KEY-----" : "-----BEGIN CERTIFICATE-----"
+            guard value.contains("-----BEGIN "), value.contains(marker), !value.utf8.contains(0) else {
+                throw SecretError(
+                    location: location,
+                    message: "the secret '\(keyPath)' from \(originDescription) is not a PEM "
+                        + (format == .pemPrivateKey ? "private key" : "certificate"))
+            }
+            return value
         }
         guard !value.utf8.contains(where: { $0 == 0x0A || $0 == 0x0D || $0 == 0x00 }) else {
             // It would end a header line (or a C string) on the wire: refused here, by its key,

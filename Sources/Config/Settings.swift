@@ -275,12 +275,91 @@ public enum ProfileKind: Sendable {
     case authorizationCode(OAuthClientSettings, InteractiveLoginSettings)
     /// Device authorization grant (interactive).
     case deviceCode(OAuthClientSettings, InteractiveLoginSettings)
+    /// The jwt-bearer grant (RFC 7523 §2.1): a workload's platform-issued JWT for a token.
+    case jwtBearer(OAuthClientSettings, assertion: AssertionSettings)
+    /// Token exchange (RFC 8693): another token traded for one of this profile's.
+    case tokenExchange(OAuthClientSettings, TokenExchangeSettings)
     /// A static key in a header or a query parameter.
     case apiKey(placement: APIKeyPlacement, value: SecretSource)
     /// HTTP Basic authentication.
     case basic(username: String, password: SecretSource)
     /// A static bearer token, possibly from a command, cached for `cache`.
     case bearer(token: SecretSource, cache: Duration?)
+}
+
+/// Where a `jwt_bearer` profile's assertion comes from (`assertion`), read for every acquisition.
+public enum AssertionSettings: Sendable {
+    /// A secret source holding the JWT (a projected service-account token file, a JWT-SVID...).
+    case secret(SecretSource)
+    /// `{ github_actions: { audience } }`: the job's OIDC token, asked of the Actions runtime at
+    /// `ACTIONS_ID_TOKEN_REQUEST_URL` with `ACTIONS_ID_TOKEN_REQUEST_TOKEN`.
+    case githubActions(audience: String?, requestURL: SecretSource, requestToken: SecretSource)
+
+    /// Equal as written (sources by origin).
+    public func isSameAsWritten(_ other: AssertionSettings) -> Bool {
+        switch (self, other) {
+        case (.secret(let a), .secret(let b)): a.isSameAsWritten(b)
+        case (.githubActions(let a, _, _), .githubActions(let b, _, _)): a == b
+        default: false
+        }
+    }
+}
+
+/// A `token_exchange` profile's settings (RFC 8693 §2.1).
+public struct TokenExchangeSettings: Sendable {
+    /// A token presented in the exchange.
+    public enum Token: Sendable {
+        /// `{ profile: P }`: profile P's current access token (same environment).
+        case profile(String)
+        /// A secret source holding the token.
+        case secret(SecretSource)
+
+        func isSameAsWritten(_ other: Token) -> Bool {
+            switch (self, other) {
+            case (.profile(let a), .profile(let b)): a == b
+            case (.secret(let a), .secret(let b)): a.isSameAsWritten(b)
+            default: false
+            }
+        }
+    }
+
+    /// `subject` or `subject_token`.
+    public var subject: Token
+    /// `subject_token_type` (a URI; default `urn:ietf:params:oauth:token-type:access_token`).
+    public var subjectTokenType: String
+    /// `requested_token_type`, if any.
+    public var requestedTokenType: String?
+    /// `actor` or `actor_token`, if any.
+    public var actor: Token?
+    /// `actor_token_type` (default the access-token URI).
+    public var actorTokenType: String
+
+    /// The RFC 8693 §3 URI prefix of the short type names (`access_token`, `jwt`, `id_token`...).
+    public static let typePrefix = "urn:ietf:params:oauth:token-type:"
+
+    public init(
+        subject: Token, subjectTokenType: String = typePrefix + "access_token", requestedTokenType: String? = nil,
+        actor: Token? = nil, actorTokenType: String = typePrefix + "access_token"
+    ) {
+        self.subject = subject
+        self.subjectTokenType = subjectTokenType
+        self.requestedTokenType = requestedTokenType
+        self.actor = actor
+        self.actorTokenType = actorTokenType
+    }
+
+    /// Equal as written.
+    public func isSameAsWritten(_ other: TokenExchangeSettings) -> Bool {
+        subject.isSameAsWritten(other.subject) && subjectTokenType == other.subjectTokenType
+            && requestedTokenType == other.requestedTokenType && actorTokenType == other.actorTokenType
+            && (actor == nil) == (other.actor == nil)
+            && (actor.flatMap { a in other.actor.map { a.isSameAsWritten($0) } } ?? true)
+    }
+
+    /// The profiles whose tokens this exchange presents.
+    public var profileReferences: [String] {
+        [subject, actor].compactMap { if case .profile(let name)? = $0 { return name } else { return nil } }
+    }
 }
 
 /// The login settings of an interactive profile (SPEC §5.4).
@@ -341,6 +420,33 @@ public enum ClientAuthMethod: String, Sendable, Hashable, CaseIterable {
     case clientSecretBasic = "client_secret_basic"
     case clientSecretPost = "client_secret_post"
     case none
+    case privateKeyJWT = "private_key_jwt"
+}
+
+/// `private_key_jwt`: the key that signs the client's assertions (RFC 7523 §2.2).
+public struct ClientKeySettings: Sendable {
+    /// Which `aud` the assertions name (`client_assertion_audience`).
+    public enum Audience: String, Sendable, Hashable, CaseIterable {
+        case tokenEndpoint = "token_endpoint"
+        case issuer
+    }
+
+    /// `client_key`: a PEM private key (EC P-256 or RSA ≥ 2048 bits).
+    public var key: SecretSource
+    /// `client_key_alg`: ES256, RS256 or PS256 (`nil`: from the key).
+    public var algorithm: String?
+    /// `client_key_id`: the JWS `kid`.
+    public var keyID: String?
+    /// `client_assertion_audience` (default `token_endpoint`).
+    public var audience: Audience
+
+    public init(key: SecretSource, algorithm: String? = nil, keyID: String? = nil, audience: Audience = .tokenEndpoint)
+    {
+        self.key = key
+        self.algorithm = algorithm
+        self.keyID = keyID
+        self.audience = audience
+    }
 }
 
 /// The settings shared by every OAuth profile type.
@@ -355,6 +461,8 @@ public struct OAuthClientSettings: Sendable, CustomStringConvertible {
     public var clientSecret: SecretSource?
     /// How the client authenticates.
     public var clientAuth: ClientAuthMethod
+    /// The key of `private_key_jwt`.
+    public var clientKey: ClientKeySettings?
     /// Requested scopes, in order.
     public var scopes: [String]
     /// The `audience` parameter.
@@ -369,14 +477,16 @@ public struct OAuthClientSettings: Sendable, CustomStringConvertible {
 
     public init(
         issuer: String? = nil, tokenURL: String? = nil, clientID: String, clientSecret: SecretSource? = nil,
-        clientAuth: ClientAuthMethod? = nil, scopes: [String] = [], audience: String? = nil, resource: [String] = [],
-        expirySkew: Duration = .seconds(30)
+        clientAuth: ClientAuthMethod? = nil, clientKey: ClientKeySettings? = nil, scopes: [String] = [],
+        audience: String? = nil, resource: [String] = [], expirySkew: Duration = .seconds(30)
     ) {
         self.issuer = issuer
         self.tokenURL = tokenURL
         self.clientID = clientID
         self.clientSecret = clientSecret
-        self.clientAuth = clientAuth ?? (clientSecret == nil ? .none : .clientSecretBasic)
+        self.clientAuth =
+            clientAuth ?? (clientKey != nil ? .privateKeyJWT : clientSecret == nil ? .none : .clientSecretBasic)
+        self.clientKey = clientKey
         self.scopes = scopes
         self.audience = audience
         self.resource = resource

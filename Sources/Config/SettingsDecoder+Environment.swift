@@ -205,6 +205,7 @@ extension SettingsDecoder {
         if let pair = keys["mcp"] {
             environment.mcp = decodeMCP(pair.value, path: "\(base).mcp", owner: "environment '\(name)'")
         }
+        checkExchangeReferences(environment, node: node)
         if let pair = keys["default_profile"], let value = nonEmptyString(pair.value, path: "\(base).default_profile") {
             let declared = keys["profiles"]?.value.pairs?.compactMap { $0.key.scalar?.value } ?? []
             if !value.unresolved, !declared.contains(value.text) {
@@ -255,5 +256,43 @@ extension SettingsDecoder {
             headers.append((name, value.text))
         }
         return headers
+    }
+}
+
+extension SettingsDecoder {
+    /// A token exchange's `subject`/`actor` profiles exist in the same environment, are OAuth
+    /// profiles, and no chain of exchanges comes back to where it started.
+    mutating func checkExchangeReferences(_ environment: EnvironmentSettings, node: YAMLNode) {
+        let byName = Dictionary(environment.profiles.map { ($0.name, $0) }, uniquingKeysWith: { first, _ in first })
+        func references(_ profile: ProfileSettings) -> [String] {
+            if case .tokenExchange(_, let exchange) = profile.kind { return exchange.profileReferences }
+            return []
+        }
+        for profile in environment.profiles {
+            for reference in references(profile) {
+                guard let target = byName[reference] else {
+                    sink.error(
+                        "profile '\(profile.name)' exchanges the token of profile '\(reference)', which environment "
+                            + "'\(environment.name)' does not have", at: profile.mark)
+                    continue
+                }
+                if ["api_key", "basic", "bearer"].contains(target.typeName) {
+                    sink.error(
+                        "profile '\(profile.name)' exchanges the token of '\(reference)', a \(target.typeName) "
+                            + "profile; use subject_token with a secret source instead", at: profile.mark)
+                }
+            }
+            // A cycle: following references from this profile reaches it again.
+            var seen: Set<String> = []
+            var queue = references(profile)
+            while let next = queue.popLast() {
+                if next == profile.name {
+                    sink.error("profile '\(profile.name)' is part of a cycle of token exchanges", at: profile.mark)
+                    break
+                }
+                guard seen.insert(next).inserted, let target = byName[next] else { continue }
+                queue += references(target)
+            }
+        }
     }
 }

@@ -80,6 +80,22 @@ extension SettingsDecoder {
                 endpointURL($0.value, path: "\(path).device_authorization_url")
             }
             kind = client.map { .deviceCode($0, login) }
+        case "jwt_bearer":
+            let client = decodeOAuth(keys, node: node, path: path)
+            var assertion: AssertionSettings?
+            if let pair = keys["assertion"] {
+                assertion = decodeAssertion(pair.value, path: "\(path).assertion")
+            } else {
+                sink.error(
+                    "profile '\(name)' of type jwt_bearer needs an 'assertion': a secret source holding the JWT, "
+                        + "or { github_actions: { audience: ... } }",
+                    at: node.mark)
+            }
+            if let client, let assertion { kind = .jwtBearer(client, assertion: assertion) } else { kind = nil }
+        case "token_exchange":
+            let client = decodeOAuth(keys, node: node, path: path)
+            let exchange = decodeExchange(keys, node: node, path: path, name: name)
+            if let client, let exchange { kind = .tokenExchange(client, exchange) } else { kind = nil }
         case "api_key":
             kind = decodeAPIKey(keys, node: node, path: path, name: name)
         case "basic":
@@ -265,14 +281,26 @@ extension SettingsDecoder {
                 pair.value, path: "\(path).client_auth", choices: ClientAuthMethod.allCases.map(\.rawValue))
         {
             clientAuth = ClientAuthMethod(rawValue: value)
-            if clientAuth == ClientAuthMethod.none, keys["client_secret"] != nil {
-                sink.error(
-                    "'client_auth: none' sends no secret, but 'client_secret' is set; remove one of them",
-                    at: pair.value.mark)
-            } else if clientAuth != ClientAuthMethod.none, keys["client_secret"] == nil {
-                sink.error("'client_auth: \(value)' needs a 'client_secret'", at: pair.value.mark)
+            switch clientAuth {
+            case .none?:
+                if keys["client_secret"] != nil {
+                    sink.error(
+                        "'client_auth: none' sends no secret, but 'client_secret' is set; remove one of them",
+                        at: pair.value.mark)
+                }
+            case .privateKeyJWT?:
+                if keys["client_key"] == nil {
+                    sink.error(
+                        "'client_auth: private_key_jwt' needs a 'client_key' (a PEM private key secret source)",
+                        at: pair.value.mark)
+                }
+            default:
+                if keys["client_secret"] == nil {
+                    sink.error("'client_auth: \(value)' needs a 'client_secret'", at: pair.value.mark)
+                }
             }
         }
+        let clientKey = decodeClientKey(keys, path: path, clientAuth: clientAuth)
         let scopes =
             keys["scopes"].flatMap { stringList($0.value, path: "\(path).scopes", splittingString: true) } ?? []
         let audience = keys["audience"].flatMap { nonEmptyString($0.value, path: "\(path).audience")?.text }
@@ -284,15 +312,144 @@ extension SettingsDecoder {
         guard let clientID else { return nil }
         var settings = OAuthClientSettings(
             issuer: issuer, tokenURL: tokenURL, clientID: clientID, clientSecret: secret, clientAuth: clientAuth,
-            scopes: scopes, audience: audience, resource: resource, expirySkew: skew)
+            clientKey: clientKey, scopes: scopes, audience: audience, resource: resource, expirySkew: skew)
         settings.discovery = discovery
         if discovery?.resourceIndicator == false || resourceIndicatorOff(keys, path: path) { settings.resource = [] }
         return settings
     }
 
+    /// `subject`/`subject_token`, `actor`/`actor_token`, the token types (RFC 8693 §2.1).
+    private mutating func decodeExchange(_ keys: Fields, node: YAMLNode, path: String, name: String)
+        -> TokenExchangeSettings?
+    {
+        func token(_ role: String) -> TokenExchangeSettings.Token?? {
+            switch (keys[role], keys["\(role)_token"]) {
+            case (nil, nil):
+                return .some(nil)
+            case (.some, .some(let second)):
+                sink.error(
+                    "set '\(role)' (a profile) or '\(role)_token' (a secret source), not both", at: second.key.mark)
+                return nil
+            case (let pair?, nil):
+                let rolePath = "\(path).\(role)"
+                guard
+                    let fields = fields(
+                        pair.value, path: rolePath, context: "'\(rolePath)'", allowed: Self.exchangeProfileKeys)
+                else { return nil }
+                guard let entry = fields["profile"],
+                    let profile = nonEmptyString(entry.value, path: "\(rolePath).profile")
+                else {
+                    sink.error("'\(rolePath)' needs { profile: NAME }", at: pair.value.mark)
+                    return nil
+                }
+                if profile.text == name {
+                    sink.error("profile '\(name)' cannot exchange its own token", at: entry.value.mark)
+                    return nil
+                }
+                return .some(.profile(profile.text))
+            case (nil, let pair?):
+                return secretSource(pair.value, path: "\(path).\(role)_token").map { .some(.secret($0)) }
+            }
+        }
+        func type(_ key: String) -> String? {
+            guard let pair = keys[key], let value = nonEmptyString(pair.value, path: "\(path).\(key)") else {
+                return nil
+            }
+            return value.text.contains(":") ? value.text : TokenExchangeSettings.typePrefix + value.text
+        }
+        guard let subject = token("subject") else { return nil }
+        guard let subject else {
+            sink.error(
+                "profile '\(name)' of type token_exchange needs 'subject: { profile: NAME }' or 'subject_token' "
+                    + "(a secret source)", at: node.mark)
+            return nil
+        }
+        guard let actor = token("actor") else { return nil }
+        var settings = TokenExchangeSettings(
+            subject: subject, requestedTokenType: type("requested_token_type"), actor: actor)
+        if let value = type("subject_token_type") { settings.subjectTokenType = value }
+        if let value = type("actor_token_type") { settings.actorTokenType = value }
+        if actor == nil, let stray = keys["actor_token_type"] {
+            sink.error("'\(path).actor_token_type' only applies with an actor", at: stray.key.mark)
+        }
+        return settings
+    }
+
+    /// `assertion`: a secret source, or `{ github_actions: { audience } }`.
+    private mutating func decodeAssertion(_ node: YAMLNode, path: String) -> AssertionSettings? {
+        guard let actions = node.pairs?.first(where: { $0.key.scalar?.value == "github_actions" }) else {
+            return secretSource(node, path: path).map { .secret($0) }
+        }
+        guard node.pairs?.count == 1 else {
+            sink.error("'\(path)' with 'github_actions' takes no other key", at: node.mark)
+            return nil
+        }
+        let actionsPath = "\(path).github_actions"
+        guard
+            let keys = fields(
+                actions.value, path: actionsPath, context: "'\(actionsPath)'", allowed: Self.githubActionsKeys)
+        else { return nil }
+        let audience = keys["audience"].flatMap { nonEmptyString($0.value, path: "\(actionsPath).audience")?.text }
+        func variable(_ name: String) -> SecretSource {
+            SecretSource(
+                origin: .environment(name: name), file: file, mark: actions.value.mark, keyPath: actionsPath,
+                resolver: resolver)
+        }
+        return .githubActions(
+            audience: audience, requestURL: variable("ACTIONS_ID_TOKEN_REQUEST_URL"),
+            requestToken: variable("ACTIONS_ID_TOKEN_REQUEST_TOKEN"))
+    }
+
+    /// `client_key`, `client_key_alg`, `client_key_id` and `client_assertion_audience` (SPEC §10).
+    private mutating func decodeClientKey(_ keys: Fields, path: String, clientAuth: ClientAuthMethod?)
+        -> ClientKeySettings?
+    {
+        let related = ["client_key_alg", "client_key_id", "client_assertion_audience"]
+        guard let pair = keys["client_key"] else {
+            for name in related {
+                if let stray = keys[name] {
+                    sink.error("'\(path).\(name)' only applies with a 'client_key'", at: stray.key.mark)
+                }
+            }
+            return nil
+        }
+        if let clientAuth, clientAuth != .privateKeyJWT {
+            sink.error(
+                "'\(path).client_key' is used by 'client_auth: private_key_jwt', not \(clientAuth.rawValue)",
+                at: pair.key.mark)
+        } else if keys["client_secret"] != nil {
+            sink.error(
+                "'client_key' (private_key_jwt) and 'client_secret' are both set; a client authenticates one way",
+                at: pair.key.mark)
+        }
+        guard let source = secretSource(pair.value, path: "\(path).client_key", format: .pemPrivateKey) else {
+            return nil
+        }
+        var settings = ClientKeySettings(key: source)
+        if let entry = keys["client_key_alg"] {
+            settings.algorithm = choice(
+                entry.value, path: "\(path).client_key_alg", choices: ["ES256", "RS256", "PS256"])
+        }
+        if let entry = keys["client_key_id"] {
+            settings.keyID = nonEmptyString(entry.value, path: "\(path).client_key_id")?.text
+        }
+        if let entry = keys["client_assertion_audience"],
+            let value = choice(
+                entry.value, path: "\(path).client_assertion_audience",
+                choices: ClientKeySettings.Audience.allCases.map(\.rawValue)),
+            let audience = ClientKeySettings.Audience(rawValue: value)
+        {
+            if audience == .issuer && keys["issuer"] == nil {
+                sink.error("'client_assertion_audience: issuer' needs an 'issuer'", at: entry.value.mark)
+            }
+            settings.audience = audience
+        }
+        return settings
+    }
+
     /// A secret source: an inline string (warned about), `{ env: NAME }`, `{ file: path }` or
     /// `{ command: [argv], timeout: 10s }`. Never quotes the value in a message.
-    mutating func secretSource(_ node: YAMLNode, path: String) -> SecretSource? {
+    mutating func secretSource(_ node: YAMLNode, path: String, format: SecretSource.Format = .any) -> SecretSource? {
         let expected = "a secret source: { env: NAME }, { file: path }, { command: [argv] } or a string"
         if node.scalar != nil, !node.isNull {
             // Interpolate without echoing anything: errors name only the path and variable.
@@ -303,8 +460,8 @@ extension SettingsDecoder {
                     at: node.mark)
             }
             let source = SecretSource(
-                origin: .inline, inlineValue: value.text, file: file, mark: node.mark, keyPath: path, resolver: resolver
-            )
+                origin: .inline, inlineValue: value.text, file: file, mark: node.mark, keyPath: path, format: format,
+                resolver: resolver)
             secrets.append(source)
             return source
         }
@@ -356,7 +513,8 @@ extension SettingsDecoder {
             let timeout = keys["timeout"].flatMap { duration($0.value, path: "\(path).timeout") } ?? .seconds(10)
             origin = .command(argv: argv, timeout: timeout)
         }
-        let source = SecretSource(origin: origin, file: file, mark: node.mark, keyPath: path, resolver: resolver)
+        let source = SecretSource(
+            origin: origin, file: file, mark: node.mark, keyPath: path, format: format, resolver: resolver)
         secrets.append(source)
         return source
     }

@@ -67,6 +67,7 @@ struct SettingsDecoder {
     static let oauthKeys: Set<String> = profileCommonKeys.union([
         "issuer", "token_url", "client_id", "client_secret", "client_auth", "scopes", "audience", "resource",
         "expiry_skew", "discover", "resource_indicator", "step_up",
+        "client_key", "client_key_alg", "client_key_id", "client_assertion_audience",
     ])
     /// Keys allowed per profile type.
     /// Keys of both interactive profile types.
@@ -81,14 +82,24 @@ struct SettingsDecoder {
             "authorization_url", "redirect", "client_metadata_url",
         ]),
         "device_code": oauthKeys.union(interactiveKeys).union(["device_authorization_url"]),
+        "jwt_bearer": oauthKeys.union(["assertion"]),
+        "token_exchange": oauthKeys.union([
+            "subject", "subject_token", "subject_token_type", "requested_token_type", "actor", "actor_token",
+            "actor_token_type",
+        ]),
         "api_key": profileCommonKeys.union(["header", "query", "value"]),
         "basic": profileCommonKeys.union(["username", "password"]),
         "bearer": profileCommonKeys.union(["token", "cache"]),
     ]
     /// Profile types in documentation order.
     static let profileTypes = [
-        "client_credentials", "refresh_token", "authorization_code", "device_code", "api_key", "basic", "bearer",
+        "client_credentials", "refresh_token", "authorization_code", "device_code", "jwt_bearer", "token_exchange",
+        "api_key", "basic", "bearer",
     ]
+    /// Keys of a token exchange's `subject` / `actor`.
+    static let exchangeProfileKeys: Set<String> = ["profile"]
+    /// Keys of `assertion: { github_actions: {...} }`.
+    static let githubActionsKeys: Set<String> = ["audience"]
 
     /// Every key table by level: `top`, `server`, `store`, `environment`, `events`, `secret`,
     /// and `profile.<type>` for each profile type.

@@ -73,6 +73,24 @@ public struct SettingsDiff: Sendable, Equatable {
             for profile in previous.profiles where environment.profile(named: profile.name) == nil {
                 removed.append(Entry(environment: environment.name, profile: profile.name))
             }
+            // A token exchange depends on the profiles whose tokens it presents (their session
+            // keys are part of its own): it changes when one of them does.
+            var touched = Set(
+                (changed + added + removed).filter { $0.environment == environment.name }.compactMap(\.profile))
+            var grew = true
+            while grew {
+                grew = false
+                for profile in environment.profiles where !touched.contains(profile.name) {
+                    guard case .tokenExchange(_, let exchange) = profile.kind,
+                        exchange.profileReferences.contains(where: touched.contains)
+                    else { continue }
+                    touched.insert(profile.name)
+                    if previous.profile(named: profile.name) != nil {
+                        changed.append(Entry(environment: environment.name, profile: profile.name))
+                    }
+                    grew = true
+                }
+            }
             // An environment that gains its first profile or loses its last one.
             if previous.profiles.isEmpty && !environment.profiles.isEmpty {
                 removed.append(Entry(environment: environment.name, profile: nil))
@@ -158,6 +176,8 @@ extension OAuthClientSettings {
         issuer == other.issuer && tokenURL == other.tokenURL && clientID == other.clientID
             && same(clientSecret, other.clientSecret) && clientAuth == other.clientAuth && scopes == other.scopes
             && audience == other.audience && resource == other.resource && expirySkew == other.expirySkew
+            && same(clientKey?.key, other.clientKey?.key) && clientKey?.algorithm == other.clientKey?.algorithm
+            && clientKey?.keyID == other.clientKey?.keyID && clientKey?.audience == other.clientKey?.audience
     }
 }
 
@@ -185,6 +205,10 @@ extension ProfileKind {
         case (.authorizationCode(let a, let loginA), .authorizationCode(let b, let loginB)),
             (.deviceCode(let a, let loginA), .deviceCode(let b, let loginB)):
             return a.isSameAsWritten(b) && loginA.isSameAsWritten(loginB)
+        case (.tokenExchange(let a, let exchangeA), .tokenExchange(let b, let exchangeB)):
+            return a.isSameAsWritten(b) && exchangeA.isSameAsWritten(exchangeB)
+        case (.jwtBearer(let a, let assertionA), .jwtBearer(let b, let assertionB)):
+            return a.isSameAsWritten(b) && assertionA.isSameAsWritten(assertionB)
         case (.apiKey(let placementA, let valueA), .apiKey(let placementB, let valueB)):
             return placementA == placementB && valueA.isSameAsWritten(valueB)
         case (.basic(let userA, let passwordA), .basic(let userB, let passwordB)):

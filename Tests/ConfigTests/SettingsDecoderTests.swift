@@ -61,6 +61,17 @@ import Testing
                 issuer: https://auth.example.com
                 client_id: tv-client
                 device_authorization_url: https://auth.example.com/device
+              workload:
+                type: jwt_bearer
+                issuer: https://auth.example.com
+                client_id: workload
+                assertion: { file: sa-token }
+              exchanged:
+                type: token_exchange
+                issuer: https://auth.example.com
+                client_id: my-service
+                subject: { profile: service }
+                audience: https://downstream.example.com
               key:
                 type: api_key
                 query: api_key
@@ -99,7 +110,10 @@ import Testing
         #expect(staging.proxy == "http://proxy.local:3128")
         #expect(staging.maxResponseBytes == 1_000_000)
         #expect(staging.events == EventsSettings(idleTimeout: .seconds(60), maxBackoff: .seconds(120)))
-        #expect(staging.profiles.map(\.name) == ["service", "seeded", "me", "tv", "key", "login", "static"])
+        #expect(
+            staging.profiles.map(\.name) == [
+                "service", "seeded", "me", "tv", "workload", "exchanged", "key", "login", "static",
+            ])
         #expect(staging.profiles.map(\.typeName) == SettingsDecoder.profileTypes)
 
         let service = try #require(staging.profile(named: "service"))

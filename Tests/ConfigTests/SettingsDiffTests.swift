@@ -62,6 +62,19 @@ import Testing
         #expect(changed.keeps(environment: "api", profile: "key"))
     }
 
+    @Test func aTokenExchangeChangesWhenItsSubjectProfileDoes() async throws {
+        let lines = [
+            "      exchanged:", "        type: token_exchange", "        token_url: https://auth.example.com/token",
+            "        client_id: ex", "        subject: { profile: service }", "      key:",
+        ]
+        let exchange = Self.base.replacingOccurrences(of: "      key:", with: lines.joined(separator: "\n"))
+        let renamed = exchange.replacingOccurrences(of: "client_id: svc", with: "client_id: svc2")
+        let diff = try await Self.diff(exchange, renamed)
+        #expect(diff.changed == [Self.entry("api", "exchanged"), Self.entry("api", "service")], "\(diff.changed)")
+        #expect(!diff.keeps(environment: "api", profile: "exchanged"))
+        #expect(diff.keeps(environment: "api", profile: "key"))
+    }
+
     @Test func movingAProfileInTheFileIsNoChange() async throws {
         let moved = Self.base.replacingOccurrences(of: "version: 1\n", with: "version: 1\n\n\n# comment\n")
         #expect(try await Self.diff(Self.base, moved).isEmpty)

@@ -22,16 +22,19 @@ struct InteropStack: Sendable {
         var refreshGrace: Int?
         /// `--token-gate`: hold refresh requests at the token endpoint (see ``TokenGate``).
         var tokenGate: Bool
+        /// `--pop`: also start the strict proof-of-possession server (see InteropPopStack.swift).
+        var pop: Bool
 
         init(
             accessTTL: Int? = nil, reuseProtection: Bool? = nil, rsCache: Int? = nil, refreshGrace: Int? = nil,
-            tokenGate: Bool = false
+            tokenGate: Bool = false, pop: Bool = false
         ) {
             self.accessTTL = accessTTL
             self.reuseProtection = reuseProtection
             self.rsCache = rsCache
             self.refreshGrace = refreshGrace
             self.tokenGate = tokenGate
+            self.pop = pop
         }
     }
 
@@ -83,6 +86,7 @@ struct InteropStack: Sendable {
         if let reuse = options.reuseProtection { arguments += ["--reuse-protection", reuse ? "1" : "0"] }
         if let cache = options.rsCache { arguments += ["--rs-cache", String(cache)] }
         if let grace = options.refreshGrace { arguments += ["--refresh-grace", String(grace)] }
+        if options.pop { arguments.append("--pop") }
         let gate = directory.appendingPathComponent("token-gate")
         if options.tokenGate {
             try FileManager.default.createDirectory(at: gate, withIntermediateDirectories: true)
@@ -246,16 +250,17 @@ struct InteropStack: Sendable {
 
     /// Writes a config with one environment `interop` (base URL: the RS) and the given profiles
     /// (each a list of `key: value` lines); returns its path.
-    func writeConfig(profiles: [(name: String, lines: [String])], timeout: String = "30s", store: String? = nil)
-        throws -> String
-    {
+    func writeConfig(
+        profiles: [(name: String, lines: [String])], timeout: String = "30s", store: String? = nil,
+        baseURL: String? = nil
+    ) throws -> String {
         var text = """
             version: 1
             \(store.map { "store: \($0)" } ?? "")
             default_environment: interop
             environments:
               interop:
-                base_url: \(rsURL)
+                base_url: \(baseURL ?? rsURL)
                 timeout: \(timeout)
                 connect_timeout: 5s
                 default_profile: \(profiles.first?.name ?? "none")

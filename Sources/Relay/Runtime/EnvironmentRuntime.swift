@@ -64,7 +64,7 @@ final class EnvironmentRuntime: Sendable {
                 profile = unchanged
             } else {
                 profile = try await ProfileRuntime.make(
-                    environment: settings.name, settings: profileSettings, manager: manager,
+                    environment: settings, settings: profileSettings, manager: manager,
                     resource: ResourceTarget(url: settings.baseURL, transport: transport))
             }
             profiles[profile.name] = profile

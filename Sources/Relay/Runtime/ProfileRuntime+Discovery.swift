@@ -12,17 +12,19 @@ struct ResourceTarget: Sendable {
 extension ProfileRuntime {
     /// The runtime of a `discover: true` OAuth profile (SPEC §9); `nil` for any other profile.
     static func discoveredRuntime(
-        _ settings: ProfileSettings, environment: String, manager: TokenManager, resource: ResourceTarget
+        _ settings: ProfileSettings, environment: EnvironmentSettings, manager: TokenManager, resource: ResourceTarget
     ) -> ProfileRuntime? {
         let client: OAuthClientSettings
         switch settings.kind {
         case .clientCredentials(let value), .refreshToken(let value, _), .authorizationCode(let value, _),
             .deviceCode(let value, _):
             client = value
-        case .apiKey, .basic, .bearer:
+        case .apiKey, .basic, .bearer, .jwtBearer, .tokenExchange:
             return nil
         }
-        guard let options = client.discovery, let configuration = oauthConfiguration(settings) else { return nil }
+        guard let options = client.discovery, let configuration = oauthConfiguration(settings, in: environment) else {
+            return nil
+        }
         let template = DiscoveryTemplate(
             resourceURL: resource.url, issuer: configuration.issuer,
             clientID: client.clientID.isEmpty ? nil : client.clientID, clientSecret: configuration.clientSecret,
@@ -31,7 +33,7 @@ extension ProfileRuntime {
             clientMetadataURL: options.clientMetadataURL, expirySkew: configuration.expirySkew,
             grant: configuration.grant)
         let authorization = ResourceAuthorization(
-            manager: manager, transport: resource.transport, environment: environment,
+            manager: manager, transport: resource.transport, environment: environment.name,
             profile: settings.name, template: template)
         return ProfileRuntime(
             name: settings.name, typeName: settings.typeName, exposeToken: settings.exposeToken,

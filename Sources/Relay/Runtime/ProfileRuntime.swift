@@ -74,13 +74,18 @@ extension ProfileRuntime {
         }
     }
 
-    /// The OAuth client configuration of `settings`; `nil` for a profile that is not OAuth.
-    static func oauthConfiguration(_ settings: ProfileSettings) -> OAuthClientConfiguration? {
+    /// The OAuth client configuration of `settings`, a profile of `environment`; `nil` for a
+    /// profile that is not OAuth. A token exchange's subject and actor profiles are keyed here
+    /// from their own settings (the decoder refused cycles; `depth` bounds the walk anyway).
+    static func oauthConfiguration(_ settings: ProfileSettings, in environment: EnvironmentSettings, depth: Int = 0)
+        -> OAuthClientConfiguration?
+    {
         func configuration(_ client: OAuthClientSettings, grant: Grant) -> OAuthClientConfiguration {
             OAuthClientConfiguration(
                 issuer: client.issuer, tokenURL: client.tokenURL, clientID: client.clientID,
                 clientSecret: client.clientSecret.map(provider), clientAuth: clientAuth(client.clientAuth),
-                scopes: client.scopes, audience: client.audience, resources: client.resource,
+                clientKey: client.clientKey.map(clientKey), scopes: client.scopes, audience: client.audience,
+                resources: client.resource,
                 expirySkew: client.expirySkew, grant: grant)
         }
         switch settings.kind {
@@ -93,6 +98,40 @@ extension ProfileRuntime {
             return configuration(client, grant: .interactive(interactiveLogin(login, flow: flow)))
         case .deviceCode(let client, let login):
             return configuration(client, grant: .interactive(interactiveLogin(login, flow: .deviceCode)))
+        case .jwtBearer(let client, let assertion):
+            let source: AssertionSource
+            switch assertion {
+            case .secret(let secret): source = .secret(provider(secret))
+            case .githubActions(let audience, let url, let token):
+                source = .githubActions(audience: audience, requestURL: provider(url), requestToken: provider(token))
+            }
+            return configuration(client, grant: .jwtBearer(source))
+        case .tokenExchange(let client, let exchange):
+            func source(_ token: TokenExchangeSettings.Token) -> TokenExchange.Source? {
+                switch token {
+                case .secret(let secret):
+                    return .secret(provider(secret), description: secret.keyPath + "@" + secret.originDescription)
+                case .profile(let name):
+                    guard depth < 16, let other = environment.profile(named: name),
+                        let configuration = oauthConfiguration(other, in: environment, depth: depth + 1)
+                    else { return nil }
+                    return .session(
+                        SessionKey(environment: environment.name, profile: name, configuration: configuration))
+                }
+            }
+            guard let subject = source(exchange.subject) else { return nil }
+            var actor: TokenExchange.Source?
+            if let token = exchange.actor {
+                guard let resolved = source(token) else { return nil }
+                actor = resolved
+            }
+            return configuration(
+                client,
+                grant: .tokenExchange(
+                    TokenExchange(
+                        subject: subject, subjectTokenType: exchange.subjectTokenType,
+                        requestedTokenType: exchange.requestedTokenType, actor: actor,
+                        actorTokenType: exchange.actorTokenType)))
         case .apiKey, .basic, .bearer:
             return nil
         }
@@ -100,16 +139,17 @@ extension ProfileRuntime {
 
     /// Builds the runtime of `settings`, registering OAuth sessions with `manager`.
     static func make(
-        environment: String, settings: ProfileSettings, manager: TokenManager, resource: ResourceTarget? = nil
+        environment: EnvironmentSettings, settings: ProfileSettings, manager: TokenManager,
+        resource: ResourceTarget? = nil
     ) async throws -> ProfileRuntime {
         if let resource,
             let discovered = discoveredRuntime(settings, environment: environment, manager: manager, resource: resource)
         {
             return discovered
         }
-        if let configuration = oauthConfiguration(settings) {
+        if let configuration = oauthConfiguration(settings, in: environment) {
             let key = try await manager.register(
-                environment: environment, profile: settings.name, configuration: configuration)
+                environment: environment.name, profile: settings.name, configuration: configuration)
             return ProfileRuntime(
                 name: settings.name, typeName: settings.typeName, exposeToken: settings.exposeToken,
                 credentials: TokenCredentialSource(manager: manager, key: key), session: key,
@@ -122,7 +162,7 @@ extension ProfileRuntime {
                 secretQueryParameters: query, secretHeaders: header.map { [$0] } ?? [])
         }
         switch settings.kind {
-        case .clientCredentials, .refreshToken, .authorizationCode, .deviceCode:
+        case .clientCredentials, .refreshToken, .authorizationCode, .deviceCode, .jwtBearer, .tokenExchange:
             throw AuthError.configuration("profile '\(settings.name)' has no OAuth client configuration")
         case .apiKey(.header(let name), let value):
             return plain(StaticCredentialSource(.apiKey(.header(name), provider(value))), header: name.lowercased())
@@ -181,6 +221,13 @@ extension ProfileRuntime {
         case .clientSecretBasic: .clientSecretBasic
         case .clientSecretPost: .clientSecretPost
         case .none: .none
+        case .privateKeyJWT: .privateKeyJWT
         }
+    }
+
+    private static func clientKey(_ settings: ClientKeySettings) -> ClientKey {
+        ClientKey(
+            key: provider(settings.key), algorithm: settings.algorithm, keyID: settings.keyID,
+            audience: settings.audience == .issuer ? .issuer : .tokenEndpoint)
     }
 }

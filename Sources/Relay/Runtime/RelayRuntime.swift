@@ -91,7 +91,7 @@ final class RelayRuntime: Sendable {
             for environment in settings.environments {
                 for profile in environment.profiles
                 where !previous.diff.keeps(environment: environment.name, profile: profile.name) {
-                    try oauthConfigurationProblem(profile, in: environment.name)
+                    try oauthConfigurationProblem(profile, in: environment)
                 }
             }
             manager = previous.runtime.manager
@@ -131,12 +131,14 @@ final class RelayRuntime: Sendable {
     }
 
     /// Throws what registering `profile` would throw (its OAuth client configuration is invalid).
-    private static func oauthConfigurationProblem(_ profile: ProfileSettings, in environment: String) throws {
+    private static func oauthConfigurationProblem(_ profile: ProfileSettings, in environment: EnvironmentSettings)
+        throws
+    {
         do {
-            try ProfileRuntime.oauthConfiguration(profile)?.validate()
+            try ProfileRuntime.oauthConfiguration(profile, in: environment)?.validate()
         } catch {
             throw RPCError(
-                code: .config, message: "profile '\(profile.name)' of environment '\(environment)': \(error)")
+                code: .config, message: "profile '\(profile.name)' of environment '\(environment.name)': \(error)")
         }
     }
 
