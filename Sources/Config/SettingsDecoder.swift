@@ -69,7 +69,9 @@ struct SettingsDecoder {
         "expiry_skew", "discover", "resource_indicator", "step_up",
         "client_key", "client_key_alg", "client_key_id", "client_assertion_audience",
     ])
-    /// Keys allowed per profile type.
+    /// Keys only a grant that discovery can resolve takes (SPEC §9): `jwt_bearer` and
+    /// `token_exchange` name their server themselves.
+    static let discoveryOnlyKeys: Set<String> = ["discover", "step_up"]
     /// Keys of both interactive profile types.
     static let interactiveKeys: Set<String> = ["open_browser", "login_timeout", "parameters"]
     /// Keys of `redirect` and of `parameters`.
@@ -82,8 +84,8 @@ struct SettingsDecoder {
             "authorization_url", "redirect", "client_metadata_url",
         ]),
         "device_code": oauthKeys.union(interactiveKeys).union(["device_authorization_url"]),
-        "jwt_bearer": oauthKeys.union(["assertion"]),
-        "token_exchange": oauthKeys.union([
+        "jwt_bearer": oauthKeys.subtracting(discoveryOnlyKeys).union(["assertion"]),
+        "token_exchange": oauthKeys.subtracting(discoveryOnlyKeys).union([
             "subject", "subject_token", "subject_token_type", "requested_token_type", "actor", "actor_token",
             "actor_token_type",
         ]),
