@@ -118,3 +118,57 @@ import Testing
         #expect(accepted.code == 0, "\(accepted.process.stdoutText) \(accepted.process.stderrText)")
     }
 }
+
+/// Issue 34, finding 4: a renewal lease held by a live process in another PID namespace (its pid
+/// is 1 there, and names another process here) is waited for, not taken over.
+@Suite struct ForeignLeaseHolderEndToEndTests {
+    @Test(.enabled(if: geteuid() == 0 && FileManager.default.isExecutableFile(atPath: "/usr/bin/unshare")))
+    func aHolderInAnotherPIDNamespaceIsWaitedForNotTakenOver() async throws {
+        let wire = try await WireServer(["api"])
+        let state = try TemporaryDirectory.make().path
+        try FileManager.default.setAttributes([.posixPermissions: 0o700], ofItemAtPath: state)
+        let gate = state + "/lease-gate"
+        #expect(mkfifo(gate, 0o600) == 0)
+        let config = try TemporaryDirectory.file(
+            """
+            version: 1
+            store: { type: sqlite, path: \(state)/sessions.db }
+            default_environment: local
+            environments:
+              local:
+                base_url: \(wire.origin("api"))
+                default_profile: svc
+                profiles:
+                  svc:
+                    type: client_credentials
+                    token_url: \(wire.origin("api"))/token
+                    client_id: svc
+                    client_secret: { env: E2E_SECRET }
+            """)
+        let secret = ["E2E_SECRET": "s3cret"]
+        let holder = try RelayProcess(
+            ["--config", config, "--log-level", "debug"],
+            environment: secret.merging(["TOKENRELAY_TEST_LEASE_GATE": gate]) { $1 },
+            launcher: ["/usr/bin/unshare", "--pid", "--fork", "--mount-proc"])
+        let other = try RelayProcess(
+            ["--config", config, "--log-level", "debug"], environment: secret, testMethods: false)
+        try holder.send(#"{"jsonrpc":"2.0","id":"held","method":"request","params":{"path":"/held"}}"#)
+        try await holder.waitForStderr("test lease gate: holding the lease")
+        try other.send(#"{"jsonrpc":"2.0","id":"w","method":"request","params":{"path":"/w"}}"#)
+        try await other.waitForStderr("is held elsewhere; waiting")
+        #expect(!other.stderrText.contains("taking over the lease"))
+        // The holder goes on: its token is committed, and the waiter re-reads it instead of renewing.
+        let fd = open(gate, O_WRONLY)
+        #expect(fd >= 0)
+        _ = write(fd, "x", 1)
+        close(fd)
+        #expect(try await holder.answer(id: "held")["result"]?["status"]?.intValue == 200)
+        #expect(try await other.answer(id: "w")["result"]?["status"]?.intValue == 200)
+        #expect(try wire.requests("api").filter { $0["target"]?.stringValue?.hasSuffix("/token") == true }.count == 1)
+        #expect(!other.stderrText.contains("taking over the lease"))
+        try holder.closeStdin()
+        try other.closeStdin()
+        _ = try await holder.exitCode()
+        _ = try await other.exitCode()
+    }
+}
