@@ -32,7 +32,7 @@ public enum AuthError: KindedError, Sendable, Equatable, CustomStringConvertible
     case secretUnavailable(String)
     /// The discovery document could not be trusted or used.
     case discovery(String)
-    /// The token store failed to load or commit tokens.
+    /// The token store failed to load or commit tokens (wire kind `store`).
     case storage(String)
     /// The token store cannot be used as configured (its file, directory, schema or key).
     case store(String)
@@ -65,7 +65,7 @@ public enum AuthError: KindedError, Sendable, Equatable, CustomStringConvertible
         case .loggedOut: .loggedOut
         case .shuttingDown: .shuttingDown
         case .configuration, .secretUnavailable, .store: .config
-        case .storage: .internal
+        case .storage: .store
         }
     }
 

@@ -10,7 +10,7 @@ extension SQLiteTokenStore {
         """
 
     /// The associated data a registration is sealed with (binds the record to its issuer).
-    private static func sealingID(_ issuer: String) -> String { "registration:" + issuer }
+    static func sealingID(_ issuer: String) -> String { "registration:" + issuer }
 
     public func loadRegistration(issuer: String) async throws -> ClientRegistration? {
         let path = self.path
@@ -18,15 +18,21 @@ extension SQLiteTokenStore {
             let rows = try opened.connection.query(
                 "SELECT payload, sealed FROM registrations WHERE issuer = ?1", [.text(issuer)])
             guard let row = rows.first, let payload = row[0].blobValue else { return nil }
-            var plain = payload
-            if row[1].integerValue == 1 {
-                guard let cipher = opened.cipher else {
-                    throw AuthError.store("the store \(path) is encrypted; configure store.encryption_key")
-                }
+            // As for sessions (issue 34, finding 1): with a key, the record must open under it,
+            // whatever its `sealed` column says (anyone who can write the file can change that).
+            let plain: [UInt8]
+            if let cipher = opened.cipher {
                 guard let unsealed = cipher.open(payload, associatedData: Array(Self.sealingID(issuer).utf8)) else {
-                    throw AuthError.storage("a client registration in the store \(path) failed its integrity check")
+                    try self.checkKeyIsCurrent(&opened)
+                    throw AuthError.storage(
+                        "a client registration in the store \(path) does not open under the store's key "
+                            + "(tampered or corrupted); it was not used")
                 }
                 plain = unsealed
+            } else if row[1].integerValue == 1 {
+                throw AuthError.store("the store \(path) is encrypted; configure store.encryption_key")
+            } else {
+                plain = payload
             }
             guard let registration = ClientRegistration(json: plain), registration.issuer == issuer else {
                 throw AuthError.storage("a client registration in the store \(path) is not readable")
@@ -39,12 +45,23 @@ extension SQLiteTokenStore {
         let plain = registration.json
         let issuer = registration.issuer
         _ = try await withConnection { opened in
-            let (stored, sealed) = try self.seal(plain, id: Self.sealingID(issuer), cipher: opened.cipher)
-            try opened.connection.query(
-                """
-                INSERT OR REPLACE INTO registrations (issuer, payload, sealed, updated_at) VALUES (?1, ?2, ?3, ?4)
-                """,
-                [.text(issuer), .blob(stored), .integer(sealed ? 1 : 0), .real(Date().timeIntervalSince1970)])
+            // Sealed inside the write transaction, after checking the store's key is still the
+            // one this process holds (a `store rekey` elsewhere: refused, nothing written).
+            let connection = opened.connection
+            try connection.execute("BEGIN IMMEDIATE")
+            do {
+                try self.checkKeyIsCurrent(&opened)
+                let (stored, sealed) = try self.seal(plain, id: Self.sealingID(issuer), cipher: opened.cipher)
+                try connection.query(
+                    """
+                    INSERT OR REPLACE INTO registrations (issuer, payload, sealed, updated_at) VALUES (?1, ?2, ?3, ?4)
+                    """,
+                    [.text(issuer), .blob(stored), .integer(sealed ? 1 : 0), .real(Date().timeIntervalSince1970)])
+                try connection.execute("COMMIT")
+            } catch {
+                try? connection.execute("ROLLBACK")
+                throw error
+            }
         }
     }
 

@@ -1,6 +1,7 @@
 import CSQLite
 import FoundationEssentials
 import Glibc
+import HTTPFields
 import JSONRPC
 import Logging
 import Synchronization
@@ -17,7 +18,7 @@ import Synchronization
 public final class SQLiteTokenStore: TokenStore {
     /// The newest schema this build knows. Migrations take an older file there step by step; a
     /// newer file is refused (never wiped).
-    public static let schemaVersion = 4
+    public static var schemaVersion: Int { migrations.count }
 
     /// Schema migrations: `migrations[n]` takes version `n` to `n + 1`.
     static let migrations: [String] = [
@@ -40,38 +41,37 @@ public final class SQLiteTokenStore: TokenStore {
         CREATE TABLE logouts (id TEXT PRIMARY KEY, epoch INTEGER NOT NULL);
         """,
         registrationsMigration,
+        // The lease holder's host and PID namespace (``LeaseHolder``): a pid names a process only
+        // there. A row of an earlier version has neither ('') and is judged by its pid, as it was.
+        """
+        ALTER TABLE leases ADD COLUMN holder_host TEXT NOT NULL DEFAULT '';
+        ALTER TABLE leases ADD COLUMN holder_namespace TEXT NOT NULL DEFAULT '';
+        """,
     ]
-
-    /// The check record's plaintext and associated data: a key that opens it is the store's key.
-    static let checkPlaintext = Array("tokenrelay store check v1".utf8)
-    static let checkAssociatedData = Array("tokenrelay-store-check".utf8)
 
     /// Where the database is.
     public let path: String
-    private let encryptionKey: SecretProvider?
-    private let busyTimeoutMilliseconds: Int32
+    let encryptionKey: SecretProvider?
+    let busyTimeoutMilliseconds: Int32
 
     struct Opened {
         let connection: SQLiteConnection
-        let cipher: StoreCipher?
+        var cipher: StoreCipher?
         let schemaVersion: Int
         var dataVersion: Int64
+        /// With a key: the check record this process verified opens under it (compared with the
+        /// stored one in every write transaction: another one means the store was re-keyed).
+        var checkRecord: [UInt8]?
     }
 
     /// Locked on `queue` only, apart from ``changedElsewhere()``'s non-waiting look (so a
     /// statement waiting for another process's lock never blocks a thread of the cooperative pool).
-    private let state = Mutex<Opened?>(nil)
+    let state = Mutex<Opened?>(nil)
     /// Runs every statement, one at a time, off the cooperative pool, on the store's own thread
     /// (``prepare()`` can start it before libcurl's load, during which no thread can be made).
-    private let queue = SerialThread(named: "relay-store")
+    let queue = SerialThread(named: "relay-store")
     /// What `info` shows of the opened store (schema version, encrypted), readable from any thread.
-    private let openedInfo = Mutex<(schemaVersion: Int, encrypted: Bool)?>(nil)
-    /// This process, as lease rows name their holder (read from /proc on the first lease, not at
-    /// start: a process that never renews never reads it).
-    private static let holder: (pid: Int64, start: Int64) = {
-        let pid = getpid()
-        return (Int64(pid), processStartTime(pid) ?? 0)
-    }()
+    let openedInfo = Mutex<(schemaVersion: Int, encrypted: Bool)?>(nil)
 
     /// A store at `path` (opened on first use), sealing tokens under the key from `encryptionKey`
     /// (base64 or hex of 32 bytes) when given.
@@ -103,9 +103,7 @@ public final class SQLiteTokenStore: TokenStore {
                 throw AuthError.store("the encryption key of the store \(path) could not be resolved: \(error)")
             }
             guard let bytes = Self.decodeKey(text), let made = StoreCipher(key: bytes) else {
-                throw AuthError.store(
-                    "the encryption key of the store \(path) must be 32 bytes in base64 or hex "
-                        + "(tokenrelay store new-key prints one)")
+                throw AuthError.store("the encryption key of the store \(path) \(StoreKeyText.requirement)")
             }
             cipher = made
         }
@@ -149,7 +147,7 @@ public final class SQLiteTokenStore: TokenStore {
     }
 
     /// Runs `body` on the store's queue and waits for it without holding a cooperative thread.
-    private func onQueue<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+    func onQueue<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
         try await withCheckedThrowingContinuation { continuation in
             queue.async { continuation.resume(with: Result { try body() }) }
         }
@@ -157,32 +155,11 @@ public final class SQLiteTokenStore: TokenStore {
 
     /// The key as ``decodeKey(_:)`` reads it: `text` without leading and trailing white space
     /// and newlines (a key file's final newline, a pasted key's spaces).
-    public static func trimmedKeyText(_ text: String) -> String {
-        let characters = Array(text)
-        guard let first = characters.firstIndex(where: { !$0.isWhitespace }),
-            let last = characters.lastIndex(where: { !$0.isWhitespace })
-        else { return "" }
-        return String(characters[first...last])
-    }
+    public static func trimmedKeyText(_ text: String) -> String { StoreKeyText.trimmed(text) }
 
-    /// Decodes a 32-byte key given as hex (64 digits) or base64 (standard or URL-safe).
-    static func decodeKey(_ text: String) -> [UInt8]? {
-        let trimmed = trimmedKeyText(text)
-        if trimmed.count == 64, trimmed.allSatisfy(\.isHexDigit) {
-            var bytes: [UInt8] = []
-            var index = trimmed.startIndex
-            while index < trimmed.endIndex {
-                let next = trimmed.index(index, offsetBy: 2)
-                guard let byte = UInt8(trimmed[index..<next], radix: 16) else { return nil }
-                bytes.append(byte)
-                index = next
-            }
-            return bytes
-        }
-        guard let data = Data(base64Encoded: Base64URL.standardAlphabet(trimmed)), data.count == StoreCipher.keyLength
-        else { return nil }
-        return Array(data)
-    }
+    /// Decodes a 32-byte key given as hex (64 digits) or base64 (standard or URL-safe): the one
+    /// parser, shared with `check-config --resolve-secrets`.
+    static func decodeKey(_ text: String) -> [UInt8]? { StoreKeyText.decode(text) }
 
     /// A fresh random key, base64 (`tokenrelay store new-key`).
     public static func newKey() -> String? {
@@ -190,21 +167,35 @@ public final class SQLiteTokenStore: TokenStore {
     }
 
     private func openConnection(cipher: StoreCipher?) throws(AuthError) -> Opened {
-        try Self.prepareFile(path)
+        let checked = try Self.prepareFile(path)
         let connection: SQLiteConnection
         do {
             connection = try SQLiteConnection(
                 path: path, create: false, busyTimeoutMilliseconds: busyTimeoutMilliseconds)
+            // What SQLite opened (by path) must be the file checked through its descriptor: the
+            // path still names it, and a descriptor other than the checker's is open on it (SQLite
+            // opens the file in `sqlite3_open_v2`, or reuses one of its own descriptors on the same
+            // file). One swapped in between, or its directory, is refused.
+            var info = stat()
+            let stillThere = lstat(path, &info) == 0 && FileIdentity(info) == checked.identity
+            let held = Self.descriptors(on: checked.identity, excluding: checked.file).map { !$0.isEmpty } ?? true
+            guard stillThere, held else {
+                throw AuthError.store("the store file \(path) was replaced while it was being opened; refusing it")
+            }
             try Self.retryingWhileBusy(timeoutMilliseconds: busyTimeoutMilliseconds) { () throws(SQLiteError) in
                 try connection.execute("PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; PRAGMA secure_delete=ON;")
             }
+        } catch let error as AuthError {
+            throw error
         } catch {
-            throw AuthError.store("the store \(path) could not be opened (\(error.message))")
+            throw AuthError.store("the store \(path) could not be opened (\(error))")
         }
         let version = try migrate(connection)
-        try checkKey(connection, cipher: cipher)
+        let check = try checkKey(connection, cipher: cipher)
         let dataVersion = (try? Self.dataVersion(connection)) ?? 0
-        return Opened(connection: connection, cipher: cipher, schemaVersion: version, dataVersion: dataVersion)
+        return Opened(
+            connection: connection, cipher: cipher, schemaVersion: version, dataVersion: dataVersion,
+            checkRecord: check)
     }
 
     /// Runs `body` again, after a short pause, while SQLite answers busy, up to
@@ -225,57 +216,6 @@ public final class SQLiteTokenStore: TokenStore {
                 usleep(pause)
                 pause = min(pause * 2, 50_000)
             }
-        }
-    }
-
-    /// The directory part of a file path: what precedes its last `/` (`/` for a file at the
-    /// root, `.` for a bare file name).
-    static func directoryPart(of path: String) -> String {
-        var bytes = Array(path.utf8)
-        while bytes.count > 1, bytes.last == UInt8(ascii: "/") { bytes.removeLast() }
-        guard let slash = bytes.lastIndex(of: UInt8(ascii: "/")) else { return "." }
-        return slash == 0 ? "/" : String(decoding: bytes[..<slash], as: UTF8.self)
-    }
-
-    /// Creates the directory (0700) and the file (0600) when missing; refuses either when it is
-    /// group/world accessible or owned by someone else.
-    static func prepareFile(_ path: String) throws(AuthError) {
-        let directory = directoryPart(of: path)
-        var info = stat()
-        if stat(directory, &info) != 0 {
-            do {
-                try FileManager.default.createDirectory(
-                    atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-            } catch {
-                throw AuthError.store("the store directory \(directory) could not be created")
-            }
-            guard stat(directory, &info) == 0 else {
-                throw AuthError.store("the store directory \(directory) could not be created")
-            }
-        }
-        try checkOwnership(directory, info, kind: "directory", fix: "chmod 700 \(directory)")
-        if stat(path, &info) != 0 {
-            let fd = Glibc.open(path, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0o600)
-            if fd >= 0 {
-                fchmod(fd, 0o600)
-                close(fd)
-            }
-            guard stat(path, &info) == 0 else { throw AuthError.store("the store file \(path) could not be created") }
-        }
-        guard info.st_mode & S_IFMT == S_IFREG else { throw AuthError.store("the store \(path) is not a regular file") }
-        try checkOwnership(path, info, kind: "file", fix: "chmod 600 \(path)")
-    }
-
-    private static func checkOwnership(_ path: String, _ info: stat, kind: String, fix: String) throws(AuthError) {
-        guard info.st_uid == geteuid() else {
-            throw AuthError.store(
-                "the store \(kind) \(path) is owned by another user (uid \(info.st_uid)); refusing it")
-        }
-        let mode = info.st_mode & 0o777
-        guard mode & 0o077 == 0 else {
-            throw AuthError.store(
-                "the store \(kind) \(path) is accessible by group or others (mode \(String(mode, radix: 8))); "
-                    + "refusing it (fix: \(fix))")
         }
     }
 
@@ -320,131 +260,6 @@ public final class SQLiteTokenStore: TokenStore {
         Int(try connection.query("SELECT max(version) FROM schema_version").first?.first?.integerValue ?? 0)
     }
 
-    /// With a key: verifies (or writes) the check record. Without: refuses a sealed store.
-    private func checkKey(_ connection: SQLiteConnection, cipher: StoreCipher?) throws(AuthError) {
-        do {
-            let check = try connection.query("SELECT value FROM meta WHERE name = 'check'").first?.first?.blobValue
-            let sealedRows =
-                try connection.query("SELECT count(*) FROM sessions WHERE sealed = 1").first?.first?
-                .integerValue ?? 0
-            guard let cipher else {
-                if check != nil || sealedRows > 0 {
-                    throw AuthError.store(
-                        "the store \(path) is encrypted; configure store.encryption_key to open it")
-                }
-                return
-            }
-            if let check {
-                try verifyCheck(check, cipher: cipher)
-                return
-            }
-            // No check record: the first opening with a key, decided again under the write lock
-            // (another process opening the same new store may have written its check record, and
-            // sealed records, since the reads above).
-            try reseal(connection, from: nil, to: cipher, firstKey: true)
-        } catch let error as AuthError {
-            throw error
-        } catch {
-            throw AuthError.store("the store \(path) could not be read (\(error))")
-        }
-    }
-
-    /// Throws unless `cipher` opens the check record `check` (the key is the store's).
-    private func verifyCheck(_ check: [UInt8], cipher: StoreCipher) throws(AuthError) {
-        guard cipher.open(check, associatedData: Self.checkAssociatedData) == Self.checkPlaintext else {
-            throw AuthError.store("the encryption key does not open the store \(path) (wrong key?)")
-        }
-    }
-
-    /// In one transaction: opens every record with `old` (plain ones as they are), seals it with
-    /// `new` (or stores it plain), and writes the check record of `new`. With `firstKey` (a store
-    /// without a check record yet), a check record found in the transaction is verified instead
-    /// and nothing is changed, and sealed records without one are refused.
-    private func reseal(
-        _ connection: SQLiteConnection, from old: StoreCipher?, to new: StoreCipher?, firstKey: Bool = false
-    ) throws {
-        try connection.execute("BEGIN IMMEDIATE")
-        do {
-            if firstKey, let new {
-                if let check = try connection.query("SELECT value FROM meta WHERE name = 'check'").first?.first?
-                    .blobValue
-                {
-                    try connection.execute("COMMIT")
-                    try verifyCheck(check, cipher: new)
-                    return
-                }
-                let sealedRows =
-                    try connection.query("SELECT count(*) FROM sessions WHERE sealed = 1").first?.first?
-                    .integerValue ?? 0
-                guard sealedRows == 0 else {
-                    throw AuthError.store("the store \(path) holds sealed records but no check record (tampered?)")
-                }
-            }
-            for row in try connection.query("SELECT id, payload, sealed FROM sessions") {
-                guard let id = row[0].textValue, let payload = row[1].blobValue else { continue }
-                let plain: [UInt8]
-                if row[2].integerValue == 1 {
-                    guard let old, let opened = old.open(payload, associatedData: Array(id.utf8)) else {
-                        throw AuthError.store(
-                            "a record of the store \(path) failed its integrity check; nothing was changed")
-                    }
-                    plain = opened
-                } else {
-                    plain = payload
-                }
-                let (stored, sealed) = try seal(plain, id: id, cipher: new)
-                try connection.query(
-                    "UPDATE sessions SET payload = ?1, sealed = ?2 WHERE id = ?3",
-                    [.blob(stored), .integer(sealed ? 1 : 0), .text(id)])
-            }
-            if let new {
-                guard let check = new.seal(Self.checkPlaintext, associatedData: Self.checkAssociatedData) else {
-                    throw AuthError.store("sealing failed (libcrypto)")
-                }
-                try connection.query("INSERT OR REPLACE INTO meta (name, value) VALUES ('check', ?1)", [.blob(check)])
-            } else {
-                try connection.query("DELETE FROM meta WHERE name = 'check'")
-            }
-            try connection.execute("COMMIT")
-        } catch {
-            try? connection.execute("ROLLBACK")
-            throw error
-        }
-        // The write-ahead log still holds the pages as they were (old key, or plain text): copy
-        // them into the file (whose freed pages `secure_delete` zeroes) and empty the log.
-        // Best effort: a reader in another process may keep the log from being truncated now.
-        try? connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    }
-
-    /// `tokenrelay store rekey`: re-seals every record under `newKey` (base64 or hex) in one
-    /// transaction. The store must open with its current key first.
-    public func rekey(to newKey: String) async throws {
-        guard let bytes = Self.decodeKey(newKey), let cipher = StoreCipher(key: bytes) else {
-            throw AuthError.store("the new key must be 32 bytes in base64 or hex (tokenrelay store new-key prints one)")
-        }
-        try await open()
-        try await onQueue {
-            let result = self.state.withLock { opened -> Result<Void, AuthError> in
-                guard let current = opened else { return .success(()) }
-                do {
-                    try self.reseal(current.connection, from: current.cipher, to: cipher)
-                } catch let error as AuthError {
-                    return .failure(error)
-                } catch {
-                    return .failure(
-                        AuthError.store("the store \(self.path) could not be re-sealed (\(error)); nothing was changed")
-                    )
-                }
-                opened = Opened(
-                    connection: current.connection, cipher: cipher, schemaVersion: current.schemaVersion,
-                    dataVersion: current.dataVersion)
-                self.openedInfo.withLock { $0 = (current.schemaVersion, true) }
-                return .success(())
-            }
-            try result.get()
-        }
-    }
-
     // MARK: - Records
 
     /// A record's plaintext: a JSON object of `accessToken`, `tokenType`, `receivedAt` and
@@ -462,14 +277,6 @@ public final class SQLiteTokenStore: TokenStore {
         var subject: String? = nil
     }
 
-    func seal(_ plain: [UInt8], id: String, cipher: StoreCipher?) throws(AuthError) -> ([UInt8], Bool) {
-        guard let cipher else { return (plain, false) }
-        guard let sealed = cipher.seal(plain, associatedData: Array(id.utf8)) else {
-            throw AuthError.storage("sealing failed (libcrypto)")
-        }
-        return (sealed, true)
-    }
-
     /// Runs `body` on the open connection (opening it first), on the store's queue.
     func withConnection<T: Sendable>(_ body: @escaping @Sendable (inout Opened) throws -> T) async throws -> T {
         try await open()
@@ -479,12 +286,12 @@ public final class SQLiteTokenStore: TokenStore {
     }
 
     /// Runs `body` on the connection, on the store's queue, if the store is open; `nil` when it is not.
-    private func ifOpen<T: Sendable>(_ body: @escaping @Sendable (inout Opened) throws -> T) async throws -> T? {
+    func ifOpen<T: Sendable>(_ body: @escaping @Sendable (inout Opened) throws -> T) async throws -> T? {
         try await onQueue { try self.withOpened(body) }
     }
 
     /// Runs `body` on the connection if the store is open; `nil` when it is not. Only on `queue`.
-    private func withOpened<T>(_ body: (inout Opened) throws -> T) throws -> T? {
+    func withOpened<T>(_ body: (inout Opened) throws -> T) throws -> T? {
         let result = state.withLock { opened -> Result<T?, any Error> in
             guard var current = opened else { return .success(nil) }
             defer { opened = current }
@@ -505,18 +312,8 @@ public final class SQLiteTokenStore: TokenStore {
             let rows = try opened.connection.query(
                 "SELECT payload, sealed, revision, invalidated FROM sessions WHERE id = ?1", [.text(id)])
             guard let row = rows.first, let payload = row[0].blobValue else { return nil }
-            var plain = payload
-            if row[1].integerValue == 1 {
-                guard let cipher = opened.cipher else {
-                    throw AuthError.store("the store \(self.path) is encrypted; configure store.encryption_key")
-                }
-                guard let opened = cipher.open(payload, associatedData: Array(id.utf8)) else {
-                    throw AuthError.storage(
-                        "the record of \(key) in the store \(self.path) failed its integrity check (tampered or "
-                            + "corrupted); log out of the session to remove it")
-                }
-                plain = opened
-            }
+            let plain = try self.openRecord(
+                payload, markedSealed: row[1].integerValue == 1, id: id, key: key, opened: &opened)
             guard let decoded = Payload(json: plain) else {
                 throw AuthError.storage("the record of \(key) in the store \(self.path) is not readable")
             }
@@ -538,12 +335,15 @@ public final class SQLiteTokenStore: TokenStore {
         let plain = payload.json
         let id = key.id
         return try await withConnection { opened in
-            let (stored, sealed) = try self.seal(plain, id: id, cipher: opened.cipher)
             let connection = opened.connection
-            // One transaction: the logout epoch read and the write are atomic together, durable
-            // before it returns.
+            // One transaction: the key check, the logout epoch read and the write are atomic
+            // together, durable before it returns. The record is sealed under the key the store
+            // has now (a `store rekey` in another process holds the write lock across its whole
+            // re-seal, so it is either all before this or all after).
             try connection.execute("BEGIN IMMEDIATE")
             do {
+                try self.checkKeyIsCurrent(&opened)
+                let (stored, sealed) = try self.seal(plain, id: id, cipher: opened.cipher)
                 if let logoutEpoch, try Self.logoutEpoch(connection, key) != logoutEpoch {
                     try connection.execute("ROLLBACK")
                     return nil
@@ -635,82 +435,6 @@ public final class SQLiteTokenStore: TokenStore {
 
     static func dataVersion(_ connection: SQLiteConnection) throws(SQLiteError) -> Int64 {
         try connection.query("PRAGMA data_version").first?.first?.integerValue ?? 0
-    }
-
-    // MARK: - Leases
-
-    public func acquireLease(_ key: StoreKey, purpose: LeasePurpose, deadline: Date, expiresAt: Date) async throws
-        -> StoreLease
-    {
-        try await open()
-        let owner = Int64.random(in: 1...Int64.max)
-        var delay = 0.005
-        var waiting = false
-        while true {
-            try Task.checkCancellation()
-            if try await onQueue({ try self.tryTakeLease(key, owner: owner, purpose: purpose, expiresAt: expiresAt) }) {
-                log.debug("lease taken for \(key) (\(purpose.rawValue))")
-                return StoreLease(key: key, owner: owner, purpose: purpose)
-            }
-            if !waiting {
-                waiting = true
-                log.debug("the lease of \(key) is held elsewhere; waiting (\(purpose.rawValue))")
-            }
-            try await LeaseWait.pause(&delay, deadline: deadline)
-        }
-    }
-
-    /// One short `BEGIN IMMEDIATE` transaction writing only the session's lease row: takes it
-    /// when free, expired, or held by a process that is gone.
-    private func tryTakeLease(_ key: StoreKey, owner: Int64, purpose: LeasePurpose, expiresAt: Date) throws -> Bool {
-        try withOpened { opened in
-            let connection = opened.connection
-            try connection.execute("BEGIN IMMEDIATE")
-            do {
-                let row = try connection.query(
-                    "SELECT holder_pid, holder_start, expires_at FROM leases WHERE id = ?1", [.text(key.id)]
-                ).first
-                if let row, let pid = row[0].integerValue, let start = row[1].integerValue,
-                    let expiry = row[2].realValue, expiry > Date().timeIntervalSince1970,
-                    processStartTime(Int32(truncatingIfNeeded: pid)) == start
-                {
-                    try connection.execute("COMMIT")
-                    return false
-                }
-                if let row, let pid = row[0].integerValue {
-                    log.info("taking over the lease of \(key) from process \(pid) (gone or expired)")
-                }
-                try connection.query(
-                    """
-                    INSERT OR REPLACE INTO leases (id, holder_pid, holder_start, owner, purpose, expires_at)
-                    VALUES (?1, ?2, ?3, ?4, ?5, ?6)
-                    """,
-                    [
-                        .text(key.id), .integer(Self.holder.pid), .integer(Self.holder.start), .integer(owner),
-                        .text(purpose.rawValue), .real(expiresAt.timeIntervalSince1970),
-                    ])
-                try connection.execute("COMMIT")
-                return true
-            } catch {
-                try? connection.execute("ROLLBACK")
-                throw error
-            }
-        } ?? true
-    }
-
-    /// Queued without waiting: the store's queue runs it before any later statement of this
-    /// process.
-    public func releaseLease(_ lease: StoreLease) {
-        queue.async {
-            do {
-                _ = try self.withOpened { opened in
-                    try opened.connection.query(
-                        "DELETE FROM leases WHERE id = ?1 AND owner = ?2", [.text(lease.key.id), .integer(lease.owner)])
-                }
-            } catch {
-                log.warn("the lease of \(lease.key) could not be released (it lapses by itself): \(error)")
-            }
-        }
     }
 
     // MARK: - Seeds and renewal counts

@@ -73,7 +73,8 @@ final class SQLiteConnection: @unchecked Sendable {
             throw SQLiteError(code: SQLITE_CANTOPEN, message: "libsqlite3.so.0 could not be loaded")
         }
         var pointer: OpaquePointer?
-        var flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX
+        // NOFOLLOW: a symbolic link as the file is refused (the file was checked without following one).
+        var flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_NOFOLLOW
         if create { flags |= SQLITE_OPEN_CREATE }
         let code = tr_sqlite_open(path, &pointer, flags)
         guard let pointer else { throw SQLiteError(code: code, message: "out of memory") }

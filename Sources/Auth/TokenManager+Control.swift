@@ -280,6 +280,7 @@ extension TokenManager {
         }
         for task in committing { await task.value }
         await settleDetached()
+        await commitUnsavedAtClose()
         finishEvents()
     }
 

@@ -146,6 +146,12 @@ extension TokenManager {
         guard session.generation == flight.generation else { throw AuthError.loggedOut }
         try await reload(session, storeKey)
         guard session.generation == flight.generation else { throw AuthError.loggedOut }
+        // A rotation whose commit failed (and that the store still does not supersede) is
+        // committed now, before anything is sent: its access token may still serve.
+        if session.unsavedRotation != nil {
+            try await commitUnsaved(session, storeKey)
+            guard session.generation == flight.generation else { throw AuthError.loggedOut }
+        }
         if let token = usableToken(session, now: clock.now, minimumValidity: flight.minimumValidity) {
             return .stored(token)
         }
@@ -339,13 +345,22 @@ extension TokenManager {
             revision = try await store.save(stored, for: storeKey, logoutEpoch: logoutEpoch)
         } catch {
             guard session.generation == generation else { throw AuthError.loggedOut }
+            let failure = (error as? AuthError) ?? AuthError.storage("the new tokens could not be committed")
             if let rotated = response.refreshToken {
-                session.unsavedRotation = (rotated, session.revision)
+                log.error(
+                    "the new tokens of \(session.key) could not be committed to the store (\(failure.description)); "
+                        + "the rotated refresh token is kept in memory and committed again on the next use and at exit")
+                session.unsavedRotation = UnsavedCommit(
+                    refreshToken: rotated, storedRevision: session.revision, stored: stored, token: token,
+                    logoutEpoch: logoutEpoch)
+            } else {
+                log.error(
+                    "the new tokens of \(session.key) could not be committed to the store (\(failure.description))")
             }
             session.refreshToken = refreshToken
             session.token = nil
             session.revision = nil
-            throw AuthError.storage("the new tokens could not be committed")
+            throw failure
         }
         // Re-checked after the save's await: a logout in this process landing during the save is
         // not undone (its own store removal, before or after this save, leaves the store empty).

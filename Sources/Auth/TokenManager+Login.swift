@@ -427,9 +427,19 @@ extension TokenManager {
             throw AuthError.cancelled  // removed meanwhile: commit nothing
         }
         guard session.generation == flight.generation else { throw AuthError.loggedOut }
-        let token = try await commit(
-            response, previousRefreshToken: nil, session: session, storeKey: storeKey(session),
-            logoutEpoch: flight.logoutEpoch, generation: flight.generation, subject: identity?.rawSubject)
+        // The login lease is not the renewal lease (a login waiting for a person does not stop
+        // the session's renewals everywhere); the renewal lease is taken around the commit only,
+        // so that a renewal under way elsewhere never commits over the login's tokens: it either
+        // commits first, or waits and then re-reads the store and finds them.
+        let storeKey = storeKey(session)
+        let token = try await store.withLease(
+            storeKey, purpose: .renewal, deadline: flight.deadline,
+            lifetime: configuration.acquisitionTimeout + .seconds(Int(Self.leaseMargin))
+        ) {
+            try await commit(
+                response, previousRefreshToken: nil, session: session, storeKey: storeKey,
+                logoutEpoch: flight.logoutEpoch, generation: flight.generation, subject: identity?.rawSubject)
+        }
         session.token = token
         session.loaded = true
         session.invalidated = false

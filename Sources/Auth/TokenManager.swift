@@ -57,10 +57,12 @@ public actor TokenManager {
         /// The token was invalidated (401 recovery or `token-invalidate`) and must be renewed.
         var invalidated = false
         var refreshToken: String?
-        /// A rotated refresh token the store failed to commit, with the revision of the entry that
-        /// still holds the spent one it replaced (`nil`: no entry). Re-reading that entry keeps the
-        /// rotated token (the stored one would be a replay); a newer entry replaces both.
-        var unsavedRotation: (refreshToken: String, storedRevision: Int64?)?
+        /// A rotated refresh token the store failed to commit, with what the commit was to write
+        /// and the revision of the entry that still holds the spent one it replaced (`nil`: no
+        /// entry). Re-reading that entry keeps the rotated token (the stored one would be a
+        /// replay); a newer entry replaces both. The commit is tried again on the next use and
+        /// at close (``TokenManager/commitUnsaved(_:_:)``).
+        var unsavedRotation: UnsavedCommit?
         /// The refresh token was refused; only `logout` clears this.
         var interactionRequired = false
         var flight: Flight?

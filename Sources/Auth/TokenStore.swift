@@ -253,12 +253,18 @@ extension TokenStore {
 public final class InMemoryTokenStore: TokenStore {
     private struct State {
         var entries: [StoreKey: StoredTokens] = [:]
-        var leases: [StoreKey: Int64] = [:]
+        /// By session and purpose: a login's lease and a renewal's are apart (as in the SQLite store).
+        var leases: [LeaseSlot: Int64] = [:]
         var lastOwner: Int64 = 0
         var spentSeeds: Set<String> = []
         var unexplained: [StoreKey: [Date]] = [:]
         var logouts: [StoreKey: Int64] = [:]
         var registrations: [String: ClientRegistration] = [:]
+    }
+
+    private struct LeaseSlot: Hashable {
+        let key: StoreKey
+        let purpose: LeasePurpose
     }
 
     private let state = Mutex(State())
@@ -312,9 +318,10 @@ public final class InMemoryTokenStore: TokenStore {
         var delay = 0.005
         while true {
             let owner = state.withLock { state -> Int64? in
-                guard state.leases[key] == nil else { return nil }
+                let slot = LeaseSlot(key: key, purpose: purpose)
+                guard state.leases[slot] == nil else { return nil }
                 state.lastOwner += 1
-                state.leases[key] = state.lastOwner
+                state.leases[slot] = state.lastOwner
                 return state.lastOwner
             }
             if let owner { return StoreLease(key: key, owner: owner, purpose: purpose) }
@@ -324,7 +331,8 @@ public final class InMemoryTokenStore: TokenStore {
 
     public func releaseLease(_ lease: StoreLease) {
         state.withLock { state in
-            if state.leases[lease.key] == lease.owner { state.leases[lease.key] = nil }
+            let slot = LeaseSlot(key: lease.key, purpose: lease.purpose)
+            if state.leases[slot] == lease.owner { state.leases[slot] = nil }
         }
     }
 

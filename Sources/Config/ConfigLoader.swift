@@ -1,3 +1,5 @@
+import HTTPFields
+
 /// Where the config file is, and whether the user named it (then a missing file is fatal).
 public struct ConfigLocation: Sendable, Hashable {
     /// The file path.
@@ -119,7 +121,15 @@ public struct ConfigLoader: Sendable {
         if case .check(resolveSecrets: true) = mode {
             for secret in secrets {
                 do {
-                    _ = try await secret.resolve()
+                    let value = try await secret.resolve()
+                    // The store key is read by the parser `serve` reads it with: what one refuses,
+                    // so does the other.
+                    if secret.keyPath == Self.storeKeyPath, StoreKeyText.decode(value) == nil {
+                        result.diagnostics.append(
+                            ConfigDiagnostic(
+                                file: file, mark: secret.mark, severity: .error,
+                                message: "'\(Self.storeKeyPath)' \(StoreKeyText.requirement)"))
+                    }
                 } catch {
                     result.diagnostics.append(
                         ConfigDiagnostic(file: file, mark: secret.mark, severity: .error, message: error.message))
@@ -129,6 +139,9 @@ public struct ConfigLoader: Sendable {
         }
         return result
     }
+
+    /// The key path of the store's encryption key (checked as a key once resolved).
+    static let storeKeyPath = "store.encryption_key"
 
     /// Parses and validates without resolving any secret or running anything (synchronous;
     /// used by the fuzzer and by `decode`).

@@ -25,6 +25,11 @@ public enum ErrorKind: String, Sendable, Hashable, CaseIterable, Codable {
     case shuttingDown = "shutting_down"
     case loggedOut = "logged_out"
     case notSupported = "not_supported"
+    /// The session store could not be read or written: another program held its write lock past
+    /// the busy timeout, the disk failed, or a record does not open under the store's key. Not a
+    /// bug (`internal`) and not a configuration to fix (`config`, which a store that cannot be
+    /// opened as configured is).
+    case store
 
     // Event streams only: a status that is not a stream, a response that is not a valid stream.
     case httpStatus = "http_status"

@@ -32,6 +32,8 @@ public struct ErrorCode: RawRepresentable, Sendable, Hashable {
     public static let notSupported = ErrorCode(rawValue: -32031)
     /// A `logout` ended the session the request was waiting on (SPEC §7).
     public static let loggedOut = ErrorCode(rawValue: -32032)
+    /// The session store could not be read or written (SPEC §5.6).
+    public static let store = ErrorCode(rawValue: -32033)
 
     /// Codes LSP gives a meaning of its own; tokenrelay sends none of them.
     public static let lspReserved: Set<Int> = [-32001, -32002, -32803, -32802, -32801]
@@ -44,7 +46,7 @@ public struct ErrorCode: RawRepresentable, Sendable, Hashable {
         (.config, .config), (.unknownEnvironment, .unknownEnvironment), (.unknownProfile, .unknownProfile),
         (.auth, .auth), (.interactionRequired, .interactionRequired), (.transport, .transport),
         (.timeout, .timeout), (.limit, .limit), (.shuttingDown, .shuttingDown), (.notSupported, .notSupported),
-        (.loggedOut, .loggedOut),
+        (.loggedOut, .loggedOut), (.store, .store),
     ]
 
     /// The stable `data.kind` of this code (`internal` for a code tokenrelay does not send).

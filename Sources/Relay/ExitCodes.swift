@@ -76,6 +76,7 @@ public enum ExitCodes {
         row(.shuttingDown, requestFailed, authFailed, requestFailed, failure),
         row(.loggedOut, requestFailed, authFailed, requestFailed, failure),
         row(.notSupported, requestFailed, config, config, failure),
+        row(.store, requestFailed, authFailed, requestFailed, failure),
         row(.httpStatus, requestFailed, authFailed, requestFailed, failure),
         row(.protocol, requestFailed, authFailed, requestFailed, failure),
     ]

@@ -1,5 +1,6 @@
 import Auth
 import Config
+import ErrorKinds
 import FoundationEssentials
 import JSONRPC
 import Logging
@@ -40,6 +41,12 @@ enum SessionCommands {
                 CommandLineTool.writeStandardOutput(String(decoding: result.serialized(), as: UTF8.self))
             } else {
                 CommandLineTool.writeStandardOutput(describe(result))
+            }
+            // A store that could not be read is a failure of its kind (a refused store: `config`,
+            // exit 3), after everything that could be shown was.
+            if let error = result["store"]?["error"], let kind = error["kind"]?.stringValue.flatMap(ErrorKind.init) {
+                return CommandLineTool.fail(
+                    kind: kind, message: error["message"]?.stringValue ?? "the store could not be read", in: .sessions)
             }
             return ExitCodes.success
         }

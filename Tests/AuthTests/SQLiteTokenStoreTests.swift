@@ -221,6 +221,11 @@ func expectStoreError(_ text: String, _ body: () async throws -> Void) async {
         #expect(try connection.query("SELECT count(*) FROM sessions").first?.first == .integer(1))
         #expect(try connection.query("SELECT count(*) FROM spent_seeds").first?.first == .integer(0))
         #expect(try SQLiteTokenStore.storedVersion(connection) == SQLiteTokenStore.schemaVersion)
+        // Version 5: the lease holder's host and PID namespace.
+        let columns = try connection.query("SELECT name FROM pragma_table_info('leases')").compactMap {
+            $0.first?.textValue
+        }
+        #expect(columns.contains("holder_host") && columns.contains("holder_namespace"), "\(columns)")
     }
 
     @Test func refusesANewerSchemaWithoutTouchingIt() async throws {
@@ -285,8 +290,10 @@ func expectStoreError(_ text: String, _ body: () async throws -> Void) async {
             _ = try await SQLiteTokenStore(path: directory.database, encryptionKey: keyProvider(storeTestKey)).load(key)
             Issue.record("a tampered record was accepted")
         } catch let error as AuthError {
-            #expect(error.description.contains("failed its integrity check (tampered or corrupted)"))
+            #expect(error.description.contains("does not open under the store's key (tampered or corrupted)"))
+            #expect(error.errorKind == .store)
             #expect(!error.description.contains("wrong key"))
+            #expect(!error.description.contains("re-keyed"))
         }
     }
 
@@ -349,15 +356,121 @@ func expectStoreError(_ text: String, _ body: () async throws -> Void) async {
         }
     }
 
-    @Test func aPlainStoreIsSealedWhenAKeyIsFirstGiven() async throws {
+    /// Issue 34, finding 1: a key never adopts unsealed records. A plain store (or one whose check
+    /// record was removed) that holds records is refused with a key, and sealed on purpose by
+    /// `store rekey` run without one.
+    @Test func aPlainStoreIsSealedByRekeyNotByAKeyAlone() async throws {
         let directory = try StoreDirectory()
         let key = StoreKey(session: sessionKey())
         try await SQLiteTokenStore(path: directory.database).save(sampleTokens(), for: key)
+        await expectStoreError("holds 1 session record(s) but no check record") {
+            _ = try await SQLiteTokenStore(path: directory.database, encryptionKey: keyProvider(storeTestKey))
+                .load(key)
+        }
+        try await SQLiteTokenStore(path: directory.database).rekey(to: storeTestKey)
         let sealed = SQLiteTokenStore(path: directory.database, encryptionKey: keyProvider(storeTestKey))
         #expect(try await sealed.load(key)?.accessToken == "at-canary-1-7d1f")
         let contents = FileManager.default.contents(atPath: directory.database) ?? Data()
         let wal = FileManager.default.contents(atPath: directory.database + "-wal") ?? Data()
         #expect((contents + wal).range(of: Data("rt-canary-1-9e2a".utf8)) == nil)
+    }
+
+    /// Issue 34, finding 1: in a sealed store, a row whose `sealed` column was set to 0 and that
+    /// holds a plain-text record is refused: nothing of it is read.
+    @Test func aRowMarkedPlainInASealedStoreIsRefused() async throws {
+        let directory = try StoreDirectory()
+        let key = StoreKey(session: sessionKey())
+        try await SQLiteTokenStore(path: directory.database, encryptionKey: keyProvider(storeTestKey))
+            .save(sampleTokens(), for: key)
+        let planted = SQLiteTokenStore.Payload(
+            accessToken: "planted-canary-51c3", tokenType: "Bearer", receivedAt: nil, expiresAt: 4_000_000_000,
+            refreshToken: nil, scope: nil)
+        do {
+            let connection = try SQLiteConnection(
+                path: directory.database, create: false, busyTimeoutMilliseconds: 1000)
+            try connection.query("UPDATE sessions SET payload = ?1, sealed = 0", [.blob(planted.json)])
+        }
+        do {
+            let loaded = try await SQLiteTokenStore(
+                path: directory.database, encryptionKey: keyProvider(storeTestKey)
+            ).load(key)
+            Issue.record("a plain row was accepted in a sealed store: \(String(describing: loaded))")
+        } catch let error as AuthError {
+            #expect(error.errorKind == .store, "\(error)")
+            #expect(error.description.contains("does not open under the store's key"), "\(error)")
+        }
+    }
+
+    /// Issue 34, finding 1 (sibling): the check record removed and every row made plain: a keyed
+    /// process does not "seal a plain store for the first time" and adopt the planted rows.
+    @Test func aStrippedSealedStoreIsNotAdoptedByItsKey() async throws {
+        let directory = try StoreDirectory()
+        let key = StoreKey(session: sessionKey())
+        try await SQLiteTokenStore(path: directory.database, encryptionKey: keyProvider(storeTestKey))
+            .save(sampleTokens(), for: key)
+        let planted = SQLiteTokenStore.Payload(
+            accessToken: "planted-canary-51c3", tokenType: "Bearer", receivedAt: nil, expiresAt: 4_000_000_000,
+            refreshToken: nil, scope: nil)
+        do {
+            let connection = try SQLiteConnection(
+                path: directory.database, create: false, busyTimeoutMilliseconds: 1000)
+            try connection.query("DELETE FROM meta WHERE name = 'check'")
+            try connection.query("UPDATE sessions SET payload = ?1, sealed = 0", [.blob(planted.json)])
+        }
+        await expectStoreError("but no check record") {
+            _ = try await SQLiteTokenStore(path: directory.database, encryptionKey: keyProvider(storeTestKey))
+                .load(key)
+        }
+        // Refused as it was: no check record was written, nothing sealed.
+        let connection = try SQLiteConnection(path: directory.database, create: false, busyTimeoutMilliseconds: 1000)
+        #expect(try connection.query("SELECT count(*) FROM meta WHERE name = 'check'").first?.first == .integer(0))
+    }
+
+    /// Issue 34, finding 5: a commit of a process that still holds the old key, after a `store
+    /// rekey` elsewhere, writes nothing under the old key and says the store was re-keyed.
+    @Test func aCommitAfterARekeyElsewhereSaysReKeyedAndWritesNothing() async throws {
+        let directory = try StoreDirectory()
+        let key = StoreKey(session: sessionKey())
+        let serving = SQLiteTokenStore(path: directory.database, encryptionKey: keyProvider(storeTestKey))
+        try await serving.save(sampleTokens("1"), for: key)
+        try await SQLiteTokenStore(path: directory.database, encryptionKey: keyProvider(storeTestKey))
+            .rekey(to: otherStoreTestKey)
+        for body in [
+            { _ = try await serving.save(sampleTokens("2"), for: key) },
+            { _ = try await serving.load(key) },
+        ] as [() async throws -> Void] {
+            do {
+                try await body()
+                Issue.record("the old key was used after a rekey")
+            } catch let error as AuthError {
+                #expect(error.errorKind == .config, "\(error)")
+                #expect(error.description.contains("was re-keyed"), "\(error)")
+                #expect(!error.description.contains("tampered"), "\(error)")
+                #expect(!error.description.contains("log out"), "\(error)")
+            }
+        }
+        let rekeyed = SQLiteTokenStore(path: directory.database, encryptionKey: keyProvider(otherStoreTestKey))
+        #expect(try await rekeyed.load(key)?.accessToken == "at-canary-1-7d1f")
+    }
+
+    /// Issue 34, extras: the store's directory or file as a symbolic link is refused.
+    @Test func aSymbolicLinkAsTheStoreDirectoryOrFileIsRefused() async throws {
+        let directory = try StoreDirectory()
+        let real = directory.path + "/real"
+        try FileManager.default.createDirectory(
+            atPath: real, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        try FileManager.default.createSymbolicLink(atPath: directory.path + "/linked", withDestinationPath: real)
+        await expectStoreError("is a symbolic link") {
+            _ = try await SQLiteTokenStore(path: directory.path + "/linked/sessions.db").load(
+                StoreKey(session: sessionKey()))
+        }
+        try await SQLiteTokenStore(path: real + "/sessions.db").save(
+            sampleTokens(), for: StoreKey(session: sessionKey()))
+        try FileManager.default.createSymbolicLink(
+            atPath: real + "/alias.db", withDestinationPath: real + "/sessions.db")
+        await expectStoreError("is a symbolic link") {
+            _ = try await SQLiteTokenStore(path: real + "/alias.db").load(StoreKey(session: sessionKey()))
+        }
     }
 
     @Test func invalidationsAreRecordedPerRevision() async throws {
@@ -412,18 +525,108 @@ func expectStoreError(_ text: String, _ body: () async throws -> Void) async {
         // of 2^22, so it never runs) is taken over at once.
         let connection = try SQLiteConnection(path: directory.database, create: false, busyTimeoutMilliseconds: 1000)
         try connection.query(
-            "INSERT OR REPLACE INTO leases VALUES (?1, 4194305, 1, 7, 'renewal', ?2)",
+            """
+            INSERT OR REPLACE INTO leases (id, holder_pid, holder_start, owner, purpose, expires_at)
+            VALUES (?1, 4194305, 1, 7, 'renewal', ?2)
+            """,
             [.text(key.id), .real(Date().addingTimeInterval(600).timeIntervalSince1970)])
         let takenOver = try await second.acquireLease(
             key, purpose: .renewal, deadline: Date().addingTimeInterval(5), expiresAt: Date().addingTimeInterval(60))
         second.releaseLease(takenOver)
         // One held by this process under another start time (a reused pid) is gone too.
         try connection.query(
-            "INSERT OR REPLACE INTO leases VALUES (?1, ?2, 1, 7, 'renewal', ?3)",
+            """
+            INSERT OR REPLACE INTO leases (id, holder_pid, holder_start, owner, purpose, expires_at)
+            VALUES (?1, ?2, 1, 7, 'renewal', ?3)
+            """,
             [.text(key.id), .integer(Int64(getpid())), .real(Date().addingTimeInterval(600).timeIntervalSince1970)])
         let reused = try await second.acquireLease(
             key, purpose: .renewal, deadline: Date().addingTimeInterval(5), expiresAt: Date().addingTimeInterval(60))
         second.releaseLease(reused)
+    }
+
+    /// Issue 34, finding 4: a pid is checked only in the reader's own PID namespace on its own
+    /// host; a holder recorded elsewhere binds until its lease expires, whatever its pid is here.
+    @Test func aLeaseHolderInAnotherNamespaceOrHostBindsUntilItsExpiry() {
+        let reader = LeaseHolder(pid: 100, start: 5, host: "boot-a/host-a", namespace: "pid:[4026531836]")
+        let gone: (Int32) -> Int64? = { _ in nil }
+        let now = 1_000.0
+        func binds(_ holder: LeaseHolder, expiresAt: Double = 2_000, startTime: (Int32) -> Int64? = gone) -> Bool {
+            LeaseHolder.binds(holder, expiresAt: expiresAt, now: now, reader: reader, startTime: startTime)
+        }
+        var foreign = reader
+        foreign.pid = 1
+        foreign.namespace = "pid:[4026532999]"
+        #expect(binds(foreign), "another PID namespace: its pid means nothing here")
+        #expect(binds(foreign, startTime: { _ in 77 }), "pid 1 alive here with another start time")
+        #expect(!binds(foreign, expiresAt: 999), "past its expiry")
+        var otherHost = reader
+        otherHost.host = "boot-b/host-b"
+        #expect(binds(otherHost))
+        // Here: judged by pid and start time.
+        #expect(!binds(reader), "its pid is gone")
+        #expect(binds(reader, startTime: { $0 == 100 ? 5 : nil }))
+        #expect(!binds(reader, startTime: { _ in 6 }), "its pid was reused")
+        // A row of an earlier version names no host or namespace: judged by pid, as before.
+        let older = LeaseHolder(pid: 100, start: 5, host: "", namespace: "")
+        #expect(!binds(older))
+        #expect(binds(older, startTime: { _ in 5 }))
+        // A reader that cannot read its own identity waits for a holder that recorded one.
+        var blind = reader
+        blind.host = ""
+        blind.namespace = ""
+        #expect(LeaseHolder.binds(reader, expiresAt: 2_000, now: now, reader: blind, startTime: gone))
+    }
+
+    /// Issue 34, finding 4, through the store: a lease row of a holder in another PID namespace
+    /// (its pid dead here) is waited for, not taken over; once expired it is taken.
+    @Test func aLeaseRowOfAnotherNamespaceIsWaitedForNotTakenOver() async throws {
+        let directory = try StoreDirectory()
+        let key = StoreKey(session: sessionKey())
+        let store = SQLiteTokenStore(path: directory.database)
+        try await store.open()
+        let me = LeaseHolder.current
+        #expect(!me.namespace.isEmpty && me.host.count > 1, "\(me)")
+        let connection = try SQLiteConnection(path: directory.database, create: false, busyTimeoutMilliseconds: 1000)
+        func plant(expiresIn seconds: Double) throws {
+            try connection.query(
+                """
+                INSERT OR REPLACE INTO leases
+                    (id, holder_pid, holder_start, owner, purpose, expires_at, holder_host, holder_namespace)
+                VALUES (?1, 4194305, 1, 7, 'renewal', ?2, ?3, 'pid:[1]')
+                """,
+                [.text(key.id), .real(Date().addingTimeInterval(seconds).timeIntervalSince1970), .text(me.host)])
+        }
+        try plant(expiresIn: 600)
+        await #expect(throws: AuthError.timeout) {
+            _ = try await store.acquireLease(
+                key, purpose: .renewal, deadline: Date().addingTimeInterval(0.3),
+                expiresAt: Date().addingTimeInterval(60))
+        }
+        try plant(expiresIn: -1)
+        let taken = try await store.acquireLease(
+            key, purpose: .renewal, deadline: Date().addingTimeInterval(5), expiresAt: Date().addingTimeInterval(60))
+        store.releaseLease(taken)
+    }
+
+    /// A login's lease is not the renewal lease: a login waiting for a person does not stop the
+    /// session's renewals (issue 34: the decision is in ``SQLiteTokenStore/leaseRow(_:_:)``).
+    @Test func aLoginLeaseDoesNotBlockRenewals() async throws {
+        let directory = try StoreDirectory()
+        let key = StoreKey(session: sessionKey())
+        let first = SQLiteTokenStore(path: directory.database)
+        let second = SQLiteTokenStore(path: directory.database)
+        let login = try await first.acquireLease(
+            key, purpose: .login, deadline: Date().addingTimeInterval(5), expiresAt: Date().addingTimeInterval(60))
+        let renewal = try await second.acquireLease(
+            key, purpose: .renewal, deadline: Date().addingTimeInterval(5), expiresAt: Date().addingTimeInterval(60))
+        await #expect(throws: AuthError.timeout) {
+            _ = try await second.acquireLease(
+                key, purpose: .login, deadline: Date().addingTimeInterval(0.2), expiresAt: Date().addingTimeInterval(60)
+            )
+        }
+        second.releaseLease(renewal)
+        first.releaseLease(login)
     }
 
     @Test func withLeaseRunsTheBodyHoldingTheLease() async throws {

@@ -303,19 +303,35 @@ struct TokenManagerFailureTests {
         #expect(h.transport.tokenRequests.count == 1)
     }
 
-    @Test func storeFailureIsARenewalFailure() async throws {
+    /// Issue 34, finding 3: a failed commit is a `store` failure (not `internal`); the rotated
+    /// refresh token is kept and its commit tried again on the next use, before anything is sent.
+    @Test func storeFailureIsARenewalFailureAndItsCommitIsRetriedOnTheNextUse() async throws {
         let h = try await Harness(configuration: refreshConfiguration(), transport: .counting(refreshToken: true))
         h.store.failSaves(true)
         do {
             _ = try await h.token()
             Issue.record("should fail")
         } catch let error as AuthError {
-            #expect(error.errorKind == .internal)
+            #expect(error.errorKind == .store)
         }
         h.store.failSaves(false)
-        _ = try await h.token()
-        // The rotated refresh token was kept in memory and used next.
-        #expect(Harness.form(h.transport.tokenRequests[1])["refresh_token"] == "rt-1")
+        #expect(try await h.token().accessToken == "at-1")
+        // Committed now, without another token request.
+        #expect(h.transport.tokenRequests.count == 1)
+        #expect(h.store.entry(h.key)?.refreshToken == "rt-1")
+    }
+
+    /// Issue 34, finding 3: a rotated refresh token whose commit failed is committed at close (a
+    /// clean exit never drops it).
+    @Test func anUnsavedRotationIsCommittedAtClose() async throws {
+        let h = try await Harness(configuration: refreshConfiguration(), transport: .counting(refreshToken: true))
+        h.store.failSaves(true)
+        await #expect(throws: AuthError.self) { try await h.token() }
+        #expect(h.store.entry(h.key) == nil)
+        h.store.failSaves(false)
+        await h.manager.close()
+        #expect(h.store.entry(h.key)?.refreshToken == "rt-1")
+        #expect(h.transport.tokenRequests.count == 1)
     }
 
     /// A manager whose store already holds a session: access token `at-stored` valid for 600 s,
@@ -343,11 +359,12 @@ struct TokenManagerFailureTests {
         await #expect(throws: AuthError.self) { try await h.token() }
         h.store.failSaves(false)
         // The store still holds the spent rt-stored (the server rotated it to rt-1): re-reading it
-        // under the lease must not bring it back.
-        #expect(try await h.token().accessToken == "at-2")
+        // under the lease must not bring it back. The failed commit is made now (issue 34), and
+        // its access token serves: nothing more is sent.
+        #expect(try await h.token().accessToken == "at-1")
         let sent = h.transport.tokenRequests.map { Harness.form($0)["refresh_token"] }
-        #expect(sent == ["rt-stored", "rt-1"])
-        #expect(store.entry(key)?.refreshToken == "rt-2")
+        #expect(sent == ["rt-stored"])
+        #expect(store.entry(key)?.refreshToken == "rt-1")
     }
 
     @Test func storedTokensAreUsedWithoutARequest() async throws {

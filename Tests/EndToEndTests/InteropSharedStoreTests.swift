@@ -50,7 +50,7 @@ import Testing
             #expect(result["store"]?["type"]?.stringValue == "sqlite")
             #expect(result["store"]?["path"]?.stringValue == state + "/tokenrelay/sessions.db")
             #expect(result["store"]?["encrypted"]?.boolValue == false)
-            #expect(result["store"]?["schemaVersion"]?.intValue == 4)
+            #expect(result["store"]?["schemaVersion"]?.intValue == 5)
             let session = result["sessions"]?.arrayValue?.first
             #expect(session?["state"]?.stringValue == "valid", "\(result.jsonText)")
             #expect(session?["fromStore"]?.boolValue == true)
@@ -366,7 +366,7 @@ import Testing
             }
             let (statusCode, status) = try await Self.run(["status", "--config", config], environment: environment)
             #expect(statusCode == 0)
-            #expect(status.stdoutText.contains("(encrypted, schema 4)"), "\(status.stdoutText)")
+            #expect(status.stdoutText.contains("(encrypted, schema 5)"), "\(status.stdoutText)")
             // The wrong key is a config error naming the store, and changes nothing.
             var wrong = environment
             wrong["STORE_KEY"] = String(repeating: "00", count: 32)

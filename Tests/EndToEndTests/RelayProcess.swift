@@ -87,10 +87,11 @@ final class RelayProcess: Sendable {
     private let stderrReader: PipeReader
 
     /// `nonBlockingStdin`: the child's stdin is a pipe in non-blocking mode, as a parent that
-    /// shares its own non-blocking descriptor would give it.
+    /// shares its own non-blocking descriptor would give it. `launcher`: an argv that runs the
+    /// binary (its path is appended), e.g. `unshare --pid --fork --mount-proc`.
     init(
         _ arguments: [String] = [], environment: [String: String] = [:], testMethods: Bool = true,
-        nonBlockingStdin: Bool = false
+        nonBlockingStdin: Bool = false, launcher: [String] = []
     ) throws {
         _ = Self.ignoreBrokenPipes
         var env = ProcessInfo.processInfo.environment
@@ -114,7 +115,9 @@ final class RelayProcess: Sendable {
         }
         do {
             process = try ChildProcess(
-                Self.binaryPath, arguments, environment: env, stdin: .descriptor(stdinPipe.read),
+                launcher.first ?? Self.binaryPath,
+                launcher.isEmpty ? arguments : Array(launcher.dropFirst()) + [Self.binaryPath] + arguments,
+                environment: env, stdin: .descriptor(stdinPipe.read),
                 stdout: .descriptor(stdoutPipe.write), stderr: .descriptor(stderrPipe.write)
             ) { [output] termination in
                 let waiters: [CheckedContinuation<Void, Never>] = output.state.withLock { state in

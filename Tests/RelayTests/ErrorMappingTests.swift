@@ -16,7 +16,7 @@ import Testing
         (AuthError.loggedOut, .loggedOut),
         (AuthError.shuttingDown, .shuttingDown),
         (AuthError.loginAttemptsExceeded, .limit),
-        (AuthError.storage("x"), .internal),
+        (AuthError.storage("x"), .store),
         (HTTPError.transport("refused"), .transport),
         (HTTPError.tls("bad certificate"), .transport),
         (HTTPError.timeout, .timeout),

@@ -139,7 +139,7 @@ extension LoginMethod: RelayMethod {
         result: Result.schema,
         errors: [
             .config, .unknownEnvironment, .unknownProfile, .auth, .interactionRequired, .transport, .timeout, .limit,
-            .notSupported, .loggedOut,
+            .notSupported, .loggedOut, .store,
         ] + MethodDescription.standardErrors)
 }
 

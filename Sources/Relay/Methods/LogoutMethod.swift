@@ -21,5 +21,5 @@ enum LogoutMethod: RelayMethod {
         summary: "Drops a session's tokens and refresh state (revoking at the server where it offers RFC 7009).",
         params: SharedParams.session + [param("all", Schema.boolean)],
         result: Schema.object(["loggedOut": Schema.integer]),
-        errors: [.unknownEnvironment, .unknownProfile, .transport, .timeout] + MethodDescription.standardErrors)
+        errors: [.unknownEnvironment, .unknownProfile, .transport, .timeout, .store] + MethodDescription.standardErrors)
 }

@@ -19,5 +19,5 @@ enum TokenInvalidateMethod: RelayMethod {
         name: method, summary: "Expires access tokens so the next use renews them; refresh state is kept.",
         params: SharedParams.session + [param("all", "Every session.", Schema.boolean)],
         result: Schema.object(["invalidated": Schema.integer], required: ["invalidated"]),
-        errors: [.unknownEnvironment, .unknownProfile] + MethodDescription.standardErrors)
+        errors: [.unknownEnvironment, .unknownProfile, .store] + MethodDescription.standardErrors)
 }

@@ -28,7 +28,7 @@ struct MethodDescription: Sendable {
     static let requestErrors: [ErrorKind] = credentialErrors + standardErrors
     private static let credentialErrors: [ErrorKind] = [
         .config, .unknownEnvironment, .unknownProfile, .auth, .interactionRequired, .transport, .timeout, .limit,
-        .loggedOut,
+        .loggedOut, .store,
     ]
 
     /// A notification (never answered, so no result and no errors).

@@ -28,6 +28,11 @@ public enum OpenRPCDocument {
         (.limit, "A limit was exceeded (queue, body size, failed logins)"),
         (.shuttingDown, "The server is shutting down"), (.notSupported, "Not supported by this build or configuration"),
         (.loggedOut, "A logout ended the session the request was waiting on for a token"),
+        (
+            .store,
+            "The session store could not be read or written (locked by another program, a disk failure, "
+                + "a record that does not open under the store's key)"
+        ),
     ]
 
     static let information =
