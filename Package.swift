@@ -30,22 +30,22 @@ let package = Package(
         // CSystem shows the libc calls Swift's Glibc module does not (eventfd, pwritev2).
         .systemLibrary(name: "CSystem", path: "Sources/CSystem"),
 
-        .target(name: "ErrorKinds"),
-        .target(name: "Logging", dependencies: ["CSystem"]),
-        .target(name: "HTTPFields"),
-        .target(name: "JSONRPC", dependencies: ["CSystem", "ErrorKinds", "Logging"]),
-        .target(name: "Config", dependencies: ["CYAML", "ErrorKinds", "HTTPFields", "Logging"]),
-        .target(name: "HTTP", dependencies: ["CCurl", "CSystem", "ErrorKinds", "HTTPFields", "Logging"]),
+        .target(name: "TokenRelayErrorKinds"),
+        .target(name: "TokenRelayLogging", dependencies: ["CSystem"]),
+        .target(name: "TokenRelayHTTPFields"),
+        .target(name: "TokenRelayJSONRPC", dependencies: ["CSystem", "TokenRelayErrorKinds", "TokenRelayLogging"]),
+        .target(name: "TokenRelayConfig", dependencies: ["CYAML", "TokenRelayErrorKinds", "TokenRelayHTTPFields", "TokenRelayLogging"]),
+        .target(name: "TokenRelayHTTP", dependencies: ["CCurl", "CSystem", "TokenRelayErrorKinds", "TokenRelayHTTPFields", "TokenRelayLogging"]),
         .target(
-            name: "Auth",
+            name: "TokenRelayAuth",
             dependencies: [
-                "HTTP", "HTTPFields", "JSONRPC", "CCrypto", "CSQLite", "CPostgres", "ErrorKinds",
-                "Logging",
+                "TokenRelayHTTP", "TokenRelayHTTPFields", "TokenRelayJSONRPC", "CCrypto", "CSQLite", "CPostgres", "TokenRelayErrorKinds",
+                "TokenRelayLogging",
             ]),
         .target(
-            name: "Relay", dependencies: ["JSONRPC", "Config", "HTTP", "HTTPFields", "Auth", "ErrorKinds", "Logging"]),
+            name: "TokenRelayServer", dependencies: ["TokenRelayJSONRPC", "TokenRelayConfig", "TokenRelayHTTP", "TokenRelayHTTPFields", "TokenRelayAuth", "TokenRelayErrorKinds", "TokenRelayLogging"]),
         // The library's public face: a small client over Relay's runtime (RelaySession, @_spi).
-        .target(name: "TokenRelay", dependencies: ["Relay", "Config", "JSONRPC"]),
+        .target(name: "TokenRelay", dependencies: ["TokenRelayServer", "TokenRelayConfig", "TokenRelayJSONRPC"]),
         // The release binary exports no symbols of its own: libcurl's dependency tree (dlopen'ed
         // on first use, ~30 libraries bound at once) then resolves its symbols without searching
         // the executable's table first (`call` -4 % on the bench VM). A statically linked Swift
@@ -53,7 +53,7 @@ let package = Package(
         .executableTarget(
             name: "tokenrelay",
             dependencies: [
-                "Relay", "JSONRPC", "Config", "HTTP", "HTTPFields", "Auth", "CSystem", "ErrorKinds", "Logging",
+                "TokenRelayServer", "TokenRelayJSONRPC", "TokenRelayConfig", "TokenRelayHTTP", "TokenRelayHTTPFields", "TokenRelayAuth", "CSystem", "TokenRelayErrorKinds", "TokenRelayLogging",
             ],
             linkerSettings: [.unsafeFlags(["-Xlinker", "--no-export-dynamic"], .when(configuration: .release))]),
 
@@ -61,18 +61,18 @@ let package = Package(
         // Not part of any product.
         .target(name: "TestSupport", path: "Tests/TestSupport", exclude: ["Fixtures"]),
 
-        .testTarget(name: "LoggingTests", dependencies: ["Logging"]),
-        .testTarget(name: "JSONRPCTests", dependencies: ["JSONRPC"]),
-        .testTarget(name: "ConfigTests", dependencies: ["Config", "HTTPFields", "Logging"]),
-        .testTarget(name: "HTTPTests", dependencies: ["HTTP", "HTTPFields", "Auth", "ErrorKinds", "Logging", "TestSupport"]),
+        .testTarget(name: "LoggingTests", dependencies: ["TokenRelayLogging"]),
+        .testTarget(name: "JSONRPCTests", dependencies: ["TokenRelayJSONRPC"]),
+        .testTarget(name: "ConfigTests", dependencies: ["TokenRelayConfig", "TokenRelayHTTPFields", "TokenRelayLogging"]),
+        .testTarget(name: "HTTPTests", dependencies: ["TokenRelayHTTP", "TokenRelayHTTPFields", "TokenRelayAuth", "TokenRelayErrorKinds", "TokenRelayLogging", "TestSupport"]),
         // The tests make keys and signatures with libcrypto directly: they link it.
         .testTarget(
             name: "AuthTests",
-            dependencies: ["Auth", "HTTP", "Logging", "CCrypto", "CCurl", "CSQLite", "ErrorKinds", "TestSupport"],
+            dependencies: ["TokenRelayAuth", "TokenRelayHTTP", "TokenRelayLogging", "CCrypto", "CCurl", "CSQLite", "TokenRelayErrorKinds", "TestSupport"],
             linkerSettings: [.linkedLibrary("crypto")]),
-        .testTarget(name: "RelayTests", dependencies: ["Relay", "JSONRPC", "Config", "HTTP", "Auth", "ErrorKinds"]),
+        .testTarget(name: "RelayTests", dependencies: ["TokenRelayServer", "TokenRelayJSONRPC", "TokenRelayConfig", "TokenRelayHTTP", "TokenRelayAuth", "TokenRelayErrorKinds"]),
         .testTarget(name: "TokenRelayTests", dependencies: ["TokenRelay", "TestSupport"]),
-        .testTarget(name: "EndToEndTests", dependencies: ["JSONRPC", "TestSupport"], exclude: ["Fixtures"]),
+        .testTarget(name: "EndToEndTests", dependencies: ["TokenRelayJSONRPC", "TestSupport"], exclude: ["Fixtures"]),
     ],
     swiftLanguageModes: [.v6]
 )
@@ -85,18 +85,18 @@ if Context.environment["TOKENRELAY_DEV_TARGETS"] == "1" {
         // Fuzz targets: built with `-sanitize=fuzzer -DFUZZING` by scripts/fuzz; otherwise each
         // replays the files named on its command line. FuzzSupport is the libFuzzer glue they share.
         .target(name: "FuzzSupport"),
-        .executableTarget(name: "FuzzFraming", dependencies: ["FuzzSupport", "JSONRPC"]),
-        .executableTarget(name: "FuzzConfig", dependencies: ["FuzzSupport", "Config"]),
-        .executableTarget(name: "FuzzSSE", dependencies: ["FuzzSupport", "HTTP"]),
-        .executableTarget(name: "FuzzTokenResponse", dependencies: ["FuzzSupport", "Auth", "HTTP", "Logging"]),
-        .executableTarget(name: "FuzzJOSE", dependencies: ["FuzzSupport", "Auth"]),
+        .executableTarget(name: "FuzzFraming", dependencies: ["FuzzSupport", "TokenRelayJSONRPC"]),
+        .executableTarget(name: "FuzzConfig", dependencies: ["FuzzSupport", "TokenRelayConfig"]),
+        .executableTarget(name: "FuzzSSE", dependencies: ["FuzzSupport", "TokenRelayHTTP"]),
+        .executableTarget(name: "FuzzTokenResponse", dependencies: ["FuzzSupport", "TokenRelayAuth", "TokenRelayHTTP", "TokenRelayLogging"]),
+        .executableTarget(name: "FuzzJOSE", dependencies: ["FuzzSupport", "TokenRelayAuth"]),
 
         // Benchmarks (scripts/bench): the load driver with its libcurl and URLSession references
         // (the only target allowed to import FoundationNetworking), and the two bare binaries the
         // cold start is compared with: one importing Foundation, one FoundationEssentials (what
         // tokenrelay's modules import).
         .executableTarget(
-            name: "TokenRelayBench", dependencies: ["CCurl", "Logging"], linkerSettings: [.linkedLibrary("curl")]),
+            name: "TokenRelayBench", dependencies: ["CCurl", "TokenRelayLogging"], linkerSettings: [.linkedLibrary("curl")]),
         .executableTarget(name: "BareFoundationEcho"),
         .executableTarget(name: "BareEssentialsEcho"),
     ]

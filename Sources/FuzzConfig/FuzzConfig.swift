@@ -1,3 +1,4 @@
+import FuzzSupport
 // libFuzzer target: YAML text -> settings, in check mode with no secret resolution (no
 // command runs, no file outside memory is read). Build and run:
 //   swift build -c release --product FuzzConfig -Xswiftc -sanitize=fuzzer -Xswiftc -DFUZZING \
@@ -5,8 +6,7 @@
 //   mkdir -p /tmp/fuzz-config-work && /tmp/fuzz-config-build/release/FuzzConfig -max_total_time=20 \
 //       /tmp/fuzz-config-work Tests/Fuzz/config-corpus   # new inputs go to the first folder
 // A plain build gives a tool that decodes the files named on its command line (to replay a crash).
-import Config
-import FuzzSupport
+import TokenRelayConfig
 
 /// A runner that never runs anything: the fuzzer must not spawn processes.
 struct RefusingCommandRunner: SecretCommandRunner {

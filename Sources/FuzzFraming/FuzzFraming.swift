@@ -3,7 +3,7 @@
 // must decode (or be rejected) without crashing. Built by scripts/fuzz with
 // `-sanitize=fuzzer -DFUZZING`; otherwise it replays the files named on its command line.
 import FuzzSupport
-import JSONRPC
+import TokenRelayJSONRPC
 
 enum FuzzFramingTarget {
     @Sendable static func run(_ input: [UInt8]) {

@@ -4,9 +4,9 @@
 //   /tmp/fuzz-jose/release/FuzzJOSE -max_total_time=20 Tests/Fuzz/jose-corpus
 // A plain build replays the files named on its command line.
 
-import Auth
 import Foundation
 import FuzzSupport
+import TokenRelayAuth
 
 /// The input is a JWKS document and a compact JWS separated by the first NUL byte (either part
 /// may be empty). Both parsers must fail cleanly or succeed; every parsed key is used to verify

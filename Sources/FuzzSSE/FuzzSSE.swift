@@ -4,7 +4,7 @@
 // A plain build replays the files named on its command line.
 
 import FuzzSupport
-import HTTP
+import TokenRelayHTTP
 
 /// What one way of feeding the input produced; every way must produce the same.
 struct FuzzOutcome: Equatable {

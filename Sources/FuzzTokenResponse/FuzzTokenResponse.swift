@@ -14,10 +14,10 @@
 // A plain build replays the files named on its command line.
 
 import FuzzSupport
-import HTTP
-import Logging
+import TokenRelayHTTP
+import TokenRelayLogging
 
-@testable import Auth
+@testable import TokenRelayAuth
 
 /// The secret the fuzzer tries to smuggle out (seeds carry it in every field).
 let canary = "fuzz-canary-Zq7Xk2"

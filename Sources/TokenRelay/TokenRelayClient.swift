@@ -1,7 +1,7 @@
-import Config
 import FoundationEssentials
-import JSONRPC
-@_spi(TokenRelay) import Relay
+import TokenRelayConfig
+import TokenRelayJSONRPC
+@_spi(TokenRelay) import TokenRelayServer
 
 /// Authenticated HTTP for a Swift program: the sessions tokenrelay holds (API keys, OAuth 2.0
 /// tokens renewed before they expire, interactive logins kept in the session store), in process.

@@ -1,4 +1,4 @@
-import JSONRPC
+import TokenRelayJSONRPC
 
 /// A configuration built in code: the same settings a config file holds (see the README's
 /// configuration reference), checked the same way when ``TokenRelayClient/make(_:)`` opens it.

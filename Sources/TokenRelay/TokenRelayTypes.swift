@@ -1,5 +1,5 @@
 import FoundationEssentials
-import JSONRPC
+import TokenRelayJSONRPC
 
 /// A response: any HTTP status (a 404 is a response, not an error).
 public struct TokenRelayResponse: Sendable {

@@ -1,5 +1,5 @@
 import Foundation
-import Logging
+import TokenRelayLogging
 
 /// `redactor --tokens N [--lines L]`: the redactor's cost per log line with N registered tokens
 /// (JWT-sized, random tails) plus a few configured secrets. A 200-byte line with no secret (the

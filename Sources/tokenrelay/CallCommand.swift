@@ -1,10 +1,10 @@
-import Config
 import FoundationEssentials
 import Glibc
-import HTTP
-import JSONRPC
-import Logging
-import Relay
+import TokenRelayConfig
+import TokenRelayHTTP
+import TokenRelayJSONRPC
+import TokenRelayLogging
+import TokenRelayServer
 
 /// `tokenrelay call METHOD PATH`: one request for shell users. Prints the response body to
 /// stdout; `-v` prints the status line and headers to stderr.

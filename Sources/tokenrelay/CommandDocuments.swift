@@ -1,4 +1,4 @@
-import Relay
+import TokenRelayServer
 
 /// The man page (`tokenrelay __man`) and the shell completions (`tokenrelay __completions
 /// bash|zsh|fish`), rendered from ``CommandTable`` by the binary itself: `scripts/install` writes

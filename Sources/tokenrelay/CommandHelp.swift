@@ -1,4 +1,4 @@
-import Relay
+import TokenRelayServer
 
 /// `--help`, the man page and the shell completions, each rendered from ``CommandTable``: none of
 /// them is written by hand, so none can name an option the parser refuses or miss one it takes.

@@ -1,14 +1,14 @@
-import Auth
-import Config
 import Dispatch
-import ErrorKinds
 import FoundationEssentials
 import Glibc
-import HTTPFields
-import JSONRPC
-import Logging
-@_spi(Testing) import Relay
 import Synchronization
+import TokenRelayAuth
+import TokenRelayConfig
+import TokenRelayErrorKinds
+import TokenRelayHTTPFields
+import TokenRelayJSONRPC
+import TokenRelayLogging
+@_spi(Testing) import TokenRelayServer
 
 /// Parses the command line and runs the chosen command; returns the exit code.
 enum CommandLineTool {

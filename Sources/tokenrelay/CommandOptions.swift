@@ -1,4 +1,4 @@
-import Logging
+import TokenRelayLogging
 
 /// The options the one-shot commands (`call`, `subscribe`, `login`, `token`) share, parsed in
 /// one place: `--config PATH`, `--env NAME`, `--profile NAME`, `--log-level LEVEL`.

@@ -1,8 +1,8 @@
-import Config
 import FoundationEssentials
-import JSONRPC
-import Logging
-import Relay
+import TokenRelayConfig
+import TokenRelayJSONRPC
+import TokenRelayLogging
+import TokenRelayServer
 
 /// `tokenrelay login [--env E] [--profile P] [--no-browser]`: an interactive login for a shell
 /// user. What to do goes to stderr; exit 0 once the session is stored.

@@ -1,10 +1,10 @@
-import Config
 import FoundationEssentials
 import Glibc
-import JSONRPC
-import Logging
-import Relay
 import Synchronization
+import TokenRelayConfig
+import TokenRelayJSONRPC
+import TokenRelayLogging
+import TokenRelayServer
 
 /// `tokenrelay mcp-proxy URL | --env NAME [--profile P]` (SPEC §9.6): a stdio MCP server (one
 /// JSON-RPC message per line) forwarding to a remote MCP server over Streamable HTTP. Only the

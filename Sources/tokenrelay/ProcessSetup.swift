@@ -2,7 +2,7 @@ import CSystem
 import Dispatch
 import FoundationEssentials
 import Glibc
-import Logging
+import TokenRelayLogging
 
 /// Process-wide setup done once at start.
 enum ProcessSetup {

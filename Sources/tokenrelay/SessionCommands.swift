@@ -1,10 +1,10 @@
-import Auth
-import Config
-import ErrorKinds
 import FoundationEssentials
-import JSONRPC
-import Logging
-import Relay
+import TokenRelayAuth
+import TokenRelayConfig
+import TokenRelayErrorKinds
+import TokenRelayJSONRPC
+import TokenRelayLogging
+import TokenRelayServer
 
 /// `tokenrelay status`, `tokenrelay logout`, `tokenrelay invalidate` and `tokenrelay store new-key|rekey`: the session
 /// store seen from a shell, through the same methods `serve` answers.

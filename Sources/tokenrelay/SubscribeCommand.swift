@@ -1,8 +1,8 @@
-import Config
 import FoundationEssentials
-import JSONRPC
-import Logging
-import Relay
+import TokenRelayConfig
+import TokenRelayJSONRPC
+import TokenRelayLogging
+import TokenRelayServer
 
 /// `tokenrelay subscribe PATH`: follows an event stream and prints one JSON line per event
 /// (`{"id"?, "event", "data", "retry"?}`) until SIGHUP/SIGINT/SIGQUIT/SIGTERM or the subscription

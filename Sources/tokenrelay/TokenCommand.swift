@@ -1,9 +1,9 @@
-import Config
 import FoundationEssentials
 import Glibc
-import JSONRPC
-import Logging
-import Relay
+import TokenRelayConfig
+import TokenRelayJSONRPC
+import TokenRelayLogging
+import TokenRelayServer
 
 /// `tokenrelay token`: credential-helper mode (SPEC §4.5). Prints the access token of a profile
 /// with `expose_token: true` in the format asked for; `--format git ACTION` speaks git's

@@ -1,11 +1,11 @@
-import Config
 import Dispatch
 import FoundationEssentials
 import Glibc
-import JSONRPC
-import Logging
-import Relay
 import Synchronization
+import TokenRelayConfig
+import TokenRelayJSONRPC
+import TokenRelayLogging
+import TokenRelayServer
 
 // tokenrelay's entry point: arguments, stdout protection, signals, exit code. Everything else
 // lives in the libraries.

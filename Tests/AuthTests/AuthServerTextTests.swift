@@ -1,9 +1,9 @@
 import Foundation
-import HTTP
-import Logging
 import Testing
+import TokenRelayHTTP
+import TokenRelayLogging
 
-@testable import Auth
+@testable import TokenRelayAuth
 
 /// Server text is cleaned where it is read (SPEC §5.3): the OAuth error object's texts, the
 /// discovery document's member names and auth-method list.

@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 
-@testable import Auth
+@testable import TokenRelayAuth
 
 @Suite struct Base64URLTests {
     @Test func everyLengthRoundTripsInTheURLSafeAlphabetWithoutPadding() {

@@ -1,8 +1,8 @@
 import Foundation
 import Testing
 
-@testable import Auth
-@testable import JSONRPC
+@testable import TokenRelayAuth
+@testable import TokenRelayJSONRPC
 
 /// JWS signing through libcrypto (client assertions, DPoP proofs): what is signed verifies with the
 /// public key, the claims are RFC 7523's, the ECDSA encoding round-trips.

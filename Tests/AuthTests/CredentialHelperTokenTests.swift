@@ -1,8 +1,8 @@
 import Foundation
-import HTTP
 import Testing
+import TokenRelayHTTP
 
-@testable import Auth
+@testable import TokenRelayAuth
 
 /// What credential-helper mode asks of the token manager: `min_valid` renewals and git's
 /// `erase` (invalidate only the rejected token, in memory and in the store).

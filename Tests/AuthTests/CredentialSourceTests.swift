@@ -1,10 +1,10 @@
 import Foundation
-import HTTP
-import Logging
 import Synchronization
 import Testing
+import TokenRelayHTTP
+import TokenRelayLogging
 
-@testable import Auth
+@testable import TokenRelayAuth
 
 @Suite(.timeLimit(.minutes(1)))
 struct CredentialSourceTests {

@@ -1,8 +1,8 @@
 import Synchronization
 import Testing
 
-@testable import Auth
-@testable import HTTP
+@testable import TokenRelayAuth
+@testable import TokenRelayHTTP
 
 /// ``CredentialsMiddleware``: where credentials go, when a 401 is replayed, and the recovery budget a
 /// subscription shares across its connections.

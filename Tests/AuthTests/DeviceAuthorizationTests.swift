@@ -1,6 +1,6 @@
 import Testing
 
-@testable import Auth
+@testable import TokenRelayAuth
 
 @Suite struct DeviceAuthorizationTests {
     static func body(

@@ -1,8 +1,8 @@
 import Foundation
-import HTTP
 import Synchronization
+import TokenRelayHTTP
 
-@testable import Auth
+@testable import TokenRelayAuth
 
 /// A one-shot signal tests wait on (no sleeps).
 final class Signal: Sendable {

@@ -1,6 +1,6 @@
 import Testing
 
-@testable import Auth
+@testable import TokenRelayAuth
 
 /// The digest every store key and PKCE challenge is made with, against published answers.
 @Suite struct LibCryptoTests {

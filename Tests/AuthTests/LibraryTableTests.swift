@@ -1,10 +1,10 @@
 import CCrypto
 import CCurl
 import CSQLite
-import HTTP
 import Testing
+import TokenRelayHTTP
 
-@testable import Auth
+@testable import TokenRelayAuth
 
 /// The C shims' tables are one per process: a library that the code of one module loaded is
 /// loaded for every other copy of the shim's functions too (this file's among them, which never

@@ -1,10 +1,10 @@
-import ErrorKinds
 import Foundation
-import HTTP
 import TestSupport
 import Testing
+import TokenRelayErrorKinds
+import TokenRelayHTTP
 
-@testable import Auth
+@testable import TokenRelayAuth
 
 #if canImport(Glibc)
     import Glibc

@@ -2,7 +2,7 @@ import Foundation
 import TestSupport
 import Testing
 
-@testable import Auth
+@testable import TokenRelayAuth
 
 #if canImport(Glibc)
     import Glibc

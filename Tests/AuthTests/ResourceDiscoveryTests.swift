@@ -1,8 +1,8 @@
 import FoundationEssentials
-import HTTP
 import Testing
+import TokenRelayHTTP
 
-@testable import Auth
+@testable import TokenRelayAuth
 
 /// Discovery from the resource (SPEC §9.1), resource identifiers (§9.3), registration (§9.4).
 @Suite struct ResourceDiscoveryTests {

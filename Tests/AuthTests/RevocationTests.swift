@@ -1,9 +1,9 @@
-import ErrorKinds
 import Foundation
-import HTTP
 import Testing
+import TokenRelayErrorKinds
+import TokenRelayHTTP
 
-@testable import Auth
+@testable import TokenRelayAuth
 
 /// `logout` revokes the session's tokens at the server (RFC 7009) where discovery offers it.
 @Suite(.timeLimit(.minutes(1)))

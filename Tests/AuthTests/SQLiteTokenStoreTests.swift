@@ -1,8 +1,8 @@
-import ErrorKinds
 import Foundation
 import Testing
+import TokenRelayErrorKinds
 
-@testable import Auth
+@testable import TokenRelayAuth
 
 /// A fresh private directory (0700) for one store test; removed at the end.
 struct StoreDirectory: ~Copyable {

@@ -2,7 +2,7 @@ import Foundation
 import Synchronization
 import Testing
 
-@testable import Auth
+@testable import TokenRelayAuth
 
 /// A shared tier in memory (one layer's fake), or one that always fails.
 final class FakeSharedTier: SharedTokenTier {

@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 
-@testable import Auth
+@testable import TokenRelayAuth
 
 /// The `sub` of who logged in is kept with the tokens (OpenID Connect), so that a renewal in any
 /// process sharing the store can refuse an ID token for another person.

@@ -1,7 +1,7 @@
 import CCrypto
 import Foundation
 
-@testable import Auth
+@testable import TokenRelayAuth
 
 /// Signing keys generated with libcrypto for ID-token tests (never committed): RSA 2048 and P-256.
 /// Each instance frees its key when released.

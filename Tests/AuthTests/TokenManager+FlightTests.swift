@@ -1,9 +1,9 @@
-import ErrorKinds
 import Foundation
 import Synchronization
 import Testing
+import TokenRelayErrorKinds
 
-@testable import Auth
+@testable import TokenRelayAuth
 
 /// A logout racing a flight's commit (SPEC §5.2, §5.6): the logout wins, in memory and in the store.
 @Suite struct TokenManagerLogoutDuringCommitTests {

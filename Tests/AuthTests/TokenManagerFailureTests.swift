@@ -1,9 +1,9 @@
-import ErrorKinds
 import Foundation
-import HTTP
 import Testing
+import TokenRelayErrorKinds
+import TokenRelayHTTP
 
-@testable import Auth
+@testable import TokenRelayAuth
 
 /// One malformed token endpoint answer.
 struct MalformedCase: Sendable, CustomTestStringConvertible {

@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 
-@testable import Config
+@testable import TokenRelayConfig
 
 /// A config holding known secrets in every kind of source, with mistakes elsewhere: no output of
 /// check-config, in any mode, may contain any of the secrets.

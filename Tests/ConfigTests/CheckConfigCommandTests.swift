@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 
-@testable import Config
+@testable import TokenRelayConfig
 
 /// The repository root, found from this file's path.
 let repositoryRoot: String = {

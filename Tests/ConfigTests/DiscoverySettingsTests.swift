@@ -1,6 +1,6 @@
 import Testing
 
-@testable import Config
+@testable import TokenRelayConfig
 
 /// `discover: true` and its options (SPEC §9).
 @Suite struct DiscoverySettingsTests {

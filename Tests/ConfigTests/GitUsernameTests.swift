@@ -1,6 +1,6 @@
 import Testing
 
-@testable import Config
+@testable import TokenRelayConfig
 
 /// `git_username`: the username `tokenrelay token --format git` answers with.
 struct GitUsernameTests {

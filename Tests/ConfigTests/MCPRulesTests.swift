@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 
-@testable import Config
+@testable import TokenRelayConfig
 
 /// The `mcp:` rules (SPEC §8): parsing, path normalisation, matching, the decoder and its
 /// diagnostics, and what a reload sees.

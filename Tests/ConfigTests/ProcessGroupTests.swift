@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 
-@testable import Config
+@testable import TokenRelayConfig
 
 #if canImport(Glibc)
     import Glibc

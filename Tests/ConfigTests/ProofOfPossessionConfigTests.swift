@@ -1,6 +1,6 @@
 import Testing
 
-@testable import Config
+@testable import TokenRelayConfig
 
 /// The keys of SPEC §10 in the decoder: private_key_jwt's client key and its diagnostics.
 @Suite struct ProofOfPossessionConfigTests {

@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 
-@testable import Config
+@testable import TokenRelayConfig
 
 /// The JSON Schema and the Swift decoder must accept exactly the same keys at every level.
 @Suite struct SchemaAgreementTests {

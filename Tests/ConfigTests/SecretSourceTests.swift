@@ -1,8 +1,8 @@
 import Foundation
-import Logging
 import Testing
+import TokenRelayLogging
 
-@testable import Config
+@testable import TokenRelayConfig
 
 #if canImport(Glibc)
     import Glibc

@@ -1,7 +1,7 @@
-import HTTPFields
 import Testing
+import TokenRelayHTTPFields
 
-@testable import Config
+@testable import TokenRelayConfig
 
 /// One config mistake and the diagnostic it must produce.
 struct DiagnosticCase: CustomTestStringConvertible, Sendable {

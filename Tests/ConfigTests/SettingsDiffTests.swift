@@ -1,6 +1,6 @@
 import Testing
 
-@testable import Config
+@testable import TokenRelayConfig
 
 /// What a reload counts as added, changed and removed (SPEC §5.7): settings compared as written.
 @Suite struct SettingsDiffTests {

@@ -1,6 +1,6 @@
 import Testing
 
-@testable import Config
+@testable import TokenRelayConfig
 
 /// The config file path used by in-memory tests; relative paths resolve against `/cfg`.
 let testConfigPath = "/cfg/config.yaml"

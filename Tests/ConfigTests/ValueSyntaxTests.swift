@@ -1,7 +1,7 @@
-import HTTPFields
 import Testing
+import TokenRelayHTTPFields
 
-@testable import Config
+@testable import TokenRelayConfig
 
 @Suite struct ValueSyntaxTests {
     @Test(arguments: [

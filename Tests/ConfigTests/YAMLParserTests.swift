@@ -1,6 +1,6 @@
 import Testing
 
-@testable import Config
+@testable import TokenRelayConfig
 
 /// Parses `text`, failing the test on a YAML error.
 func parseTree(_ text: String) throws -> YAMLNode {

@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 
-@testable import JSONRPC
+@testable import TokenRelayJSONRPC
 
 /// `tokenrelay call` against the recording server: body on stdout, status-class exit codes,
 /// `-v` on stderr, `--query`, `-H`, `--json`.

@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 
-@testable import JSONRPC
+@testable import TokenRelayJSONRPC
 
 /// `tokenrelay check-config` and serving with a bad config, through the real binary.
 @Suite struct CheckConfigEndToEndTests {

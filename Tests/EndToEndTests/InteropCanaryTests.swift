@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 
-@testable import JSONRPC
+@testable import TokenRelayJSONRPC
 
 /// A run at `--log-level trace` with every kind of OAuth exchange; afterwards no client secret and
 /// no token the authorization server ever issued (read from its database) appears in stdout or stderr.

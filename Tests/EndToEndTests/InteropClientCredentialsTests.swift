@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 
-@testable import JSONRPC
+@testable import TokenRelayJSONRPC
 
 /// The real binary against the real authorization server (Django OAuth Toolkit) and resource
 /// server: client credentials, single-flight at cold start, invalidation, 401 recovery, refusals.

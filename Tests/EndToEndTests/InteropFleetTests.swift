@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 
-@testable import JSONRPC
+@testable import TokenRelayJSONRPC
 
 /// A real PostgreSQL server for one test (scripts/pg): an unprivileged cluster in a temp
 /// directory on 127.0.0.1.

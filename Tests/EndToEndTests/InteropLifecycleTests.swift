@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 
-@testable import JSONRPC
+@testable import TokenRelayJSONRPC
 
 /// The real binary against the real stack over time: short-lived tokens renewed proactively,
 /// an authorization server that goes away and comes back.

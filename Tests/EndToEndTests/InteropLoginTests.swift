@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 
-@testable import JSONRPC
+@testable import TokenRelayJSONRPC
 
 /// Interactive logins (SPEC §5.4) against the real authorization server: the test plays the
 /// person with `Fixtures/login_agent.py`, which logs in at the server's own login form, approves

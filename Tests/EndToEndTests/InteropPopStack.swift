@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 
-@testable import JSONRPC
+@testable import TokenRelayJSONRPC
 
 /// The strict proof-of-possession server of the interop stack (`stack up --pop`,
 /// scripts/interop/pop/app.py): its URLs, its client and issuer registrations, its ledger, and keys

@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 
-@testable import JSONRPC
+@testable import TokenRelayJSONRPC
 
 /// The real binary against the strict proof-of-possession server of the interop stack
 /// (scripts/interop/pop): private_key_jwt client authentication, checked there as RFC 7523 asks

@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 
-@testable import JSONRPC
+@testable import TokenRelayJSONRPC
 
 /// `refresh_token` profiles against the real authorization server, which rotates refresh tokens
 /// and (reuse protection on) revokes the whole family when a rotated one is replayed.

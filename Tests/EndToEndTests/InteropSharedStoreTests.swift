@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 
-@testable import JSONRPC
+@testable import TokenRelayJSONRPC
 
 /// Several tokenrelay processes on one SQLite session store against the real authorization
 /// server (Django OAuth Toolkit, rotation and reuse protection on): one token for a shell loop,

@@ -3,7 +3,7 @@ import Synchronization
 import TestSupport
 import Testing
 
-@testable import JSONRPC
+@testable import TokenRelayJSONRPC
 
 /// A real authorization server (Django OAuth Toolkit) and resource server started by
 /// `scripts/interop/stack` in a state directory of its own, for the interop tests. Use

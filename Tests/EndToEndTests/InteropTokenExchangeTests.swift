@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 
-@testable import JSONRPC
+@testable import TokenRelayJSONRPC
 
 /// The real binary against the strict proof-of-possession server (scripts/interop/pop): token
 /// exchange (RFC 8693) whose subject is another profile's token.

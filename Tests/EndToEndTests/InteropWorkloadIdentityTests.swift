@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 
-@testable import JSONRPC
+@testable import TokenRelayJSONRPC
 
 /// The real binary against the strict proof-of-possession server (scripts/interop/pop): the
 /// jwt-bearer grant (RFC 7523 §2.1) with an assertion read for every acquisition, and the GitHub

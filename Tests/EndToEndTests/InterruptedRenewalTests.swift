@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 
-@testable import JSONRPC
+@testable import TokenRelayJSONRPC
 
 /// A one-shot command signalled while its refresh request is at the token endpoint finishes the
 /// renewal and commits the rotated refresh token before it exits (SPEC §5.2: a renewal that was

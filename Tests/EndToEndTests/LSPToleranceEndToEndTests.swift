@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 
-@testable import JSONRPC
+@testable import TokenRelayJSONRPC
 
 /// The real binary spoken to the way editors' own JSON-RPC clients speak (SPEC §4.1, §4.2):
 /// LSP `initialize` params, `"params": null`, `[]` for `{}`, and invalid notifications that

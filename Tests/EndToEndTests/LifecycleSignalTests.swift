@@ -3,7 +3,7 @@ import Synchronization
 import TestSupport
 import Testing
 
-@testable import JSONRPC
+@testable import TokenRelayJSONRPC
 
 /// SPEC §4.2 lifecycle: signals, `shutdown` + `exit`. README "Signals" has the table these
 /// tests hold the binary to.

@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 
-@testable import JSONRPC
+@testable import TokenRelayJSONRPC
 
 /// Credentials and environment headers go only to the environment's origin as libcurl parses it
 /// (SPEC §5.3), through the real binary, for `request` and `subscribe`. The "other" origin is a

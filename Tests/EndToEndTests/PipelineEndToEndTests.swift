@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 
-@testable import JSONRPC
+@testable import TokenRelayJSONRPC
 
 /// `request` and `subscribe` go through one client pipeline (SPEC §5.3, §5.5): the same origin
 /// policy, environment headers and credentials middleware with its 401 recovery, through the real

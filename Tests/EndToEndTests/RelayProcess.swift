@@ -3,7 +3,7 @@ import Synchronization
 import TestSupport
 import Testing
 
-@testable import JSONRPC
+@testable import TokenRelayJSONRPC
 
 /// The tokenrelay binary under test, spawned with pipes. Output is read by background threads;
 /// tests wait for lines or exit with generous safety timeouts, never with sleeps.

@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 
-@testable import JSONRPC
+@testable import TokenRelayJSONRPC
 
 /// `config-reload` and SIGHUP through the real binary (SPEC §5.7), against the recording server
 /// and the interop stack (a real authorization server, whose token ledger shows which tokens

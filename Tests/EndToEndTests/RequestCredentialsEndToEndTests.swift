@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 
-@testable import JSONRPC
+@testable import TokenRelayJSONRPC
 
 /// Static credentials, environment headers and the origin policy through the real binary: what
 /// the server receives, and that no secret reaches stdout or stderr even at trace level.

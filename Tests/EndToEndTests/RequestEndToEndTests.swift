@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 
-@testable import JSONRPC
+@testable import TokenRelayJSONRPC
 
 /// `request` through the real binary against the recording server: query and body encodings,
 /// statuses, redirects, cookies, transport failures, timeouts, cancellation, diagnostics.

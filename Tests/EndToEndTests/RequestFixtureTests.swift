@@ -2,7 +2,7 @@ import Foundation
 import TestSupport
 import Testing
 
-@testable import JSONRPC
+@testable import TokenRelayJSONRPC
 
 #if canImport(Glibc)
     import Glibc

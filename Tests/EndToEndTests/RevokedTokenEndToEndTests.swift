@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 
-@testable import JSONRPC
+@testable import TokenRelayJSONRPC
 
 /// A `401 invalid_token` on the session's current token invalidates it whatever the method (SPEC
 /// §5.3, clarified): a POST is not replayed, but the next request renews instead of sending the

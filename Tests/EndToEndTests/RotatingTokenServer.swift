@@ -2,7 +2,7 @@ import Foundation
 import TestSupport
 import Testing
 
-@testable import JSONRPC
+@testable import TokenRelayJSONRPC
 
 /// `Fixtures/rotating_token_server.py` (one per test) and the processes a test runs against it,
 /// all sharing one session store: a token endpoint that rotates refresh tokens and refuses a spent

@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 
-@testable import JSONRPC
+@testable import TokenRelayJSONRPC
 
 /// Issue 34 through the real binary: a sealed store whose file someone else can write. A row made
 /// plain, or the check record removed and every row made plain, never sends a planted token; a

@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 
-@testable import JSONRPC
+@testable import TokenRelayJSONRPC
 
 /// A `serve` that runs many secret commands which time out leaves no zombie child behind: the
 /// command's own process (the shell) is reaped on every path, not only the group it started

@@ -2,7 +2,7 @@ import Foundation
 import TestSupport
 import Testing
 
-@testable import JSONRPC
+@testable import TokenRelayJSONRPC
 
 /// The real binary over pipes: framing, errors, cancellation, load, lifecycle.
 @Suite(.serialized) struct ServeEndToEndTests {

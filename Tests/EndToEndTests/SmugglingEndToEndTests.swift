@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 
-@testable import JSONRPC
+@testable import TokenRelayJSONRPC
 
 /// Caller headers cannot frame the message (SPEC §5.3): against a keep-alive server that frames
 /// requests by the client's Content-Length and records them raw, one caller's body can never

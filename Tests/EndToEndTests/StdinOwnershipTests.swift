@@ -2,7 +2,7 @@ import Foundation
 import TestSupport
 import Testing
 
-@testable import JSONRPC
+@testable import TokenRelayJSONRPC
 
 /// Who reads stdin (`StdioReader`): a thread of its own until a transfer loop runs, then that
 /// loop, which polls it between transfers and gives it back when it stops. Each hand-over is a

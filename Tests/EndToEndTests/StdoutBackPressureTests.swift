@@ -2,7 +2,7 @@ import Foundation
 import Synchronization
 import Testing
 
-@testable import JSONRPC
+@testable import TokenRelayJSONRPC
 
 /// SPEC §7 "Concurrency limits": stdin is read while fewer than 32 MiB of replies wait to be
 /// written; past that reading pauses until the peer reads. Every reply counts, including the

@@ -2,7 +2,7 @@ import Foundation
 import TestSupport
 import Testing
 
-@testable import JSONRPC
+@testable import TokenRelayJSONRPC
 
 /// `tokenrelay subscribe --until-closed` (SPEC §5.5) against the fixture server's finite streams:
 /// a clean end of the stream ends the command; a failed connection before it is still retried.

@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 
-@testable import JSONRPC
+@testable import TokenRelayJSONRPC
 
 /// `tokenrelay subscribe PATH`: the shell-friendly one-shot form against the interop RS.
 @Suite(.serialized) struct SubscriptionCommandTests {

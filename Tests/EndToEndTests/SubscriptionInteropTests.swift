@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 
-@testable import JSONRPC
+@testable import TokenRelayJSONRPC
 
 /// `subscribe` / `unsubscribe` through the real binary against the interop resource server's
 /// SSE endpoints (scripts/interop/rs/app.py): ids delivered in order across dropped connections

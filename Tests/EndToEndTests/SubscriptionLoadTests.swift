@@ -2,7 +2,7 @@ import Foundation
 import Synchronization
 import Testing
 
-@testable import JSONRPC
+@testable import TokenRelayJSONRPC
 
 /// Subscriptions under load through the real binary: 200 concurrent streams, a stalled reader
 /// (memory stays bounded, nothing dropped) and one fast stream's throughput. Memory is measured

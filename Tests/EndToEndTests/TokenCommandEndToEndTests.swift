@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 
-@testable import JSONRPC
+@testable import TokenRelayJSONRPC
 
 /// `tokenrelay token` where no token server is needed: the refusals and their exit codes, and
 /// the git dialect staying silent for what it must not answer. (`interaction_required` and its

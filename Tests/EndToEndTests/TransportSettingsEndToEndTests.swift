@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 
-@testable import JSONRPC
+@testable import TokenRelayJSONRPC
 
 /// Proxies and private CAs through the real binary (SPEC §5.2): loopback never goes through a
 /// proxy, the proxy variables keep applying elsewhere; an environment's token traffic uses its

@@ -2,7 +2,7 @@ import Foundation
 import TestSupport
 import Testing
 
-@testable import JSONRPC
+@testable import TokenRelayJSONRPC
 
 /// The listeners of `Fixtures/wire_server.py`, one process per test, stopped with SIGKILL: they
 /// record every connection, TLS handshake, raw chunk and parsed request, so a test can assert

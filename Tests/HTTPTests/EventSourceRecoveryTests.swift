@@ -1,9 +1,9 @@
-import Auth
-import ErrorKinds
 import Foundation
 import Testing
+import TokenRelayAuth
+import TokenRelayErrorKinds
 
-@testable import HTTP
+@testable import TokenRelayHTTP
 
 /// ``EventSource`` through a pipeline with Auth's credentials middleware (one recovery budget per subscription, as the
 /// relay builds it), a slow consumer and cancellation, against the shared fixture server (`events` role).

@@ -1,8 +1,8 @@
-import ErrorKinds
 import Synchronization
 import Testing
+import TokenRelayErrorKinds
 
-@testable import HTTP
+@testable import TokenRelayHTTP
 
 /// Answers `stream` from a script, one entry per connection (the last one repeats), and records the requests.
 final class ScriptedStreamingTransport: HTTPTransport {

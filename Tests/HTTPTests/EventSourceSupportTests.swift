@@ -1,11 +1,11 @@
-import Auth
-import ErrorKinds
 import Foundation
 import Synchronization
 import TestSupport
 import Testing
+import TokenRelayAuth
+import TokenRelayErrorKinds
 
-@testable import HTTP
+@testable import TokenRelayHTTP
 
 #if canImport(Glibc)
     import Glibc

@@ -1,8 +1,8 @@
-import ErrorKinds
 import Foundation
 import Testing
+import TokenRelayErrorKinds
 
-@testable import HTTP
+@testable import TokenRelayHTTP
 
 /// End-to-end tests of ``EventSource`` over ``CurlTransport`` against the shared fixture server (`events` role) on 127.0.0.1. Backoff
 /// sleeps are recorded and skipped; jitter is 0 unless a test says otherwise.

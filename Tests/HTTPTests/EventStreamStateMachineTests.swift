@@ -1,7 +1,7 @@
-import ErrorKinds
 import Testing
+import TokenRelayErrorKinds
 
-@testable import HTTP
+@testable import TokenRelayHTTP
 
 /// ``EventStreamStateMachine``: what a subscription decides for each thing that happens, without a connection.
 @Suite struct EventStreamStateMachineTests {

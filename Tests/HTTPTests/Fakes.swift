@@ -1,6 +1,6 @@
 import Synchronization
 
-@testable import HTTP
+@testable import TokenRelayHTTP
 
 /// Records every request and answers from a script (the last answer repeats).
 final class FakeTransport: HTTPTransport {

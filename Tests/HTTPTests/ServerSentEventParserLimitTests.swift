@@ -1,6 +1,6 @@
 import Testing
 
-@testable import HTTP
+@testable import TokenRelayHTTP
 
 @Suite struct ServerSentEventParserLimitTests {
     private static func limited(line: Int = 1 << 20, event: Int = 8 << 20) -> () -> ServerSentEventParser {

@@ -1,6 +1,6 @@
 import Testing
 
-@testable import HTTP
+@testable import TokenRelayHTTP
 
 /// What parsing a whole stream produced: the events (those before a fault included), the fault, and the state a
 /// reconnect would use.

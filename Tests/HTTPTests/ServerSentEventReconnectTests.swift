@@ -1,6 +1,6 @@
 import Testing
 
-@testable import HTTP
+@testable import TokenRelayHTTP
 
 /// A random source that always returns the same word: 0 gives jitter 0, `UInt64.max` the largest jitter.
 struct ConstantRandom: RandomNumberGenerator {

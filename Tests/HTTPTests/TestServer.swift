@@ -1,6 +1,6 @@
 import Foundation
-import HTTP
 import TestSupport
+import TokenRelayHTTP
 
 /// The shared fixture server in its `transport` role (`TestSupport/Fixtures/fixture_server.py`),
 /// one per test, stopped with SIGKILL.

@@ -1,7 +1,7 @@
 import Synchronization
 import Testing
 
-@testable import JSONRPC
+@testable import TokenRelayJSONRPC
 
 @Suite struct DispatcherTests {
     struct Fixture {

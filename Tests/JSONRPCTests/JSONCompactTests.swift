@@ -1,6 +1,6 @@
 import Testing
 
-@testable import JSONRPC
+@testable import TokenRelayJSONRPC
 
 /// `JSONParser.compact` is defined as `parse(bytes).serialized()`: its one-pass copy of plain
 /// texts must give exactly that, and refuse exactly what the parser refuses.

@@ -1,6 +1,6 @@
 import Testing
 
-@testable import JSONRPC
+@testable import TokenRelayJSONRPC
 
 @Suite struct JSONValueTests {
     @Test(arguments: [

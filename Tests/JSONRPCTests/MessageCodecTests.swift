@@ -1,6 +1,6 @@
 import Testing
 
-@testable import JSONRPC
+@testable import TokenRelayJSONRPC
 
 @Suite struct MessageCodecTests {
     @Test(arguments: [#"1"#, #"12345678901234567890"#, #""abc""#, #"-7"#, #"1.5"#, #""""#])

@@ -1,6 +1,6 @@
 import Testing
 
-@testable import JSONRPC
+@testable import TokenRelayJSONRPC
 
 @Suite struct MessageFramerTests {
     static let messages = [

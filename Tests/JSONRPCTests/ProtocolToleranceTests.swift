@@ -1,6 +1,6 @@
 import Testing
 
-@testable import JSONRPC
+@testable import TokenRelayJSONRPC
 
 /// What editors' own JSON-RPC clients send (SPEC §4.2): `"params": null`, `[]` for an empty
 /// object, and notifications that must never be answered, even when invalid (SPEC §4.1).

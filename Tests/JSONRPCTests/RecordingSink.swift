@@ -1,6 +1,6 @@
 import Synchronization
 
-@testable import JSONRPC
+@testable import TokenRelayJSONRPC
 
 /// A sink that records every message and lets tests wait for a number of them.
 final class RecordingSink: MessageSink {

@@ -1,9 +1,9 @@
 import Foundation
-import Logging
 import Synchronization
 import Testing
+import TokenRelayLogging
 
-@testable import JSONRPC
+@testable import TokenRelayJSONRPC
 
 /// The reader's hand-over: its thread gives stdin to a loop that asks for it (after a read) and
 /// takes it back when the loop stops, framing state and all, so a frame split across the two

@@ -2,7 +2,7 @@ import Foundation
 import Synchronization
 import Testing
 
-@testable import JSONRPC
+@testable import TokenRelayJSONRPC
 
 /// The writer's inline path: a producer writes what the output takes without blocking (a pipe
 /// with `RWF_NOWAIT`, a socket with `MSG_DONTWAIT`) and the rest goes, first in line, to the

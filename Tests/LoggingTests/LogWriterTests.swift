@@ -3,7 +3,7 @@ import Glibc
 import Synchronization
 import Testing
 
-@testable import Logging
+@testable import TokenRelayLogging
 
 /// The stderr writer: lines whole and in order whoever writes them (the thread that logs, inline,
 /// or the writer thread), a bound past which lines are dropped and counted, never a blocked

@@ -1,6 +1,6 @@
 import Testing
 
-@testable import Logging
+@testable import TokenRelayLogging
 
 @Suite struct RedactorTests {
     @Test func aSecretFollowedByACombiningMarkIsStillMasked() {

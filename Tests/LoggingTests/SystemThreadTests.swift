@@ -3,7 +3,7 @@ import Glibc
 import Synchronization
 import Testing
 
-@testable import Logging
+@testable import TokenRelayLogging
 
 @Suite struct SystemThreadTests {
     @Test func theBodyRunsOnANewThreadThatCarriesItsName() throws {

@@ -1,12 +1,12 @@
-import Auth
-import Config
-import ErrorKinds
-import HTTP
-import JSONRPC
-import Logging
 import Testing
+import TokenRelayAuth
+import TokenRelayConfig
+import TokenRelayErrorKinds
+import TokenRelayHTTP
+import TokenRelayJSONRPC
+import TokenRelayLogging
 
-@testable import Relay
+@testable import TokenRelayServer
 
 @Suite struct ErrorMappingTests {
     /// One error of every module, with the kind it must reach the wire with.

@@ -1,8 +1,8 @@
-import ErrorKinds
 import Foundation
 import Testing
+import TokenRelayErrorKinds
 
-@testable import Relay
+@testable import TokenRelayServer
 
 @Suite struct ExitCodesTests {
     static let repositoryRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()

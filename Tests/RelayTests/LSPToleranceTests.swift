@@ -1,7 +1,7 @@
 import Testing
 
-@testable import JSONRPC
-@testable import Relay
+@testable import TokenRelayJSONRPC
+@testable import TokenRelayServer
 
 /// The methods as editors' own clients call them (SPEC §4.2): `initialize` ignores the LSP
 /// members it does not use, `null` and `[]` mean no params, `[]` is an empty object member, and

@@ -1,8 +1,8 @@
 import Foundation
 import Testing
 
-@testable import JSONRPC
-@testable import Relay
+@testable import TokenRelayJSONRPC
+@testable import TokenRelayServer
 
 /// schemas/openrpc.json is the document the method types describe (not stale), `rpc.discover`
 /// serves it, and it covers the dispatcher's table and every error code.

@@ -1,8 +1,8 @@
 import Foundation
-import Logging
 import Testing
+import TokenRelayLogging
 
-@testable import HTTP
+@testable import TokenRelayHTTP
 
 @Suite struct LoggingMiddlewareTests {
     @Test func secretQueryParametersAndPasswordsAreMasked() {

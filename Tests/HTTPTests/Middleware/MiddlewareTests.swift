@@ -1,6 +1,6 @@
 import Testing
 
-@testable import HTTP
+@testable import TokenRelayHTTP
 
 @Suite struct MiddlewareTests {
     static let policy = OriginPolicy(baseURL: "https://api.example.com/v1", allowed: ["https://files.example.com:8443"])

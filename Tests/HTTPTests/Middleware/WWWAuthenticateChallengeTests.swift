@@ -1,6 +1,6 @@
 import Testing
 
-@testable import HTTP
+@testable import TokenRelayHTTP
 
 @Suite struct WWWAuthenticateChallengeTests {
     typealias C = WWWAuthenticateChallenge

@@ -1,6 +1,6 @@
 import Testing
 
-@testable import HTTP
+@testable import TokenRelayHTTP
 
 /// How libcurl's error text becomes an error message.
 @Suite struct CurlEventLoopTests {

@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 
-@testable import HTTP
+@testable import TokenRelayHTTP
 
 /// A pooled easy handle is not reset between transfers (only the per-transfer options are set
 /// again): nothing of one request may leak into the next sent on the same handle. Requests are

@@ -1,8 +1,8 @@
 import Foundation
-import Logging
 import Testing
+import TokenRelayLogging
 
-@testable import HTTP
+@testable import TokenRelayHTTP
 
 /// `CurlTransport.loadLibrary()` may run on a thread of its own while the caller goes on (`call`
 /// loads libcurl so while it prepares its request); a transport made at the same time waits for

@@ -1,8 +1,8 @@
 import Foundation
-import Logging
 import Testing
+import TokenRelayLogging
 
-@testable import HTTP
+@testable import TokenRelayHTTP
 
 /// The curl loop as a task executor (``CurlTransport/executor``): a task that prefers it runs
 /// on the loop thread, its transfer included, and no job is lost once the loop has stopped.

@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 
-@testable import HTTP
+@testable import TokenRelayHTTP
 
 /// End-to-end tests of `CurlTransport.stream` against the Python server on 127.0.0.1.
 @Suite struct CurlStreamingTests {

@@ -1,8 +1,8 @@
-import Auth
 import Foundation
 import Testing
+import TokenRelayAuth
 
-@testable import HTTP
+@testable import TokenRelayHTTP
 
 /// Runs `body`, failing with `.timeout` after `seconds` (a safety net, never the expected path).
 func withSafetyNet<T: Sendable>(seconds: Int = 20, _ body: @escaping @Sendable () async throws -> T) async throws -> T {

@@ -1,6 +1,6 @@
 import Testing
 
-@testable import HTTP
+@testable import TokenRelayHTTP
 
 /// Buffered callers collect a response's body; the limit holds for streamed bodies too.
 @Suite struct HTTPStreamingResponseTests {

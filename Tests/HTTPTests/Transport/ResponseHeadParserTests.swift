@@ -1,6 +1,6 @@
 import Testing
 
-@testable import HTTP
+@testable import TokenRelayHTTP
 
 @Suite struct ResponseHeadParserTests {
     func feed(_ lines: [String]) -> (ResponseHeadParser, completions: Int) {

@@ -1,7 +1,7 @@
-import HTTPFields
 import Testing
+import TokenRelayHTTPFields
 
-@testable import HTTP
+@testable import TokenRelayHTTP
 
 @Suite struct EncodingTests {
     @Test func queryEncodesEverythingButUnreservedWithSpaceAsPercent20() {

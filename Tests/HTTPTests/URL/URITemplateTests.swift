@@ -1,6 +1,6 @@
 import Testing
 
-@testable import HTTP
+@testable import TokenRelayHTTP
 
 /// RFC 6570 examples: §1.2 (levels 1-3) and §3.2 with its variable table.
 @Suite struct URITemplateTests {

@@ -1,10 +1,10 @@
-import Auth
-import ErrorKinds
 import Foundation
-import JSONRPC
 import Testing
+import TokenRelayAuth
+import TokenRelayErrorKinds
+import TokenRelayJSONRPC
 
-@testable import Relay
+@testable import TokenRelayServer
 
 /// The credential-helper renderings (one place for `token-get` and `tokenrelay token`), the
 /// ExecCredential version choice, and the git credential protocol: parsing, matching, answering.

@@ -1,10 +1,10 @@
-import Config
-import HTTP
-import JSONRPC
-import Logging
 import Testing
+import TokenRelayConfig
+import TokenRelayHTTP
+import TokenRelayJSONRPC
+import TokenRelayLogging
 
-@testable import Relay
+@testable import TokenRelayServer
 
 /// The MCP face's pure parts: what an agent receives of a response (redacted, cut on a
 /// character boundary), the era a request belongs to, and the error codes an MCP client sees.

@@ -1,8 +1,8 @@
-import HTTP
-import JSONRPC
 import Testing
+import TokenRelayHTTP
+import TokenRelayJSONRPC
 
-@testable import Relay
+@testable import TokenRelayServer
 
 /// The request metadata headers mirrored from a client message (Streamable HTTP, 2026-07-28).
 @Suite struct MCPMessageTests {

@@ -1,8 +1,8 @@
-import Config
-import JSONRPC
 import Testing
+import TokenRelayConfig
+import TokenRelayJSONRPC
 
-@testable import Relay
+@testable import TokenRelayServer
 
 /// `config-reload`'s result type: the exact wire text, `profile` absent for an environment
 /// without profiles, and agreement with its OpenRPC schema.

@@ -1,9 +1,9 @@
 import Foundation
-import JSONRPC
 import Testing
+import TokenRelayJSONRPC
 
-@testable import Auth
-@testable import Relay
+@testable import TokenRelayAuth
+@testable import TokenRelayServer
 
 /// `login`'s result type: the exact wire text, optional members absent when nil, and agreement
 /// with its OpenRPC schema.

@@ -1,7 +1,7 @@
-import JSONRPC
 import Testing
+import TokenRelayJSONRPC
 
-@testable import Relay
+@testable import TokenRelayServer
 
 /// Each method's params decode into its type, and every problem is a -32602 whose
 /// `data.diagnostics` point at the member (JSON Pointer into the params).

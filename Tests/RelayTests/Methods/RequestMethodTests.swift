@@ -1,8 +1,8 @@
-import HTTP
-import JSONRPC
 import Testing
+import TokenRelayHTTP
+import TokenRelayJSONRPC
 
-@testable import Relay
+@testable import TokenRelayServer
 
 /// `request`'s result type: the exact wire text, and agreement with its OpenRPC schema.
 @Suite struct RequestMethodResultTests {

@@ -1,4 +1,4 @@
-import JSONRPC
+import TokenRelayJSONRPC
 
 /// Checks a method's result value against the OpenRPC schema its method declares, so a result
 /// type and its schema cannot drift apart: every member the value has is declared, every

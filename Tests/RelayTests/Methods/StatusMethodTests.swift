@@ -1,10 +1,10 @@
-import ErrorKinds
 import Foundation
-import JSONRPC
 import Testing
+import TokenRelayErrorKinds
+import TokenRelayJSONRPC
 
-@testable import Auth
-@testable import Relay
+@testable import TokenRelayAuth
+@testable import TokenRelayServer
 
 /// `status`'s result type: the exact wire text, optional members absent when nil, and agreement
 /// with its OpenRPC schema.

@@ -1,7 +1,7 @@
-import JSONRPC
 import Testing
+import TokenRelayJSONRPC
 
-@testable import Relay
+@testable import TokenRelayServer
 
 /// `subscribe`'s result type: the exact wire text and agreement with its OpenRPC schema.
 @Suite struct SubscribeMethodResultTests {

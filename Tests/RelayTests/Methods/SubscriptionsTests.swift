@@ -1,8 +1,8 @@
 import Synchronization
 import Testing
 
-@testable import JSONRPC
-@testable import Relay
+@testable import TokenRelayJSONRPC
+@testable import TokenRelayServer
 
 /// ``SubscriptionRegistry``: closing and registering are one critical section, so a subscribe
 /// that arrives while a close is in progress is refused and never leaves a stream running.

@@ -1,9 +1,9 @@
-import Auth
 import Foundation
-import JSONRPC
 import Testing
+import TokenRelayAuth
+import TokenRelayJSONRPC
 
-@testable import Relay
+@testable import TokenRelayServer
 
 /// `token-get`'s result type: the exact wire text per format, the expiry members absent when the
 /// expiry is unknown, and agreement with its OpenRPC schema (exactly one `oneOf` branch).

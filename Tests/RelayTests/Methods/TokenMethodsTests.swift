@@ -1,8 +1,8 @@
-import Config
-import JSONRPC
 import Testing
+import TokenRelayConfig
+import TokenRelayJSONRPC
 
-@testable import Relay
+@testable import TokenRelayServer
 
 /// Which sessions `token-invalidate` and `logout` select (issue 12: an environment without a
 /// profile means every profile of it, always, whatever its `default_profile`).

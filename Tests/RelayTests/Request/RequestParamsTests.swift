@@ -1,8 +1,8 @@
 import Testing
 
-@testable import HTTP
-@testable import JSONRPC
-@testable import Relay
+@testable import TokenRelayHTTP
+@testable import TokenRelayJSONRPC
+@testable import TokenRelayServer
 
 @Suite struct RequestParamsTests {
     func diagnostics(_ params: JSONValue) -> [String: String] {

@@ -1,9 +1,9 @@
 import Dispatch
-import HTTP
-import Logging
 import Testing
+import TokenRelayHTTP
+import TokenRelayLogging
 
-@testable import Relay
+@testable import TokenRelayServer
 
 /// `call`'s library loading thread (`OneShot.CallLibraries`) ends whether the call proceeds
 /// (libcurl loaded) or ends first (bad params): it never waits forever.

@@ -1,9 +1,9 @@
 import Foundation
 import Testing
 
-@testable import Auth
-@testable import Config
-@testable import Relay
+@testable import TokenRelayAuth
+@testable import TokenRelayConfig
+@testable import TokenRelayServer
 
 @Suite struct CurrentRuntimeTests {
     static func settings(_ environments: [String]) async throws -> Settings {

@@ -1,8 +1,8 @@
-import HTTP
-import JSONRPC
 import Testing
+import TokenRelayHTTP
+import TokenRelayJSONRPC
 
-@testable import Relay
+@testable import TokenRelayServer
 
 /// Which executor a request's task prefers (``RelayRuntime/executor(for:)``): the loop of the
 /// environment it names, once that environment's transport exists.

@@ -1,9 +1,9 @@
-import Config
 import FoundationEssentials
-import JSONRPC
 import Testing
+import TokenRelayConfig
+import TokenRelayJSONRPC
 
-@testable import Relay
+@testable import TokenRelayServer
 
 /// A secret that cannot be resolved when a request needs it says so, where it is declared and
 /// why, with kind `config`, whatever the profile type: not "invalid OAuth configuration" for a

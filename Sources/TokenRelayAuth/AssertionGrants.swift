@@ -1,0 +1,120 @@
+import FoundationEssentials
+import TokenRelayHTTP
+import TokenRelayJSONRPC
+import TokenRelayLogging
+
+/// Where a `jwt_bearer` profile's assertion comes from (RFC 7523 §2.1, SPEC §10). Read again for
+/// every acquisition: a projected service-account token or a JWT-SVID file is replaced by its
+/// platform while the process runs.
+public enum AssertionSource: Sendable {
+    /// A secret source (file, env, command) holding the JWT.
+    case secret(SecretProvider)
+    /// The GitHub Actions OIDC token: `GET $ACTIONS_ID_TOKEN_REQUEST_URL&audience=...` with
+    /// `Authorization: bearer $ACTIONS_ID_TOKEN_REQUEST_TOKEN`, answering `{"value": JWT}`.
+    case githubActions(audience: String?, requestURL: SecretProvider, requestToken: SecretProvider)
+}
+
+extension TokenManager {
+    /// The grant that obtains a token without a refresh token, for grants that can (client
+    /// credentials, jwt-bearer, token exchange); `nil` for grants that cannot (a seed, a person).
+    nonisolated func freshGrant(
+        _ configuration: OAuthClientConfiguration, endpointClient: TokenEndpointClient, deadline: Date
+    ) async throws -> GrantRequest? {
+        switch configuration.grant {
+        case .clientCredentials:
+            return .clientCredentials(configuration)
+        case .jwtBearer(let source):
+            let assertion = try await Self.assertion(source, endpointClient: endpointClient, deadline: deadline)
+            return .jwtBearer(assertion, configuration)
+        case .tokenExchange(let exchange):
+            let subject = try await exchangeToken(exchange.subject, deadline: deadline)
+            var actor: String?
+            if let source = exchange.actor { actor = try await exchangeToken(source, deadline: deadline) }
+            return .tokenExchange(exchange, subjectToken: subject, actorToken: actor, configuration)
+        case .refreshToken, .interactive:
+            return nil
+        }
+    }
+
+    /// Reads the assertion now. A source that cannot be read is a `config` error; a GitHub Actions
+    /// answer that is not a token is a `transport`/`auth` error.
+    static func assertion(_ source: AssertionSource, endpointClient: TokenEndpointClient, deadline: Date) async throws
+        -> String
+    {
+        switch source {
+        case .secret(let provider):
+            do {
+                return try await provider.resolve()
+            } catch let error as AuthError {
+                throw error
+            } catch {
+                throw AuthError.configuration("the assertion could not be resolved")
+            }
+        case .githubActions(let audience, let requestURL, let requestToken):
+            let base: String
+            let token: String
+            do {
+                base = try await requestURL.resolve()
+                token = try await requestToken.resolve()
+            } catch {
+                throw AuthError.configuration(
+                    "assertion github_actions needs ACTIONS_ID_TOKEN_REQUEST_URL and ACTIONS_ID_TOKEN_REQUEST_TOKEN "
+                        + "(a job with permissions: id-token: write)")
+            }
+            var url = base
+            if let audience {
+                url += (base.contains("?") ? "&" : "?") + "audience=" + FormBody.encode(audience, spaceAsPlus: false)
+            }
+            return try await endpointClient.fetchGitHubActionsToken(url: url, bearer: token, deadline: deadline)
+        }
+    }
+}
+
+extension TokenEndpointClient {
+    /// Asks the GitHub Actions runtime for an OIDC token (one attempt, no redirects); its value is
+    /// registered with the redactor before it is returned.
+    func fetchGitHubActionsToken(url: String, bearer: String, deadline: Date) async throws -> String {
+        let checked = try EndpointPolicy.check(url, what: "ACTIONS_ID_TOKEN_REQUEST_URL").text
+        guard let timeout = clock.requestTimeout(until: deadline) else { throw AuthError.timeout }
+        var headers = HTTPHeaders()
+        headers.add(name: "Accept", value: "application/json")
+        headers.add(name: "Authorization", value: "bearer " + bearer)
+        var request = HTTPRequest(method: "GET", url: checked, headers: headers, body: nil)
+        request.timeout = timeout
+        let response: HTTPResponse
+        do {
+            response = try await transport.send(collecting: request)
+        } catch let error as HTTPError {
+            switch error {
+            case .cancelled: throw CancellationError()
+            case .timeout: throw AuthError.timeout
+            default: throw AuthError.transport("the GitHub Actions OIDC token request failed")
+            }
+        }
+        guard response.status == 200 else {
+            throw AuthError.transport("the GitHub Actions OIDC token request answered HTTP \(response.status)")
+        }
+        guard response.body.count <= 64 << 10, let object = try? TokenResponseParser.jsonObject(response.body),
+            let value = object["value"]?.stringValue, !value.isEmpty, value.utf8.count <= CompactJWS.maximumSize
+        else {
+            throw AuthError.invalidTokenResponse("the GitHub Actions OIDC answer has no token value")
+        }
+        Redactor.shared.registerToken(value)
+        return value
+    }
+}
+
+extension GrantRequest {
+    /// `grant_type=urn:ietf:params:oauth:grant-type:jwt-bearer` with the assertion (RFC 7523 §2.1),
+    /// scope, audience and resources.
+    static func jwtBearer(_ assertion: String, _ configuration: OAuthClientConfiguration) -> GrantRequest {
+        var form = FormBody()
+        form.add("grant_type", "urn:ietf:params:oauth:grant-type:jwt-bearer")
+        form.add("assertion", assertion)
+        Redactor.shared.registerTokens([assertion, FormBody.encode(assertion)])
+        if !configuration.scopes.isEmpty { form.add("scope", configuration.scopes.joined(separator: " ")) }
+        if let audience = configuration.audience { form.add("audience", audience) }
+        for resource in configuration.resources { form.add("resource", resource) }
+        return GrantRequest(form: form)
+    }
+}

@@ -1,0 +1,162 @@
+import FoundationEssentials
+import TokenRelayJSONRPC
+import TokenRelayLogging
+
+/// `private_key_jwt` settings (RFC 7523 §2.2, OpenID Connect Core §9): the key that signs the
+/// client's assertions and how they are addressed.
+public struct ClientKey: Sendable {
+    /// Which `aud` the assertion names.
+    public enum Audience: String, Sendable, Hashable, CaseIterable {
+        /// The token endpoint URL (RFC 7523 §3 point 3; what most servers check).
+        case tokenEndpoint = "token_endpoint"
+        /// The issuer identifier (servers that want it, as RFC 7523 allows).
+        case issuer
+    }
+
+    /// The PEM private key (EC P-256, or RSA of at least 2048 bits), resolved for every flight.
+    public var key: SecretProvider
+    /// `ES256`, `RS256` or `PS256`; `nil`: ES256 for an EC key, RS256 for an RSA key.
+    public var algorithm: String?
+    /// The JWS `kid`, if the server needs one to pick the registered key.
+    public var keyID: String?
+    /// The `aud` of the assertions.
+    public var audience: Audience
+
+    /// Creates the settings.
+    public init(
+        key: SecretProvider, algorithm: String? = nil, keyID: String? = nil, audience: Audience = .tokenEndpoint
+    ) {
+        self.key = key
+        self.algorithm = algorithm
+        self.keyID = keyID
+        self.audience = audience
+    }
+
+    /// The algorithms a client key may sign with.
+    public static let algorithms = ["ES256", "RS256", "PS256"]
+}
+
+/// What the client authenticates with, resolved once per flight: a secret, or a key that signs a
+/// fresh assertion for every request.
+enum ClientCredential: Sendable {
+    /// `client_secret_basic` / `client_secret_post`.
+    case secret(String)
+    /// `private_key_jwt`: the key, its algorithm and `kid`, and the assertions' `aud`.
+    case key(JOSEPrivateKey, algorithm: String, keyID: String?, audience: String)
+}
+
+/// Compact JWS building (RFC 7515 §7.1) with a ``JOSEPrivateKey``. Pure but for the signature.
+enum JWSBuilder {
+    /// `BASE64URL(header) . BASE64URL(payload) . BASE64URL(signature)`; `nil` when signing failed.
+    static func compact(header: JSONObject, payload: JSONObject, algorithm: String, key: JOSEPrivateKey) -> String? {
+        let input =
+            Base64URL.encode(JSONValue.object(header).serialized()) + "."
+            + Base64URL.encode(JSONValue.object(payload).serialized())
+        guard let signature = JOSESignature.sign(algorithm: algorithm, key: key, input: Array(input.utf8)) else {
+            return nil
+        }
+        return input + "." + Base64URL.encode(signature)
+    }
+
+    /// A random `jti` (128 bits, base64url).
+    static func randomID() throws(AuthError) -> String {
+        guard let bytes = LibCrypto.randomBytes(16) else { throw .configuration("no random bytes from libcrypto") }
+        return Base64URL.encode(bytes)
+    }
+}
+
+extension ClientCredential {
+    /// The lifetime of a client assertion (SPEC §10: at most 60 s).
+    static let assertionLifetime: Int64 = 60
+
+    /// A fresh client assertion (RFC 7523 §3): `iss` = `sub` = the client id, `aud`, a random
+    /// `jti`, `iat` now and `exp` 60 s later. Registered with the redactor (a bearer credential
+    /// until it expires).
+    static func assertion(
+        clientID: String, key: JOSEPrivateKey, algorithm: String, keyID: String?, audience: String, now: Date
+    ) throws(AuthError) -> String {
+        var header: JSONObject = ["alg": .string(algorithm), "typ": "JWT"]
+        if let keyID { header["kid"] = .string(keyID) }
+        let issuedAt = Int64(now.timeIntervalSince1970.rounded(.down))
+        let payload: JSONObject = [
+            "iss": .string(clientID), "sub": .string(clientID), "aud": .string(audience),
+            "jti": .string(try JWSBuilder.randomID()), "iat": .number(JSONNumber(issuedAt)),
+            "exp": .number(JSONNumber(issuedAt + assertionLifetime)),
+        ]
+        guard let jwt = JWSBuilder.compact(header: header, payload: payload, algorithm: algorithm, key: key) else {
+            throw .configuration("client_key could not sign the client assertion with \(algorithm)")
+        }
+        Redactor.shared.registerToken(jwt)
+        return jwt
+    }
+
+    /// Resolves `configuration`'s client authentication for requests whose token endpoint is
+    /// `tokenEndpoint`: the secret, or the client key (checked to fit its algorithm). `nil` for a
+    /// public client. A secret or key that cannot be read is a `config` error naming its key.
+    static func resolve(_ configuration: OAuthClientConfiguration, tokenEndpoint: String) async throws
+        -> ClientCredential?
+    {
+        switch configuration.clientAuth {
+        case .none:
+            return nil
+        case .clientSecretBasic, .clientSecretPost:
+            guard let provider = configuration.clientSecret else { return nil }
+            do {
+                return .secret(try await provider.resolve())
+            } catch let error as AuthError {
+                throw error
+            } catch {
+                throw AuthError.configuration("the client secret could not be resolved")
+            }
+        case .privateKeyJWT:
+            guard let settings = configuration.clientKey else {
+                throw AuthError.configuration("client_auth private_key_jwt needs a client_key")
+            }
+            let key = try await readKey(settings.key, what: "client_key")
+            let algorithm = try algorithm(for: key, configured: settings.algorithm)
+            let audience: String
+            switch settings.audience {
+            case .tokenEndpoint: audience = tokenEndpoint
+            case .issuer:
+                guard let issuer = configuration.issuer else {
+                    throw AuthError.configuration("client_assertion_audience: issuer needs an issuer")
+                }
+                audience = issuer
+            }
+            return .key(key, algorithm: algorithm, keyID: settings.keyID, audience: audience)
+        }
+    }
+
+    /// Reads a PEM private key from `provider`; `what` names its config key in errors.
+    static func readKey(_ provider: SecretProvider, what: String) async throws -> JOSEPrivateKey {
+        let text: String
+        do {
+            text = try await provider.resolve()
+        } catch let error as AuthError {
+            throw error
+        } catch {
+            throw AuthError.configuration("\(what) could not be resolved")
+        }
+        Redactor.shared.registerToken(text)
+        return JOSEPrivateKey(bytes: Array(text.utf8), encoding: .pem)
+    }
+
+    /// The algorithm `key` signs with: the configured one when it fits, else ES256 for P-256 and
+    /// RS256 for RSA. An unreadable key, or one that fits no algorithm, is a `config` error.
+    static func algorithm(for key: JOSEPrivateKey, configured: String?) throws(AuthError) -> String {
+        guard let kind = JOSESignature.kind(of: key) else {
+            throw .configuration("client_key is not a readable unencrypted PEM private key")
+        }
+        if let configured {
+            guard JOSESignature.fits(configured, kind) else {
+                throw .configuration("client_key does not fit client_key_alg \(configured)")
+            }
+            return configured
+        }
+        switch kind {
+        case .p256: return "ES256"
+        case .rsa(let bits) where bits >= 2048: return "RS256"
+        default: throw .configuration("client_key must be an EC P-256 key or an RSA key of at least 2048 bits")
+        }
+    }
+}

@@ -1,0 +1,26 @@
+import TokenRelayHTTP
+
+/// Identifies which credential a request was sent with (for example a token's version), so a
+/// 401 can invalidate that credential only if it is still the current one.
+public struct CredentialStamp: Sendable, Hashable {
+    public let value: UInt64
+    public init(_ value: UInt64) { self.value = value }
+}
+
+/// The seam between the middleware stack and whatever holds credentials (static secrets, the
+/// token manager). ``CredentialsMiddleware`` calls it; the transport knows nothing of tokens.
+public protocol CredentialSource: Sendable {
+    /// Attaches credentials to `request` (a header or a query parameter) and returns which
+    /// credential was used. Throws when no credential can be had (e.g. token acquisition refused).
+    /// Must honour task cancellation (cancelling a subscription cancels a pending acquisition).
+    func apply(to request: inout HTTPRequest) async throws -> CredentialStamp
+
+    /// Whether a 401 may be recovered from by renewing this credential (OAuth tokens: yes;
+    /// static secrets: no — renewing would not change them).
+    var isRenewable: Bool { get }
+
+    /// A request signed with `stamp` was rejected with `401 invalid_token`. Drops that credential
+    /// only if it is still the current one, so that many concurrent 401s cause one renewal.
+    /// Throws when renewal is not allowed (for example excessive renewals).
+    func invalidate(stamp: CredentialStamp) async throws
+}

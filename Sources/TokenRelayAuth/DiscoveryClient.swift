@@ -1,0 +1,149 @@
+import FoundationEssentials
+import TokenRelayHTTP
+import TokenRelayLogging
+
+/// Fetches and caches verified metadata per issuer (single-flight, with a time to live).
+public actor DiscoveryClient {
+    private struct Entry {
+        var metadata: AuthorizationServerMetadata
+        var fetchedAt: Date
+    }
+
+    private let transport: any HTTPTransport
+    private let clock: any AuthClock
+    private let timeToLive: TimeInterval
+    private let random: @Sendable () -> Double
+    private let retryPolicy: RetryPolicy
+    /// Where a fetch runs (`nil`: the global concurrent executor).
+    private let taskExecutor: (any TaskExecutor)?
+    /// Verified metadata by issuer.
+    private var cache: [String: Entry] = [:]
+    /// Fetches in progress by issuer; callers share them.
+    private var inFlight: [String: Task<AuthorizationServerMetadata, any Error>] = [:]
+
+    /// Creates a client caching metadata for `timeToLive`; transient failures (connection
+    /// failures, 408, 429, 5xx) are retried with `retryPolicy`'s bounded backoff (SPEC §7). A
+    /// fetch runs on `taskExecutor` (`nil`: the global concurrent executor).
+    public init(
+        transport: any HTTPTransport, clock: any AuthClock = SystemAuthClock(), timeToLive: Duration = .seconds(3600),
+        random: @escaping @Sendable () -> Double = { Double.random(in: 0..<1) },
+        retryPolicy: RetryPolicy = RetryPolicy(), taskExecutor: (any TaskExecutor)? = nil
+    ) {
+        self.taskExecutor = taskExecutor
+        self.transport = transport
+        self.clock = clock
+        self.timeToLive = timeToLive.timeInterval
+        self.random = random
+        self.retryPolicy = retryPolicy
+    }
+
+    /// Verified metadata for `issuer`, from the cache or the network. Nothing is cached on failure.
+    public func metadata(for issuer: String, deadline: Date) async throws -> AuthorizationServerMetadata {
+        if let entry = cache[issuer], clock.now.timeIntervalSince(entry.fetchedAt) < timeToLive {
+            return entry.metadata
+        }
+        if let task = inFlight[issuer] { return try await task.value }
+        let task = Task(executorPreference: taskExecutor) { [transport, clock, random, retryPolicy] in
+            try await Self.fetch(
+                issuer: issuer, transport: transport, clock: clock, deadline: deadline, random: random,
+                retryPolicy: retryPolicy)
+        }
+        inFlight[issuer] = task
+        defer { inFlight[issuer] = nil }
+        let metadata = try await task.value
+        cache[issuer] = Entry(metadata: metadata, fetchedAt: clock.now)
+        return metadata
+    }
+
+    /// Forgets cached metadata (all issuers).
+    public func clear() { cache.removeAll() }
+
+    /// What one pass over the discovery URLs gave.
+    private enum Pass {
+        case found(AuthorizationServerMetadata)
+        /// No URL gave metadata; `transient` when a failure may go away on retry.
+        case failed(AuthError, transient: Bool, retryAfter: Duration?)
+    }
+
+    private static func fetch(
+        issuer: String, transport: any HTTPTransport, clock: any AuthClock, deadline: Date,
+        random: @Sendable () -> Double, retryPolicy: RetryPolicy
+    ) async throws -> AuthorizationServerMetadata {
+        let urls = try AuthorizationServerMetadata.discoveryURLs(for: issuer)
+        var attempt = 0
+        while true {
+            attempt += 1
+            let pass = try await fetchOnce(
+                urls: urls, issuer: issuer, transport: transport, clock: clock, deadline: deadline)
+            let error: AuthError
+            let retryAfter: Duration?
+            switch pass {
+            case .found(let metadata): return metadata
+            case .failed(let failure, let transient, let after):
+                guard transient, attempt < retryPolicy.maximumAttempts else { throw failure }
+                error = failure
+                retryAfter = after
+            }
+            let delay = retryAfter?.timeInterval ?? retryPolicy.delay(retry: attempt, random: random())
+            let wake = clock.now.addingTimeInterval(delay)
+            guard wake < deadline else { throw error }
+            log.debug(
+                "discovery attempt \(attempt) failed (\(error.errorKind.rawValue)); retrying in \(Int(delay * 1000)) ms"
+            )
+            try await clock.sleep(until: wake)
+        }
+    }
+
+    /// Tries each discovery URL in order once. A definitive answer (verified metadata, or metadata
+    /// that fails verification) ends the pass; a transient failure is remembered and the next URL
+    /// tried; the pass is transient when any URL failed transiently.
+    private static func fetchOnce(
+        urls: [String], issuer: String, transport: any HTTPTransport, clock: any AuthClock, deadline: Date
+    ) async throws -> Pass {
+        var lastStatus = 0
+        var transientFailure: AuthError?
+        var retryAfter: Duration?
+        for url in urls {
+            guard let timeout = clock.requestTimeout(until: deadline) else { throw AuthError.timeout }
+            var headers = HTTPHeaders()
+            headers.add(name: "Accept", value: "application/json")
+            let request = HTTPRequest(method: "GET", url: url, headers: headers, timeout: timeout)
+            let response: HTTPResponse
+            do {
+                response = try await transport.send(collecting: request)
+            } catch let error as HTTPError {
+                switch error {
+                case .transport(let reason):
+                    transientFailure = .transport(reason)
+                    continue
+                // Final: every discovery URL is on the issuer's host, behind the same certificate.
+                case .tls(let reason): throw AuthError.transport(reason)
+                case .timeout:
+                    if clock.now >= deadline { throw AuthError.timeout }
+                    transientFailure = .transport("the discovery request timed out")
+                    continue
+                case .cancelled: throw CancellationError()
+                case .bodyTooLarge: throw AuthError.discovery("the metadata is too large")
+                case .invalidURL(let reason): throw AuthError.configuration("issuer: \(reason)")
+                case .invalidRequest(let reason): throw AuthError.configuration("discovery request: \(reason)")
+                }
+            }
+            let status = response.status
+            guard status == 200 else {
+                lastStatus = status
+                if status == 408 || status == 429 || status >= 500 {
+                    transientFailure = .discovery("the metadata could not be fetched (HTTP \(status))")
+                    if status == 429 || status == 503 {
+                        retryAfter = TokenResponseParser.parseRetryAfter(response.headers["Retry-After"]) ?? retryAfter
+                    }
+                }
+                continue
+            }
+            return .found(try AuthorizationServerMetadata.parse(response.body, expectedIssuer: issuer))
+        }
+        if let transientFailure { return .failed(transientFailure, transient: true, retryAfter: retryAfter) }
+        return .failed(
+            .discovery("no metadata found for the issuer (last answer HTTP \(lastStatus))"), transient: false,
+            retryAfter: nil)
+    }
+}

@@ -1,0 +1,39 @@
+import FoundationEssentials
+import TokenRelayHTTP
+import TokenRelayLogging
+
+/// Attaches OAuth access tokens from a ``TokenManager`` session as `Authorization: Bearer`.
+public struct TokenCredentialSource: CredentialSource {
+    /// The manager holding the session.
+    public let manager: TokenManager
+    /// The session.
+    public let key: SessionKey
+    private let clock: any AuthClock
+
+    /// A source for session `key` of `manager`; `clock` turns request timeouts into deadlines.
+    public init(manager: TokenManager, key: SessionKey, clock: any AuthClock = SystemAuthClock()) {
+        self.manager = manager
+        self.key = key
+        self.clock = clock
+    }
+
+    /// Gets a token (bounded by `request.timeout`, honouring the task's cancellation), sets the
+    /// `Authorization` header and returns the token's version as the stamp.
+    public func apply(to request: inout HTTPRequest) async throws -> CredentialStamp {
+        let deadline = request.effectiveTimeout(now: .now).map { clock.now.addingTimeInterval($0.timeInterval) }
+        let token = try await manager.token(for: key, deadline: deadline)
+        // In use: kept among the redactor's recent tokens (registered again if it was dropped).
+        Redactor.shared.registerToken(token.accessToken)
+        request.headers.set(name: "Authorization", value: "Bearer \(token.accessToken)")
+        return CredentialStamp(token.version)
+    }
+
+    /// OAuth tokens may be renewed after a 401.
+    public var isRenewable: Bool { true }
+
+    /// Invalidates the token of version `stamp` if it is still current; throws when renewals are
+    /// paused as excessive.
+    public func invalidate(stamp: CredentialStamp) async throws {
+        try await manager.invalidate(key, stamp: stamp)
+    }
+}

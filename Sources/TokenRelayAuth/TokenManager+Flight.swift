@@ -1,0 +1,490 @@
+import FoundationEssentials
+import TokenRelayHTTP
+import TokenRelayLogging
+
+extension TokenManager {
+    /// What a flight produced.
+    enum FlightOutcome {
+        /// A token loaded from the store, still usable: nothing was sent.
+        case stored(Token)
+        /// A token obtained from the token endpoint.
+        case obtained(Token)
+        /// The store was read for no caller (``TokenManager/readAhead(_:)``): nothing to answer.
+        case loaded
+    }
+
+    /// Reads `key`'s session from the store ahead of its first use, when it is not read yet and no
+    /// acquisition is under way: a one-shot `call` starts this as soon as it knows its profile, so
+    /// the read runs while libcurl loads and the request finds the stored token in memory. The
+    /// read is a flight no caller waits for: it ends after the read, sending nothing and taking no
+    /// lease, unless a caller has joined it by then (it then goes on as any acquisition does).
+    /// Returns the read's task (to await it), or `nil` when the session is read already or an
+    /// acquisition is under way.
+    @discardableResult
+    public func readAhead(_ key: SessionKey) -> Task<Void, Never>? {
+        guard !closed, let session = sessions[key], !session.loaded, session.flight == nil else { return nil }
+        return startFlight(session).task
+    }
+
+    /// Starts an acquisition for `session` in an unstructured task (so callers' cancellation does
+    /// not reach it once it has sent its request). The flight is bounded by the configuration's
+    /// acquisition timeout only: callers leave at their own deadlines, and a request already sent
+    /// runs to completion so that a rotated refresh token is committed (SPEC §5.2).
+    func startFlight(_ session: Session) -> Flight {
+        let bound = clock.now.addingTimeInterval(session.configuration.acquisitionTimeout.timeInterval)
+        let flight = Flight(id: nextID(), deadline: bound)
+        flight.generation = session.generation
+        session.flight = flight
+        let key = session.key
+        let flightID = flight.id
+        flight.task = Task(executorPreference: taskExecutor) { await self.runFlight(key, flightID: flightID) }
+        return flight
+    }
+
+    /// Called by the endpoint client just before the first token request goes out: marks the
+    /// flight as sent, or refuses (CancellationError) when it was abandoned.
+    /// `seed`, when given, is the configured refresh-token seed being sent: it is recorded as
+    /// consumed from then on, in this process and in the store.
+    func markSent(_ key: SessionKey, flightID: UInt64, seed: String? = nil) async throws {
+        guard !closed, let flight = sessions[key]?.flight, flight.id == flightID, !flight.waiters.isEmpty,
+            !Task.isCancelled
+        else { throw CancellationError() }
+        TokenRequestWatch.willSend()
+        flight.sent = true
+        if let seed {
+            let digest = Self.digest(seed)
+            consumedSeeds.insert(digest)
+            do {
+                try await store.markSeedSpent(StoreKey.hex(digest))
+            } catch {
+                log.warn("the spent seed of \(key) could not be recorded in the store: \(error)")
+            }
+        }
+    }
+
+    private func runFlight(_ key: SessionKey, flightID: UInt64) async {
+        defer { detached[flightID] = nil }
+        guard let session = sessions[key], let flight = session.flight, flight.id == flightID else { return }
+        let result: Result<FlightOutcome, AuthError>
+        do {
+            result = .success(try await acquire(session, flight))
+        } catch let error as AuthError {
+            // Whatever failed after a logout of the session, the callers' answer is that logout.
+            result = .failure(session.generation == flight.generation ? error : .loggedOut)
+        } catch {
+            result = .failure(.cancelled)
+        }
+        finish(session, flight, result)
+    }
+
+    /// Commits a flight's result and answers its waiters. A detached (abandoned) flight changes
+    /// nothing.
+    private func finish(_ session: Session, _ flight: Flight, _ result: Result<FlightOutcome, AuthError>) {
+        guard session.flight === flight, sessions[session.key] === session else { return }
+        session.flight = nil
+        let waiters = flight.waiters
+        flight.waiters = [:]
+        let answer: Result<Token, any Error>
+        switch result {
+        case .success(.stored(let token)):
+            answer = .success(token)
+        case .success(.loaded):
+            assert(waiters.isEmpty, "a flight that ended with its read had waiters")
+            answer = .failure(AuthError.cancelled)  // no waiters: see `acquire`
+        case .success(.obtained(let token)):
+            session.token = token
+            session.invalidated = false
+            session.lastError = nil
+            if flight.isRenewal { session.counters.renewals += 1 } else { session.counters.acquisitions += 1 }
+            answer = .success(token)
+        case .failure(let error):
+            if error != .cancelled && error != .loggedOut { session.lastError = error }
+            if flight.isRenewal && error.isRefusal {
+                log.warn("token renewal refused for \(session.key): \(error.description)")
+                emit(.authFailed(AuthFailure(key: session.key, error: error)))
+            }
+            answer = .failure(error)
+        }
+        for waiter in waiters.values {
+            waiter.timer?.cancel()
+            waiter.continuation.resume(with: answer)
+        }
+    }
+
+    /// Loads the store if needed (a valid stored token is used without the lease), then, holding
+    /// the session's lease across processes, re-reads the store (another process may have renewed
+    /// meanwhile) and obtains a token (refresh first, client credentials as the grant allows) and
+    /// commits it. Re-checks state after every await.
+    private func acquire(_ session: Session, _ flight: Flight) async throws -> FlightOutcome {
+        let key = session.key
+        let configuration = session.configuration
+        let (storeKey, seedValue) = try await resolveStoreKey(session)
+        if !session.loaded {
+            try await reload(session, storeKey)
+            if let token = usableToken(session, now: clock.now, minimumValidity: flight.minimumValidity) {
+                return .stored(token)
+            }
+        }
+        // A read ahead of use (`readAhead`) that no caller has joined ends here; so does an
+        // abandoned flight. Nothing suspends between this check and `finish`.
+        if flight.waiters.isEmpty { return .loaded }
+        // An interactive session without a refresh token needs a person: say so at once, without
+        // touching the network (a login is started by `login` only).
+        if session.refreshToken == nil, configuration.grant.interactive != nil {
+            throw AuthError.loginRequired("profile '\(key.profile)' needs a person to log in")
+        }
+        try Task.checkCancellation()
+        let lease = try await store.acquireLease(
+            storeKey, purpose: .renewal, deadline: flight.deadline,
+            expiresAt: flight.deadline.addingTimeInterval(Self.leaseMargin))
+        defer { store.releaseLease(lease) }
+        if let afterLease { await afterLease() }
+        try Task.checkCancellation()
+        // Read under the lease, before the store: a logout in any process after this (it bumps the
+        // epoch) makes the commit write nothing.
+        let logoutEpoch = try await readLogoutEpoch(storeKey)
+        guard session.generation == flight.generation else { throw AuthError.loggedOut }
+        try await reload(session, storeKey)
+        guard session.generation == flight.generation else { throw AuthError.loggedOut }
+        // A rotation whose commit failed (and that the store still does not supersede) is
+        // committed now, before anything is sent: its access token may still serve.
+        if session.unsavedRotation != nil {
+            try await commitUnsaved(session, storeKey)
+            guard session.generation == flight.generation else { throw AuthError.loggedOut }
+        }
+        if let token = usableToken(session, now: clock.now, minimumValidity: flight.minimumValidity) {
+            return .stored(token)
+        }
+        if session.interactionRequired {
+            throw session.lastError ?? AuthError.interactionRequired("the refresh token was refused")
+        }
+        flight.isRenewal = session.token != nil
+        let traffic = traffic(for: key)
+        let endpointClient = traffic.endpoint
+        let endpoint = try await tokenEndpoint(
+            for: configuration, discovery: traffic.discovery, deadline: flight.deadline)
+        let credential = try await ClientCredential.resolve(configuration, tokenEndpoint: endpoint)
+        var refreshToken = session.refreshToken
+        var sentSeed: String?
+        if refreshToken == nil, case .refreshToken = configuration.grant {
+            var seed = seedValue
+            if seed == nil { seed = try await resolveSeed(configuration) }
+            guard let resolved = seed else {
+                throw AuthError.configuration("the refresh_token seed could not be resolved")
+            }
+            // A seed already sent (by any process) is spent (rotated or refused): sending it again
+            // would be a replay, and a server with reuse protection would revoke the whole family.
+            let digest = Self.digest(resolved)
+            let spentElsewhere: Bool
+            do {
+                spentElsewhere = try await store.isSeedSpent(StoreKey.hex(digest))
+            } catch let error as AuthError {
+                throw error
+            } catch {
+                throw AuthError.storage("the token store could not be read")
+            }
+            guard !consumedSeeds.contains(digest), !spentElsewhere else {
+                throw AuthError.interactionRequired(
+                    "the configured refresh token was already used; provision a new one")
+            }
+            refreshToken = resolved
+            sentSeed = resolved
+        }
+        let flightID = flight.id
+        let beforeSend: @Sendable () async throws -> Void = { [sentSeed] in
+            try await self.markSent(key, flightID: flightID, seed: sentSeed)
+        }
+        let response: TokenResponse
+        var usedRefreshToken: String?
+        if refreshToken != nil, configuration.isOpenIDConnect {
+            // The renewal's ID token is validated with the issuer's keys: have them before the
+            // refresh token is spent, so that an unreachable JWKS fails this renewal (nothing sent)
+            // rather than the validation of tokens already issued.
+            try await prepareRenewalIDTokenKeys(session, deadline: flight.deadline)
+        }
+        if let refreshToken {
+            let request = try endpointClient.makeRequest(
+                endpoint: endpoint, grant: .refresh(refreshToken, configuration), configuration: configuration,
+                credential: credential)
+            do {
+                response = try await endpointClient.send(
+                    request, deadline: flight.deadline, beforeFirstSend: beforeSend)
+                usedRefreshToken = refreshToken
+            } catch let error as AuthError where error.oauthError == "invalid_grant" {
+                // A logout meanwhile revoked the token: that is why, and the session stays logged out.
+                guard session.generation == flight.generation else { throw AuthError.loggedOut }
+                try await dropRefreshState(session, refused: refreshToken)
+                guard
+                    let fresh = try await freshGrant(
+                        configuration, endpointClient: endpointClient, deadline: flight.deadline)
+                else {
+                    session.interactionRequired = true
+                    let ended =
+                        configuration.grant.interactive != nil
+                        ? AuthError.loginRequired("the refresh token was refused (invalid_grant)")
+                        : AuthError.interactionRequired("the refresh token was refused (invalid_grant)")
+                    session.lastError = ended
+                    throw ended
+                }
+                log.info("refresh token refused for \(key); acquiring afresh with \(configuration.grant.name)")
+                let request = try endpointClient.makeRequest(
+                    endpoint: endpoint, grant: fresh, configuration: configuration, credential: credential)
+                response = try await endpointClient.send(request, deadline: flight.deadline, beforeFirstSend: {})
+            }
+        } else {
+            guard
+                let grant = try await freshGrant(
+                    configuration, endpointClient: endpointClient, deadline: flight.deadline)
+            else { throw AuthError.configuration("profile '\(key.profile)' has no way to obtain a token") }
+            let request = try endpointClient.makeRequest(
+                endpoint: endpoint, grant: grant, configuration: configuration, credential: credential)
+            response = try await endpointClient.send(request, deadline: flight.deadline, beforeFirstSend: beforeSend)
+        }
+        guard session.generation == flight.generation else {
+            // Logged out meanwhile: commit nothing, and revoke what the server just issued.
+            await revokeAtServers([
+                TokenRevocation(
+                    key: key, configuration: configuration, refreshToken: response.refreshToken,
+                    accessToken: response.accessToken)
+            ])
+            throw AuthError.loggedOut
+        }
+        var identity: LoginIdentity?
+        if let usedRefreshToken {
+            identity = try await validateRenewalIDToken(response, session: session, spent: usedRefreshToken)
+        }
+        let token = try await commit(
+            response, previousRefreshToken: usedRefreshToken, session: session, storeKey: storeKey,
+            logoutEpoch: logoutEpoch, generation: flight.generation, subject: identity?.rawSubject)
+        if let identity { session.identity = identity }
+        return .obtained(token)
+    }
+
+    /// The session's logout epoch in the store (see ``TokenStore/logoutEpoch(_:)``).
+    func readLogoutEpoch(_ storeKey: StoreKey) async throws -> Int64 {
+        do {
+            return try await store.logoutEpoch(storeKey)
+        } catch let error as AuthError {
+            throw error
+        } catch {
+            throw AuthError.storage("the token store could not be read")
+        }
+    }
+
+    /// How much longer than its flight's own bound a renewal lease lasts: a holder that dies
+    /// mid-request is taken over by the pid check at once; this margin only covers a holder that
+    /// hangs (its lease then lapses).
+    static let leaseMargin: TimeInterval = 30
+
+    /// The configured seed of a `refresh_token` grant (`nil` for other grants).
+    private func resolveSeed(_ configuration: OAuthClientConfiguration) async throws -> String? {
+        guard case .refreshToken(let seed) = configuration.grant else { return nil }
+        do {
+            return try await seed.resolve()
+        } catch let error as AuthError {
+            throw error
+        } catch {
+            throw AuthError.configuration("the refresh_token seed could not be resolved")
+        }
+    }
+
+    /// The session's key in the store: what the token means plus, for a `refresh_token` profile,
+    /// the seed's fingerprint. The seed is resolved once per session; `resolvedSeed` is its value
+    /// when it was resolved by this call.
+    func resolveStoreKey(_ session: Session) async throws -> (key: StoreKey, resolvedSeed: String?) {
+        if let known = session.storeKey { return (known, nil) }
+        let resolved = try await resolveSeed(session.configuration)
+        let storeKey = StoreKey(
+            session: session.key, seedFingerprint: resolved.map { StoreKey.hex(Self.digest($0)) })
+        session.storeKey = storeKey
+        return (storeKey, resolved)
+    }
+
+    /// Reads the session's entry and makes it the session's state.
+    /// What is read is adopted unless the session was logged out meanwhile: the read predates the
+    /// logout, and the session stays logged out.
+    func reload(_ session: Session, _ storeKey: StoreKey) async throws {
+        let generation = session.generation
+        let stored: StoredTokens?
+        do {
+            stored = try await store.load(storeKey)
+        } catch let error as AuthError {
+            throw error
+        } catch {
+            throw AuthError.storage("the token store could not be read")
+        }
+        guard session.generation == generation else { return }
+        session.loaded = true
+        adoptStored(stored, into: session)
+    }
+
+    /// Builds the token, commits it (with the rotated or kept refresh token) to the store, and only
+    /// then makes it the session's refresh state. A store failure fails the renewal but keeps the
+    /// rotated refresh token in memory (the old one is already spent at the server).
+    ///
+    /// A logout since `logoutEpoch` (in any process: the store refuses the save) or since
+    /// `generation` (in this one, while the save was under way) wins: nothing of the response is
+    /// kept, its tokens are revoked, and the caller gets ``AuthError/loggedOut``.
+    /// `subject` is the validated ID token's `sub` (OpenID Connect), kept with the tokens; `nil`
+    /// keeps the one the session had.
+    func commit(
+        _ response: TokenResponse, previousRefreshToken: String?, session: Session, storeKey: StoreKey,
+        logoutEpoch: Int64?, generation: UInt64, subject: String? = nil
+    ) async throws -> Token {
+        let now = clock.now
+        let refreshToken = response.refreshToken ?? previousRefreshToken
+        let token = Token(
+            accessToken: response.accessToken, tokenType: response.tokenType, receivedAt: now,
+            expiresAt: response.expiresIn.map { now.addingTimeInterval(TimeInterval($0)) }, refreshToken: refreshToken,
+            scope: response.scope, version: nextID())
+        let stored = StoredTokens(
+            accessToken: token.accessToken, tokenType: token.tokenType, receivedAt: now, expiresAt: token.expiresAt,
+            refreshToken: refreshToken, scope: token.scope, subject: subject ?? session.identity?.rawSubject)
+        let revision: Int64?
+        do {
+            revision = try await store.save(stored, for: storeKey, logoutEpoch: logoutEpoch)
+        } catch {
+            guard session.generation == generation else { throw AuthError.loggedOut }
+            let failure = (error as? AuthError) ?? AuthError.storage("the new tokens could not be committed")
+            if let rotated = response.refreshToken {
+                log.error(
+                    "the new tokens of \(session.key) could not be committed to the store (\(failure.description)); "
+                        + "the rotated refresh token is kept in memory and committed again on the next use and at exit")
+                session.unsavedRotation = UnsavedCommit(
+                    refreshToken: rotated, storedRevision: session.revision, stored: stored, token: token,
+                    logoutEpoch: logoutEpoch)
+            } else {
+                log.error(
+                    "the new tokens of \(session.key) could not be committed to the store (\(failure.description))")
+            }
+            session.refreshToken = refreshToken
+            session.token = nil
+            session.revision = nil
+            throw failure
+        }
+        // Re-checked after the save's await: a logout in this process landing during the save is
+        // not undone (its own store removal, before or after this save, leaves the store empty).
+        guard let revision, session.generation == generation else {
+            if revision == nil, session.generation == generation {
+                log.info("\(session.key) was logged out in another process; the new tokens are not kept")
+                forgetTokens(session)
+            }
+            await revokeAtServers([
+                TokenRevocation(
+                    key: session.key, configuration: session.configuration, refreshToken: response.refreshToken,
+                    accessToken: response.accessToken)
+            ])
+            throw AuthError.loggedOut
+        }
+        session.revision = revision
+        session.refreshToken = refreshToken
+        session.unsavedRotation = nil
+        session.tokenFromStore = false
+        return token
+    }
+
+    /// Drops every token the session holds in memory (the store no longer has it).
+    func forgetTokens(_ session: Session) {
+        session.token = nil
+        session.refreshToken = nil
+        session.unsavedRotation = nil
+        session.revision = nil
+        session.tokenFromStore = false
+        session.invalidated = false
+        session.identity = nil
+    }
+
+    /// Forgets a refused refresh token (memory and store), unless another one replaced it.
+    func dropRefreshState(_ session: Session, refused: String) async throws {
+        guard session.refreshToken == nil || session.refreshToken == refused else { return }
+        session.refreshToken = nil
+        session.unsavedRotation = nil
+        session.token = session.token.map {
+            Token(
+                accessToken: $0.accessToken, tokenType: $0.tokenType, receivedAt: $0.receivedAt,
+                expiresAt: $0.expiresAt, refreshToken: nil, scope: $0.scope, version: $0.version)
+        }
+        do {
+            if let storeKey = session.storeKey { try await store.remove(storeKey) }
+            session.revision = nil
+        } catch {
+            throw AuthError.storage("the refused refresh token could not be removed")
+        }
+    }
+
+    /// Takes what the store holds as the session's state: the same revision keeps the held token
+    /// (and its stamp); another one replaces it; an entry gone (logged out, or refused, in another
+    /// process) drops what this process held from the store. While a rotated refresh token could
+    /// not be committed, the entry it replaced (same revision) is not adopted: it holds the spent one.
+    func adoptStored(_ stored: StoredTokens?, into session: Session) {
+        if let unsaved = session.unsavedRotation {
+            guard stored?.revision != unsaved.storedRevision else {
+                session.refreshToken = unsaved.refreshToken
+                session.token = nil
+                session.revision = stored?.revision
+                session.invalidated = false
+                session.tokenFromStore = false
+                return
+            }
+            session.unsavedRotation = nil
+        }
+        guard let stored else {
+            if session.revision != nil {
+                session.revision = nil
+                session.token = nil
+                session.refreshToken = nil
+                session.invalidated = false
+                session.tokenFromStore = false
+                session.identity = nil
+            }
+            return
+        }
+        if stored.revision == session.revision, session.token != nil || stored.accessToken == nil {
+            session.invalidated = session.invalidated || stored.invalidated
+            return
+        }
+        session.revision = stored.revision
+        session.refreshToken = stored.refreshToken
+        if let subject = stored.subject, session.identity?.rawSubject != subject {
+            session.identity = LoginIdentity(subject: subject)
+        }
+        // One registration for both, so the redactor rebuilds its matcher once.
+        Redactor.shared.registerTokens([stored.refreshToken, stored.accessToken].compactMap { $0 })
+        session.invalidated = stored.invalidated
+        session.tokenFromStore = stored.accessToken != nil
+        if let accessToken = stored.accessToken {
+            session.token = Token(
+                accessToken: accessToken, tokenType: stored.tokenType, receivedAt: stored.receivedAt ?? clock.now,
+                expiresAt: stored.expiresAt, refreshToken: stored.refreshToken, scope: stored.scope, version: nextID())
+        } else {
+            session.token = nil
+        }
+    }
+
+    /// Where tokens are fetched: discovery (verifying the issuer and the client-authentication
+    /// method) when an issuer is configured, with `token_url` overriding the endpoint.
+    func tokenEndpoint(
+        for configuration: OAuthClientConfiguration, discovery: DiscoveryClient, deadline: Date
+    ) async throws -> String {
+        guard let issuer = configuration.issuer else {
+            guard let tokenURL = configuration.tokenURL else {
+                throw AuthError.configuration("either issuer or token_url is required")
+            }
+            return tokenURL
+        }
+        let metadata = try await discovery.metadata(for: issuer, deadline: deadline)
+        // A public client (`none`) sends no secret, so there is nothing to agree on: servers often
+        // leave `none` out of the list yet accept PKCE public clients (Django OAuth Toolkit does).
+        if configuration.clientAuth != .none, let methods = metadata.tokenEndpointAuthMethodsSupported,
+            !methods.contains(configuration.clientAuth.rawValue)
+        {
+            throw AuthError.configuration(
+                "client_auth \(configuration.clientAuth.rawValue) is not supported by the issuer (it supports: "
+                    + ServerText(methods.joined(separator: ", ")).value + ")")
+        }
+        return configuration.tokenURL ?? metadata.tokenEndpoint
+    }
+
+    /// The SHA-256 digest of `value` (consumed seeds are remembered by digest, not by value).
+    static func digest(_ value: String) -> [UInt8] { LibCrypto.sha256(Array(value.utf8)) }
+}

@@ -1,0 +1,167 @@
+import TokenRelayHTTPFields
+
+/// Where the config file is, and whether the user named it (then a missing file is fatal).
+public struct ConfigLocation: Sendable, Hashable {
+    /// The file path.
+    public var path: String
+    /// Named by `--config` or `$TOKENRELAY_CONFIG` (not the implicit default).
+    public var isExplicit: Bool
+
+    public init(path: String, isExplicit: Bool) {
+        self.path = path
+        self.isExplicit = isExplicit
+    }
+}
+
+/// The outcome of loading a config: settings when it is valid, and every diagnostic.
+public struct ConfigLoadResult: Sendable {
+    /// The settings; `nil` when any error was reported.
+    public var settings: Settings?
+    /// Every problem found, errors and warnings, in file order.
+    public var diagnostics: [ConfigDiagnostic]
+    /// The file that was read (`nil` when no file was found or located).
+    public var file: String?
+
+    public init(settings: Settings?, diagnostics: [ConfigDiagnostic], file: String?) {
+        self.settings = settings
+        self.diagnostics = diagnostics
+        self.file = file
+    }
+
+    /// The error diagnostics.
+    public var errors: [ConfigDiagnostic] { diagnostics.filter { $0.severity == .error } }
+    /// The warning diagnostics.
+    public var warnings: [ConfigDiagnostic] { diagnostics.filter { $0.severity == .warning } }
+    /// Whether the config is invalid.
+    public var hasErrors: Bool { diagnostics.contains { $0.severity == .error } }
+}
+
+/// Finds, reads, parses and validates the config file. Everything outside the process (the
+/// environment, files, commands) is injected, so tests are hermetic.
+public struct ConfigLoader: Sendable {
+    /// Reads the config file, secret files and checks `ca_file`.
+    public var fileSystem: any ConfigFileSystem
+    /// Runs `{ command: [...] }` secret sources.
+    public var commandRunner: any SecretCommandRunner
+
+    public init(
+        fileSystem: any ConfigFileSystem = LocalFileSystem(),
+        commandRunner: any SecretCommandRunner = ProcessCommandRunner()
+    ) {
+        self.fileSystem = fileSystem
+        self.commandRunner = commandRunner
+    }
+
+    /// The keys the decoder accepts at each level: `top`, `server`, `store`, `environment`,
+    /// `events`, `secret` and `profile.<type>` (used to check the JSON Schema agrees).
+    public static var knownKeyTables: [String: Set<String>] { SettingsDecoder.knownKeys }
+
+    /// The config path: `path` (from `--config`), else `$TOKENRELAY_CONFIG`, else
+    /// `$XDG_CONFIG_HOME/tokenrelay/config.yaml`, else `$HOME/.config/tokenrelay/config.yaml`.
+    /// `nil` when none can be formed (no HOME).
+    public static func locate(path: String?, environment: [String: String]) -> ConfigLocation? {
+        if let path, !path.isEmpty { return ConfigLocation(path: path, isExplicit: true) }
+        if let path = environment["TOKENRELAY_CONFIG"], !path.isEmpty {
+            return ConfigLocation(path: path, isExplicit: true)
+        }
+        if let xdg = environment["XDG_CONFIG_HOME"], xdg.hasPrefix("/") {
+            return ConfigLocation(path: xdg + "/tokenrelay/config.yaml", isExplicit: false)
+        }
+        if let home = environment["HOME"], !home.isEmpty {
+            return ConfigLocation(path: home + "/.config/tokenrelay/config.yaml", isExplicit: false)
+        }
+        return nil
+    }
+
+    /// Locates and loads the config. A missing explicit file is an error; a missing implicit
+    /// default is a warning and gives ``Settings/empty``.
+    public func load(path: String?, environment: [String: String], mode: ConfigLoadMode) async -> ConfigLoadResult {
+        guard let location = Self.locate(path: path, environment: environment) else {
+            let warning = ConfigDiagnostic(
+                file: "config.yaml", mark: .file, severity: .warning,
+                message:
+                    "no config file given and neither XDG_CONFIG_HOME nor HOME is set; running with no environments")
+            return ConfigLoadResult(settings: .empty, diagnostics: [warning], file: nil)
+        }
+        let bytes: [UInt8]
+        do {
+            bytes = try fileSystem.contents(atPath: location.path)
+        } catch {
+            if case .notFound = error, !location.isExplicit {
+                let warning = ConfigDiagnostic(
+                    file: location.path, mark: .file, severity: .warning,
+                    message: "no config file here; running with no environments (create it, or pass --config)")
+                return ConfigLoadResult(settings: .empty, diagnostics: [warning], file: nil)
+            }
+            let message: String
+            switch error {
+            case .notFound: message = "config file not found"
+            case .unreadable(_, let reason): message = "cannot read the config file: \(reason)"
+            }
+            let failure = ConfigDiagnostic(file: location.path, mark: .file, severity: .error, message: message)
+            return ConfigLoadResult(settings: nil, diagnostics: [failure], file: location.path)
+        }
+        return await decode(bytes: bytes, file: location.path, environment: environment, mode: mode)
+    }
+
+    /// Decodes YAML text held in memory as if it were the file `file`.
+    public func decode(yaml: String, file: String = "<memory>", environment: [String: String], mode: ConfigLoadMode)
+        async
+        -> ConfigLoadResult
+    {
+        await decode(bytes: Array(yaml.utf8), file: file, environment: environment, mode: mode)
+    }
+
+    /// Decodes YAML bytes as if they were the file `file`. In `check(resolveSecrets: true)`
+    /// mode every secret is resolved (and registered with the redactor) to prove it resolves.
+    public func decode(bytes: [UInt8], file: String, environment: [String: String], mode: ConfigLoadMode) async
+        -> ConfigLoadResult
+    {
+        var (result, secrets) = decodeStructure(bytes: bytes, file: file, environment: environment, mode: mode)
+        if case .check(resolveSecrets: true) = mode {
+            for secret in secrets {
+                do {
+                    let value = try await secret.resolve()
+                    // The store key is read by the parser `serve` reads it with: what one refuses,
+                    // so does the other.
+                    if secret.keyPath == Self.storeKeyPath, StoreKeyText.decode(value) == nil {
+                        result.diagnostics.append(
+                            ConfigDiagnostic(
+                                file: file, mark: secret.mark, severity: .error,
+                                message: "'\(Self.storeKeyPath)' \(StoreKeyText.requirement)"))
+                    }
+                } catch {
+                    result.diagnostics.append(
+                        ConfigDiagnostic(file: file, mark: secret.mark, severity: .error, message: error.message))
+                }
+            }
+            if result.hasErrors { result.settings = nil }
+        }
+        return result
+    }
+
+    /// The key path of the store's encryption key (checked as a key once resolved).
+    static let storeKeyPath = "store.encryption_key"
+
+    /// Parses and validates without resolving any secret or running anything (synchronous;
+    /// used by the fuzzer and by `decode`).
+    public func decodeStructure(bytes: [UInt8], file: String, environment: [String: String], mode: ConfigLoadMode)
+        -> (ConfigLoadResult, [SecretSource])
+    {
+        let resolver = SecretResolver(environment: environment, fileSystem: fileSystem, commandRunner: commandRunner)
+        var decoder = SettingsDecoder(file: file, mode: mode, resolver: resolver)
+        let root: YAMLNode?
+        do {
+            root = try YAMLParser().parse(bytes: bytes)
+        } catch {
+            decoder.sink.error(error.message, at: error.mark)
+            return (ConfigLoadResult(settings: nil, diagnostics: decoder.sink.diagnostics, file: file), [])
+        }
+        let settings = decoder.decode(root)
+        let diagnostics = decoder.sink.diagnostics.sorted { $0.mark < $1.mark }
+        let valid = !decoder.sink.hasErrors
+        return (
+            ConfigLoadResult(settings: valid ? settings : nil, diagnostics: diagnostics, file: file), decoder.secrets
+        )
+    }
+}

@@ -1,0 +1,403 @@
+import FoundationEssentials
+import TokenRelayAuth
+import TokenRelayConfig
+import TokenRelayErrorKinds
+import TokenRelayHTTP
+import TokenRelayJSONRPC
+import TokenRelayLogging
+
+/// One `http_request` tool call (SPEC §8): the agent's arguments checked against what is
+/// exposed and the rules, then sent through `request`'s own path (``RequestMethod``), and the
+/// response handed back redacted and bounded. A call that is refused sends nothing.
+struct HTTPRequestTool {
+    let face: MCPFace
+    let era: MCPProtocol.Era
+    /// The `tools/call` params (a stateless client's retry carries `inputResponses` and
+    /// `requestState` here).
+    let params: JSONValue?
+    /// The call's number in this process (audit lines).
+    let number: Int
+
+    static let members: Set<String> = [
+        "environment", "profile", "method", "path", "pathParams", "query", "headers", "json", "text",
+    ]
+
+    /// A refusal: the agent gets it as an `isError` result; nothing was sent.
+    struct Refusal: Error {
+        var message: String
+        var rule: String = "-"
+    }
+
+    /// What the audit line says about a call.
+    private struct Audit {
+        var environment = "ENV"
+        var profile = "PROFILE"
+        var method = "-"
+        var url = "-"
+        var rule = "-"
+        var outcome = "-"
+    }
+
+    func run(_ arguments: JSONObject) async -> MCPToolOutcome {
+        let start = ContinuousClock.now
+        var audit = Audit()
+        let outcome: MCPToolOutcome
+        do {
+            outcome = try await face.server.runtimes.use { runtime in
+                try await call(arguments, runtime: runtime, audit: &audit)
+            }
+        } catch let refusal as Refusal {
+            if audit.outcome == "-" { audit.outcome = "refused" }
+            if audit.rule == "-" { audit.rule = refusal.rule }
+            outcome = .failure(refusal.message)
+        } catch {
+            let failure = ErrorMapping.rpcError(error)
+            audit.outcome = failure.kind.rawValue
+            outcome = .failure(Self.failureText(failure, environment: audit.environment, profile: audit.profile))
+        }
+        let elapsed = ContinuousClock.now - start
+        log.info(
+            "mcp: call #\(number) http_request \(audit.method) \(audit.url) rule=\(audit.rule) -> \(audit.outcome) "
+                + "in \(elapsed.components.seconds * 1000 + elapsed.components.attoseconds / 1_000_000_000_000_000) ms")
+        return outcome
+    }
+
+    // MARK: - The call
+
+    private func call(_ arguments: JSONObject, runtime: RelayRuntime, audit: inout Audit) async throws
+        -> MCPToolOutcome
+    {
+        for key in arguments.keys where !Self.members.contains(key) {
+            if key == "url" {
+                throw Refusal(
+                    message:
+                        "refused: absolute URLs are not allowed; give 'path', relative to the environment's base URL")
+            }
+            throw Refusal(
+                message:
+                    "unknown argument '\(key.prefix(64))'; allowed: \(Self.members.sorted().joined(separator: ", "))")
+        }
+        for key in ["environment", "profile", "method", "path"] {
+            if let value = arguments[key], value.stringValue == nil {
+                throw Refusal(message: "invalid arguments: '\(key)' must be a string, not \(value.typeName)")
+            }
+        }
+        let exposure = runtime.mcpExposure
+        let exposedNames = exposure.environments.map(\.name).joined(separator: ", ")
+        guard let environmentName = arguments["environment"]?.stringValue ?? exposure.defaultEnvironment else {
+            throw Refusal(
+                message: exposure.environments.isEmpty
+                    ? "refused: nothing is exposed to agents (the configuration has no mcp: block)"
+                    : "name an environment: one of \(exposedNames)")
+        }
+        guard let exposed = exposure.environment(named: environmentName) else {
+            throw Refusal(
+                message:
+                    "refused: environment '\(environmentName.prefix(64))' is not exposed to agents (it has no mcp: block); exposed: \(exposedNames.isEmpty ? "none" : exposedNames)"
+            )
+        }
+        var profile: MCPExposure.Profile?
+        if let name = arguments["profile"]?.stringValue ?? exposed.defaultProfile {
+            guard let found = exposed.profile(named: name) else {
+                throw Refusal(
+                    message:
+                        "refused: profile '\(name.prefix(64))' of environment '\(environmentName)' is not exposed to agents; exposed: \(exposed.profiles.map(\.name).joined(separator: ", "))"
+                )
+            }
+            profile = found
+        } else if !exposed.profiles.isEmpty {
+            throw Refusal(
+                message:
+                    "name a profile of environment '\(environmentName)': one of \(exposed.profiles.map(\.name).joined(separator: ", "))"
+            )
+        }
+        guard let rules = exposed.rules(for: profile) else {
+            throw Refusal(message: "refused: environment '\(environmentName)' exposes no rules")
+        }
+        audit.environment = environmentName
+        audit.profile = profile?.name ?? "PROFILE"
+        let environment = try runtime.environment(environmentName)
+        let profileRuntime = profile.flatMap { environment.profiles[$0.name] }
+
+        guard case .string(let path)? = arguments["path"] else {
+            throw Refusal(
+                message: "'path' is required: a path relative to the environment's base URL, starting with '/'")
+        }
+        if path.contains("://") || !path.hasPrefix("/") || path.hasPrefix("//") {
+            throw Refusal(
+                message:
+                    "refused: '\(path.prefix(100))' is not a path under the base URL; absolute URLs are not allowed (give a path starting with a single '/')"
+            )
+        }
+        try checkHeaders(arguments["headers"], credentialHeader: profileRuntime?.credentialHeader)
+        if let secretParameters = profileRuntime?.secretQueryParameters, case .object(let query)? = arguments["query"] {
+            for name in query.keys where secretParameters.contains(name) {
+                throw Refusal(
+                    message:
+                        "refused: the query parameter '\(name)' carries the profile's credential; tokenrelay sets it")
+            }
+        }
+
+        // The request as `request` would take it, with every default made explicit.
+        var members = arguments
+        members["environment"] = .string(environmentName)
+        if let profile { members["profile"] = .string(profile.name) } else { members["profile"] = nil }
+        let method = MCPRule.canonicalMethod(arguments["method"]?.stringValue ?? "GET")
+        members["method"] = .string(method)
+        var request: RequestParams
+        do {
+            request = try RequestParams.decode(.object(members))
+        } catch {
+            throw Refusal(message: "invalid arguments: \(Self.diagnosticsText(error))")
+        }
+        guard case .path(let template, let variables) = request.target else {
+            throw Refusal(message: "refused: absolute URLs are not allowed")
+        }
+        let expanded: String
+        do {
+            expanded = try RequestMethod.expandedPath(template, variables: variables)
+        } catch {
+            throw Refusal(message: "invalid path: \(Self.diagnosticsText(error))")
+        }
+        let normalised: MCPPath
+        switch MCPPath.normalise(expanded) {
+        case .success(let value): normalised = value
+        case .failure(let problem): throw Refusal(message: "refused: \(problem.description); nothing was sent")
+        }
+        request.target = .path(template: normalised.description, variables: [:])
+        audit.method = method
+        audit.url = Self.auditURL(base: exposed.baseURL, path: normalised.description, query: request.query)
+
+        let decision = rules.decide(method: method, path: normalised)
+        let scope = "environment '\(environmentName)'" + (profile.map { ", profile '\($0.name)'" } ?? "")
+        switch decision {
+        case .denied(let rule):
+            audit.rule = "deny \(rule.text)"
+            throw Refusal(
+                message:
+                    "refused by the rule deny '\(rule.text)' of \(scope): \(method) \(normalised) is not allowed; nothing was sent"
+            )
+        case .unlisted:
+            throw Refusal(
+                message:
+                    "refused: no rule of \(scope) allows \(method) \(normalised); nothing was sent. Allowed: \(rules.allow.map(\.text)), with confirmation: \(rules.confirm.map(\.text))"
+            )
+        case .allowed(let rule):
+            audit.rule = "allow \(rule.text)"
+        case .confirm(let rule):
+            audit.rule = "confirm \(rule.text)"
+            let summary = Self.summary(method: method, url: audit.url, request: request, scope: scope)
+            if let pending = try await confirm(summary: summary, request: request, rule: rule) {
+                audit.outcome = "awaiting confirmation"
+                return pending
+            }
+        }
+
+        let response: HTTPResponse
+        let elapsed: Duration
+        do {
+            (response, elapsed) = try await RequestMethod(runtime: runtime).perform(request)
+        } catch {
+            let failure = ErrorMapping.rpcError(error)
+            guard failure.kind == .interactionRequired, let session = profileRuntime?.session,
+                face.supportsURLElicitation(era),
+                let (prompt, started) = await face.startLogin(session, runtime: runtime)
+            else { throw error }
+            audit.outcome = started ? "login started" : "login pending"
+            let profileName = profile?.name ?? ""
+            // Asked once per login: a retry while the person is at it only says so again.
+            if started {
+                face.openURL(
+                    (prompt.verificationURIComplete ?? prompt.url).value,
+                    message: "Log in to \(environmentName) (profile \(profileName)) for tokenrelay"
+                        + (prompt.userCode.map { ", code \($0)" } ?? ""))
+            }
+            throw Refusal(message: Self.loginText(prompt, environment: environmentName, profile: profileName))
+        }
+        audit.outcome = "\(response.status)"
+        return Self.encode(response, limit: exposed.maxResponseBytes(for: profile), elapsed: elapsed)
+    }
+
+    /// Headers some servers and frameworks take as the real method or path: with one of them,
+    /// a call the rules allow could act as one they refuse.
+    static let overridingHeaders: Set<String> = [
+        "x-http-method-override", "x-http-method", "x-method-override", "x-original-url", "x-rewrite-url",
+        "x-original-method", "x-forwarded-prefix",
+    ]
+
+    /// Refuses the headers an agent may not set: `Authorization`, `Cookie`, `Proxy-*`, the
+    /// profile's own credential header, and the method and path overrides.
+    private func checkHeaders(_ headers: JSONValue?, credentialHeader: String?) throws {
+        guard case .object(let members)? = headers else { return }
+        for name in members.keys {
+            let lower = name.lowercased()
+            if Self.overridingHeaders.contains(lower) {
+                throw Refusal(
+                    message:
+                        "refused: the '\(name.prefix(64))' header would override the method or path the rules decided on; nothing was sent"
+                )
+            }
+            if lower == "authorization" || lower == "cookie" || lower.hasPrefix("proxy-") || lower == credentialHeader {
+                throw Refusal(
+                    message:
+                        "refused: an agent may not set the '\(name.prefix(64))' header (credentials are tokenrelay's to attach); nothing was sent"
+                )
+            }
+        }
+    }
+
+    // MARK: - Confirmation
+
+    /// Asks the person to accept the call: `nil` when accepted (send it), an input-required
+    /// outcome for a stateless client's first try; throws a refusal otherwise.
+    private func confirm(summary: String, request: RequestParams, rule: MCPRule) async throws -> MCPToolOutcome? {
+        let capabilities = face.clientCapabilities(era)
+        guard MCPProtocol.supportsFormElicitation(capabilities) else {
+            throw Refusal(
+                message:
+                    "refused: the rule confirm '\(rule.text)' needs the person's consent, and consent could not be asked (this MCP client did not declare the elicitation capability); nothing was sent"
+            )
+        }
+        switch era {
+        case .handshake(let version):
+            switch await face.elicit(message: summary, version: version) {
+            case .success("accept"): return nil
+            case .success(let action):
+                throw Refusal(message: "not sent: the person did not accept (\(action.prefix(20)))")
+            case .failure(let error):
+                if error.kind == .cancelled { throw CancellationError() }
+                throw Refusal(message: "not sent: consent could not be asked: \(error.message)")
+            }
+        case .stateless:
+            let fingerprint = Self.fingerprint(request)
+            if case .object(let responses)? = params?["inputResponses"], let answer = responses["confirm"] {
+                guard case .string(let token)? = params?["requestState"],
+                    face.redeemConfirmation(token, fingerprint: fingerprint)
+                else {
+                    throw Refusal(
+                        message:
+                            "not sent: the confirmation does not match this call or has expired; call again to ask the person again"
+                    )
+                }
+                guard answer["action"]?.stringValue == "accept" else {
+                    throw Refusal(message: "not sent: the person did not accept")
+                }
+                return nil
+            }
+            let token = face.issueConfirmation(fingerprint: fingerprint)
+            var elicitation: JSONObject = ["mode": "form", "message": .string(summary)]
+            elicitation["requestedSchema"] = MCPTools.consentSchema
+            return .inputRequired(
+                requests: ["confirm": ["method": "elicitation/create", "params": .object(elicitation)]], state: token)
+        }
+    }
+
+    /// What the person is asked: method, URL (query names only), body summary.
+    static func summary(method: String, url: String, request: RequestParams, scope: String) -> String {
+        var text = "An agent asks tokenrelay to send \(method) \(url) (\(scope))."
+        if let body = request.body {
+            let preview = Redactor.shared.redact(String(decoding: body.bytes.prefix(300), as: UTF8.self))
+            text += " Body (\(body.bytes.count) bytes): \(preview)\(body.bytes.count > 300 ? "…" : "")"
+        }
+        return text + " Accept to send it once."
+    }
+
+    /// Identifies a call exactly (what would be sent), binding a confirmation to it.
+    static func fingerprint(_ request: RequestParams) -> String {
+        var parts = [request.environment ?? "", request.profile ?? "", request.method]
+        if case .path(let path, _) = request.target { parts.append(path) }
+        parts.append(request.query.map { "\($0.name)=\($0.value)" }.joined(separator: "&"))
+        parts.append(request.headers.map { "\($0.name):\($0.value)" }.joined(separator: "\n"))
+        parts.append(request.body.map { String(decoding: $0.bytes, as: UTF8.self) } ?? "")
+        return parts.joined(separator: "\u{0}")
+    }
+
+    // MARK: - Answers
+
+    /// The URL for logs and questions: query names, never their values.
+    static func auditURL(base: String, path: String, query: [(name: String, value: String)]) -> String {
+        var url = RequestURL.join(base: base, path: path)
+        if !query.isEmpty { url += "?" + query.map { "\($0.name)=…" }.joined(separator: "&") }
+        return url
+    }
+
+    /// The tool result of a response: every known secret masked (body bytes and header values),
+    /// the body cut to `limit` bytes on a character boundary.
+    static func encode(_ response: HTTPResponse, limit: Int, elapsed: Duration) -> MCPToolOutcome {
+        let redactor = Redactor.shared
+        var body = redactor.redact(bytes: response.body)
+        var truncated = false
+        if body.count > limit {
+            var cut = limit
+            // Back off to the start of the UTF-8 sequence the limit falls in.
+            while cut > 0, cut < body.count, body[cut] & 0xC0 == 0x80, limit - cut < 4 { cut -= 1 }
+            body = Array(body[..<cut])
+            truncated = true
+        }
+        var headers = HTTPHeaders()
+        for field in response.headers { headers.add(name: field.name, value: redactor.redact(field.value)) }
+        var structured: JSONObject = [
+            "status": .int(response.status), "headers": .object(ResponseEncoding.headerObject(headers)),
+        ]
+        let contentType = response.headers["content-type"]
+        var bodyText = ""
+        if !body.isEmpty {
+            switch ResponseEncoding.body(body, contentType: contentType) {
+            case .json(let text):
+                // Once more after parsing: escapes a server wrote cannot unmask a secret.
+                let bytes = redactor.redact(bytes: text.bytes)
+                bodyText = String(decoding: bytes, as: UTF8.self)
+                structured["json"] = (try? JSONParser.parse(bytes)) ?? .string(bodyText)
+            case .text(let text):
+                bodyText = redactor.redact(text)
+                structured["text"] = .string(bodyText)
+            case .base64(let encoded):
+                bodyText = "(\(body.count) bytes of binary content: base64 in structuredContent.base64)"
+                structured["base64"] = .string(encoded)
+            }
+        }
+        structured["truncated"] = .bool(truncated)
+        var text = "HTTP \(response.status)"
+        if let contentType { text += "\ncontent-type: \(redactor.redact(contentType))" }
+        text += "\nelapsed: \(DurationText.format(elapsed))"
+        if truncated { text += "\n(body truncated at \(limit) bytes)" }
+        if !bodyText.isEmpty { text += "\n\n" + bodyText }
+        return .result(isError: false, structured: structured, text: text)
+    }
+
+    /// What the agent is told once a login was started and its page sent to the client to open.
+    static func loginText(_ prompt: LoginPrompt, environment: String, profile: String) -> String {
+        var page = (prompt.verificationURIComplete ?? prompt.url).value
+        if prompt.verificationURIComplete == nil, let code = prompt.userCode { page += " (code \(code.value))" }
+        return
+            "not sent: profile '\(profile)' of environment '\(environment)' needs the person to log in. tokenrelay asked your client to open the login page: \(page). The login completes in the background: call again once the person has logged in (or they can run `tokenrelay login --env \(environment) --profile \(profile)`)."
+    }
+
+    /// What the agent is told when the request could not be made.
+    static func failureText(_ failure: RPCError, environment: String, profile: String) -> String {
+        switch failure.kind {
+        case .interactionRequired:
+            return
+                "not sent: this profile needs the person to log in first. Ask them to run `tokenrelay login --env \(environment) --profile \(profile)` in a terminal, then call again. (\(failure.message))"
+        case .auth:
+            return
+                "not sent: the credentials were refused when tokenrelay asked for a token (\(failure.message)); the person must fix the profile's configuration"
+        case .transport, .timeout:
+            return
+                "the request failed (\(failure.kind.rawValue)): \(failure.message); the API may be unreachable, try again later"
+        case .cancelled:
+            return "cancelled"
+        default:
+            return "the request failed (\(failure.kind.rawValue)): \(failure.message)"
+        }
+    }
+
+    static func diagnosticsText(_ error: any Error) -> String {
+        let failure = ErrorMapping.rpcError(error)
+        guard case .array(let diagnostics)? = failure.data["diagnostics"] else { return failure.message }
+        return diagnostics.map { item in
+            let pointer = item["pointer"]?.stringValue ?? ""
+            return "\(pointer.isEmpty ? "arguments" : pointer): \(item["reason"]?.stringValue ?? "invalid")"
+        }.joined(separator: "; ")
+    }
+}

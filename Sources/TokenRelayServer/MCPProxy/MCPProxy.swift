@@ -1,0 +1,84 @@
+import FoundationEssentials
+import Synchronization
+import TokenRelayAuth
+import TokenRelayConfig
+import TokenRelayErrorKinds
+import TokenRelayHTTP
+import TokenRelayJSONRPC
+import TokenRelayLogging
+
+/// `tokenrelay mcp-proxy` (SPEC §9.6): a stdio MCP server that forwards every message to a remote
+/// MCP server over Streamable HTTP with the session's token. Messages go on unchanged; the
+/// client sees only the server's messages and, for a request that could not be delivered, a
+/// JSON-RPC error answer to it. Tokens never reach the client, stdout or stderr.
+public enum MCPProxy {
+    /// The profile name of the implicit configuration.
+    public static let implicitProfile = "mcp"
+
+    /// The settings of `tokenrelay mcp-proxy URL` without a config: one environment for the URL
+    /// (named by its canonical form, so every proxy of that server shares its sessions), a
+    /// discovered `authorization_code` profile registering itself, the default store.
+    public static func implicitSettings(url: String, openBrowser: Bool, store: StoreSettings = StoreSettings())
+        -> Settings
+    {
+        let name = ResourceIdentifier.canonical(url) ?? url
+        var client = OAuthClientSettings(clientID: "")
+        client.discovery = DiscoverySettings()
+        let login = InteractiveLoginSettings(openBrowser: openBrowser ? .system : .off)
+        let profile = ProfileSettings(
+            name: implicitProfile, typeName: "authorization_code", kind: .authorizationCode(client, login))
+        let environment = EnvironmentSettings(
+            name: name, baseURL: url, defaultProfile: implicitProfile, profiles: [profile])
+        return Settings(defaultEnvironment: name, environments: [environment], store: store)
+    }
+
+    /// Relays the messages of `input` (one JSON-RPC message per element) until it ends or
+    /// `stop` fires, writing the server's messages with `output` (one message, no newline) and
+    /// login prompts with `notice`. Returns nil, or the error that kept it from starting.
+    public static func run(
+        settings: Settings, environment: String?, profile: String?, openBrowser: Bool,
+        input: AsyncStream<[UInt8]>, output: @escaping @Sendable ([UInt8]) -> Void,
+        notice: @escaping @Sendable (String) -> Void, executor: (any TaskExecutor)? = nil
+    ) async -> RPCError? {
+        let runtime: RelayRuntime
+        do {
+            runtime = try await RelayRuntime.make(
+                settings: settings, environmentOverride: environment, taskExecutor: executor)
+        } catch {
+            return ErrorMapping.rpcError(error)
+        }
+        let connection: MCPProxyConnection
+        do {
+            let environmentRuntime = try runtime.environment(nil)
+            guard let profileRuntime = try runtime.profile(profile, in: environmentRuntime),
+                let credentials = profileRuntime.credentials
+            else {
+                throw RPCError(code: .unknownProfile, message: "the environment has no usable profile")
+            }
+            connection = MCPProxyConnection(
+                runtime: runtime, environment: environmentRuntime, profile: profileRuntime, credentials: credentials,
+                openBrowser: openBrowser, output: output)
+        } catch {
+            await runtime.close()
+            return ErrorMapping.rpcError(error)
+        }
+        let prompts = Task(executorPreference: executor) {
+            for await event in runtime.manager.events {
+                if case .prompt(let prompt) = event {
+                    notice("tokenrelay: to log in to \(prompt.environment), open \(prompt.url)")
+                }
+            }
+        }
+        await withDiscardingTaskGroup { group in
+            for await message in input {
+                group.addTask(executorPreference: executor) { await connection.forward(message) }
+            }
+            group.cancelAll()
+        }
+        connection.stopServerStream()
+        await connection.endSession()
+        prompts.cancel()
+        await runtime.close()
+        return nil
+    }
+}

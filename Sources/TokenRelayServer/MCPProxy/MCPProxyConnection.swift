@@ -1,0 +1,332 @@
+import FoundationEssentials
+import Synchronization
+import TokenRelayAuth
+import TokenRelayErrorKinds
+import TokenRelayHTTP
+import TokenRelayJSONRPC
+import TokenRelayLogging
+
+/// One proxied connection to a remote MCP server: the transport session (`Mcp-Session-Id`, the
+/// negotiated version, the server's GET stream) and the forwarding of each message with the
+/// profile's credentials, renewing, logging in or stepping up once when the server asks.
+final class MCPProxyConnection: Sendable {
+    private struct State {
+        var sessionID: String?
+        var negotiatedVersion: String?
+        var serverStream: Task<Void, Never>?
+        var serverStreamStarted = false
+    }
+
+    let runtime: RelayRuntime
+    let environment: EnvironmentRuntime
+    let profile: ProfileRuntime
+    let credentials: any CredentialSource
+    let openBrowser: Bool
+    private let output: @Sendable ([UInt8]) -> Void
+    /// The MCP endpoint.
+    let endpoint: String
+    private let state = Mutex(State())
+
+    init(
+        runtime: RelayRuntime, environment: EnvironmentRuntime, profile: ProfileRuntime,
+        credentials: any CredentialSource, openBrowser: Bool, output: @escaping @Sendable ([UInt8]) -> Void
+    ) {
+        self.runtime = runtime
+        self.environment = environment
+        self.profile = profile
+        self.credentials = credentials
+        self.openBrowser = openBrowser
+        self.output = output
+        endpoint = environment.settings.baseURL
+    }
+
+    /// Why a message could not be delivered.
+    private struct Undelivered: Error {
+        let message: String
+    }
+
+    /// What the proxy may still do for one message.
+    private struct Recovery {
+        var renewed = false
+        var steppedUp = false
+    }
+
+    /// Forwards one message from the client and relays the answer.
+    func forward(_ bytes: [UInt8]) async {
+        guard let message = MCPMessage(bytes) else {
+            output(MCPMessage.errorAnswer(id: .null, code: -32700, message: "the message is not one JSON-RPC object"))
+            return
+        }
+        var recovery = Recovery()
+        do {
+            while true {
+                if let retry = try await attempt(message, recovery: &recovery), retry { continue }
+                return
+            }
+        } catch is CancellationError {
+            return
+        } catch let error as Undelivered {
+            answerUndelivered(message, error.message)
+        } catch {
+            answerUndelivered(message, Self.describe(error))
+        }
+    }
+
+    private func answerUndelivered(_ message: MCPMessage, _ reason: String) {
+        log.warn("mcp-proxy: a message could not be delivered: \(reason)")
+        guard message.isRequest, let id = message.id else { return }
+        output(
+            MCPMessage.errorAnswer(id: id, code: -32603, message: "tokenrelay could not deliver the request: \(reason)")
+        )
+    }
+
+    static func describe(_ error: any Error) -> String {
+        if let error = error as? any KindedError {
+            return "\(error.errorKind.rawValue): \(String(describing: error))"
+        }
+        return String(describing: error)
+    }
+
+    /// Sends `message` once; true when it should be sent again (after a renewal, login or step-up).
+    private func attempt(_ message: MCPMessage, recovery: inout Recovery) async throws -> Bool? {
+        let (sessionID, negotiated) = state.withLock { ($0.sessionID, $0.negotiatedVersion) }
+        var request = HTTPRequest(
+            method: "POST", url: endpoint, headers: message.headers(sessionID: sessionID, negotiated: negotiated),
+            body: message.bytes)
+        request.delivery = .streamed(idleTimeout: nil)
+        let stamp = try await applyCredentials(to: &request)
+        let response = try await environment.plainClient.send(request)
+        switch response.status {
+        case 401:
+            response.cancel()
+            guard !recovery.renewed else { throw Undelivered(message: "the server refused the renewed token (401)") }
+            recovery.renewed = true
+            try await recoverFromUnauthorized(response.headers, stamp: stamp)
+            return true
+        case 403:
+            let challenge = Self.bearerChallenge(response.headers)
+            guard challenge?.parameter("error") == "insufficient_scope" else { break }
+            response.cancel()
+            guard !recovery.steppedUp else {
+                throw Undelivered(message: "the server still asks for more scope (403 insufficient_scope)")
+            }
+            recovery.steppedUp = true
+            try await stepUp(challenge)
+            return true
+        default:
+            break
+        }
+        try await relay(response, for: message)
+        return nil
+    }
+
+    /// Attaches the profile's credential; a session that needs a person logs in first (joining a
+    /// login in progress in this or another process).
+    @discardableResult
+    private func applyCredentials(to request: inout HTTPRequest) async throws -> CredentialStamp {
+        do {
+            return try await credentials.apply(to: &request)
+        } catch let error as AuthError where error.oauthError == "invalid_client" && profile.discovery != nil {
+            // The registration was refused (expired, or forgotten by the server): the source dropped
+            // it, so the next attempt registers again (and logs in with the new client).
+            log.info("mcp-proxy: the client registration was refused; registering again")
+        } catch let error as any KindedError where error.errorKind == .interactionRequired {
+            try await logIn()
+            return try await credentials.apply(to: &request)
+        }
+        do {
+            return try await credentials.apply(to: &request)
+        } catch let error as any KindedError where error.errorKind == .interactionRequired {
+            try await logIn()
+            return try await credentials.apply(to: &request)
+        }
+    }
+
+    /// The session of the profile (resolved by discovery for a discovered profile).
+    private func sessionKey() async throws -> SessionKey {
+        if let key = profile.session { return key }
+        guard let discovery = profile.discovery else { throw Undelivered(message: "the profile has no session") }
+        return try await discovery.key()
+    }
+
+    private func logIn() async throws {
+        guard profile.typeName == "authorization_code" || profile.typeName == "device_code" else {
+            throw Undelivered(message: "the profile needs a login but is not interactive")
+        }
+        let key = try await sessionKey()
+        do {
+            _ = try await runtime.manager.login(key, openBrowser: openBrowser)
+        } catch let error as AuthError where error.oauthError != nil {
+            // A refused code exchange (`invalid_client`: the registration is gone): discover and
+            // register again on the next attempt.
+            await profile.discovery?.tokenRequestRefused(error)
+            throw error
+        }
+    }
+
+    /// A 401: a discovered profile follows the challenge's `resource_metadata` (and `scope`); the
+    /// token the request carried is invalidated; the next attempt renews or logs in.
+    private func recoverFromUnauthorized(_ headers: HTTPHeaders, stamp: CredentialStamp) async throws {
+        let challenge = Self.bearerChallenge(headers)
+        if let discovery = profile.discovery {
+            let scopes = challenge?.parameter("scope").map { $0.split(separator: " ").map(String.init) }
+            let key = try await discovery.key(
+                metadataHint: challenge?.parameter("resource_metadata"), challengeScopes: scopes)
+            // The challenge's scopes are authoritative for this request (MCP authorization): when
+            // the session lacks some, it asks for the union from now on (bounded like a step-up).
+            if let scopes, !Set(scopes).isSubset(of: Set(key.scopes)) {
+                do {
+                    _ = try await discovery.stepUp(scopes: scopes)
+                    return
+                } catch {
+                    log.info("mcp-proxy: the 401's scope was not added: \(Self.describe(error))")
+                }
+            }
+        }
+        try await credentials.invalidate(stamp: stamp)
+    }
+
+    /// A 403 `insufficient_scope`: the session asks for the union of its scopes and the
+    /// challenge's (SPEC §9.2); an interactive one logs in again for it.
+    private func stepUp(_ challenge: WWWAuthenticateChallenge?) async throws {
+        guard let discovery = profile.discovery else {
+            throw Undelivered(message: "the server asks for more scope (403 insufficient_scope)")
+        }
+        let scopes = challenge?.parameter("scope").map { $0.split(separator: " ").map(String.init) } ?? []
+        let key = try await discovery.stepUp(scopes: scopes)
+        if profile.typeName == "authorization_code" || profile.typeName == "device_code" {
+            _ = try await runtime.manager.login(key, openBrowser: openBrowser)
+        }
+    }
+
+    static func bearerChallenge(_ headers: HTTPHeaders) -> WWWAuthenticateChallenge? {
+        WWWAuthenticateChallenge.parse(headers: headers).first { $0.isScheme("Bearer") }
+    }
+
+    /// Relays an answer: a JSON body as one message, an event stream event by event, in order.
+    private func relay(_ response: HTTPStreamingResponse, for message: MCPMessage) async throws {
+        if let sessionID = response.headers["Mcp-Session-Id"], MCPMessage.isHeaderSafe(sessionID) {
+            state.withLock { $0.sessionID = sessionID }
+        }
+        let contentType = response.headers["Content-Type"]?.lowercased() ?? ""
+        if response.status == 202 || (response.status == 200 && contentType.isEmpty) {
+            response.cancel()
+            if message.method == "notifications/initialized" { startServerStream() }
+            return
+        }
+        if contentType.hasPrefix("text/event-stream") && (200..<300).contains(response.status) {
+            var parser = ServerSentEventParser()
+            for try await chunk in response.body {
+                for event in try parser.feed(chunk) { emit(Array(event.data.utf8), for: message) }
+            }
+            return
+        }
+        let collected = try await response.collect(upTo: environment.settings.maxResponseBytes)
+        if let text = try? JSONParser.compact(collected.body), text.value.objectValue?["jsonrpc"] != nil {
+            emit(text.bytes, for: message)
+            return
+        }
+        if (200..<300).contains(response.status) && collected.body.isEmpty { return }
+        throw Undelivered(message: "the server answered HTTP \(response.status)")
+    }
+
+    /// Writes one server message (compacted to one line); notes the version an `initialize`
+    /// answer negotiated.
+    private func emit(_ data: [UInt8], for message: MCPMessage) {
+        guard !data.isEmpty, let text = try? JSONParser.compact(data) else { return }
+        if message.method == "initialize", let value = text.value.objectValue,
+            value["id"] == message.id, let version = value["result"]?["protocolVersion"]?.stringValue
+        {
+            state.withLock { $0.negotiatedVersion = version }
+        }
+        output(text.bytes)
+    }
+
+    // MARK: - The server's own stream (handshake era)
+
+    /// Opens the GET stream for server messages once, when the server gave a session.
+    func startServerStream() {
+        let start = state.withLock { state -> Bool in
+            guard !state.serverStreamStarted, state.sessionID != nil || state.negotiatedVersion != nil else {
+                return false
+            }
+            state.serverStreamStarted = true
+            return true
+        }
+        guard start else { return }
+        let task = Task { await self.followServerStream() }
+        state.withLock { $0.serverStream = task }
+    }
+
+    /// Stops the GET stream.
+    func stopServerStream() {
+        state.withLock { $0.serverStream }?.cancel()
+    }
+
+    private func followServerStream() async {
+        var delay: Duration = .seconds(1)
+        var renewed = false
+        while !Task.isCancelled {
+            do {
+                let (sessionID, negotiated) = state.withLock { ($0.sessionID, $0.negotiatedVersion) }
+                var headers = HTTPHeaders()
+                headers.add(name: "Accept", value: "text/event-stream")
+                if let sessionID { headers.add(name: "Mcp-Session-Id", value: sessionID) }
+                if let negotiated { headers.add(name: "MCP-Protocol-Version", value: negotiated) }
+                var request = HTTPRequest(method: "GET", url: endpoint, headers: headers)
+                request.delivery = .streamed(idleTimeout: nil)
+                let stamp = try await applyCredentials(to: &request)
+                let response = try await environment.plainClient.send(request)
+                if response.status == 401 && !renewed {
+                    response.cancel()
+                    renewed = true
+                    try await recoverFromUnauthorized(response.headers, stamp: stamp)
+                    continue
+                }
+                guard response.status == 200,
+                    response.headers["Content-Type"]?.lowercased().hasPrefix("text/event-stream") == true
+                else {
+                    response.cancel()
+                    log.debug("mcp-proxy: the server offers no stream of its own (HTTP \(response.status))")
+                    return
+                }
+                renewed = false
+                delay = .seconds(1)
+                var parser = ServerSentEventParser()
+                for try await chunk in response.body {
+                    for event in try parser.feed(chunk) {
+                        guard !event.data.isEmpty, let text = try? JSONParser.compact(Array(event.data.utf8)) else {
+                            continue
+                        }
+                        output(text.bytes)
+                    }
+                }
+            } catch is CancellationError {
+                return
+            } catch {
+                log.info("mcp-proxy: the server's stream failed: \(Self.describe(error)); reconnecting")
+            }
+            do { try await Task.sleep(for: delay) } catch { return }
+            delay = min(delay * 2, .seconds(30))
+        }
+    }
+
+    /// Ends the server's session (DELETE with its `Mcp-Session-Id`), if it gave one.
+    func endSession() async {
+        guard let sessionID = state.withLock({ $0.sessionID }) else { return }
+        var headers = HTTPHeaders()
+        headers.add(name: "Mcp-Session-Id", value: sessionID)
+        if let version = state.withLock({ $0.negotiatedVersion }) {
+            headers.add(name: "MCP-Protocol-Version", value: version)
+        }
+        var request = HTTPRequest(method: "DELETE", url: endpoint, headers: headers, timeout: .seconds(5))
+        do {
+            _ = try await credentials.apply(to: &request)
+            let response = try await environment.plainClient.send(request)
+            response.cancel()
+            log.debug("mcp-proxy: session ended (HTTP \(response.status))")
+        } catch {
+            log.debug("mcp-proxy: the session could not be ended: \(Self.describe(error))")
+        }
+    }
+}

@@ -1,0 +1,37 @@
+import TokenRelayAuth
+import TokenRelayConfig
+import TokenRelayJSONRPC
+
+extension OneShot {
+    /// What a one-shot login gives.
+    public struct LoginOutcome: Sendable {
+        /// The `login` result.
+        public let result: JSONValue
+        /// Whether the session outlives this process (false with `store: {type: memory}`).
+        public let persisted: Bool
+    }
+
+    /// Logs in to one interactive profile (`tokenrelay login`): `onPrompt` gets the `auth-prompt`
+    /// params; returns once the session is stored.
+    public static func login(
+        settings: Settings, environment: String?, profile: String?, openBrowser: Bool,
+        executor: (any TaskExecutor)? = nil, onPrompt: @escaping @Sendable (JSONValue) -> Void
+    ) async -> Result<LoginOutcome, RPCError> {
+        await withRuntime(settings: settings, environment: environment, executor: executor) { runtime in
+            let prompts = Task(executorPreference: executor) {
+                for await event in runtime.manager.events {
+                    if case .prompt(let prompt) = event { onPrompt(LoginMethod.promptParams(prompt)) }
+                }
+            }
+            defer { prompts.cancel() }
+            let method = LoginMethod(runtime: runtime)
+            let (environmentRuntime, profileRuntime) = try method.session(environment: nil, profile: profile)
+            let login = try await method.perform(
+                environment: environmentRuntime, profile: profileRuntime, openBrowser: openBrowser)
+            return LoginOutcome(
+                result: LoginMethod.Result(login, environment: environmentRuntime.name, profile: profileRuntime.name)
+                    .resultValue,
+                persisted: settings.store.type != .memory)
+        }
+    }
+}

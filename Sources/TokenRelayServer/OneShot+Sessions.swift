@@ -1,0 +1,62 @@
+import TokenRelayAuth
+import TokenRelayConfig
+import TokenRelayJSONRPC
+
+extension OneShot {
+    /// `tokenrelay status`: the `status` method's result in a process of its own (what the store
+    /// holds for each configured session).
+    public static func status(settings: Settings, environment: String?, executor: (any TaskExecutor)? = nil) async
+        -> Result<JSONValue, RPCError>
+    {
+        await withTokenMethods(settings: settings, environment: environment, executor: executor) {
+            try await $0.status().resultValue
+        }
+    }
+
+    /// `tokenrelay logout`: the `logout` method (params `{environment?, profile?, all?}`) in a
+    /// process of its own; the sessions are removed from the store, so every process sees it.
+    public static func logout(
+        settings: Settings, environment: String?, params: JSONValue, executor: (any TaskExecutor)? = nil
+    ) async -> Result<JSONValue, RPCError> {
+        await withTokenMethods(settings: settings, environment: environment, executor: executor) {
+            try await $0.logout(try SessionSelection(decoding: params)).resultValue
+        }
+    }
+
+    /// `tokenrelay invalidate`: the `token-invalidate` method (params `{environment?, profile?, all?}`)
+    /// in a process of its own; the invalidation is recorded in the store, so every process sharing
+    /// it renews on its next use (refresh state is kept).
+    public static func invalidate(
+        settings: Settings, environment: String?, params: JSONValue, executor: (any TaskExecutor)? = nil
+    ) async -> Result<JSONValue, RPCError> {
+        await withTokenMethods(settings: settings, environment: environment, executor: executor) {
+            try await $0.invalidate(try SessionSelection(decoding: params)).resultValue
+        }
+    }
+
+    /// `tokenrelay store rekey`: re-seals every record of the configured SQLite store under
+    /// `newKey` (base64 or hex of 32 bytes) in one transaction.
+    public static func rekeyStore(settings: Settings, newKey: String) async -> Result<String, RPCError> {
+        guard let store = RelayRuntime.makeStore(settings.store) as? SQLiteTokenStore else {
+            return .failure(RPCError(code: .config, message: "the store is not SQLite: nothing to re-seal"))
+        }
+        do {
+            try await store.rekey(to: newKey)
+            return .success(store.path)
+        } catch {
+            return .failure(ErrorMapping.rpcError(error))
+        }
+    }
+
+    /// A fresh random store key, base64 (`tokenrelay store new-key`).
+    public static func newStoreKey() -> String? { SQLiteTokenStore.newKey() }
+
+    private static func withTokenMethods(
+        settings: Settings, environment: String?, executor: (any TaskExecutor)?,
+        _ body: (TokenMethods) async throws -> JSONValue
+    ) async -> Result<JSONValue, RPCError> {
+        await withRuntime(settings: settings, environment: environment, executor: executor) { runtime in
+            try await body(TokenMethods(runtime: runtime, subscriptionCount: { 0 }))
+        }
+    }
+}

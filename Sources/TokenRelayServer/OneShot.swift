@@ -1,0 +1,48 @@
+import TokenRelayConfig
+import TokenRelayHTTP
+import TokenRelayJSONRPC
+
+/// The one-shot commands for shell users (`tokenrelay call`), using the same runtime as the
+/// server without the JSON-RPC layer. Each takes `executor`: where the token manager's own tasks
+/// run (the binary passes the thread the command runs on; `nil`: the global concurrent executor).
+public enum OneShot {
+    /// Sends one request described by `request` params (as the `request` method takes them).
+    /// Returns the response, or the wire error it would have produced. `libraries`: the loads
+    /// the caller started (``CallLibraries/startLoading()``), which proceed once the request's
+    /// profile is known.
+    public static func call(
+        settings: Settings, environment: String?, params: JSONValue, libraries: CallLibraries? = nil,
+        executor: (any TaskExecutor)? = nil
+    ) async -> Result<(response: HTTPResponse, elapsed: Duration), RPCError> {
+        await withRuntime(settings: settings, environment: environment, executor: executor) { runtime in
+            let decoded = try RequestParams.decode(params)
+            if let libraries { await proceed(libraries, runtime: runtime, params: decoded) }
+            let (response, elapsed) = try await RequestMethod(runtime: runtime).perform(decoded)
+            return (response, elapsed)
+        }
+    }
+
+    /// Runs `body` on a runtime built from `settings` (`environment` overriding the default
+    /// environment), closing it afterwards; every error comes back as the wire error it would
+    /// have been.
+    static func withRuntime<Value>(
+        settings: Settings, environment: String?, executor: (any TaskExecutor)?,
+        _ body: (RelayRuntime) async throws -> Value
+    ) async -> Result<Value, RPCError> {
+        let runtime: RelayRuntime
+        do {
+            runtime = try await RelayRuntime.make(
+                settings: settings, environmentOverride: environment, taskExecutor: executor)
+        } catch {
+            return .failure(ErrorMapping.rpcError(error))
+        }
+        let result: Result<Value, RPCError>
+        do {
+            result = .success(try await body(runtime))
+        } catch {
+            result = .failure(ErrorMapping.rpcError(error))
+        }
+        await runtime.close()
+        return result
+    }
+}
