@@ -195,6 +195,7 @@ export class LimitExceeded extends RelayError {}
 export class ShuttingDown extends RelayError {}
 export class NotSupported extends RelayError {}
 export class LoggedOut extends RelayError {}
+export class StoreError extends RelayError {}
 export class InvalidParams extends RelayError {
   readonly diagnostics: { pointer: string; reason: string }[];
 }

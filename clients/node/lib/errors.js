@@ -56,6 +56,8 @@ export class ShuttingDown extends RelayError {}
 export class NotSupported extends RelayError {}
 /** `logged_out`: a `logout` ended the session the call was waiting on for a token. */
 export class LoggedOut extends RelayError {}
+/** `store`: the session store could not be read or written. */
+export class StoreError extends RelayError {}
 /** `invalid_params` (-32602); `diagnostics` is `[{pointer, reason}]`. */
 export class InvalidParams extends RelayError {
   /** @returns {{pointer: string, reason: string}[]} */
@@ -92,6 +94,7 @@ export const ERRORS_BY_KIND = {
   shutting_down: ShuttingDown,
   not_supported: NotSupported,
   logged_out: LoggedOut,
+  store: StoreError,
   invalid_params: InvalidParams,
   parse: ProtocolError,
   invalid_request: ProtocolError,
@@ -105,7 +108,7 @@ const KIND_BY_CODE = {
   [-32603]: 'internal', [-32800]: 'cancelled', [-32004]: 'config', [-32005]: 'unknown_environment',
   [-32003]: 'unknown_profile', [-32010]: 'auth', [-32011]: 'interaction_required', [-32020]: 'transport',
   [-32021]: 'timeout', [-32022]: 'limit', [-32030]: 'shutting_down', [-32031]: 'not_supported',
-  [-32032]: 'logged_out',
+  [-32032]: 'logged_out', [-32033]: 'store',
 };
 
 /**

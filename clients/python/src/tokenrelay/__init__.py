@@ -23,6 +23,7 @@ from .errors import (
     RelayError,
     RelayTimeout,
     ShuttingDown,
+    StoreError,
     TransportError,
     UnknownEnvironment,
     UnknownProfile,
@@ -37,4 +38,5 @@ __all__ = [
     "find_binary", "error_from_json", "RelayError", "ConfigError", "UnknownEnvironment", "UnknownProfile",
     "AuthError", "InteractionRequired", "TransportError", "RelayTimeout", "Cancelled", "LimitExceeded",
     "ShuttingDown", "NotSupported", "LoggedOut", "InvalidParams", "ProtocolError", "MethodNotFound", "RelayClosed",
+    "StoreError",
 ]

@@ -94,6 +94,11 @@ class LoggedOut(RelayError):
     """``logged_out``: a ``logout`` ended the session the call was waiting on for a token."""
 
 
+class StoreError(RelayError):
+    """``store``: the session store could not be read or written (its write lock held by another
+    program past the busy timeout, a disk failure, a record that does not open under its key)."""
+
+
 class InvalidParams(RelayError):
     """``invalid_params`` (-32602). ``diagnostics`` is a list of ``{pointer, reason}``."""
 
@@ -136,6 +141,7 @@ ERRORS_BY_KIND: Dict[str, Type[RelayError]] = {
     "shutting_down": ShuttingDown,
     "not_supported": NotSupported,
     "logged_out": LoggedOut,
+    "store": StoreError,
     "invalid_params": InvalidParams,
     "parse": ProtocolError,
     "invalid_request": ProtocolError,
@@ -161,6 +167,7 @@ _KIND_BY_CODE: Dict[int, str] = {
     -32030: "shutting_down",
     -32031: "not_supported",
     -32032: "logged_out",
+    -32033: "store",
 }
 
 
