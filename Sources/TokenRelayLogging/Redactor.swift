@@ -129,20 +129,7 @@ public final class Redactor: Sendable {
     public func redact(bytes: [UInt8]) -> [UInt8] {
         let matcher = registry.withLock { $0.matcher }
         guard !matcher.isEmpty else { return bytes }
-        return bytes.withUnsafeBufferPointer { buffer in
-            let runs = matcher.matches(in: buffer)
-            guard !runs.isEmpty else { return bytes }
-            var output: [UInt8] = []
-            output.reserveCapacity(buffer.count)
-            var position = 0
-            for run in runs {
-                output.append(contentsOf: buffer[position..<run.lowerBound])
-                output.append(contentsOf: Redactor.mask.utf8)
-                position = run.upperBound
-            }
-            output.append(contentsOf: buffer[position...])
-            return output
-        }
+        return bytes.withUnsafeBufferPointer { Self.masking(matcher.matches(in: $0), in: $0) } ?? bytes
     }
 
     /// Returns `text` with every run of registered secrets replaced by ``mask``.
@@ -151,18 +138,22 @@ public final class Redactor: Sendable {
         guard !matcher.isEmpty else { return text }
         var text = text
         return text.withUTF8 { bytes in
-            let runs = matcher.matches(in: bytes)
-            guard !runs.isEmpty else { return nil }
-            var output: [UInt8] = []
-            output.reserveCapacity(bytes.count)
-            var position = 0
-            for run in runs {
-                output.append(contentsOf: bytes[position..<run.lowerBound])
-                output.append(contentsOf: Redactor.mask.utf8)
-                position = run.upperBound
-            }
-            output.append(contentsOf: bytes[position...])
-            return String(decoding: output, as: UTF8.self)
+            Self.masking(matcher.matches(in: bytes), in: bytes).map { String(decoding: $0, as: UTF8.self) }
         } ?? text
+    }
+
+    /// `bytes` with each of `runs` replaced by ``mask``; `nil` when there is none (nothing to copy).
+    private static func masking(_ runs: [Range<Int>], in bytes: UnsafeBufferPointer<UInt8>) -> [UInt8]? {
+        guard !runs.isEmpty else { return nil }
+        var output: [UInt8] = []
+        output.reserveCapacity(bytes.count)
+        var position = 0
+        for run in runs {
+            output.append(contentsOf: bytes[position..<run.lowerBound])
+            output.append(contentsOf: Redactor.mask.utf8)
+            position = run.upperBound
+        }
+        output.append(contentsOf: bytes[position...])
+        return output
     }
 }
