@@ -16,16 +16,21 @@ final class RotatingTokenServer: Sendable {
     let configPath: String
     let stateHome = RelayProcess.freshStateHome()
 
-    /// `holdFirstRefresh`: the first refresh is answered only after ``release()``.
-    init(holdFirstRefresh: Bool = false) async throws {
+    /// `holdFirstRefresh`: the first refresh is answered only after ``release()``; `holdRefresh`
+    /// N > 0: the Nth accepted one is. `sealed`: the store is sealed under the key in the
+    /// environment variable `ROTATING_STORE_KEY` (each process passes its own, see ``start(_:environment:closingStdin:)``).
+    init(holdFirstRefresh: Bool = false, holdRefresh: Int = 0, sealed: Bool = false) async throws {
+        let hold =
+            holdFirstRefresh ? ["--hold-first-refresh"] : holdRefresh > 0 ? ["--hold-refresh", "\(holdRefresh)"] : []
         fixture = try await FixtureServer(
             script: RecordingServer.fixtures.appendingPathComponent("rotating_token_server.py").path,
-            [Self.seed] + (holdFirstRefresh ? ["--hold-first-refresh"] : []), words: 1)
+            [Self.seed] + hold, words: 1)
         let origin = "http://127.0.0.1:\(fixture.ports[0])"
+        let store = sealed ? "store: { type: sqlite, encryption_key: { env: ROTATING_STORE_KEY } }\n" : ""
         configPath = try TemporaryDirectory.file(
             """
             version: 1
-            default_environment: api
+            \(store)default_environment: api
             environments:
               api:
                 base_url: \(origin)/api
@@ -48,20 +53,25 @@ final class RotatingTokenServer: Sendable {
 
     var origin: String { "http://127.0.0.1:\(fixture.ports[0])" }
 
-    /// `tokenrelay ARGUMENTS --config …` on this server's store; stdin closed.
-    func start(_ arguments: [String]) throws -> RelayProcess {
+    /// `tokenrelay ARGUMENTS --config …` on this server's store, with `environment` added; stdin
+    /// closed unless `closingStdin` is false.
+    func start(_ arguments: [String], environment: [String: String] = [:], closingStdin: Bool = true) throws
+        -> RelayProcess
+    {
         let process = try RelayProcess(
             arguments + ["--config", configPath],
             environment: [
                 "XDG_STATE_HOME": stateHome, "ROTATING_SEED": Self.seed, "ROTATING_SECRET": Self.clientSecret,
-            ], testMethods: false)
-        try process.closeStdin()
+            ].merging(environment) { $1 }, testMethods: false)
+        if closingStdin { try process.closeStdin() }
         return process
     }
 
     /// Runs `tokenrelay ARGUMENTS` to its end: exit code, stdout, stderr.
-    func run(_ arguments: [String]) async throws -> (code: Int32, stdout: String, stderr: String) {
-        let process = try start(arguments)
+    func run(_ arguments: [String], environment: [String: String] = [:]) async throws
+        -> (code: Int32, stdout: String, stderr: String)
+    {
+        let process = try start(arguments, environment: environment)
         let code = try await process.exitCode()
         #expect(!process.stderrText.contains(Self.clientSecret) && !process.stdoutText.contains(Self.clientSecret))
         return (code, process.stdoutText, process.stderrText)

@@ -3,7 +3,7 @@
 revoked access tokens (standard library only), for the end-to-end tests of renewals interrupted
 by a signal and of 401s on unsafe methods.
 
-Usage: rotating_token_server.py SEED [--hold-first-refresh]
+Usage: rotating_token_server.py SEED [--hold-first-refresh | --hold-refresh N]
 Prints its port on the first stdout line, then serves until killed. The test drives it through
 the binary itself (`tokenrelay call GET URL --no-auth`): each control answer comes after its effect.
 
@@ -11,7 +11,8 @@ POST /token  grant_type=refresh_token: a refresh token issued and not spent yet 
              is spent and answered with access token "at-N", refresh token "rt-N" and
              expires_in 1 (due for renewal at once); any other (a replay) gets 400 invalid_grant
              and is counted. With --hold-first-refresh, the first refresh records event "held"
-             and is answered only after /control/release.
+             and is answered only after /control/release; with --hold-refresh N, the Nth accepted
+             refresh does.
              grant_type=client_credentials: access token "at-N", expires_in 3600.
 GET|POST /api/...  200 {"ok": true, "token": "at-N"} for a live access token (its name only);
              401 with WWW-Authenticate: Bearer error="invalid_token" for a revoked or unknown one.
@@ -30,7 +31,10 @@ lock = threading.Condition()
 live_refresh = {sys.argv[1]}
 live_access = set()
 counter = [0]
-hold = ["--hold-first-refresh" in sys.argv[2:]]
+# How many accepted refreshes until the held one (0: none is held).
+hold = [1 if "--hold-first-refresh" in sys.argv[2:] else 0]
+if "--hold-refresh" in sys.argv[2:]:
+    hold[0] = int(sys.argv[sys.argv.index("--hold-refresh") + 1])
 released = threading.Event()
 events = set()
 reuses = [0]
@@ -82,7 +86,8 @@ class Handler(BaseHTTPRequestHandler):
                 access, rotated = "at-%d" % number, "rt-%d" % number
                 live_access.add(access)
                 live_refresh.add(rotated)
-                held, hold[0] = hold[0], False
+                held = hold[0] == 1
+                hold[0] = max(hold[0] - 1, 0)
         if reuse:
             with lock:
                 reuses[0] += 1
