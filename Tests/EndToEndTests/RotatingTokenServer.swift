@@ -15,6 +15,8 @@ final class RotatingTokenServer: Sendable {
     let fixture: FixtureServer
     let configPath: String
     let stateHome = RelayProcess.freshStateHome()
+    /// The session store of the processes this server's config runs.
+    var database: String { stateHome + "/tokenrelay/sessions.db" }
 
     /// `holdFirstRefresh`: the first refresh is answered only after ``release()``; `holdRefresh`
     /// N > 0: the Nth accepted one is. `sealed`: the store is sealed under the key in the
