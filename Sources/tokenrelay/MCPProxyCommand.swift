@@ -85,41 +85,29 @@ enum MCPProxyCommand {
         return ExitCodes.success
     }
 
-    /// Reads stdin on a thread of its own, one message per line (a line over the bound is
-    /// dropped with a warning), until end of file.
+    /// Reads stdin on a thread of its own, one message per line, through the same framer `serve`
+    /// uses (NDJSON: CR tolerated, blank lines skipped, a line over the bound dropped with a
+    /// warning), until end of file.
     private static func startReadingStandardInput(into continuation: AsyncStream<[UInt8]>.Continuation) -> Bool {
         SystemThread.start(named: "mcp-stdin") {
-            var pending: [UInt8] = []
-            var discarding = false
+            var framer = MessageFramer(framing: .ndjson, limits: FramingLimits(maximumMessageBytes: maximumLineBytes))
             var buffer = [UInt8](repeating: 0, count: 64 << 10)
+            func deliver(_ outputs: [FramerOutput]) {
+                for output in outputs {
+                    switch output {
+                    case .message(let line): continuation.yield(line)
+                    case .error(let error): log.warn("mcp-proxy: a message was dropped: \(error)")
+                    }
+                }
+            }
             while true {
                 let count = buffer.withUnsafeMutableBytes { read(STDIN_FILENO, $0.baseAddress, $0.count) }
                 if count < 0 && errno == EINTR { continue }
                 guard count > 0 else { break }
-                var start = 0
-                for index in 0..<count where buffer[index] == 0x0A {
-                    if !discarding { pending.append(contentsOf: buffer[start..<index]) }
-                    if !discarding { yieldLine(pending, into: continuation) }
-                    pending.removeAll(keepingCapacity: true)
-                    discarding = false
-                    start = index + 1
-                }
-                if !discarding { pending.append(contentsOf: buffer[start..<count]) }
-                if pending.count > maximumLineBytes {
-                    log.warn("mcp-proxy: a message over \(maximumLineBytes) bytes was dropped")
-                    pending.removeAll()
-                    discarding = true
-                }
+                deliver(framer.push(buffer[0..<count]))
             }
-            if !discarding { yieldLine(pending, into: continuation) }
+            deliver(framer.finish())
             continuation.finish()
         }
-    }
-
-    private static func yieldLine(_ line: [UInt8], into continuation: AsyncStream<[UInt8]>.Continuation) {
-        var line = line
-        if line.last == 0x0D { line.removeLast() }
-        guard line.contains(where: { $0 != 0x20 && $0 != 0x09 }) else { return }
-        continuation.yield(line)
     }
 }
