@@ -59,12 +59,7 @@ extension SQLiteTokenStore {
         }
         var directoryFD = openDirectory(directory)
         if directoryFD < 0, errno == ENOENT {
-            do {
-                try FileManager.default.createDirectory(
-                    atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-            } catch {
-                throw AuthError.store("the store directory \(directory) could not be created")
-            }
+            try createPrivateDirectory(directory)
             directoryFD = openDirectory(directory)
         }
         guard directoryFD >= 0 else {
@@ -109,6 +104,26 @@ extension SQLiteTokenStore {
         try checkOwnership(path, info, kind: "file", fix: "chmod 600 \(path)")
         checked.identity = FileIdentity(info)
         return checked
+    }
+
+    /// Creates `directory` with mode 0700 from its first instant: `mkdir` with the mode, never a
+    /// create-then-chmod (another process starting beside this one would find the directory in the
+    /// window open to group and others, and refuse it). Its missing parents are made private too,
+    /// but only the store's own directory is checked. A directory another process made meanwhile
+    /// is checked like any other.
+    private static func createPrivateDirectory(_ directory: String) throws(AuthError) {
+        let parent = directoryPart(of: directory)
+        if parent != directory, parent != ".", !FileManager.default.fileExists(atPath: parent) {
+            do {
+                try FileManager.default.createDirectory(
+                    atPath: parent, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+            } catch {
+                // Another process may have made it meanwhile; the mkdir below says whether it is there.
+            }
+        }
+        guard mkdir(directory, 0o700) == 0 || errno == EEXIST else {
+            throw AuthError.store("the store directory \(directory) could not be created")
+        }
     }
 
     private static func openDirectory(_ directory: String) -> Int32 {

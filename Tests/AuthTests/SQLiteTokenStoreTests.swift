@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Testing
 import TokenRelayErrorKinds
 
@@ -168,6 +169,30 @@ func expectStoreError(_ text: String, _ body: () async throws -> Void) async {
         #expect(directoryMode == 0o700)
         let journal = try String(contentsOfFile: path, encoding: .isoLatin1)
         #expect(journal.hasPrefix("SQLite format 3"))
+    }
+
+    /// Processes started together (an MCP host opening three windows) all create the store's
+    /// directory at once: none may see it in a moment when it is open to group and others. A
+    /// create-then-chmod has that moment; `mkdir` with the mode does not.
+    @Test func storesOpenedTogetherOnAMissingDirectoryAllOpen() throws {
+        let directory = try StoreDirectory()
+        let refusals = Mutex<[String]>([])
+        // The window of a create-then-chmod is microseconds wide: enough rounds to meet it.
+        for round in 0..<2000 {
+            let path = directory.path + "/round\(round)/state/tokenrelay/sessions.db"
+            DispatchQueue.concurrentPerform(iterations: 4) { _ in
+                do throws(AuthError) {
+                    _ = try SQLiteTokenStore.prepareFile(path)
+                } catch {
+                    refusals.withLock { $0.append("\(error)") }
+                }
+            }
+        }
+        #expect(refusals.withLock { $0.first } == nil)
+        let mode =
+            try FileManager.default.attributesOfItem(
+                atPath: directory.path + "/round0/state/tokenrelay")[.posixPermissions] as? Int
+        #expect(mode == 0o700)
     }
 
     @Test func refusesAFileReadableByOthers() async throws {
