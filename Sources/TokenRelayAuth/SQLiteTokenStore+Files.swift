@@ -24,6 +24,17 @@ extension SQLiteTokenStore {
         /// The file's (set once it is checked).
         var identity: FileIdentity
 
+        /// Hands the file's descriptor to `connection`, which closes it only after SQLite's own
+        /// (``SQLiteConnection/holdUntilClosed(_:)``): closing any descriptor of a file drops every
+        /// POSIX lock the process holds on it, SQLite's shared lock among them, and with it gone
+        /// another process closing its connection takes itself for the last one, checkpoints and
+        /// deletes the write-ahead log this process goes on writing to (commits then vanish).
+        consuming func handFile(to connection: SQLiteConnection) {
+            connection.holdUntilClosed(file)
+            Glibc.close(directory)
+            discard self
+        }
+
         deinit {
             Glibc.close(file)
             Glibc.close(directory)

@@ -182,6 +182,7 @@ public final class SQLiteTokenStore: TokenStore {
             guard stillThere, held else {
                 throw AuthError.store("the store file \(path) was replaced while it was being opened; refusing it")
             }
+            checked.handFile(to: connection)
             try Self.retryingWhileBusy(timeoutMilliseconds: busyTimeoutMilliseconds) { () throws(SQLiteError) in
                 try connection.execute("PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; PRAGMA secure_delete=ON;")
             }

@@ -87,7 +87,20 @@ final class SQLiteConnection: @unchecked Sendable {
         tr_sqlite_busy_timeout(handle, busyTimeoutMilliseconds)
     }
 
-    deinit { tr_sqlite_close(handle) }
+    /// A descriptor of the database file opened outside SQLite (the one its checks were made
+    /// through), closed after the connection: see ``SQLiteTokenStore/CheckedFile/handFile(to:)``.
+    private var heldDescriptor: Int32 = -1
+
+    deinit {
+        tr_sqlite_close(handle)
+        if heldDescriptor >= 0 { close(heldDescriptor) }
+    }
+
+    /// Keeps `descriptor` open for as long as the connection, and closes it after.
+    func holdUntilClosed(_ descriptor: Int32) {
+        if heldDescriptor >= 0 { close(heldDescriptor) }
+        heldDescriptor = descriptor
+    }
 
     /// Runs one or more statements without results.
     func execute(_ sql: String) throws(SQLiteError) {

@@ -75,6 +75,35 @@ func expectStoreError(_ text: String, _ body: () async throws -> Void) async {
                     schemaVersion: SQLiteTokenStore.schemaVersion))
     }
 
+    /// Another process that opens the store and closes it again must see this process's open
+    /// connection: if it took itself for the last one, it would checkpoint and delete the
+    /// write-ahead log this process goes on committing to, and those commits would be lost. (The
+    /// descriptor the store's file was checked through, once closed, dropped SQLite's lock.)
+    @Test func aCommitAfterAnotherProcessClosedItsConnectionIsKept() async throws {
+        let directory = try StoreDirectory()
+        let key = StoreKey(session: sessionKey())
+        let store = SQLiteTokenStore(path: directory.database)
+        try await store.open()
+        func sqlite(_ statement: String) throws -> String {
+            let process = Process()
+            let output = Pipe()
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
+            process.arguments = [
+                "-c", "import sqlite3, sys; print(sqlite3.connect(sys.argv[1]).execute(sys.argv[2]).fetchall())",
+                directory.database, statement,
+            ]
+            process.standardOutput = output
+            try process.run()
+            let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            process.waitUntilExit()
+            return text
+        }
+        #expect(try sqlite("SELECT count(*) FROM sessions") == "[(0,)]\n")
+        _ = try await store.save(sampleTokens(), for: key)
+        #expect(try sqlite("SELECT count(*) FROM sessions") == "[(1,)]\n")
+        #expect(FileManager.default.fileExists(atPath: directory.database + "-wal"))
+    }
+
     @Test func aPreparedStoreOpensInTheBackgroundAndServesItsFirstRead() async throws {
         let directory = try StoreDirectory()
         let key = StoreKey(session: sessionKey())

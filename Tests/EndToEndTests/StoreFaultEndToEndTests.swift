@@ -58,19 +58,13 @@ import Testing
             #expect(!serve.stderrText.contains(secret), "\(secret) on stderr")
         }
 
-        // Known failure (about half the runs, 5 of 11): serve logs "is committed to the store now"
-        // at close, yet the store's sessions table is empty after it exits, so the next process
-        // falls back to the spent seed. Remove the wrapper once the at-close commit persists.
-        await withKnownIssue(
-            "issue 34 finding 3: the at-close commit of the rotated token is not always persisted", isIntermittent: true
-        ) {
-            let next = try await server.run(["token", "--min-valid", "60s"])
-            #expect(next.code == 0, "\(next.stderr)")
-            #expect(next.stdout == "at-2\n")
-            let stats = try await server.stats()
-            #expect(stats.reuses == 0)
-            #expect(stats.refreshes == [RotatingTokenServer.seed, "rt-1"])
-        }
+        // The next process refreshes with the committed rotation: the spent seed is not sent again.
+        let next = try await server.run(["token", "--min-valid", "60s"])
+        #expect(next.code == 0, "\(next.stderr)")
+        #expect(next.stdout == "at-2\n")
+        let stats = try await server.stats()
+        #expect(stats.reuses == 0)
+        #expect(stats.refreshes == [RotatingTokenServer.seed, "rt-1"])
     }
 
     /// Finding 5: `store rekey` to key B completes while `serve` (key A) waits for the token
