@@ -149,6 +149,7 @@ public final class RelayServer: Sendable {
             await drain(dispatcher)
         }
         await waitIdle(dispatcher, atMost: .seconds(2))
+        if let face { log.info("mcp: http_request calls: \(face.counts.text)") }
         await subscriptions.closeAll()
         await runtimes.close()
         authEvents.cancel()

@@ -290,8 +290,14 @@ def test_sdk_handshake_lists_tools_and_calls_with_api_key_and_bearer(api, workdi
             assert result.structured_content["status"] == 404
             assert result.content[0].text.startswith("HTTP 404")
 
+            refused = await client.call_tool("http_request", {"method": "DELETE", "path": "/repos/a"})
+            assert refused.is_error is True
+
             listing = await client.call_tool("list_environments", {})
             assert listing.is_error is False
+            # The process counts what became of the agent's calls (the person sees it here and at exit).
+            assert listing.structured_content["toolCalls"] == {"sent": 3, "refused": 1, "failed": 0, "awaiting": 0}
+            assert "3 sent, 1 refused" in text_of(listing)
             names = [e["name"] for e in listing.structured_content["environments"]]
             assert names == ["api", "login"]
             login = listing.structured_content["environments"][1]["profiles"][0]

@@ -46,14 +46,17 @@ struct HTTPRequestTool {
             outcome = try await face.server.runtimes.use { runtime in
                 try await call(arguments, runtime: runtime, audit: &audit)
             }
+            face.count { audit.outcome == "awaiting confirmation" ? ($0.awaiting += 1) : ($0.sent += 1) }
         } catch let refusal as Refusal {
             if audit.outcome == "-" { audit.outcome = "refused" }
             if audit.rule == "-" { audit.rule = refusal.rule }
             outcome = .failure(refusal.message)
+            face.count { audit.outcome == "refused" ? ($0.refused += 1) : ($0.failed += 1) }
         } catch {
             let failure = ErrorMapping.rpcError(error)
             audit.outcome = failure.kind.rawValue
             outcome = .failure(Self.failureText(failure, environment: audit.environment, profile: audit.profile))
+            face.count { $0.failed += 1 }
         }
         let elapsed = ContinuousClock.now - start
         log.info(

@@ -46,6 +46,35 @@ final class MCPFace: Sendable {
     private let state = Mutex(State())
     /// Tool calls received so far (numbers the audit lines).
     private let toolCalls = Atomic<Int>(0)
+    /// What became of the `http_request` calls (``ToolCallCounts``).
+    private let callCounts = Mutex(ToolCallCounts())
+
+    /// What became of this process's `http_request` calls: `list_environments` shows them and
+    /// the process says them at exit.
+    struct ToolCallCounts: Equatable, Sendable {
+        /// Calls whose request was sent (any HTTP status).
+        var sent = 0
+        /// Calls a rule, the arguments or the person refused: nothing was sent.
+        var refused = 0
+        /// Calls that failed otherwise (transport, authentication, a login needed).
+        var failed = 0
+        /// Calls answered with a question to the person (a stateless client's confirmation).
+        var awaiting = 0
+
+        var value: JSONValue {
+            ["sent": .int(sent), "refused": .int(refused), "failed": .int(failed), "awaiting": .int(awaiting)]
+        }
+
+        var text: String { "\(sent) sent, \(refused) refused, \(failed) failed, \(awaiting) awaiting confirmation" }
+    }
+
+    /// The counts so far.
+    var counts: ToolCallCounts { callCounts.withLock { $0 } }
+
+    /// Counts one `http_request` call's outcome.
+    func count(_ update: (inout ToolCallCounts) -> Void) {
+        callCounts.withLock { update(&$0) }
+    }
 
     init(server: RelayServer) {
         self.server = server

@@ -134,9 +134,19 @@ enum MCPTools {
                         ],
                         "required": ["name", "baseUrl", "default", "profiles"],
                     ],
-                ]
+                ],
+                "toolCalls": [
+                    "type": "object",
+                    "description":
+                        "What became of this server's http_request calls so far: sent (any HTTP status), refused (nothing sent), failed, awaiting confirmation.",
+                    "properties": [
+                        "sent": ["type": "integer"], "refused": ["type": "integer"], "failed": ["type": "integer"],
+                        "awaiting": ["type": "integer"],
+                    ],
+                    "required": ["sent", "refused", "failed", "awaiting"],
+                ],
             ],
-            "required": ["environments"],
+            "required": ["environments", "toolCalls"],
             "$defs": [
                 "rules": [
                     "type": "object",
@@ -196,10 +206,13 @@ enum MCPTools {
             lines.insert("environment \(environment.name): \(environment.baseURL)", at: lines.count - profiles.count)
             return .object(object)
         }
+        let counts = server.mcpFace?.counts ?? MCPFace.ToolCallCounts()
         let text =
-            lines.isEmpty
-            ? "Nothing is exposed to agents (no mcp: block in the configuration)." : lines.joined(separator: "\n")
-        return .result(isError: false, structured: ["environments": .array(environments)], text: text)
+            (lines.isEmpty
+                ? "Nothing is exposed to agents (no mcp: block in the configuration)." : lines.joined(separator: "\n"))
+            + "\nhttp_request calls so far: \(counts.text)"
+        return .result(
+            isError: false, structured: ["environments": .array(environments), "toolCalls": counts.value], text: text)
     }
 
     /// A profile's session as an agent needs to know it.
