@@ -656,6 +656,52 @@ def test_a_login_through_url_elicitation_completes_in_the_background(workdir):
         api.server.shutdown()
 
 
+def test_a_stateless_login_asks_through_an_input_required_url_elicitation(workdir):
+    """2026-07-28: no server-initiated request; the login URL is an input-required result, the
+    login completes in the background, and the client's retry with the person's answer goes through."""
+    stack = interop_stack()
+    if not stack.get("AS_URL"):
+        pytest.skip("the interop stack has no authorization server URL for a person's login")
+    api = API()
+    raw = Raw(write_config(workdir, api, stack=stack), workdir, stack=stack)
+    try:
+        capabilities = {"elicitation": {"url": {}}}
+        call = {"name": "http_request",
+                "arguments": {"environment": "stack", "profile": "tv", "path": stack.get("STACK_PATH", "/whoami")}}
+        start = time.monotonic()
+        asked = raw.request(1, "tools/call", {"_meta": meta(capabilities), **call})["result"]
+        assert time.monotonic() - start < 2  # a login never blocks a call
+        assert asked["resultType"] == "input_required", asked
+        login = asked["inputRequests"]["login"]
+        assert login["method"] == "elicitation/create" and login["params"]["mode"] == "url"
+        assert login["params"]["url"].startswith(stack["AS_URL"].rstrip("/"))
+        answer = {"inputResponses": {"login": {"action": "accept"}}, "requestState": asked["requestState"]}
+        # Answered before the person logged in: told so, not asked again.
+        early = raw.request(2, "tools/call", {"_meta": meta(capabilities), **call, **answer})["result"]
+        assert early["resultType"] == "complete" and early["isError"] is True
+        code = re.search(r"code ([A-Za-z0-9-]+)", login["params"]["message"]).group(1)
+        approve = ROOT / "clients" / "neovim" / "test" / "approve_device.py"
+        subprocess.run([sys.executable, str(approve), stack["AS_URL"].rstrip("/"), code], check=True, timeout=60)
+        # The login finishes in the background (its next poll of the token endpoint). Bounded.
+        deadline = time.monotonic() + 60
+        id = 3
+        while True:
+            result = raw.request(id, "tools/call", {"_meta": meta(capabilities), **call, **answer})["result"]
+            if not result["isError"] or time.monotonic() > deadline:
+                break
+            id += 1
+            time.sleep(0.5)
+        assert result["isError"] is False, result
+        assert result["structuredContent"]["status"] == 200
+        listed = raw.request(id + 1, "tools/call", {"_meta": meta(), "name": "list_environments",
+                                                      "arguments": {}})["result"]
+        counts = listed["structuredContent"]["toolCalls"]
+        assert counts["awaiting"] == 1 and counts["sent"] == 1 and counts["failed"] >= 1
+    finally:
+        raw.close()
+        api.server.shutdown()
+
+
 def test_oauth_client_credentials_against_the_interop_stack(workdir):
     stack = interop_stack()
     api = API()

@@ -46,7 +46,7 @@ struct HTTPRequestTool {
             outcome = try await face.server.runtimes.use { runtime in
                 try await call(arguments, runtime: runtime, audit: &audit)
             }
-            face.count { audit.outcome == "awaiting confirmation" ? ($0.awaiting += 1) : ($0.sent += 1) }
+            face.count { audit.outcome.hasPrefix("awaiting") ? ($0.awaiting += 1) : ($0.sent += 1) }
         } catch let refusal as Refusal {
             if audit.outcome == "-" { audit.outcome = "refused" }
             if audit.rule == "-" { audit.rule = refusal.rule }
@@ -208,12 +208,30 @@ struct HTTPRequestTool {
             else { throw error }
             audit.outcome = started ? "login started" : "login pending"
             let profileName = profile?.name ?? ""
-            // Asked once per login: a retry while the person is at it only says so again.
-            if started {
-                face.openURL(
-                    (prompt.verificationURIComplete ?? prompt.url).value,
-                    message: "Log in to \(environmentName) (profile \(profileName)) for tokenrelay"
-                        + (prompt.userCode.map { ", code \($0)" } ?? ""))
+            let url = (prompt.verificationURIComplete ?? prompt.url).value
+            let message =
+                "Log in to \(environmentName) (profile \(profileName)) for tokenrelay"
+                + (prompt.userCode.map { ", code \($0)" } ?? "")
+            switch era {
+            case .handshake:
+                // Asked once per login: a retry while the person is at it only says so again.
+                if started { face.openURL(url, message: message) }
+            case .stateless:
+                // The stateless revision asks through an input-required result; the client's
+                // retry (with the person's answer) sends the call again, and goes through once
+                // the login has completed in the background. A retry that answered and still
+                // finds no session is told so, not asked again.
+                if case .object(let responses)? = params?["inputResponses"], responses["login"] != nil {
+                    break
+                }
+                audit.outcome = "awaiting login"
+                let elicitation: JSONObject = [
+                    "mode": "url", "message": .string(message), "url": .string(url),
+                    "elicitationId": .string("tokenrelay-login-\(session.environment)-\(session.profile)"),
+                ]
+                return .inputRequired(
+                    requests: ["login": ["method": "elicitation/create", "params": .object(elicitation)]],
+                    state: "login")
             }
             throw Refusal(message: Self.loginText(prompt, environment: environmentName, profile: profileName))
         }

@@ -58,7 +58,7 @@ final class MCPFace: Sendable {
         var refused = 0
         /// Calls that failed otherwise (transport, authentication, a login needed).
         var failed = 0
-        /// Calls answered with a question to the person (a stateless client's confirmation).
+        /// Calls answered with a question to the person (a stateless client's confirmation or login).
         var awaiting = 0
 
         var value: JSONValue {
@@ -274,8 +274,7 @@ final class MCPFace: Sendable {
     /// Whether the client of `era` takes URL-mode elicitations (a handshake client that declared
     /// `elicitation.url`).
     func supportsURLElicitation(_ era: MCPProtocol.Era) -> Bool {
-        guard case .handshake = era else { return false }
-        return clientCapabilities(era)?["elicitation"]?["url"] != nil
+        clientCapabilities(era)?["elicitation"]?["url"] != nil
     }
 
     /// Starts the login of `session` in the background and returns its prompt, once the token
