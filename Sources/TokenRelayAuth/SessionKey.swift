@@ -22,6 +22,12 @@ public struct SessionKey: Sendable, Hashable, CustomStringConvertible {
     /// What else the grant's token depends on (a token exchange's subject session and parameters);
     /// `nil` for the other grants (their keys are as they always were).
     public let variant: String?
+    /// Whether the session is a machine's identity: its token comes from the client's own
+    /// credentials or assertion (`client_credentials`, `jwt_bearer`), or from exchanging only such
+    /// tokens or tokens from secret sources (`token_exchange`), never from a person's login or a
+    /// refresh token. Only these may be shared across a fleet's hosts (SPEC §11). Derived from
+    /// the grant (and a token exchange's sources), so it adds nothing to the key's identity.
+    public let isMachineIdentity: Bool
 
     /// The key of `configuration` used by `environment`/`profile`.
     public init(environment: String, profile: String, configuration: OAuthClientConfiguration) {
@@ -35,6 +41,21 @@ public struct SessionKey: Sendable, Hashable, CustomStringConvertible {
         audience = configuration.audience
         resources = configuration.resources
         variant = configuration.grant.variant
+        isMachineIdentity = Self.isMachineIdentity(configuration.grant)
+    }
+
+    private static func isMachineIdentity(_ grant: Grant) -> Bool {
+        switch grant {
+        case .clientCredentials, .jwtBearer: return true
+        case .refreshToken, .interactive: return false
+        case .tokenExchange(let exchange):
+            return [exchange.subject, exchange.actor].allSatisfy { source in
+                switch source {
+                case .none, .secret: return true
+                case .session(let key): return key.isMachineIdentity
+                }
+            }
+        }
     }
 
     /// A length-prefixed text of every field (no two keys share one): what a dependent session's

@@ -11,11 +11,6 @@ import TokenRelayLogging
 /// The tier failing never fails a call: ``SharedTierUnavailable`` is caught here and the host acts
 /// on its own (the tier logs and reports it).
 public final class SharedTierStore: TokenStore {
-    /// The grants whose access tokens are shared. `jwt_bearer` and `token_exchange` join here once
-    /// those profiles exist (SPEC §10); DPoP- or certificate-bound tokens never do (see
-    /// ``isShareable(_:)``).
-    static let sharedGrants: Set<String> = ["client_credentials"]
-
     private let host: any TokenStore
     private let tier: any SharedTokenTier
     private let encryptionKey: SecretProvider
@@ -44,9 +39,12 @@ public final class SharedTierStore: TokenStore {
 
     public func prepare() { host.prepare() }
 
-    /// Whether the session's access tokens may live in the tier: a shared grant, and no seed.
+    /// Whether the session's access tokens may live in the tier: a machine identity
+    /// (`client_credentials`, `jwt_bearer`, a `token_exchange` of such tokens: never a person's
+    /// login or a refresh token, nor an exchange of one), and no seed. DPoP- or certificate-bound
+    /// tokens never are (see ``isShareable(_:)``).
     func isShared(_ key: StoreKey) -> Bool {
-        Self.sharedGrants.contains(key.session.grant) && key.seedFingerprint == nil
+        key.session.isMachineIdentity && key.seedFingerprint == nil
     }
 
     /// Bearer tokens only: a token bound to a key (DPoP, mTLS) is useless, and dangerous, elsewhere.

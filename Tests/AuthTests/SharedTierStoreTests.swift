@@ -112,6 +112,39 @@ final class FakeSharedTier: SharedTokenTier {
         #expect(tier.rows.withLock { $0.isEmpty })
     }
 
+    /// SPEC §11: machine identities are shared (client credentials, jwt-bearer, an exchange of
+    /// their tokens or of a secret source's); a person's session, a refresh token, and an exchange
+    /// of either never are (another host would act as that person).
+    @Test func machineIdentitiesAreSharedAndExchangesOfAPersonsTokenAreNot() async throws {
+        func key(_ profile: String, _ grant: Grant) -> SessionKey {
+            SessionKey(
+                environment: "dev", profile: profile,
+                configuration: OAuthClientConfiguration(
+                    tokenURL: "https://as.example/token", clientID: "svc", grant: grant))
+        }
+        let machine = key("svc", .clientCredentials)
+        let person = key("me", .interactive(InteractiveLogin(flow: .deviceCode)))
+        let secret = TokenExchange.Source.secret(keyProvider("subject"), description: "env")
+        let shared: [SessionKey] = [
+            machine, key("ci", .jwtBearer(.secret(keyProvider("jwt")))),
+            key("x1", .tokenExchange(TokenExchange(subject: .session(machine)))),
+            key("x2", .tokenExchange(TokenExchange(subject: secret, actor: .session(machine)))),
+        ]
+        let hostOnly: [SessionKey] = [
+            person, key("seeded", .refreshToken(seed: keyProvider("rt"))),
+            key("x3", .tokenExchange(TokenExchange(subject: .session(person)))),
+            key("x4", .tokenExchange(TokenExchange(subject: secret, actor: .session(person)))),
+        ]
+        for session in shared + hostOnly {
+            let tier = FakeSharedTier()
+            let store = SharedTierStore(
+                host: InMemoryTokenStore(), tier: tier, encryptionKey: keyProvider(storeTestKey))
+            _ = try await store.save(Self.tokens("at-\(session.profile)"), for: StoreKey(session: session))
+            let published = tier.rows.withLock { !$0.isEmpty }
+            #expect(published == shared.contains(session), "\(session.profile)")
+        }
+    }
+
     @Test func aFailingTierLeavesTheHostsStoreWorking() async throws {
         let store = SharedTierStore(
             host: InMemoryTokenStore(), tier: FakeSharedTier(failing: true), encryptionKey: keyProvider(storeTestKey))
