@@ -180,6 +180,12 @@ def main():
            "~1 (not 4)", lambda v: v <= 1.5,
            f"{get('store', 'load_token_calls')} token calls in {get('store', 'load_wall_s')} s, "
            f"{get('store', 'load_ok')} of {get('store', 'load_requests')} requests answered 200", needs=("store",))
+    target("fleet: tokens per renewal period, 3 hosts sharing a PostgreSQL tier",
+           get("fleet", "fleet_tokens_per_period"), "~1 (not 3)", lambda v: v <= 1.5,
+           f"{get('fleet', 'fleet_tokens')} tokens in {get('fleet', 'fleet_wall_s')} s of "
+           f"{get('fleet', 'ttl_s')} s tokens, {get('fleet', 'fleet_ok')} of {get('fleet', 'fleet_sent')} requests "
+           f"answered 200; alone: {get('fleet', 'alone_tokens')} tokens "
+           f"({get('fleet', 'alone_tokens_per_period')} per period)", needs=("fleet",))
     few, many = get("redactor_10", "clean_line_ns"), get("redactor_10000", "clean_line_ns")
     target("redactor: ns per log line, 10,000 / 10 tokens", ratio(many, few), "<= 1.5", lambda v: v <= 1.5,
            f"{few} ns vs {many} ns per {get('redactor_10', 'line_bytes')}-byte line; a line with a token: "
