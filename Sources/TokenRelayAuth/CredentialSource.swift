@@ -23,4 +23,15 @@ public protocol CredentialSource: Sendable {
     /// only if it is still the current one, so that many concurrent 401s cause one renewal.
     /// Throws when renewal is not allowed (for example excessive renewals).
     func invalidate(stamp: CredentialStamp) async throws
+
+    /// Looks at the response to `request`, which this source signed: keeps what the server asks
+    /// the next signature to carry (a DPoP nonce, RFC 9449 §8–9) and says whether `request` must be
+    /// signed again and sent once more because of it (a `use_dpop_nonce` challenge: the server
+    /// did not act on the request, so any method may be sent again).
+    func signsAgain(after status: Int, headers: HTTPHeaders, request: HTTPRequest) -> Bool
+}
+
+extension CredentialSource {
+    /// Most credentials carry nothing a server asks for: never signed again.
+    public func signsAgain(after status: Int, headers: HTTPHeaders, request: HTTPRequest) -> Bool { false }
 }

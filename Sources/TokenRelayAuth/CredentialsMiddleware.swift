@@ -41,8 +41,18 @@ public struct CredentialsMiddleware: HTTPMiddleware {
         }
         let budget = self.budget ?? AuthRecoveryBudget()
         var signed = request
-        let stamp = try await source.apply(to: &signed)
-        let response = try await next(signed)
+        var stamp = try await source.apply(to: &signed)
+        var response = try await next(signed)
+        if source.signsAgain(after: response.status, headers: response.headers, request: signed) {
+            // A DPoP nonce challenge (RFC 9449 §9): the server did not act on the request; signed
+            // again with its nonce and sent once more, whatever the method.
+            response.cancel()
+            Logger.shared.debug("401 use_dpop_nonce: signing again with the server's nonce", [("method", request.method)])
+            signed = request
+            stamp = try await source.apply(to: &signed)
+            response = try await next(signed)
+            _ = source.signsAgain(after: response.status, headers: response.headers, request: signed)
+        }
         guard source.isRenewable, Self.isInvalidToken(status: response.status, headers: response.headers) else {
             if (200..<300).contains(response.status) { budget.restore() }
             return response
@@ -92,11 +102,12 @@ public struct CredentialsMiddleware: HTTPMiddleware {
         isRecoverable(request: request, status: response.status, headers: response.headers)
     }
 
-    /// Whether a response is `401` with a `Bearer` challenge carrying `error="invalid_token"`.
+    /// Whether a response is `401` with a `Bearer` (or, for a DPoP-bound token, `DPoP`) challenge
+    /// carrying `error="invalid_token"`.
     public static func isInvalidToken(status: Int, headers: HTTPHeaders) -> Bool {
         guard status == 401 else { return false }
         return WWWAuthenticateChallenge.parse(headers: headers).contains { challenge in
-            challenge.isScheme("Bearer") && challenge.parameter("error") == "invalid_token"
+            (challenge.isScheme("Bearer") || challenge.isScheme("DPoP")) && challenge.parameter("error") == "invalid_token"
         }
     }
 }

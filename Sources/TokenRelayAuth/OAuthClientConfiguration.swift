@@ -155,13 +155,16 @@ public struct OAuthClientConfiguration: Sendable {
     public var grant: Grant
     /// Bounds an acquisition (retries included) when no caller gave a deadline.
     public var acquisitionTimeout: Duration
+    /// DPoP (RFC 9449, SPEC §10): tokens bound to a key of the session's, with a proof on every
+    /// token and resource request.
+    public var dpop: Bool
 
     /// Creates a configuration; scopes and resources are sorted and deduplicated.
     public init(
         issuer: String? = nil, tokenURL: String? = nil, clientID: String, clientSecret: SecretProvider? = nil,
         clientAuth: ClientAuthMethod = .clientSecretBasic, clientKey: ClientKey? = nil, scopes: [String] = [],
         audience: String? = nil, resources: [String] = [], expirySkew: Duration = .seconds(30),
-        grant: Grant = .clientCredentials, acquisitionTimeout: Duration = .seconds(30)
+        grant: Grant = .clientCredentials, acquisitionTimeout: Duration = .seconds(30), dpop: Bool = false
     ) {
         self.issuer = issuer
         self.tokenURL = tokenURL
@@ -175,6 +178,7 @@ public struct OAuthClientConfiguration: Sendable {
         self.expirySkew = expirySkew
         self.grant = grant
         self.acquisitionTimeout = acquisitionTimeout
+        self.dpop = dpop
     }
 
     /// Whether the session is OpenID Connect (`openid` among the scopes): its ID token is validated.

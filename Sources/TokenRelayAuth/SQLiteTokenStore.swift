@@ -276,6 +276,8 @@ public final class SQLiteTokenStore: TokenStore {
         var refreshToken: String?
         var scope: String?
         var subject: String? = nil
+        /// DPoP: the session's key (``DPoPKey/stored``).
+        var dpopKey: String? = nil
     }
 
     /// Runs `body` on the open connection (opening it first), on the store's queue.
@@ -324,7 +326,7 @@ public final class SQLiteTokenStore: TokenStore {
                 expiresAt: decoded.expiresAt.map { Date(timeIntervalSince1970: $0) },
                 refreshToken: decoded.refreshToken,
                 scope: decoded.scope, revision: row[2].integerValue ?? 0, invalidated: row[3].integerValue == 1,
-                subject: decoded.subject)
+                subject: decoded.subject, dpopKey: decoded.dpopKey)
         }
     }
 
@@ -332,7 +334,7 @@ public final class SQLiteTokenStore: TokenStore {
         let payload = Payload(
             accessToken: tokens.accessToken, tokenType: tokens.tokenType,
             receivedAt: tokens.receivedAt?.timeIntervalSince1970, expiresAt: tokens.expiresAt?.timeIntervalSince1970,
-            refreshToken: tokens.refreshToken, scope: tokens.scope, subject: tokens.subject)
+            refreshToken: tokens.refreshToken, scope: tokens.scope, subject: tokens.subject, dpopKey: tokens.dpopKey)
         let plain = payload.json
         let id = key.id
         return try await withConnection { opened in
@@ -501,11 +503,11 @@ extension SQLiteTokenStore.Payload {
         }
         guard let accessToken = string("accessToken"), let refreshToken = string("refreshToken"),
             let scope = string("scope"), let receivedAt = double("receivedAt"), let expiresAt = double("expiresAt"),
-            let subject = string("subject")
+            let subject = string("subject"), let dpopKey = string("dpopKey")
         else { return nil }
         self.init(
             accessToken: accessToken, tokenType: tokenType, receivedAt: receivedAt, expiresAt: expiresAt,
-            refreshToken: refreshToken, scope: scope, subject: subject)
+            refreshToken: refreshToken, scope: scope, subject: subject, dpopKey: dpopKey)
     }
 
     /// The record as JSON.
@@ -518,6 +520,7 @@ extension SQLiteTokenStore.Payload {
         if let refreshToken { members.append(("refreshToken", .string(refreshToken))) }
         if let scope { members.append(("scope", .string(scope))) }
         if let subject { members.append(("subject", .string(subject))) }
+        if let dpopKey { members.append(("dpopKey", .string(dpopKey))) }
         return JSONValue.object(JSONObject(members)).serialized()
     }
 }

@@ -40,7 +40,10 @@ public struct SessionKey: Sendable, Hashable, CustomStringConvertible {
         scopes = configuration.scopes
         audience = configuration.audience
         resources = configuration.resources
-        variant = configuration.grant.variant
+        // A DPoP-bound token is another token than a bearer one of the same grant.
+        variant =
+            configuration.dpop
+            ? (configuration.grant.variant.map { $0 + ";" } ?? "") + "dpop" : configuration.grant.variant
         isMachineIdentity = Self.isMachineIdentity(configuration.grant)
     }
 

@@ -16,6 +16,11 @@ public struct Token: Sendable, Equatable, CustomStringConvertible {
     public let scope: String?
     /// A number unique to this token within the manager; used as the ``CredentialStamp``.
     public let version: UInt64
+    /// DPoP: the key the token is bound to (proofs for its requests are signed with it).
+    var dpopKey: DPoPKey?
+
+    /// Whether the token is bound to a key (DPoP): useless, and refused, outside tokenrelay.
+    public var isBound: Bool { dpopKey != nil }
 
     /// Creates a token record.
     public init(

@@ -24,8 +24,33 @@ public struct TokenCredentialSource: CredentialSource {
         let token = try await manager.token(for: key, deadline: deadline)
         // In use: kept among the redactor's recent tokens (registered again if it was dropped).
         Redactor.shared.registerToken(token.accessToken)
-        request.headers.set(name: "Authorization", value: "Bearer \(token.accessToken)")
+        if let key = token.dpopKey {
+            // RFC 9449 §7: the DPoP scheme and a proof naming the method, URL and token.
+            let url: ParsedURL
+            do {
+                url = try request.targetURL()
+            } catch {
+                throw HTTPError.invalidURL("\(error)")
+            }
+            let proof = try key.proof(
+                method: request.method, url: url, accessToken: token.accessToken,
+                nonce: manager.dpopNonces.nonce(for: url), now: clock.now)
+            request.headers.set(name: "Authorization", value: "DPoP \(token.accessToken)")
+            request.headers.set(name: "DPoP", value: proof)
+        } else {
+            request.headers.set(name: "Authorization", value: "Bearer \(token.accessToken)")
+        }
         return CredentialStamp(token.version)
+    }
+
+    /// A DPoP-signed request: the server's nonce is kept for the next proofs to its origin, and a
+    /// `use_dpop_nonce` challenge that brought one gets the request signed and sent once more.
+    public func signsAgain(after status: Int, headers: HTTPHeaders, request: HTTPRequest) -> Bool {
+        guard request.headers["Authorization"]?.hasPrefix("DPoP ") == true, let url = try? request.targetURL() else {
+            return false
+        }
+        let fresh = manager.dpopNonces.remember(headers, from: url)
+        return fresh && DPoPNonces.isNonceChallenge(status: status, headers: headers)
     }
 
     /// OAuth tokens may be renewed after a 401.

@@ -98,6 +98,12 @@ struct GrantRequest: Sendable {
     }
 }
 
+/// What a DPoP session's token requests are signed with: its key, and the manager's nonces.
+struct DPoPSigning: Sendable {
+    let key: DPoPKey
+    let nonces: DPoPNonces
+}
+
 /// Sends grant requests to a token endpoint through an ``HTTPTransport``: builds the form and
 /// the client authentication, validates the answer, retries transient failures within a deadline.
 public struct TokenEndpointClient: Sendable {
@@ -120,6 +126,15 @@ public struct TokenEndpointClient: Sendable {
         self.clock = clock
         self.random = random
         self.retryPolicy = retryPolicy
+    }
+
+    /// The parsed URL of a request this client built (from a checked endpoint).
+    private static func target(_ request: HTTPRequest) throws(AuthError) -> ParsedURL {
+        do {
+            return try request.targetURL()
+        } catch {
+            throw .configuration("token endpoint: \(error)")
+        }
     }
 
     /// Builds the HTTP request for `grant` to `endpoint`, authenticating as the configured client.
@@ -173,27 +188,52 @@ public struct TokenEndpointClient: Sendable {
         return HTTPRequest(method: "POST", url: url, headers: headers, body: form.bytes)
     }
 
-    /// Sends `request` until it succeeds, fails for good, or `deadline` would pass. `beforeFirstSend`
-    /// runs once, just before the first attempt goes out; it may throw to abandon the request.
+    /// Sends the request `build` makes until it succeeds, fails for good, or `deadline` would pass.
+    /// Each attempt is built afresh (a `private_key_jwt` assertion and a DPoP proof are good for one
+    /// request: their `jti` is never sent twice). With `dpop`, every attempt carries a proof, a
+    /// `use_dpop_nonce` answer gets one immediate retry with the server's nonce, and an answer whose
+    /// `token_type` is not `DPoP` is refused (a downgrade). `beforeFirstSend` runs once, just before
+    /// the first attempt goes out; it may throw to abandon the request.
     func send(
-        _ request: HTTPRequest, deadline: Date, beforeFirstSend: @Sendable () async throws -> Void
+        deadline: Date, dpop: DPoPSigning? = nil, beforeFirstSend: @Sendable () async throws -> Void,
+        build: () throws(AuthError) -> HTTPRequest
     ) async throws -> TokenResponse {
         var attempt = 0
         var lastError: AuthError = .timeout
+        var nonceRetried = false
         while true {
             guard let timeout = clock.requestTimeout(until: deadline) else {
                 throw attempt == 0 ? AuthError.timeout : lastError
             }
+            var attemptRequest = try build()
+            attemptRequest.timeout = timeout
+            let url: ParsedURL?
+            if let dpop {
+                let target = try Self.target(attemptRequest)
+                url = target
+                attemptRequest.headers.set(
+                    name: "DPoP",
+                    value: try dpop.key.proof(
+                        method: attemptRequest.method, url: target, accessToken: nil,
+                        nonce: dpop.nonces.nonce(for: target), now: clock.now))
+            } else {
+                url = nil
+            }
             if attempt == 0 { try await beforeFirstSend() }
             attempt += 1
-            var attemptRequest = request
-            attemptRequest.timeout = timeout
             var retryAfter: Duration?
             do {
                 let response = try await transport.send(collecting: attemptRequest)
-                switch TokenResponseParser.classify(response) {
+                let newNonce = url.map { dpop?.nonces.remember(response.headers, from: $0) ?? false } ?? false
+                switch TokenResponseParser.classify(response, dpop: dpop != nil) {
                 case .success(let token):
                     return token
+                case .failure(let error, _, _) where error.oauthError == "use_dpop_nonce" && dpop != nil:
+                    // RFC 9449 §8: the server did not act on the request; once, with its nonce.
+                    guard newNonce, !nonceRetried else { throw error }
+                    nonceRetried = true
+                    log.debug("token endpoint asked for a DPoP nonce; sending again with it")
+                    continue
                 case .failure(let error, let transient, let after):
                     guard transient else { throw error }
                     lastError = error

@@ -78,14 +78,17 @@ extension TokenManager {
                     try await self.signingKeys(for: key, metadata: metadata, deadline: deadline, refresh: false)
                 }
                 : nil
-            let request = try endpointClient.makeRequest(
-                endpoint: endpoint,
-                grant: .authorizationCode(
-                    code, redirectURI: listener.redirectURI, verifier: secrets.verifier, configuration),
-                configuration: configuration, credential: credential)
+            let dpop = try dpopSigning(session)
             let response: TokenResponse
             do {
-                response = try await endpointClient.send(request, deadline: deadline, beforeFirstSend: {})
+                response = try await endpointClient.send(deadline: deadline, dpop: dpop, beforeFirstSend: {}) {
+                    () throws(AuthError) in
+                    try endpointClient.makeRequest(
+                        endpoint: endpoint,
+                        grant: .authorizationCode(
+                            code, redirectURI: listener.redirectURI, verifier: secrets.verifier, configuration),
+                        configuration: configuration, credential: credential)
+                }
             } catch {
                 keysTask?.cancel()
                 throw error

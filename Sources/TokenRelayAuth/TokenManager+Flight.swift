@@ -202,13 +202,16 @@ extension TokenManager {
             // rather than the validation of tokens already issued.
             try await prepareRenewalIDTokenKeys(session, deadline: flight.deadline)
         }
+        let dpop = try dpopSigning(session)
         if let refreshToken {
-            let request = try endpointClient.makeRequest(
-                endpoint: endpoint, grant: .refresh(refreshToken, configuration), configuration: configuration,
-                credential: credential)
             do {
                 response = try await endpointClient.send(
-                    request, deadline: flight.deadline, beforeFirstSend: beforeSend)
+                    deadline: flight.deadline, dpop: dpop, beforeFirstSend: beforeSend
+                ) { () throws(AuthError) in
+                    try endpointClient.makeRequest(
+                        endpoint: endpoint, grant: .refresh(refreshToken, configuration),
+                        configuration: configuration, credential: credential)
+                }
                 usedRefreshToken = refreshToken
             } catch let error as AuthError where error.oauthError == "invalid_grant" {
                 // A logout meanwhile revoked the token: that is why, and the session stays logged out.
@@ -227,18 +230,23 @@ extension TokenManager {
                     throw ended
                 }
                 log.info("refresh token refused for \(key); acquiring afresh with \(configuration.grant.name)")
-                let request = try endpointClient.makeRequest(
-                    endpoint: endpoint, grant: fresh, configuration: configuration, credential: credential)
-                response = try await endpointClient.send(request, deadline: flight.deadline, beforeFirstSend: {})
+                response = try await endpointClient.send(deadline: flight.deadline, dpop: dpop, beforeFirstSend: {}) {
+                    () throws(AuthError) in
+                    try endpointClient.makeRequest(
+                        endpoint: endpoint, grant: fresh, configuration: configuration, credential: credential)
+                }
             }
         } else {
             guard
                 let grant = try await freshGrant(
                     configuration, endpointClient: endpointClient, deadline: flight.deadline)
             else { throw AuthError.configuration("profile '\(key.profile)' has no way to obtain a token") }
-            let request = try endpointClient.makeRequest(
-                endpoint: endpoint, grant: grant, configuration: configuration, credential: credential)
-            response = try await endpointClient.send(request, deadline: flight.deadline, beforeFirstSend: beforeSend)
+            response = try await endpointClient.send(
+                deadline: flight.deadline, dpop: dpop, beforeFirstSend: beforeSend
+            ) { () throws(AuthError) in
+                try endpointClient.makeRequest(
+                    endpoint: endpoint, grant: grant, configuration: configuration, credential: credential)
+            }
         }
         guard session.generation == flight.generation else {
             // Logged out meanwhile: commit nothing, and revoke what the server just issued.
@@ -333,13 +341,15 @@ extension TokenManager {
     ) async throws -> Token {
         let now = clock.now
         let refreshToken = response.refreshToken ?? previousRefreshToken
-        let token = Token(
+        var token = Token(
             accessToken: response.accessToken, tokenType: response.tokenType, receivedAt: now,
             expiresAt: response.expiresIn.map { now.addingTimeInterval(TimeInterval($0)) }, refreshToken: refreshToken,
             scope: response.scope, version: nextID())
+        token.dpopKey = session.configuration.dpop ? session.dpopKey : nil
         let stored = StoredTokens(
             accessToken: token.accessToken, tokenType: token.tokenType, receivedAt: now, expiresAt: token.expiresAt,
-            refreshToken: refreshToken, scope: token.scope, subject: subject ?? session.identity?.rawSubject)
+            refreshToken: refreshToken, scope: token.scope, subject: subject ?? session.identity?.rawSubject,
+            dpopKey: token.dpopKey?.stored)
         let revision: Int64?
         do {
             revision = try await store.save(stored, for: storeKey, logoutEpoch: logoutEpoch)
@@ -383,8 +393,22 @@ extension TokenManager {
         return token
     }
 
+    /// DPoP: what the session's token requests are signed with, making its key first when it has
+    /// none (the key is kept with the tokens the request brings); `nil` for a bearer session.
+    func dpopSigning(_ session: Session) throws(AuthError) -> DPoPSigning? {
+        guard session.configuration.dpop else { return nil }
+        if session.dpopKey == nil {
+            guard let key = DPoPKey.generate() else { throw .configuration("a DPoP key could not be made (libcrypto)") }
+            session.dpopKey = key
+            log.debug("\(session.key): made a DPoP key (\(key))")
+        }
+        guard let key = session.dpopKey else { return nil }
+        return DPoPSigning(key: key, nonces: dpopNonces)
+    }
+
     /// Drops every token the session holds in memory (the store no longer has it).
     func forgetTokens(_ session: Session) {
+        session.dpopKey = nil
         session.token = nil
         session.refreshToken = nil
         session.unsavedRotation = nil
@@ -400,9 +424,11 @@ extension TokenManager {
         session.refreshToken = nil
         session.unsavedRotation = nil
         session.token = session.token.map {
-            Token(
+            var token = Token(
                 accessToken: $0.accessToken, tokenType: $0.tokenType, receivedAt: $0.receivedAt,
                 expiresAt: $0.expiresAt, refreshToken: nil, scope: $0.scope, version: $0.version)
+            token.dpopKey = $0.dpopKey
+            return token
         }
         do {
             if let storeKey = session.storeKey { try await store.remove(storeKey) }
@@ -431,6 +457,7 @@ extension TokenManager {
         guard let stored else {
             if session.revision != nil {
                 session.revision = nil
+                session.dpopKey = nil
                 session.token = nil
                 session.refreshToken = nil
                 session.invalidated = false
@@ -445,6 +472,15 @@ extension TokenManager {
         }
         session.revision = stored.revision
         session.refreshToken = stored.refreshToken
+        // The key the stored tokens are bound to (another process made it): proofs use it from now on.
+        if session.configuration.dpop, let kept = stored.dpopKey {
+            if let key = DPoPKey(stored: kept) {
+                session.dpopKey = key
+            } else {
+                log.warn("\(session.key): the DPoP key in the store cannot be read; a new one is made at the next renewal")
+                session.dpopKey = nil
+            }
+        }
         if let subject = stored.subject, session.identity?.rawSubject != subject {
             session.identity = LoginIdentity(subject: subject)
         }
@@ -453,9 +489,12 @@ extension TokenManager {
         session.invalidated = stored.invalidated
         session.tokenFromStore = stored.accessToken != nil
         if let accessToken = stored.accessToken {
-            session.token = Token(
+            var token = Token(
                 accessToken: accessToken, tokenType: stored.tokenType, receivedAt: stored.receivedAt ?? clock.now,
                 expiresAt: stored.expiresAt, refreshToken: stored.refreshToken, scope: stored.scope, version: nextID())
+            token.dpopKey = session.configuration.dpop ? session.dpopKey : nil
+            // A bound token whose key cannot be read is useless: renewed (with a new key).
+            session.token = session.configuration.dpop && token.dpopKey == nil ? nil : token
         } else {
             session.token = nil
         }

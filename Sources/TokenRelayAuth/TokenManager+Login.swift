@@ -358,16 +358,19 @@ extension TokenManager {
             try await clock.sleep(until: wake)
             guard session.login === flight, session.generation == flight.generation else { throw CancellationError() }
             polls += 1
-            let request = try endpointClient.makeRequest(
-                endpoint: endpoint, grant: .deviceCode(authorization.deviceCode, configuration),
-                configuration: configuration, credential: credential)
+            let dpop = try dpopSigning(session)
             // Any poll may be the one that is approved (the server then issues the tokens and
             // spends the device code): once sent, it runs to completion and is committed, even if
             // every caller left or the manager is closing (SPEC §5.2). It used to be marked only
             // after its answer, which a closing manager then dropped.
             try markLoginSent(session, flight)
             do {
-                let response = try await endpointClient.send(request, deadline: end, beforeFirstSend: {})
+                let response = try await endpointClient.send(deadline: end, dpop: dpop, beforeFirstSend: {}) {
+                    () throws(AuthError) in
+                    try endpointClient.makeRequest(
+                        endpoint: endpoint, grant: .deviceCode(authorization.deviceCode, configuration),
+                        configuration: configuration, credential: credential)
+                }
                 log.info("device login for \(session.key) approved after \(polls) poll(s)")
                 return response
             } catch let error as AuthError {

@@ -83,6 +83,9 @@ public actor TokenManager {
         /// Who logged in (OpenID Connect), when known: from this process's login or renewal, or
         /// (its `sub` only) from the store.
         var identity: LoginIdentity?
+        /// DPoP: the session's key, made before its first token request and kept with its tokens
+        /// (read from the store, shared by the host's processes); dropped with them (`logout`).
+        var dpopKey: DPoPKey?
 
         init(key: SessionKey, configuration: OAuthClientConfiguration) {
             self.key = key
@@ -98,6 +101,8 @@ public actor TokenManager {
 
     /// Where tokens are committed (before callers see them).
     let store: any TokenStore
+    /// The last DPoP nonce of each server (token endpoints and resources alike).
+    let dpopNonces = DPoPNonces()
     /// Sends grant requests with retries (sessions of environments without a transport of their own).
     let endpointClient: TokenEndpointClient
     /// Verified, cached issuer metadata (sessions of environments without a transport of their own).

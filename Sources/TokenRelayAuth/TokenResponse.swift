@@ -41,11 +41,11 @@ enum TokenResponseParser {
     static let maximumLifetime = 10 * 365 * 24 * 3600
 
     /// Classifies one HTTP answer from the token endpoint.
-    static func classify(_ response: HTTPResponse) -> TokenEndpointOutcome {
+    static func classify(_ response: HTTPResponse, dpop: Bool = false) -> TokenEndpointOutcome {
         let status = response.status
         if status == 200 {
             do {
-                return .success(try parseSuccess(response.body))
+                return .success(try parseSuccess(response.body, dpop: dpop))
             } catch {
                 return .failure(error, transient: false, retryAfter: nil)
             }
@@ -69,7 +69,7 @@ enum TokenResponseParser {
     }
 
     /// Validates a 200 body.
-    static func parseSuccess(_ body: [UInt8]) throws(AuthError) -> TokenResponse {
+    static func parseSuccess(_ body: [UInt8], dpop: Bool = false) throws(AuthError) -> TokenResponse {
         let object = try jsonObject(body)
         guard let accessToken = object["access_token"]?.stringValue else {
             throw .invalidTokenResponse("access_token is missing or not a string")
@@ -84,8 +84,16 @@ enum TokenResponseParser {
         guard let tokenType = object["token_type"]?.stringValue else {
             throw .invalidTokenResponse("token_type is missing or not a string")
         }
-        guard tokenType.lowercased() == "bearer" else {
-            throw .invalidTokenResponse("token_type is not Bearer")
+        // RFC 9449 §5: a DPoP request answered with another token type is a downgrade: refused.
+        if dpop {
+            guard tokenType.lowercased() == "dpop" else {
+                throw .invalidTokenResponse(
+                    "token_type is not DPoP although a DPoP proof was sent (a downgrade to a bearer token is refused)")
+            }
+        } else {
+            guard tokenType.lowercased() == "bearer" else {
+                throw .invalidTokenResponse("token_type is not Bearer")
+            }
         }
         let expiresIn = try parseExpiresIn(object["expires_in"])
         var refreshToken: String?

@@ -18,6 +18,8 @@ public struct StoredTokens: Sendable, Equatable, CustomStringConvertible {
     /// OpenID Connect: the validated ID token's `sub` as the server sent it (who logged in), so
     /// that a renewal in any process can tell when the server answers for another person.
     public var subject: String?
+    /// DPoP: the session's key (``DPoPKey/stored``), kept sealed like the refresh token.
+    var dpopKey: String?
     /// Set by the store on load: the entry's revision (bumped by every save).
     public var revision: Int64
     /// Set by the store on load: an invalidation was recorded after the last save, so the access
@@ -28,7 +30,7 @@ public struct StoredTokens: Sendable, Equatable, CustomStringConvertible {
     public init(
         accessToken: String?, tokenType: String = "Bearer", receivedAt: Date? = nil, expiresAt: Date? = nil,
         refreshToken: String? = nil, scope: String? = nil, revision: Int64 = 0, invalidated: Bool = false,
-        subject: String? = nil
+        subject: String? = nil, dpopKey: String? = nil
     ) {
         self.accessToken = accessToken
         self.tokenType = tokenType
@@ -39,6 +41,7 @@ public struct StoredTokens: Sendable, Equatable, CustomStringConvertible {
         self.revision = revision
         self.invalidated = invalidated
         self.subject = subject
+        self.dpopKey = dpopKey
     }
 
     /// Redacted: never shows a token.

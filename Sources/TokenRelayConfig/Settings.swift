@@ -474,6 +474,8 @@ public struct OAuthClientSettings: Sendable, CustomStringConvertible {
     /// `discover: true` and its options (SPEC §9); `nil`: configured by hand. A discovered
     /// `authorization_code` profile may leave `clientID` empty: it registers itself.
     public var discovery: DiscoverySettings?
+    /// `dpop: true`: DPoP-bound tokens (RFC 9449, SPEC §10).
+    public var dpop = false
 
     public init(
         issuer: String? = nil, tokenURL: String? = nil, clientID: String, clientSecret: SecretSource? = nil,

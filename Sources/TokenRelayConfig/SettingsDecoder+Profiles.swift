@@ -314,6 +314,7 @@ extension SettingsDecoder {
             issuer: issuer, tokenURL: tokenURL, clientID: clientID, clientSecret: secret, clientAuth: clientAuth,
             clientKey: clientKey, scopes: scopes, audience: audience, resource: resource, expirySkew: skew)
         settings.discovery = discovery
+        settings.dpop = keys["dpop"].flatMap { boolean($0.value, path: "\(path).dpop") } ?? false
         if discovery?.resourceIndicator == false || resourceIndicatorOff(keys, path: path) { settings.resource = [] }
         return settings
     }

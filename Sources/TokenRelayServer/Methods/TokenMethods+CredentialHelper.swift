@@ -58,6 +58,14 @@ extension TokenMethods {
         }
         let deadline = Date().addingTimeInterval(environment.settings.timeout.timeIntervalValue)
         let token = try await runtime.manager.token(for: key, deadline: deadline, minimumValidity: minimumValidity)
+        guard !token.isBound else {
+            // SPEC §10: a DPoP-bound token is useless without the key, which never leaves tokenrelay.
+            throw RPCError(
+                code: .notSupported,
+                message:
+                    "profile '\(profile.name)' uses DPoP: its tokens are bound to a key that never leaves tokenrelay, "
+                    + "so they are not handed out; send the requests through tokenrelay (request, call)")
+        }
         return (token, profile, environment)
     }
 

@@ -86,7 +86,7 @@ extension ProfileRuntime {
                 clientSecret: client.clientSecret.map(provider), clientAuth: clientAuth(client.clientAuth),
                 clientKey: client.clientKey.map(clientKey), scopes: client.scopes, audience: client.audience,
                 resources: client.resource,
-                expirySkew: client.expirySkew, grant: grant)
+                expirySkew: client.expirySkew, grant: grant, dpop: client.dpop)
         }
         switch settings.kind {
         case .clientCredentials(let client):
