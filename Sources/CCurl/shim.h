@@ -169,6 +169,15 @@ static inline CURLcode tr_easy_setopt_slist(CURL *handle, CURLoption option, str
     return tr_curl_api()->easy_setopt(handle, option, value);
 }
 
+/** A blob option (CURLOPT_SSLCERT_BLOB, CURLOPT_SSLKEY_BLOB), copied by libcurl; NULL data clears it. */
+static inline CURLcode tr_easy_setopt_blob(CURL *handle, CURLoption option, const void *data, size_t length) {
+    if (data == NULL) {
+        return tr_curl_api()->easy_setopt(handle, option, (struct curl_blob *)NULL);
+    }
+    struct curl_blob blob = { (void *)data, length, CURL_BLOB_COPY };
+    return tr_curl_api()->easy_setopt(handle, option, &blob);
+}
+
 static inline CURLcode tr_easy_setopt_data_callback(CURL *handle, CURLoption option, tr_curl_data_callback value) {
     return tr_curl_api()->easy_setopt(handle, option, value);
 }

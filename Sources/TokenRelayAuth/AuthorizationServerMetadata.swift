@@ -24,6 +24,8 @@ public struct AuthorizationServerMetadata: Sendable, Equatable {
     /// The server says its authorization responses carry `iss` (RFC 9207 §3): a callback without
     /// it is then refused.
     public var authorizationResponseIssParameterSupported = false
+    /// RFC 8705 §5: the token endpoint mutual-TLS clients use, when the server gives an alias.
+    public var mtlsTokenEndpoint: String? = nil
 
     /// Verifies a discovery document: one JSON object whose `issuer` equals `expectedIssuer`
     /// exactly and whose endpoints are all allowed URLs.
@@ -71,6 +73,16 @@ public struct AuthorizationServerMetadata: Sendable, Equatable {
             authorizationResponseIssParameterSupported: object["authorization_response_iss_parameter_supported"]?
                 .boolValue == true)
         metadata.registration = try RegistrationSupport(object)
+        if let aliases = object["mtls_endpoint_aliases"] {
+            guard case .object(let members) = aliases else {
+                throw .discovery("mtls_endpoint_aliases is not an object")
+            }
+            if let alias = members["token_endpoint"] {
+                guard let url = alias.stringValue, (try? EndpointPolicy.check(url, what: "mtls token_endpoint")) != nil
+                else { throw .discovery("mtls_endpoint_aliases.token_endpoint is not an https (or loopback http) URL") }
+                metadata.mtlsTokenEndpoint = url
+            }
+        }
         return metadata
     }
 

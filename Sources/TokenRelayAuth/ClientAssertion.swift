@@ -1,4 +1,5 @@
 import FoundationEssentials
+import TokenRelayHTTP
 import TokenRelayJSONRPC
 import TokenRelayLogging
 
@@ -43,6 +44,8 @@ enum ClientCredential: Sendable {
     case secret(String)
     /// `private_key_jwt`: the key, its algorithm and `kid`, and the assertions' `aud`.
     case key(JOSEPrivateKey, algorithm: String, keyID: String?, audience: String)
+    /// `tls_client_auth` / `self_signed_tls_client_auth`: the certificate presented in the handshake.
+    case certificate(ClientIdentity)
 }
 
 /// Compact JWS building (RFC 7515 §7.1) with a ``JOSEPrivateKey``. Pure but for the signature.
@@ -124,7 +127,34 @@ extension ClientCredential {
                 audience = issuer
             }
             return .key(key, algorithm: algorithm, keyID: settings.keyID, audience: audience)
+        case .tlsClientAuth, .selfSignedTLSClientAuth:
+            return .certificate(try await identity(configuration))
         }
+    }
+
+    /// The client certificate and key of a mutual-TLS client (SPEC §10); a `config` error naming
+    /// the key that cannot be read or is not what it must be.
+    static func identity(_ configuration: OAuthClientConfiguration) async throws -> ClientIdentity {
+        guard let certificate = configuration.clientCertificate, let keySettings = configuration.clientKey else {
+            throw AuthError.configuration(
+                "client_auth \(configuration.clientAuth.rawValue) needs a client_cert and a client_key")
+        }
+        let key = try await readKey(keySettings.key, what: "client_key")
+        guard JOSESignature.kind(of: key) != nil else {
+            throw AuthError.configuration("client_key is not a readable unencrypted PEM private key")
+        }
+        let text: String
+        do {
+            text = try await certificate.resolve()
+        } catch let error as AuthError {
+            throw error
+        } catch {
+            throw AuthError.configuration("client_cert could not be resolved")
+        }
+        guard text.contains("-----BEGIN CERTIFICATE-----") else {
+            throw AuthError.configuration("client_cert is not a PEM certificate")
+        }
+        return ClientIdentity(certificatePEM: Array(text.utf8), keyPEM: key.bytes)
     }
 
     /// Reads a PEM private key from `provider`; `what` names its config key in errors.

@@ -47,7 +47,8 @@ public struct CredentialsMiddleware: HTTPMiddleware {
             // A DPoP nonce challenge (RFC 9449 §9): the server did not act on the request; signed
             // again with its nonce and sent once more, whatever the method.
             response.cancel()
-            Logger.shared.debug("401 use_dpop_nonce: signing again with the server's nonce", [("method", request.method)])
+            Logger.shared.debug(
+                "401 use_dpop_nonce: signing again with the server's nonce", [("method", request.method)])
             signed = request
             stamp = try await source.apply(to: &signed)
             response = try await next(signed)
@@ -107,7 +108,8 @@ public struct CredentialsMiddleware: HTTPMiddleware {
     public static func isInvalidToken(status: Int, headers: HTTPHeaders) -> Bool {
         guard status == 401 else { return false }
         return WWWAuthenticateChallenge.parse(headers: headers).contains { challenge in
-            (challenge.isScheme("Bearer") || challenge.isScheme("DPoP")) && challenge.parameter("error") == "invalid_token"
+            (challenge.isScheme("Bearer") || challenge.isScheme("DPoP"))
+                && challenge.parameter("error") == "invalid_token"
         }
     }
 }

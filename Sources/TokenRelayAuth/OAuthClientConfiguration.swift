@@ -10,6 +10,13 @@ public enum ClientAuthMethod: String, Sendable, Hashable, CaseIterable {
     case none
     /// A JWT signed with the client's private key (RFC 7523 §2.2): no secret is sent.
     case privateKeyJWT = "private_key_jwt"
+    /// Mutual TLS with a certificate of a PKI the server trusts (RFC 8705 §2.1).
+    case tlsClientAuth = "tls_client_auth"
+    /// Mutual TLS with a self-signed certificate registered at the server (RFC 8705 §2.2).
+    case selfSignedTLSClientAuth = "self_signed_tls_client_auth"
+
+    /// Whether the client authenticates with its TLS certificate.
+    public var isMutualTLS: Bool { self == .tlsClientAuth || self == .selfSignedTLSClientAuth }
 }
 
 /// A secret resolved late (environment, file, command) by whoever built the configuration. The
@@ -158,13 +165,20 @@ public struct OAuthClientConfiguration: Sendable {
     /// DPoP (RFC 9449, SPEC §10): tokens bound to a key of the session's, with a proof on every
     /// token and resource request.
     public var dpop: Bool
+    /// Mutual TLS (`tls_client_auth`, `self_signed_tls_client_auth`): the client certificate (PEM);
+    /// its key is ``clientKey``'s.
+    public var clientCertificate: SecretProvider?
+    /// The tokens are bound to the client certificate (RFC 8705 §3): the profile's API requests
+    /// present it too. Also decided by a token's own `cnf` `x5t#S256`.
+    public var mtlsBound: Bool
 
     /// Creates a configuration; scopes and resources are sorted and deduplicated.
     public init(
         issuer: String? = nil, tokenURL: String? = nil, clientID: String, clientSecret: SecretProvider? = nil,
         clientAuth: ClientAuthMethod = .clientSecretBasic, clientKey: ClientKey? = nil, scopes: [String] = [],
         audience: String? = nil, resources: [String] = [], expirySkew: Duration = .seconds(30),
-        grant: Grant = .clientCredentials, acquisitionTimeout: Duration = .seconds(30), dpop: Bool = false
+        grant: Grant = .clientCredentials, acquisitionTimeout: Duration = .seconds(30), dpop: Bool = false,
+        clientCertificate: SecretProvider? = nil, mtlsBound: Bool = false
     ) {
         self.issuer = issuer
         self.tokenURL = tokenURL
@@ -179,6 +193,8 @@ public struct OAuthClientConfiguration: Sendable {
         self.grant = grant
         self.acquisitionTimeout = acquisitionTimeout
         self.dpop = dpop
+        self.clientCertificate = clientCertificate
+        self.mtlsBound = mtlsBound
     }
 
     /// Whether the session is OpenID Connect (`openid` among the scopes): its ID token is validated.
@@ -204,6 +220,10 @@ public struct OAuthClientConfiguration: Sendable {
             guard let clientKey else { throw .configuration("client_auth private_key_jwt needs a client_key") }
             if clientKey.audience == .issuer && issuer == nil {
                 throw .configuration("client_assertion_audience: issuer needs an issuer")
+            }
+        case .tlsClientAuth, .selfSignedTLSClientAuth:
+            guard clientCertificate != nil, clientKey != nil else {
+                throw .configuration("client_auth \(clientAuth.rawValue) needs a client_cert and a client_key")
             }
         case .clientSecretBasic, .clientSecretPost:
             if clientSecret == nil { throw .configuration("client_auth \(clientAuth.rawValue) needs a client_secret") }

@@ -28,6 +28,10 @@ public struct SessionKey: Sendable, Hashable, CustomStringConvertible {
     /// refresh token. Only these may be shared across a fleet's hosts (SPEC §11). Derived from
     /// the grant (and a token exchange's sources), so it adds nothing to the key's identity.
     public let isMachineIdentity: Bool
+    /// Whether the session's tokens may be bound to something only this host holds: a DPoP key
+    /// (``OAuthClientConfiguration/dpop``) or a client certificate (mutual TLS, RFC 8705 §3).
+    /// Such tokens are never shared across a fleet (SPEC §11).
+    public let mayHoldBoundTokens: Bool
 
     /// The key of `configuration` used by `environment`/`profile`.
     public init(environment: String, profile: String, configuration: OAuthClientConfiguration) {
@@ -45,6 +49,7 @@ public struct SessionKey: Sendable, Hashable, CustomStringConvertible {
             configuration.dpop
             ? (configuration.grant.variant.map { $0 + ";" } ?? "") + "dpop" : configuration.grant.variant
         isMachineIdentity = Self.isMachineIdentity(configuration.grant)
+        mayHoldBoundTokens = configuration.dpop || configuration.clientAuth.isMutualTLS
     }
 
     private static func isMachineIdentity(_ grant: Grant) -> Bool {

@@ -44,7 +44,7 @@ public final class SharedTierStore: TokenStore {
     /// login or a refresh token, nor an exchange of one), and no seed. DPoP- or certificate-bound
     /// tokens never are (see ``isShareable(_:)``).
     func isShared(_ key: StoreKey) -> Bool {
-        key.session.isMachineIdentity && key.seedFingerprint == nil
+        key.session.isMachineIdentity && !key.session.mayHoldBoundTokens && key.seedFingerprint == nil
     }
 
     /// Bearer tokens only: a token bound to a key (DPoP, mTLS) is useless, and dangerous, elsewhere.

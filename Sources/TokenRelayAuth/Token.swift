@@ -19,8 +19,24 @@ public struct Token: Sendable, Equatable, CustomStringConvertible {
     /// DPoP: the key the token is bound to (proofs for its requests are signed with it).
     var dpopKey: DPoPKey?
 
+    /// Mutual TLS (RFC 8705 §3): the token is bound to the client certificate, which the
+    /// profile's API requests then present too.
+    var certificateBound = false
+
     /// Whether the token is bound to a key (DPoP): useless, and refused, outside tokenrelay.
     public var isBound: Bool { dpopKey != nil }
+
+    /// Whether `accessToken` of a session configured as `configuration` is bound to its client
+    /// certificate: `mtls_bound: true`, or a JWT access token whose `cnf` has `x5t#S256` (read
+    /// without verification: it only decides whether to present the client's own certificate).
+    static func isCertificateBound(_ accessToken: String, _ configuration: OAuthClientConfiguration) -> Bool {
+        guard configuration.clientAuth.isMutualTLS else { return false }
+        if configuration.mtlsBound { return true }
+        guard let jws = try? CompactJWS.parse(accessToken),
+            let claims = try? TokenResponseParser.jsonObject(jws.payload)
+        else { return false }
+        return claims["cnf"]?["x5t#S256"]?.stringValue != nil
+    }
 
     /// Creates a token record.
     public init(

@@ -24,6 +24,10 @@ public struct TokenCredentialSource: CredentialSource {
         let token = try await manager.token(for: key, deadline: deadline)
         // In use: kept among the redactor's recent tokens (registered again if it was dropped).
         Redactor.shared.registerToken(token.accessToken)
+        if token.certificateBound {
+            // RFC 8705 §3: a certificate-bound token goes with the certificate it is bound to.
+            request.clientIdentity = try await manager.clientIdentity(for: self.key)
+        }
         if let key = token.dpopKey {
             // RFC 9449 §7: the DPoP scheme and a proof naming the method, URL and token.
             let url: ParsedURL

@@ -184,8 +184,16 @@ public struct TokenEndpointClient: Sendable {
             form.add("client_id", configuration.clientID)
             form.add("client_assertion_type", "urn:ietf:params:oauth:client-assertion-type:jwt-bearer")
             form.add("client_assertion", assertion)
+        case .tlsClientAuth, .selfSignedTLSClientAuth:
+            // RFC 8705 §2: the certificate in the handshake authenticates; the body names the client.
+            guard case .certificate = credential else {
+                throw .configuration("client_auth \(configuration.clientAuth.rawValue) needs a client_cert")
+            }
+            form.add("client_id", configuration.clientID)
         }
-        return HTTPRequest(method: "POST", url: url, headers: headers, body: form.bytes)
+        var request = HTTPRequest(method: "POST", url: url, headers: headers, body: form.bytes)
+        if case .certificate(let identity) = credential { request.clientIdentity = identity }
+        return request
     }
 
     /// Sends the request `build` makes until it succeeds, fails for good, or `deadline` would pass.

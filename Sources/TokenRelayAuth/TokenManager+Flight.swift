@@ -164,6 +164,7 @@ extension TokenManager {
         let endpoint = try await tokenEndpoint(
             for: configuration, discovery: traffic.discovery, deadline: flight.deadline)
         let credential = try await ClientCredential.resolve(configuration, tokenEndpoint: endpoint)
+        if case .certificate(let identity) = credential { session.clientIdentity = identity }
         var refreshToken = session.refreshToken
         var sentSeed: String?
         if refreshToken == nil, case .refreshToken = configuration.grant {
@@ -346,6 +347,7 @@ extension TokenManager {
             expiresAt: response.expiresIn.map { now.addingTimeInterval(TimeInterval($0)) }, refreshToken: refreshToken,
             scope: response.scope, version: nextID())
         token.dpopKey = session.configuration.dpop ? session.dpopKey : nil
+        token.certificateBound = Token.isCertificateBound(response.accessToken, session.configuration)
         let stored = StoredTokens(
             accessToken: token.accessToken, tokenType: token.tokenType, receivedAt: now, expiresAt: token.expiresAt,
             refreshToken: refreshToken, scope: token.scope, subject: subject ?? session.identity?.rawSubject,
@@ -406,6 +408,16 @@ extension TokenManager {
         return DPoPSigning(key: key, nonces: dpopNonces)
     }
 
+    /// Mutual TLS: the client certificate a certificate-bound token's requests present (read once
+    /// per process unless an acquisition read it again).
+    func clientIdentity(for key: SessionKey) async throws -> ClientIdentity {
+        guard let session = sessions[key] else { throw AuthError.configuration("unknown session \(key)") }
+        if let identity = session.clientIdentity { return identity }
+        let identity = try await ClientCredential.identity(session.configuration)
+        session.clientIdentity = identity
+        return identity
+    }
+
     /// Drops every token the session holds in memory (the store no longer has it).
     func forgetTokens(_ session: Session) {
         session.dpopKey = nil
@@ -428,6 +440,7 @@ extension TokenManager {
                 accessToken: $0.accessToken, tokenType: $0.tokenType, receivedAt: $0.receivedAt,
                 expiresAt: $0.expiresAt, refreshToken: nil, scope: $0.scope, version: $0.version)
             token.dpopKey = $0.dpopKey
+            token.certificateBound = $0.certificateBound
             return token
         }
         do {
@@ -477,7 +490,8 @@ extension TokenManager {
             if let key = DPoPKey(stored: kept) {
                 session.dpopKey = key
             } else {
-                log.warn("\(session.key): the DPoP key in the store cannot be read; a new one is made at the next renewal")
+                log.warn(
+                    "\(session.key): the DPoP key in the store cannot be read; a new one is made at the next renewal")
                 session.dpopKey = nil
             }
         }
@@ -493,6 +507,7 @@ extension TokenManager {
                 accessToken: accessToken, tokenType: stored.tokenType, receivedAt: stored.receivedAt ?? clock.now,
                 expiresAt: stored.expiresAt, refreshToken: stored.refreshToken, scope: stored.scope, version: nextID())
             token.dpopKey = session.configuration.dpop ? session.dpopKey : nil
+            token.certificateBound = Token.isCertificateBound(accessToken, session.configuration)
             // A bound token whose key cannot be read is useless: renewed (with a new key).
             session.token = session.configuration.dpop && token.dpopKey == nil ? nil : token
         } else {
@@ -520,6 +535,9 @@ extension TokenManager {
             throw AuthError.configuration(
                 "client_auth \(configuration.clientAuth.rawValue) is not supported by the issuer (it supports: "
                     + ServerText(methods.joined(separator: ", ")).value + ")")
+        }
+        if configuration.clientAuth.isMutualTLS, configuration.tokenURL == nil, let alias = metadata.mtlsTokenEndpoint {
+            return alias  // RFC 8705 §5
         }
         return configuration.tokenURL ?? metadata.tokenEndpoint
     }

@@ -86,6 +86,8 @@ public actor TokenManager {
         /// DPoP: the session's key, made before its first token request and kept with its tokens
         /// (read from the store, shared by the host's processes); dropped with them (`logout`).
         var dpopKey: DPoPKey?
+        /// Mutual TLS: the client certificate and key, as last read (each acquisition reads them again).
+        var clientIdentity: ClientIdentity?
 
         init(key: SessionKey, configuration: OAuthClientConfiguration) {
             self.key = key

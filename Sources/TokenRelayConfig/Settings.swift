@@ -421,6 +421,11 @@ public enum ClientAuthMethod: String, Sendable, Hashable, CaseIterable {
     case clientSecretPost = "client_secret_post"
     case none
     case privateKeyJWT = "private_key_jwt"
+    case tlsClientAuth = "tls_client_auth"
+    case selfSignedTLSClientAuth = "self_signed_tls_client_auth"
+
+    /// Whether the client authenticates with its TLS certificate (RFC 8705).
+    public var isMutualTLS: Bool { self == .tlsClientAuth || self == .selfSignedTLSClientAuth }
 }
 
 /// `private_key_jwt`: the key that signs the client's assertions (RFC 7523 §2.2).
@@ -476,6 +481,10 @@ public struct OAuthClientSettings: Sendable, CustomStringConvertible {
     public var discovery: DiscoverySettings?
     /// `dpop: true`: DPoP-bound tokens (RFC 9449, SPEC §10).
     public var dpop = false
+    /// `client_cert`: the mutual-TLS client certificate (PEM; its key is `client_key`).
+    public var clientCertificate: SecretSource?
+    /// `mtls_bound: true`: the tokens are bound to the client certificate (RFC 8705 §3).
+    public var mtlsBound = false
 
     public init(
         issuer: String? = nil, tokenURL: String? = nil, clientID: String, clientSecret: SecretSource? = nil,

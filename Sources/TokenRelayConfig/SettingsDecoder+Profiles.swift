@@ -294,6 +294,17 @@ extension SettingsDecoder {
                         "'client_auth: private_key_jwt' needs a 'client_key' (a PEM private key secret source)",
                         at: pair.value.mark)
                 }
+            case .tlsClientAuth?, .selfSignedTLSClientAuth?:
+                if keys["client_cert"] == nil || keys["client_key"] == nil {
+                    sink.error(
+                        "'client_auth: \(value)' needs a 'client_cert' (a PEM certificate) and a 'client_key' "
+                            + "(its PEM private key)", at: pair.value.mark)
+                }
+                if keys["client_secret"] != nil {
+                    sink.error(
+                        "'client_auth: \(value)' authenticates with the certificate; remove 'client_secret'",
+                        at: pair.value.mark)
+                }
             default:
                 if keys["client_secret"] == nil {
                     sink.error("'client_auth: \(value)' needs a 'client_secret'", at: pair.value.mark)
@@ -315,6 +326,21 @@ extension SettingsDecoder {
             clientKey: clientKey, scopes: scopes, audience: audience, resource: resource, expirySkew: skew)
         settings.discovery = discovery
         settings.dpop = keys["dpop"].flatMap { boolean($0.value, path: "\(path).dpop") } ?? false
+        if let pair = keys["client_cert"] {
+            if clientAuth?.isMutualTLS != true {
+                sink.error(
+                    "'\(path).client_cert' is used by 'client_auth: tls_client_auth' (or self_signed_tls_client_auth)",
+                    at: pair.key.mark)
+            }
+            settings.clientCertificate = secretSource(
+                pair.value, path: "\(path).client_cert", format: .pemCertificate)
+        }
+        if let pair = keys["mtls_bound"], let value = boolean(pair.value, path: "\(path).mtls_bound") {
+            if value, clientAuth?.isMutualTLS != true {
+                sink.error("'\(path).mtls_bound' needs a mutual-TLS 'client_auth'", at: pair.key.mark)
+            }
+            settings.mtlsBound = value
+        }
         if discovery?.resourceIndicator == false || resourceIndicatorOff(keys, path: path) { settings.resource = [] }
         return settings
     }
@@ -401,7 +427,8 @@ extension SettingsDecoder {
             requestToken: variable("ACTIONS_ID_TOKEN_REQUEST_TOKEN"))
     }
 
-    /// `client_key`, `client_key_alg`, `client_key_id` and `client_assertion_audience` (SPEC §10).
+    /// `client_key`, `client_key_alg`, `client_key_id` and `client_assertion_audience` (SPEC §10);
+    /// with mutual TLS, `client_key` is the certificate's key.
     private mutating func decodeClientKey(_ keys: Fields, path: String, clientAuth: ClientAuthMethod?)
         -> ClientKeySettings?
     {
@@ -414,7 +441,15 @@ extension SettingsDecoder {
             }
             return nil
         }
-        if let clientAuth, clientAuth != .privateKeyJWT {
+        if let clientAuth, clientAuth.isMutualTLS {
+            // The certificate's key: none of the assertion settings apply.
+            for name in related {
+                if let stray = keys[name] {
+                    sink.error(
+                        "'\(path).\(name)' applies to private_key_jwt, not \(clientAuth.rawValue)", at: stray.key.mark)
+                }
+            }
+        } else if let clientAuth, clientAuth != .privateKeyJWT {
             sink.error(
                 "'\(path).client_key' is used by 'client_auth: private_key_jwt', not \(clientAuth.rawValue)",
                 at: pair.key.mark)

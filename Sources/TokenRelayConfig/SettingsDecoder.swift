@@ -68,6 +68,7 @@ struct SettingsDecoder {
         "issuer", "token_url", "client_id", "client_secret", "client_auth", "scopes", "audience", "resource",
         "expiry_skew", "discover", "resource_indicator", "step_up",
         "client_key", "client_key_alg", "client_key_id", "client_assertion_audience", "dpop",
+        "client_cert", "mtls_bound",
     ])
     /// Keys only a grant that discovery can resolve takes (SPEC §9): `jwt_bearer` and
     /// `token_exchange` name their server themselves.

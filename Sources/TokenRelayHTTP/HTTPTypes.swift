@@ -69,6 +69,22 @@ extension String {
     }
 }
 
+/// A TLS client certificate and its private key (PEM), presented in the handshake (mutual TLS,
+/// RFC 8705). A class: requests carry a reference, and its bytes are never printed.
+public final class ClientIdentity: Sendable, CustomStringConvertible {
+    /// The certificate (chain), PEM.
+    public let certificatePEM: [UInt8]
+    /// Its private key, PEM.
+    public let keyPEM: [UInt8]
+
+    public init(certificatePEM: [UInt8], keyPEM: [UInt8]) {
+        self.certificatePEM = certificatePEM
+        self.keyPEM = keyPEM
+    }
+
+    public var description: String { "ClientIdentity(<redacted>)" }
+}
+
 /// One HTTP request as the transport sends it. The URL is absolute and already encoded.
 public struct HTTPRequest: Sendable {
     public var method: String
@@ -88,6 +104,8 @@ public struct HTTPRequest: Sendable {
     public var deadline: ContinuousClock.Instant?
     /// Whether the body is collected or streamed.
     public var delivery: HTTPResponseDelivery = .buffered
+    /// The TLS client certificate to present (mutual TLS), if any.
+    public var clientIdentity: ClientIdentity?
     /// Told when a middleware replays this request in answer to a response (an event stream
     /// announces that reconnect); `nil`: nobody listens.
     public var replayObserver: (@Sendable (HTTPReplayEvent) -> Void)?

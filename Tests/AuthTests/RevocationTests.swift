@@ -69,8 +69,8 @@ struct RevocationTests {
                 #expect(form["client_id"] == "app")
                 #expect(form["client_secret"] == nil)
                 #expect(request.headers["Authorization"] == nil)
-            case .privateKeyJWT:
-                Issue.record("private_key_jwt is covered by ClientAssertionTests and the interop tests")
+            case .privateKeyJWT, .tlsClientAuth, .selfSignedTLSClientAuth:
+                Issue.record("private_key_jwt and mutual TLS are covered by their own and the end-to-end tests")
             }
         }
         #expect(h.store.entry(h.key) == nil)

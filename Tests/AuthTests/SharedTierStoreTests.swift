@@ -116,11 +116,14 @@ final class FakeSharedTier: SharedTokenTier {
     /// their tokens or of a secret source's); a person's session, a refresh token, and an exchange
     /// of either never are (another host would act as that person).
     @Test func machineIdentitiesAreSharedAndExchangesOfAPersonsTokenAreNot() async throws {
-        func key(_ profile: String, _ grant: Grant) -> SessionKey {
+        func key(
+            _ profile: String, _ grant: Grant, dpop: Bool = false, clientAuth: ClientAuthMethod = .clientSecretBasic
+        ) -> SessionKey {
             SessionKey(
                 environment: "dev", profile: profile,
                 configuration: OAuthClientConfiguration(
-                    tokenURL: "https://as.example/token", clientID: "svc", grant: grant))
+                    tokenURL: "https://as.example/token", clientID: "svc", clientAuth: clientAuth, grant: grant,
+                    dpop: dpop))
         }
         let machine = key("svc", .clientCredentials)
         let person = key("me", .interactive(InteractiveLogin(flow: .deviceCode)))
@@ -134,6 +137,8 @@ final class FakeSharedTier: SharedTokenTier {
             person, key("seeded", .refreshToken(seed: keyProvider("rt"))),
             key("x3", .tokenExchange(TokenExchange(subject: .session(person)))),
             key("x4", .tokenExchange(TokenExchange(subject: secret, actor: .session(person)))),
+            // Bound to what only this host holds (SPEC §11): a DPoP key, a client certificate.
+            key("dpop", .clientCredentials, dpop: true), key("mtls", .clientCredentials, clientAuth: .tlsClientAuth),
         ]
         for session in shared + hostOnly {
             let tier = FakeSharedTier()

@@ -327,6 +327,21 @@ final class CurlEventLoop: @unchecked Sendable {  // Safe: inbox is a Mutex; the
         } else {
             _ = tr_easy_setopt_pointer(h, CURLOPT_PROXY, nil)
         }
+        // Mutual TLS: the request's certificate and key, or none (a pooled handle may hold the
+        // previous transfer's). libcurl copies the blobs and matches them when reusing connections.
+        if let identity = request.clientIdentity {
+            _ = identity.certificatePEM.withUnsafeBytes {
+                tr_easy_setopt_blob(h, CURLOPT_SSLCERT_BLOB, $0.baseAddress, $0.count)
+            }
+            _ = identity.keyPEM.withUnsafeBytes {
+                tr_easy_setopt_blob(h, CURLOPT_SSLKEY_BLOB, $0.baseAddress, $0.count)
+            }
+            _ = tr_easy_setopt_string(h, CURLOPT_SSLCERTTYPE, "PEM")
+            _ = tr_easy_setopt_string(h, CURLOPT_SSLKEYTYPE, "PEM")
+        } else {
+            _ = tr_easy_setopt_blob(h, CURLOPT_SSLCERT_BLOB, nil, 0)
+            _ = tr_easy_setopt_blob(h, CURLOPT_SSLKEY_BLOB, nil, 0)
+        }
         let connectTimeout = request.connectTimeout ?? options.connectTimeout
         _ = tr_easy_setopt_long(h, CURLOPT_CONNECTTIMEOUT_MS, Self.milliseconds(connectTimeout))
         switch transfer.sink {

@@ -86,7 +86,8 @@ extension ProfileRuntime {
                 clientSecret: client.clientSecret.map(provider), clientAuth: clientAuth(client.clientAuth),
                 clientKey: client.clientKey.map(clientKey), scopes: client.scopes, audience: client.audience,
                 resources: client.resource,
-                expirySkew: client.expirySkew, grant: grant, dpop: client.dpop)
+                expirySkew: client.expirySkew, grant: grant, dpop: client.dpop,
+                clientCertificate: client.clientCertificate.map(provider), mtlsBound: client.mtlsBound)
         }
         switch settings.kind {
         case .clientCredentials(let client):
@@ -222,6 +223,8 @@ extension ProfileRuntime {
         case .clientSecretPost: .clientSecretPost
         case .none: .none
         case .privateKeyJWT: .privateKeyJWT
+        case .tlsClientAuth: .tlsClientAuth
+        case .selfSignedTLSClientAuth: .selfSignedTLSClientAuth
         }
     }
 
