@@ -15,10 +15,11 @@ import socket
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any
 from urllib.parse import parse_qs
 
 import uvicorn
+from pydantic import Field
 from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.auth.provider import (
     AccessToken,
@@ -214,6 +215,14 @@ class OAuthMCPServer:
         def echo(text: str) -> str:
             """Echoes the text."""
             return f"echo: {text}"
+
+        @server.tool()
+        def regional(
+            region: Annotated[str, Field(json_schema_extra={"x-mcp-header": "Region"})],
+            limit: Annotated[int, Field(json_schema_extra={"x-mcp-header": "Limit"})] = 10,
+        ) -> str:
+            """Its region and limit travel in Mcp-Param-* headers too (MCP 2026-07-28)."""
+            return f"{region}: {limit}"
 
         @server.tool()
         def reports() -> str:

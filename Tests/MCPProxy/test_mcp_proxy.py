@@ -3,6 +3,7 @@ by the SDK's own MCP client over stdio (SPEC §9, issue 38)."""
 
 from __future__ import annotations
 
+import base64
 import functools
 import json
 import os
@@ -492,6 +493,35 @@ def test_a_2026_client_is_relayed_with_per_request_metadata_and_a_listen_stream(
         if r.headers.get("mcp-method") == "subscriptions/listen"
     ]
     assert listens
+
+
+def test_tool_parameters_marked_x_mcp_header_are_mirrored_into_headers(
+    host: Host, server: OAuthMCPServer
+) -> None:
+    from mcp import Client
+
+    async def modern() -> list[str]:
+        async with Client(
+            host.params(server.url, "--browser"), mode="2026-07-28"
+        ) as client:
+            with anyio.fail_after(120):
+                listed = await client.list_tools()
+                assert "regional" in [tool.name for tool in listed.tools]
+                result = await client.call_tool(
+                    "regional", {"region": "Zürich 1", "limit": 3}
+                )
+            return texts(result)
+
+    # The SDK's server checks each Mcp-Param-* header against the body (HeaderMismatch otherwise).
+    assert anyio.run(modern) == ["Zürich 1: 3"]
+    calls = [
+        r
+        for r in server.requests_to("/mcp", "POST")
+        if r.headers.get("mcp-name") == "regional"
+    ]
+    assert calls[-1].headers.get("mcp-param-limit") == "3"
+    region = calls[-1].headers.get("mcp-param-region")
+    assert region == "=?base64?" + base64.b64encode("Zürich 1".encode()).decode() + "?="
 
 
 def test_a_request_profile_steps_up_on_insufficient_scope(

@@ -16,6 +16,8 @@ struct MCPMessage: Sendable {
     let name: String?
     /// The protocol version the message carries in `params._meta` (2026-07-28 and later).
     let protocolVersion: String?
+    /// `params.arguments` of a `tools/call`.
+    let arguments: JSONValue?
 
     /// The protocol version key of a message's `_meta`.
     static let protocolVersionMetaKey = "io.modelcontextprotocol/protocolVersion"
@@ -33,6 +35,7 @@ struct MCPMessage: Sendable {
         default: name = nil
         }
         protocolVersion = params?["_meta"]?[Self.protocolVersionMetaKey]?.stringValue
+        arguments = method == "tools/call" ? params?["arguments"] : nil
     }
 
     /// A request: it has a method and an id, and the client waits for an answer.

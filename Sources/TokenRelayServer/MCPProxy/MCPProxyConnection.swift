@@ -15,7 +15,13 @@ final class MCPProxyConnection: Sendable {
         var negotiatedVersion: String?
         var serverStream: Task<Void, Never>?
         var serverStreamStarted = false
+        /// The `x-mcp-header` declarations of each tool, from the last `tools/list` answer that
+        /// listed it (bounded: ``toolCapacity`` tools).
+        var toolHeaders: [String: MCPParameterHeaders] = [:]
     }
+
+    /// Tools whose header declarations are kept at once.
+    static let toolCapacity = 4096
 
     let runtime: RelayRuntime
     let environment: EnvironmentRuntime
@@ -89,10 +95,15 @@ final class MCPProxyConnection: Sendable {
 
     /// Sends `message` once; true when it should be sent again (after a renewal, login or step-up).
     private func attempt(_ message: MCPMessage, recovery: inout Recovery) async throws -> Bool? {
-        let (sessionID, negotiated) = state.withLock { ($0.sessionID, $0.negotiatedVersion) }
-        var request = HTTPRequest(
-            method: "POST", url: endpoint, headers: message.headers(sessionID: sessionID, negotiated: negotiated),
-            body: message.bytes)
+        let (sessionID, negotiated, declared) = state.withLock { state in
+            (state.sessionID, state.negotiatedVersion, message.name.flatMap { state.toolHeaders[$0] })
+        }
+        var headers = message.headers(sessionID: sessionID, negotiated: negotiated)
+        if message.method == "tools/call", let declared {
+            // MCP 2026-07-28: the parameters the tool's schema marks with x-mcp-header, mirrored.
+            for (name, value) in declared.headers(for: message.arguments) { headers.add(name: name, value: value) }
+        }
+        var request = HTTPRequest(method: "POST", url: endpoint, headers: headers, body: message.bytes)
         request.delivery = .streamed(idleTimeout: nil)
         let stamp = try await applyCredentials(to: &request)
         let response = try await environment.plainClient.send(request)
@@ -239,7 +250,47 @@ final class MCPProxyConnection: Sendable {
         {
             state.withLock { $0.negotiatedVersion = version }
         }
+        if message.method == "tools/list", let value = text.value.objectValue, value["id"] == message.id,
+            let listed = learnToolHeaders(value)
+        {
+            output(listed)
+            return
+        }
         output(text.bytes)
+    }
+
+    /// Keeps the `x-mcp-header` declarations of a `tools/list` answer's tools. A tool whose
+    /// declarations are invalid is left out of the answer (the spec's MUST), with a warning; the
+    /// answer rewritten without it is returned, `nil` when it goes on unchanged.
+    private func learnToolHeaders(_ answer: JSONObject) -> [UInt8]? {
+        guard case .object(var result)? = answer["result"], case .array(let tools)? = result["tools"] else {
+            return nil
+        }
+        var kept: [JSONValue] = []
+        var learned: [String: MCPParameterHeaders] = [:]
+        for tool in tools {
+            guard let name = tool["name"]?.stringValue else {
+                kept.append(tool)
+                continue
+            }
+            do throws(MCPParameterHeaders.Invalid) {
+                learned[name] = try MCPParameterHeaders(inputSchema: tool["inputSchema"])
+                kept.append(tool)
+            } catch {
+                log.warn(
+                    "mcp-proxy: the server's tool '\(ServerText(name).value)' is left out: \(ServerText(error.reason).value)"
+                )
+            }
+        }
+        state.withLock { state in
+            if state.toolHeaders.count + learned.count > Self.toolCapacity { state.toolHeaders = [:] }
+            state.toolHeaders.merge(learned) { $1 }
+        }
+        guard kept.count != tools.count else { return nil }
+        result["tools"] = .array(kept)
+        var rewritten = answer
+        rewritten["result"] = .object(result)
+        return JSONValue.object(rewritten).serialized()
     }
 
     // MARK: - The server's own stream (handshake era)
