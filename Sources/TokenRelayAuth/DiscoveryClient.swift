@@ -7,6 +7,8 @@ public actor DiscoveryClient {
     private struct Entry {
         var metadata: AuthorizationServerMetadata
         var fetchedAt: Date
+        /// How long the server let it be kept (`Cache-Control`), within ``timeToLive``.
+        var lifetime: TimeInterval
     }
 
     private let transport: any HTTPTransport
@@ -19,7 +21,7 @@ public actor DiscoveryClient {
     /// Verified metadata by issuer.
     private var cache: [String: Entry] = [:]
     /// Fetches in progress by issuer; callers share them.
-    private var inFlight: [String: Task<AuthorizationServerMetadata, any Error>] = [:]
+    private var inFlight: [String: Task<(AuthorizationServerMetadata, TimeInterval), any Error>] = [:]
 
     /// Creates a client caching metadata for `timeToLive`; transient failures (connection
     /// failures, 408, 429, 5xx) are retried with `retryPolicy`'s bounded backoff (SPEC §7). A
@@ -39,10 +41,10 @@ public actor DiscoveryClient {
 
     /// Verified metadata for `issuer`, from the cache or the network. Nothing is cached on failure.
     public func metadata(for issuer: String, deadline: Date) async throws -> AuthorizationServerMetadata {
-        if let entry = cache[issuer], clock.now.timeIntervalSince(entry.fetchedAt) < timeToLive {
+        if let entry = cache[issuer], clock.now.timeIntervalSince(entry.fetchedAt) < min(timeToLive, entry.lifetime) {
             return entry.metadata
         }
-        if let task = inFlight[issuer] { return try await task.value }
+        if let task = inFlight[issuer] { return try await task.value.0 }
         let task = Task(executorPreference: taskExecutor) { [transport, clock, random, retryPolicy] in
             try await Self.fetch(
                 issuer: issuer, transport: transport, clock: clock, deadline: deadline, random: random,
@@ -50,8 +52,8 @@ public actor DiscoveryClient {
         }
         inFlight[issuer] = task
         defer { inFlight[issuer] = nil }
-        let metadata = try await task.value
-        cache[issuer] = Entry(metadata: metadata, fetchedAt: clock.now)
+        let (metadata, lifetime) = try await task.value
+        cache[issuer] = Entry(metadata: metadata, fetchedAt: clock.now, lifetime: lifetime)
         return metadata
     }
 
@@ -60,7 +62,8 @@ public actor DiscoveryClient {
 
     /// What one pass over the discovery URLs gave.
     private enum Pass {
-        case found(AuthorizationServerMetadata)
+        /// Verified metadata, and how long its `Cache-Control` lets it be kept.
+        case found(AuthorizationServerMetadata, lifetime: TimeInterval)
         /// No URL gave metadata; `transient` when a failure may go away on retry.
         case failed(AuthError, transient: Bool, retryAfter: Duration?)
     }
@@ -68,7 +71,7 @@ public actor DiscoveryClient {
     private static func fetch(
         issuer: String, transport: any HTTPTransport, clock: any AuthClock, deadline: Date,
         random: @Sendable () -> Double, retryPolicy: RetryPolicy
-    ) async throws -> AuthorizationServerMetadata {
+    ) async throws -> (AuthorizationServerMetadata, TimeInterval) {
         let urls = try AuthorizationServerMetadata.discoveryURLs(for: issuer)
         var attempt = 0
         while true {
@@ -78,7 +81,7 @@ public actor DiscoveryClient {
             let error: AuthError
             let retryAfter: Duration?
             switch pass {
-            case .found(let metadata): return metadata
+            case .found(let metadata, let lifetime): return (metadata, lifetime)
             case .failed(let failure, let transient, let after):
                 guard transient, attempt < retryPolicy.maximumAttempts else { throw failure }
                 error = failure
@@ -139,7 +142,9 @@ public actor DiscoveryClient {
                 }
                 continue
             }
-            return .found(try AuthorizationServerMetadata.parse(response.body, expectedIssuer: issuer))
+            return .found(
+                try AuthorizationServerMetadata.parse(response.body, expectedIssuer: issuer),
+                lifetime: ResourceAuthorization.lifetime(cacheControl: response.headers["Cache-Control"]))
         }
         if let transientFailure { return .failed(transientFailure, transient: true, retryAfter: retryAfter) }
         return .failed(

@@ -140,6 +140,19 @@ struct DiscoveryTests {
         #expect(h.transport.tokenRequests.count == 2)
     }
 
+    /// The metadata's `Cache-Control` bounds how long it is kept: `no-store` means fetched again
+    /// for the next acquisition (a server rotating its endpoints is followed at once).
+    @Test func metadataMarkedNoStoreIsFetchedAgain() async throws {
+        let metadata = json(
+            #"{"issuer":"\#(Self.issuer)","token_endpoint":"http://127.0.0.1:9000/o/token/"}"#,
+            headers: [("Cache-Control", "no-store")])
+        let h = try await Harness(configuration: configuration(), transport: Self.server(metadata))
+        let first = try await h.token()
+        try await h.manager.invalidate(h.key, stamp: CredentialStamp(first.version))
+        _ = try await h.token()
+        #expect(h.transport.requests.filter { $0.method == "GET" }.count == 2)
+    }
+
     /// A harness whose every request fails with `error`, after its acquisition failed with kind `transport`.
     func failedAcquisition(_ error: HTTPError) async throws -> Harness {
         let h = try await Harness(
