@@ -143,14 +143,7 @@ extension ClientCredential {
         guard JOSESignature.kind(of: key) != nil else {
             throw AuthError.configuration("client_key is not a readable unencrypted PEM private key")
         }
-        let text: String
-        do {
-            text = try await certificate.resolve()
-        } catch let error as AuthError {
-            throw error
-        } catch {
-            throw AuthError.configuration("client_cert could not be resolved")
-        }
+        let text = try await resolve(certificate, what: "client_cert")
         guard text.contains("-----BEGIN CERTIFICATE-----") else {
             throw AuthError.configuration("client_cert is not a PEM certificate")
         }
@@ -159,16 +152,21 @@ extension ClientCredential {
 
     /// Reads a PEM private key from `provider`; `what` names its config key in errors.
     static func readKey(_ provider: SecretProvider, what: String) async throws -> JOSEPrivateKey {
-        let text: String
+        let text = try await resolve(provider, what: what)
+        Redactor.shared.registerToken(text)
+        return JOSEPrivateKey(bytes: Array(text.utf8), encoding: .pem)
+    }
+
+    /// `provider`'s value; a failure that is not already an ``AuthError`` becomes a `config` error
+    /// naming `what`.
+    private static func resolve(_ provider: SecretProvider, what: String) async throws -> String {
         do {
-            text = try await provider.resolve()
+            return try await provider.resolve()
         } catch let error as AuthError {
             throw error
         } catch {
             throw AuthError.configuration("\(what) could not be resolved")
         }
-        Redactor.shared.registerToken(text)
-        return JOSEPrivateKey(bytes: Array(text.utf8), encoding: .pem)
     }
 
     /// The algorithm `key` signs with: the configured one when it fits, else ES256 for P-256 and
