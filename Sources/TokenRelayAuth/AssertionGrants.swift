@@ -85,11 +85,8 @@ extension TokenEndpointClient {
         do {
             response = try await transport.send(collecting: request)
         } catch let error as HTTPError {
-            switch error {
-            case .cancelled: throw CancellationError()
-            case .timeout: throw AuthError.timeout
-            default: throw AuthError.transport("the GitHub Actions OIDC token request failed")
-            }
+            if case .cancelled = error { throw CancellationError() }
+            throw AuthError.endpoint("GitHub Actions OIDC token service", error)
         }
         guard response.status == 200 else {
             throw AuthError.transport("the GitHub Actions OIDC token request answered HTTP \(response.status)")

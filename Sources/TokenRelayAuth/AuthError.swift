@@ -1,4 +1,5 @@
 import TokenRelayErrorKinds
+import TokenRelayHTTP
 import TokenRelayLogging
 
 /// Why a credential could not be had. Every description is redacted and never contains a token,
@@ -50,6 +51,12 @@ public enum AuthError: KindedError, Sendable, Equatable, CustomStringConvertible
     /// server's metadata says it is sent (RFC 9207, SPEC §9.5): it may come from another server, so
     /// nothing it carries was used or is shown.
     case wrongIssuer(String)
+    /// A request to one of the authorization server's (or an identity platform's) endpoints
+    /// failed in transport: the transport's error, wrapped with the endpoint it came from. Its
+    /// kind follows the cause: unreachable, TLS → `transport`; a timeout → `timeout`; a URL or
+    /// request that cannot be sent → `config` (endpoints come from the configuration or verified
+    /// metadata); an answer too large → `auth`; cancelled → `cancelled`.
+    case endpoint(String, HTTPError)
 
     /// The stable wire kind (SPEC §4.4).
     public var errorKind: ErrorKind {
@@ -66,7 +73,21 @@ public enum AuthError: KindedError, Sendable, Equatable, CustomStringConvertible
         case .shuttingDown: .shuttingDown
         case .configuration, .secretUnavailable, .store: .config
         case .storage: .store
+        case .endpoint(_, let cause):
+            switch cause {
+            case .transport, .tls: .transport
+            case .timeout: .timeout
+            case .invalidURL, .invalidRequest: .config
+            case .bodyTooLarge: .auth
+            case .cancelled: .cancelled
+            }
         }
+    }
+
+    /// Whether the same request could succeed when sent again (see ``HTTPError/isRetryable``).
+    var isRetryableTransport: Bool {
+        if case .endpoint(_, let cause) = self { return cause.isRetryable }
+        return false
     }
 
     /// The OAuth `error` code the server sent (redacted, bounded), if any.
@@ -133,6 +154,14 @@ public enum AuthError: KindedError, Sendable, Equatable, CustomStringConvertible
         case .invalidIDToken(let reason): text = "the ID token is not valid: \(reason)"
         case .wrongIssuer(let reason):
             text = "the authorization response does not come from the expected issuer (RFC 9207): \(reason)"
+        case .endpoint(let endpoint, let cause):
+            switch cause {
+            case .transport, .tls, .timeout: text = "the \(endpoint) could not be reached: \(cause.description)"
+            case .invalidURL, .invalidRequest:
+                text = "the request to the \(endpoint) cannot be sent: \(cause.description)"
+            case .bodyTooLarge: text = "the \(endpoint)'s answer is too large"
+            case .cancelled: text = "the request to the \(endpoint) was cancelled"
+            }
         }
         return Redactor.shared.redact(text)
     }

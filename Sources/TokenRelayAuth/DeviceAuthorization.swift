@@ -86,11 +86,10 @@ extension TokenEndpointClient {
             do {
                 response = try await transport.send(collecting: attemptRequest)
             } catch let error as HTTPError {
-                switch error {
-                case .cancelled: throw CancellationError()
-                case .invalidURL(let reason): throw AuthError.configuration("device authorization endpoint: \(reason)")
-                default: response = HTTPResponse(status: 0, headers: HTTPHeaders(), body: [])
-                }
+                if case .cancelled = error { throw CancellationError() }
+                // The same rule as the token endpoint: a TLS failure or an unusable request is final.
+                guard error.isRetryable else { throw AuthError.endpoint("device authorization endpoint", error) }
+                response = HTTPResponse(status: 0, headers: HTTPHeaders(), body: [])
             }
             let status = response.status
             if status == 200 { return try DeviceAuthorization.parse(response.body) }

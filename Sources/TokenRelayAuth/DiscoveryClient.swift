@@ -115,21 +115,13 @@ public actor DiscoveryClient {
             do {
                 response = try await transport.send(collecting: request)
             } catch let error as HTTPError {
-                switch error {
-                case .transport(let reason):
-                    transientFailure = .transport(reason)
-                    continue
-                // Final: every discovery URL is on the issuer's host, behind the same certificate.
-                case .tls(let reason): throw AuthError.transport(reason)
-                case .timeout:
-                    if clock.now >= deadline { throw AuthError.timeout }
-                    transientFailure = .transport("the discovery request timed out")
-                    continue
-                case .cancelled: throw CancellationError()
-                case .bodyTooLarge: throw AuthError.discovery("the metadata is too large")
-                case .invalidURL(let reason): throw AuthError.configuration("issuer: \(reason)")
-                case .invalidRequest(let reason): throw AuthError.configuration("discovery request: \(reason)")
-                }
+                if case .cancelled = error { throw CancellationError() }
+                // A TLS failure is final: every discovery URL is on the issuer's host, behind the
+                // same certificate.
+                guard error.isRetryable else { throw AuthError.endpoint("issuer's metadata", error) }
+                if case .timeout = error, clock.now >= deadline { throw AuthError.timeout }
+                transientFailure = .endpoint("issuer's metadata", error)
+                continue
             }
             let status = response.status
             guard status == 200 else {

@@ -248,18 +248,10 @@ public struct TokenEndpointClient: Sendable {
                     retryAfter = after
                 }
             } catch let error as HTTPError {
-                switch error {
-                case .transport(let reason): lastError = .transport(reason)
-                // A certificate or handshake failure is final: the next attempt would meet the same certificate.
-                case .tls(let reason): throw AuthError.transport(reason)
-                case .timeout:
-                    if clock.now >= deadline { throw AuthError.timeout }
-                    lastError = .transport("the token request timed out")
-                case .cancelled: throw CancellationError()
-                case .bodyTooLarge: throw AuthError.invalidTokenResponse("the body is too large")
-                case .invalidURL(let reason): throw AuthError.configuration("token endpoint: \(reason)")
-                case .invalidRequest(let reason): throw AuthError.configuration("token request: \(reason)")
-                }
+                if case .cancelled = error { throw CancellationError() }
+                lastError = AuthError.endpoint("token endpoint", error)
+                guard error.isRetryable else { throw lastError }
+                if case .timeout = error, clock.now >= deadline { throw AuthError.timeout }
             }
             guard attempt < retryPolicy.maximumAttempts else { throw lastError }
             let delay = retryAfter?.timeInterval ?? retryPolicy.delay(retry: attempt, random: random())

@@ -22,7 +22,7 @@ extension TokenManager {
             response = try await traffic(for: key).endpoint.transport.send(collecting: request)
         } catch let error as HTTPError {
             if case .cancelled = error { throw CancellationError() }
-            throw AuthError.transport("the JWKS could not be fetched")
+            throw AuthError.endpoint("JWKS endpoint", error)
         }
         guard response.status == 200 else {
             // An outage (5xx, 408, 429) is the network's kind: a renewal waiting for the keys fails

@@ -55,14 +55,7 @@ extension TokenEndpointClient {
         do {
             response = try await transport.send(collecting: attemptRequest)
         } catch let error as HTTPError {
-            switch error {
-            case .transport(let reason), .tls(let reason): throw .transport(reason)
-            case .timeout: throw .timeout
-            case .cancelled: throw .cancelled
-            case .bodyTooLarge: throw .invalidTokenResponse("the revocation answer is too large")
-            case .invalidURL(let reason): throw .configuration("revocation endpoint: \(reason)")
-            case .invalidRequest(let reason): throw .configuration("revocation request: \(reason)")
-            }
+            throw .endpoint("revocation endpoint", error)
         } catch {
             throw .cancelled
         }

@@ -180,6 +180,16 @@ public enum HTTPError: KindedError, Sendable, Equatable, CustomStringConvertible
     /// The caller's task was cancelled; the transfer was removed.
     case cancelled
 
+    /// Whether sending the same request again could succeed: a connection that failed or a
+    /// transfer that timed out. A TLS failure meets the same certificate again, a refused URL or
+    /// request and an answer too large would be refused again, and a cancellation is the caller's.
+    public var isRetryable: Bool {
+        switch self {
+        case .transport, .timeout: true
+        case .tls, .bodyTooLarge, .invalidURL, .invalidRequest, .cancelled: false
+        }
+    }
+
     public var description: String {
         switch self {
         case .transport(let reason): "transport error: \(reason)"

@@ -142,7 +142,8 @@ enum DynamicClientRegistration {
         do {
             response = try await transport.send(collecting: request)
         } catch let error as HTTPError {
-            throw AuthError.transport("client registration: \(error.description)")
+            if case .cancelled = error { throw CancellationError() }
+            throw AuthError.endpoint("registration endpoint", error)
         }
         guard response.status == 201 || response.status == 200 else {
             if let object = try? TokenResponseParser.jsonObject(response.body),

@@ -266,7 +266,8 @@ public actor ResourceAuthorization {
             do {
                 response = try await transport.send(collecting: request)
             } catch let error as HTTPError {
-                throw AuthError.transport("protected resource metadata: \(error.description)")
+                if case .cancelled = error { throw CancellationError() }
+                throw AuthError.endpoint("protected resource metadata", error)
             }
             guard response.status == 200 else {
                 lastStatus = response.status
