@@ -269,6 +269,23 @@ import TokenRelayHTTP
         #expect(transport.tokenRequests.count == 3)
     }
 
+    /// The device authorization endpoint follows the token endpoint's rule (one translation of
+    /// transport errors): a connection failure is tried again, a TLS failure is final (the next
+    /// attempt would meet the same certificate), kind `transport` either way.
+    @Test(arguments: [(HTTPError.tls("certificate has expired"), 1), (.transport("connection refused"), 5)])
+    func aDeviceAuthorizationTransportFailureIsRetriedUnlessItIsFinal(error: HTTPError, attempts: Int) async throws {
+        let transport = FakeTransport { _ in .failure(error) }
+        let manager = TokenManager(transport: transport, clock: FakeClock(autoAdvance: true))
+        let key = try await manager.register(environment: "e", profile: "tv", configuration: Self.deviceConfiguration())
+        do {
+            _ = try await manager.login(key)
+            Issue.record("the login should fail")
+        } catch let failure as AuthError {
+            #expect(failure.errorKind == .transport, "\(failure)")
+        }
+        #expect(transport.requests.count == attempts)
+    }
+
     /// A login whose token request was already sent when the manager closes (SIGINT to
     /// `tokenrelay login` while the device code's poll is at the token endpoint) is finished and
     /// committed before `close` returns: `close` used to wait for renewals only, and the process
