@@ -524,6 +524,33 @@ def test_tool_parameters_marked_x_mcp_header_are_mirrored_into_headers(
     assert region == "=?base64?" + base64.b64encode("Zürich 1".encode()).decode() + "?="
 
 
+def test_a_call_refused_for_its_headers_lists_the_tools_and_is_sent_once_more(
+    host: Host, server: OAuthMCPServer
+) -> None:
+    """A client that calls a tool the proxy has not seen listed (its list cached from an earlier
+    session): the server answers HeaderMismatch; the proxy lists the tools itself and sends the
+    call again with the Mcp-Param headers (the spec's SHOULD)."""
+    from mcp import Client
+
+    async def modern() -> list[str]:
+        async with Client(
+            host.params(server.url, "--browser"), mode="2026-07-28"
+        ) as client:
+            with anyio.fail_after(120):
+                result = await client.call_tool("regional", {"region": "eu-west-1"})
+            return texts(result)
+
+    assert anyio.run(modern) == ["eu-west-1: 10"]
+    posts = server.requests_to("/mcp", "POST")
+    calls = [r for r in posts if r.headers.get("mcp-name") == "regional"]
+    if len(calls) == 2:  # the client did not list the tools itself: the proxy did, in between
+        assert calls[0].headers.get("mcp-param-region") is None
+        assert calls[1].headers.get("mcp-param-region") == "eu-west-1"
+        assert any(b'"id":"tokenrelay-tools-list"' in r.body for r in posts)
+    else:
+        assert len(calls) == 1 and calls[0].headers.get("mcp-param-region") == "eu-west-1"
+
+
 def test_a_request_profile_steps_up_on_insufficient_scope(
     host: Host, server: OAuthMCPServer
 ) -> None:

@@ -18,6 +18,8 @@ struct MCPMessage: Sendable {
     let protocolVersion: String?
     /// `params.arguments` of a `tools/call`.
     let arguments: JSONValue?
+    /// `params._meta` (2026-07-28: the protocol version and the client's capabilities and info).
+    let meta: JSONValue?
 
     /// The protocol version key of a message's `_meta`.
     static let protocolVersionMetaKey = "io.modelcontextprotocol/protocolVersion"
@@ -36,6 +38,7 @@ struct MCPMessage: Sendable {
         }
         protocolVersion = params?["_meta"]?[Self.protocolVersionMetaKey]?.stringValue
         arguments = method == "tools/call" ? params?["arguments"] : nil
+        meta = params?["_meta"]
     }
 
     /// A request: it has a method and an id, and the client waits for an answer.

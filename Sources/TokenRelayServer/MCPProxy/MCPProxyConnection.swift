@@ -55,6 +55,15 @@ final class MCPProxyConnection: Sendable {
     private struct Recovery {
         var renewed = false
         var steppedUp = false
+        /// The tools were listed again after a `HeaderMismatch`.
+        var relisted = false
+    }
+
+    /// What became of a relayed answer.
+    private enum Relayed {
+        case delivered
+        /// A `tools/call` refused with `HeaderMismatch` (-32020), not relayed: list and send again.
+        case headerMismatch
     }
 
     /// Forwards one message from the client and relays the answer.
@@ -93,8 +102,9 @@ final class MCPProxyConnection: Sendable {
         return String(describing: error)
     }
 
-    /// Sends `message` once; true when it should be sent again (after a renewal, login or step-up).
-    private func attempt(_ message: MCPMessage, recovery: inout Recovery) async throws -> Bool? {
+    /// Sends `message` once; true when it should be sent again (after a renewal, login, step-up or
+    /// a new tool list). `deliver`: the answer goes to the client (false: the proxy's own request).
+    private func attempt(_ message: MCPMessage, recovery: inout Recovery, deliver: Bool = true) async throws -> Bool? {
         let (sessionID, negotiated, declared) = state.withLock { state in
             (state.sessionID, state.negotiatedVersion, message.name.flatMap { state.toolHeaders[$0] })
         }
@@ -127,8 +137,28 @@ final class MCPProxyConnection: Sendable {
         default:
             break
         }
-        try await relay(response, for: message)
+        if try await relay(response, for: message, deliver: deliver, relist: !recovery.relisted) == .headerMismatch {
+            // MCP 2026-07-28: the tool's x-mcp-header declarations changed (or were never seen):
+            // list the tools again and send the call once more with the headers they ask for.
+            recovery.relisted = true
+            log.info("mcp-proxy: the server refused the call's Mcp-Param headers; listing its tools again")
+            try await relistTools(like: message)
+            return true
+        }
         return nil
+    }
+
+    /// Lists the server's tools as the proxy's own request (its answer learnt, never relayed),
+    /// with the `_meta` of `message` (the client's protocol version and capabilities).
+    private func relistTools(like message: MCPMessage) async throws {
+        var params: JSONObject = [:]
+        if let meta = message.meta { params["_meta"] = meta }
+        let request: JSONValue = [
+            "jsonrpc": "2.0", "id": "tokenrelay-tools-list", "method": "tools/list", "params": .object(params),
+        ]
+        guard let list = MCPMessage(request.serialized()) else { return }
+        var recovery = Recovery()
+        while try await attempt(list, recovery: &recovery, deliver: false) == true {}
     }
 
     /// Attaches the profile's credential; a session that needs a person logs in first (joining a
@@ -215,7 +245,9 @@ final class MCPProxyConnection: Sendable {
     }
 
     /// Relays an answer: a JSON body as one message, an event stream event by event, in order.
-    private func relay(_ response: HTTPStreamingResponse, for message: MCPMessage) async throws {
+    private func relay(
+        _ response: HTTPStreamingResponse, for message: MCPMessage, deliver: Bool = true, relist: Bool = false
+    ) async throws -> Relayed {
         if let sessionID = response.headers["Mcp-Session-Id"], MCPMessage.isHeaderSafe(sessionID) {
             state.withLock { $0.sessionID = sessionID }
         }
@@ -223,27 +255,35 @@ final class MCPProxyConnection: Sendable {
         if response.status == 202 || (response.status == 200 && contentType.isEmpty) {
             response.cancel()
             if message.method == "notifications/initialized" { startServerStream() }
-            return
+            return .delivered
         }
         if contentType.hasPrefix("text/event-stream") && (200..<300).contains(response.status) {
             var parser = ServerSentEventParser()
             for try await chunk in response.body {
-                for event in try parser.feed(chunk) { emit(Array(event.data.utf8), for: message) }
+                for event in try parser.feed(chunk) { emit(Array(event.data.utf8), for: message, deliver: deliver) }
             }
-            return
+            return .delivered
         }
         let collected = try await response.collect(upTo: environment.settings.maxResponseBytes)
         if let text = try? JSONParser.compact(collected.body), text.value.objectValue?["jsonrpc"] != nil {
-            emit(text.bytes, for: message)
-            return
+            if relist, message.method == "tools/call", response.status == 400,
+                text.value["error"]?["code"]?.numberValue?.intValue == Self.headerMismatch
+            {
+                return .headerMismatch
+            }
+            emit(text.bytes, for: message, deliver: deliver)
+            return .delivered
         }
-        if (200..<300).contains(response.status) && collected.body.isEmpty { return }
+        if (200..<300).contains(response.status) && collected.body.isEmpty { return .delivered }
         throw Undelivered(message: "the server answered HTTP \(response.status)")
     }
 
+    /// The 2026-07-28 error code of a request whose headers do not match its body.
+    static let headerMismatch = -32020
+
     /// Writes one server message (compacted to one line); notes the version an `initialize`
     /// answer negotiated.
-    private func emit(_ data: [UInt8], for message: MCPMessage) {
+    private func emit(_ data: [UInt8], for message: MCPMessage, deliver: Bool = true) {
         guard !data.isEmpty, let text = try? JSONParser.compact(data) else { return }
         if message.method == "initialize", let value = text.value.objectValue,
             value["id"] == message.id, let version = value["result"]?["protocolVersion"]?.stringValue
@@ -253,10 +293,10 @@ final class MCPProxyConnection: Sendable {
         if message.method == "tools/list", let value = text.value.objectValue, value["id"] == message.id,
             let listed = learnToolHeaders(value)
         {
-            output(listed)
+            if deliver { output(listed) }
             return
         }
-        output(text.bytes)
+        if deliver { output(text.bytes) }
     }
 
     /// Keeps the `x-mcp-header` declarations of a `tools/list` answer's tools. A tool whose
