@@ -39,7 +39,9 @@ public enum AuthError: KindedError, Sendable, Equatable, CustomStringConvertible
     case store(String)
     /// An interactive session has no usable token: a person must log in (`login`); non-interactive
     /// callers get this at once (wire kind `interaction_required`, `data.login: true`).
-    case loginRequired(String)
+    /// `scopes`: what the next login asks for (a step-up's union included; `data.scopes` on the
+    /// wire, SPEC §9.2), when known.
+    case loginRequired(String, scopes: [String] = [])
     /// The authorization server refused the login in the redirect or while polling (RFC 6749
     /// §4.1.2.1, RFC 8628 §3.5), e.g. `access_denied`.
     case loginRefused(error: ServerText, description: ServerText?)
@@ -104,6 +106,12 @@ public enum AuthError: KindedError, Sendable, Equatable, CustomStringConvertible
         return false
     }
 
+    /// The scopes the login a ``loginRequired(_:scopes:)`` asks for would request (empty: not known).
+    public var loginScopes: [String] {
+        if case .loginRequired(_, let scopes) = self { return scopes }
+        return []
+    }
+
     /// The OAuth `error_description` the server sent (redacted, bounded), if any.
     public var oauthErrorDescription: String? {
         switch self {
@@ -144,7 +152,7 @@ public enum AuthError: KindedError, Sendable, Equatable, CustomStringConvertible
         case .discovery(let reason): text = "authorization server discovery failed: \(reason)"
         case .storage(let reason): text = "token store failed: \(reason)"
         case .store(let reason): text = "token store: \(reason)"
-        case .loginRequired(let reason): text = "interaction required: \(reason); log in with the login method"
+        case .loginRequired(let reason, _): text = "interaction required: \(reason); log in with the login method"
         case .loginRefused(let error, let description):
             text =
                 "the authorization server refused the login (\(error.value))"

@@ -131,7 +131,7 @@ extension TokenManager {
         // An interactive session without a refresh token needs a person: say so at once, without
         // touching the network (a login is started by `login` only).
         if session.refreshToken == nil, configuration.grant.interactive != nil {
-            throw AuthError.loginRequired("profile '\(key.profile)' needs a person to log in")
+            throw AuthError.loginRequired("profile '\(key.profile)' needs a person to log in", scopes: key.scopes)
         }
         try Task.checkCancellation()
         let lease = try await store.acquireLease(

@@ -96,7 +96,7 @@ extension TokenManager {
     ///
     /// A token that fails ends the session: nothing of the response is committed, what it issued
     /// is revoked, the stored session is removed (the refresh token `spent` may be spent already),
-    /// and the caller gets ``AuthError/loginRequired(_:)`` (a refused renewal: `auth-failed`).
+    /// and the caller gets ``AuthError/loginRequired(_:scopes:)`` (a refused renewal: `auth-failed`).
     /// A `sub` that changed means the server answered for another person.
     func validateRenewalIDToken(_ response: TokenResponse, session: Session, spent: String) async throws
         -> LoginIdentity?

@@ -188,12 +188,12 @@ extension TokenManager {
         }
     }
 
-    /// ``AuthError/loginRequired(_:)`` when the interactive session `key` cannot get a token without
+    /// ``AuthError/loginRequired(_:scopes:)`` when the interactive session `key` cannot get a token without
     /// a person (no usable token, no refresh token, after reading the store); nil otherwise. Lets a
     /// call that would only find out later (`subscribe`) fail at once.
     public func loginRequirement(_ key: SessionKey) async -> AuthError? {
         guard let session = sessions[key], session.configuration.grant.interactive != nil else { return nil }
-        let needed = AuthError.loginRequired("profile '\(key.profile)' needs a person to log in")
+        let needed = AuthError.loginRequired("profile '\(key.profile)' needs a person to log in", scopes: key.scopes)
         if !session.loaded {
             // The store was not read yet: what it holds decides (it is adopted by the first acquisition).
             guard let stored = try? await store.load(storeKey(session)) else { return nil }

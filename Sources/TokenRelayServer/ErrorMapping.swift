@@ -38,6 +38,7 @@ public enum ErrorMapping {
             if let oauthError = error.oauthError { data["oauthError"] = .string(oauthError) }
             if let description = error.oauthErrorDescription { data["oauthErrorDescription"] = .string(description) }
             if error.needsLogin { data["login"] = true }
+            if !error.loginScopes.isEmpty { data["scopes"] = .array(error.loginScopes.map { .string($0) }) }
             return RPCError(kind: error.errorKind, message: error.description, data: data)
         case HTTPError.timeout:
             return RPCError(kind: .timeout, message: "the request timed out")

@@ -62,6 +62,8 @@ import Testing
             let early = try await relay.call("request", ["path": "/whoami"], timeout: .seconds(10))
             #expect(early["error"]?["data"]?["kind"]?.stringValue == "interaction_required", "\(early.jsonText)")
             #expect(early["error"]?["data"]?["login"]?.boolValue == true)
+            // What the login would ask for (SPEC §9.2: after a step-up, the union).
+            #expect(early["error"]?["data"]?["scopes"]?.arrayValue?.compactMap(\.stringValue) == ["openid", "read"])
             let stream = try await relay.call("subscribe", ["path": "/events"], timeout: .seconds(10))
             #expect(stream["error"]?["data"]?["login"]?.boolValue == true, "\(stream.jsonText)")
 

@@ -92,6 +92,10 @@ import TokenRelayLogging
         #expect(mapped.data["oauthError"] == "invalid_grant")
         #expect(mapped.data["oauthErrorDescription"] == "expired")
         #expect(ErrorMapping.rpcError(AuthError.loginRequired("x")).data["login"] == true)
+        #expect(ErrorMapping.rpcError(AuthError.loginRequired("x")).data["scopes"] == nil)
+        #expect(
+            ErrorMapping.rpcError(AuthError.loginRequired("x", scopes: ["mcp", "extra"])).data["scopes"]
+                == ["mcp", "extra"])
     }
 
     @Test func cancellationIsCancelledOnlyWhenSomethingWasCancelled() {

@@ -23,7 +23,10 @@ public enum OpenRPCDocument {
         (.cancelled, "Request cancelled"), (.config, "Configuration problem"),
         (.unknownEnvironment, "Unknown environment"), (.unknownProfile, "Unknown profile"),
         (.auth, "Token acquisition refused (data.oauthError, data.oauthErrorDescription when the server sent them)"),
-        (.interactionRequired, "Interactive login required (data.login: true when the login method can fix it)"),
+        (
+            .interactionRequired,
+            "Interactive login required (data.login: true when the login method can fix it; data.scopes: the scopes that login asks for)"
+        ),
         (.transport, "Transport failure (DNS, connect, TLS)"), (.timeout, "Timed out"),
         (.limit, "A limit was exceeded (queue, body size, failed logins)"),
         (.shuttingDown, "The server is shutting down"), (.notSupported, "Not supported by this build or configuration"),
