@@ -86,12 +86,6 @@ public enum AuthError: KindedError, Sendable, Equatable, CustomStringConvertible
         }
     }
 
-    /// Whether the same request could succeed when sent again (see ``HTTPError/isRetryable``).
-    var isRetryableTransport: Bool {
-        if case .endpoint(_, let cause) = self { return cause.isRetryable }
-        return false
-    }
-
     /// The OAuth `error` code the server sent (redacted, bounded), if any.
     public var oauthError: String? {
         switch self {

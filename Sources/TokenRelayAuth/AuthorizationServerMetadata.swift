@@ -24,8 +24,17 @@ public struct AuthorizationServerMetadata: Sendable, Equatable {
     /// The server says its authorization responses carry `iss` (RFC 9207 §3): a callback without
     /// it is then refused.
     public var authorizationResponseIssParameterSupported = false
-    /// RFC 8705 §5: the token endpoint mutual-TLS clients use, when the server gives an alias.
-    public var mtlsTokenEndpoint: String? = nil
+    /// RFC 8705 §5: the endpoints mutual-TLS clients use instead (`token_endpoint`,
+    /// `revocation_endpoint`, `device_authorization_endpoint`...), the allowed URLs among them;
+    /// an alias that is not one is left out (a bearer client never uses them).
+    public var mtlsEndpointAliases: [String: String] = [:]
+
+    /// The endpoint named `name` (`token_endpoint`...) a client uses: its mutual-TLS alias when
+    /// the client authenticates with a certificate and the server gave one, else `plain`.
+    public func endpoint(_ name: String, plain: String?, mutualTLS: Bool) -> String? {
+        if mutualTLS, let alias = mtlsEndpointAliases[name] { return alias }
+        return plain
+    }
 
     /// Verifies a discovery document: one JSON object whose `issuer` equals `expectedIssuer`
     /// exactly and whose endpoints are all allowed URLs.
@@ -73,14 +82,14 @@ public struct AuthorizationServerMetadata: Sendable, Equatable {
             authorizationResponseIssParameterSupported: object["authorization_response_iss_parameter_supported"]?
                 .boolValue == true)
         metadata.registration = try RegistrationSupport(object)
-        if let aliases = object["mtls_endpoint_aliases"] {
-            guard case .object(let members) = aliases else {
-                throw .discovery("mtls_endpoint_aliases is not an object")
-            }
-            if let alias = members["token_endpoint"] {
-                guard let url = alias.stringValue, (try? EndpointPolicy.check(url, what: "mtls token_endpoint")) != nil
-                else { throw .discovery("mtls_endpoint_aliases.token_endpoint is not an https (or loopback http) URL") }
-                metadata.mtlsTokenEndpoint = url
+        if case .object(let aliases)? = object["mtls_endpoint_aliases"] {
+            for (name, value) in aliases where name.hasSuffix("_endpoint") {
+                guard let url = value.stringValue, (try? EndpointPolicy.check(url, what: "mtls alias")) != nil else {
+                    log.warn(
+                        "the issuer's mtls_endpoint_aliases.\(ServerText(name).value) is not an allowed URL; not used")
+                    continue
+                }
+                metadata.mtlsEndpointAliases[name] = url
             }
         }
         return metadata

@@ -80,6 +80,7 @@ public struct CredentialsMiddleware: HTTPMiddleware {
         var replay = request
         _ = try await source.apply(to: &replay)
         let second = try await next(replay)
+        _ = source.signsAgain(after: second.status, headers: second.headers, request: replay)  // keeps its nonce
         if (200..<300).contains(second.status) { budget.restore() }
         return second
     }

@@ -24,9 +24,11 @@ public struct SessionKey: Sendable, Hashable, CustomStringConvertible {
     public let variant: String?
     /// Whether the session is a machine's identity: its token comes from the client's own
     /// credentials or assertion (`client_credentials`, `jwt_bearer`), or from exchanging only such
-    /// tokens or tokens from secret sources (`token_exchange`), never from a person's login or a
-    /// refresh token. Only these may be shared across a fleet's hosts (SPEC §11). Derived from
-    /// the grant (and a token exchange's sources), so it adds nothing to the key's identity.
+    /// sessions' tokens (`token_exchange`), never from a person's login or a refresh token. Only
+    /// these may be shared across a fleet's hosts (SPEC §11). An exchange of a secret source's
+    /// token is not: the key names where that token is read, not whose it is, and two hosts may
+    /// hold different people's tokens there. Derived from the grant (and a token exchange's
+    /// sources), so it adds nothing to the key's identity.
     public let isMachineIdentity: Bool
     /// Whether the session's tokens may be bound to something only this host holds: a DPoP key
     /// (``OAuthClientConfiguration/dpop``) or a client certificate (mutual TLS, RFC 8705 §3).
@@ -59,7 +61,8 @@ public struct SessionKey: Sendable, Hashable, CustomStringConvertible {
         case .tokenExchange(let exchange):
             return [exchange.subject, exchange.actor].allSatisfy { source in
                 switch source {
-                case .none, .secret: return true
+                case .none: return true
+                case .secret: return false
                 case .session(let key): return key.isMachineIdentity
                 }
             }

@@ -87,19 +87,19 @@ final class SQLiteConnection: @unchecked Sendable {
         tr_sqlite_busy_timeout(handle, busyTimeoutMilliseconds)
     }
 
-    /// A descriptor of the database file opened outside SQLite (the one its checks were made
+    /// Descriptors of the database file opened outside SQLite (the one its checks were made
     /// through), closed after the connection: see ``SQLiteTokenStore/CheckedFile/handFile(to:)``.
-    private var heldDescriptor: Int32 = -1
+    /// Never closed before: closing any descriptor of the file drops the process's locks on it.
+    private var heldDescriptors: [Int32] = []
 
     deinit {
         tr_sqlite_close(handle)
-        if heldDescriptor >= 0 { close(heldDescriptor) }
+        for descriptor in heldDescriptors { close(descriptor) }
     }
 
     /// Keeps `descriptor` open for as long as the connection, and closes it after.
     func holdUntilClosed(_ descriptor: Int32) {
-        if heldDescriptor >= 0 { close(heldDescriptor) }
-        heldDescriptor = descriptor
+        heldDescriptors.append(descriptor)
     }
 
     /// Runs one or more statements without results.

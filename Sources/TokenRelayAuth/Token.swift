@@ -23,8 +23,9 @@ public struct Token: Sendable, Equatable, CustomStringConvertible {
     /// profile's API requests then present too.
     var certificateBound = false
 
-    /// Whether the token is bound to a key (DPoP): useless, and refused, outside tokenrelay.
-    public var isBound: Bool { dpopKey != nil }
+    /// Whether the token is bound to a key (DPoP) or a client certificate (mutual TLS): useless,
+    /// and refused, outside tokenrelay.
+    public var isBound: Bool { dpopKey != nil || certificateBound }
 
     /// Whether `accessToken` of a session configured as `configuration` is bound to its client
     /// certificate: `mtls_bound: true`, or a JWT access token whose `cnf` has `x5t#S256` (read

@@ -42,6 +42,10 @@ public struct TokenCredentialSource: CredentialSource {
             request.headers.set(name: "Authorization", value: "DPoP \(token.accessToken)")
             request.headers.set(name: "DPoP", value: proof)
         } else {
+            // A bound token is never sent as a bearer one (fail closed: the server would take it).
+            guard token.tokenType.lowercased() != "dpop" else {
+                throw AuthError.configuration("the DPoP key of \(key) is not available; log out of the session")
+            }
             request.headers.set(name: "Authorization", value: "Bearer \(token.accessToken)")
         }
         return CredentialStamp(token.version)
@@ -53,8 +57,8 @@ public struct TokenCredentialSource: CredentialSource {
         guard request.headers["Authorization"]?.hasPrefix("DPoP ") == true, let url = try? request.targetURL() else {
             return false
         }
-        let fresh = manager.dpopNonces.remember(headers, from: url)
-        return fresh && DPoPNonces.isNonceChallenge(status: status, headers: headers)
+        let gaveNonce = manager.dpopNonces.remember(headers, from: url)
+        return gaveNonce && DPoPNonces.isNonceChallenge(status: status, headers: headers)
     }
 
     /// OAuth tokens may be renewed after a 401.

@@ -264,7 +264,8 @@ extension TokenManager {
         }
         let token = try await commit(
             response, previousRefreshToken: usedRefreshToken, session: session, storeKey: storeKey,
-            logoutEpoch: logoutEpoch, generation: flight.generation, subject: identity?.rawSubject)
+            logoutEpoch: logoutEpoch, generation: flight.generation, subject: identity?.rawSubject,
+            signedWith: dpop?.key)
         if let identity { session.identity = identity }
         return .obtained(token)
     }
@@ -335,10 +336,11 @@ extension TokenManager {
     /// `generation` (in this one, while the save was under way) wins: nothing of the response is
     /// kept, its tokens are revoked, and the caller gets ``AuthError/loggedOut``.
     /// `subject` is the validated ID token's `sub` (OpenID Connect), kept with the tokens; `nil`
-    /// keeps the one the session had.
+    /// keeps the one the session had. `signedWith`: the DPoP key that signed the token request
+    /// (`nil`: the session's).
     func commit(
         _ response: TokenResponse, previousRefreshToken: String?, session: Session, storeKey: StoreKey,
-        logoutEpoch: Int64?, generation: UInt64, subject: String? = nil
+        logoutEpoch: Int64?, generation: UInt64, subject: String? = nil, signedWith: DPoPKey? = nil
     ) async throws -> Token {
         let now = clock.now
         let refreshToken = response.refreshToken ?? previousRefreshToken
@@ -346,7 +348,9 @@ extension TokenManager {
             accessToken: response.accessToken, tokenType: response.tokenType, receivedAt: now,
             expiresAt: response.expiresIn.map { now.addingTimeInterval(TimeInterval($0)) }, refreshToken: refreshToken,
             scope: response.scope, version: nextID())
-        token.dpopKey = session.configuration.dpop ? session.dpopKey : nil
+        // Bound to the key that signed the request (the session's, unless a read replaced it since).
+        token.dpopKey = session.configuration.dpop ? signedWith ?? session.dpopKey : nil
+        if let bound = token.dpopKey { session.dpopKey = bound }
         token.certificateBound = Token.isCertificateBound(response.accessToken, session.configuration)
         let stored = StoredTokens(
             accessToken: token.accessToken, tokenType: token.tokenType, receivedAt: now, expiresAt: token.expiresAt,
@@ -536,10 +540,11 @@ extension TokenManager {
                 "client_auth \(configuration.clientAuth.rawValue) is not supported by the issuer (it supports: "
                     + ServerText(methods.joined(separator: ", ")).value + ")")
         }
-        if configuration.clientAuth.isMutualTLS, configuration.tokenURL == nil, let alias = metadata.mtlsTokenEndpoint {
-            return alias  // RFC 8705 §5
-        }
-        return configuration.tokenURL ?? metadata.tokenEndpoint
+        // RFC 8705 §5: a mutual-TLS client uses the server's alias (an explicit token_url wins).
+        return configuration.tokenURL
+            ?? metadata.endpoint(
+                "token_endpoint", plain: metadata.tokenEndpoint, mutualTLS: configuration.clientAuth.isMutualTLS)
+            ?? metadata.tokenEndpoint
     }
 
     /// The SHA-256 digest of `value` (consumed seeds are remembered by digest, not by value).

@@ -324,7 +324,10 @@ extension TokenManager {
     ) async throws -> TokenResponse {
         let configuration = session.configuration
         let endpointClient = traffic(for: session.key).endpoint
-        guard let deviceEndpoint = settings.deviceAuthorizationURL ?? metadata?.deviceAuthorizationEndpoint else {
+        let aliased = metadata?.endpoint(
+            "device_authorization_endpoint", plain: metadata?.deviceAuthorizationEndpoint,
+            mutualTLS: configuration.clientAuth.isMutualTLS)
+        guard let deviceEndpoint = settings.deviceAuthorizationURL ?? aliased else {
             throw AuthError.configuration(
                 "no device authorization endpoint: set device_authorization_url, or an issuer whose metadata names one")
         }

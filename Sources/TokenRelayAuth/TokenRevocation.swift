@@ -91,7 +91,11 @@ extension TokenManager {
         let credential: ClientCredential?
         do {
             let metadata = try await traffic.discovery.metadata(for: issuer, deadline: deadline)
-            guard let found = metadata.revocationEndpoint else { return }
+            guard
+                let found = metadata.endpoint(
+                    "revocation_endpoint", plain: metadata.revocationEndpoint,
+                    mutualTLS: configuration.clientAuth.isMutualTLS)
+            else { return }
             endpoint = found
             credential = try await ClientCredential.resolve(
                 configuration, tokenEndpoint: configuration.tokenURL ?? metadata.tokenEndpoint)

@@ -326,6 +326,20 @@ extension SettingsDecoder {
             clientKey: clientKey, scopes: scopes, audience: audience, resource: resource, expirySkew: skew)
         settings.discovery = discovery
         settings.dpop = keys["dpop"].flatMap { boolean($0.value, path: "\(path).dpop") } ?? false
+        if discovery != nil {
+            // A discovered session is built from the resource's metadata (SPEC §9), which carries
+            // neither a DPoP key nor a client certificate yet: refused rather than sent as bearer.
+            for name in ["dpop", "client_cert", "mtls_bound"] {
+                if let pair = keys[name] {
+                    sink.error("'\(path).\(name)' is not supported with 'discover: true' yet", at: pair.key.mark)
+                }
+            }
+            if let clientAuth, clientAuth.isMutualTLS, let pair = keys["client_auth"] {
+                sink.error(
+                    "'client_auth: \(clientAuth.rawValue)' is not supported with 'discover: true' yet",
+                    at: pair.value.mark)
+            }
+        }
         if let pair = keys["client_cert"] {
             if clientAuth?.isMutualTLS != true {
                 sink.error(

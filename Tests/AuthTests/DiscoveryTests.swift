@@ -140,6 +140,26 @@ struct DiscoveryTests {
         #expect(h.transport.tokenRequests.count == 2)
     }
 
+    /// RFC 8705 §5: a mutual-TLS client uses the aliases; a bearer client the plain endpoints; an
+    /// alias that is not an allowed URL is left out rather than failing the whole document.
+    @Test func mutualTLSAliasesAreUsedByCertificateClientsOnly() throws {
+        let body =
+            #"{"issuer":"\#(Self.issuer)","token_endpoint":"http://127.0.0.1:9000/o/token/","#
+            + #""revocation_endpoint":"http://127.0.0.1:9000/o/revoke/","mtls_endpoint_aliases":{"#
+            + #""token_endpoint":"http://127.0.0.1:9443/o/token/","revocation_endpoint":"http://evil.example/revoke"}}"#
+        let metadata = try AuthorizationServerMetadata.parse(Array(body.utf8), expectedIssuer: Self.issuer)
+        #expect(metadata.mtlsEndpointAliases == ["token_endpoint": "http://127.0.0.1:9443/o/token/"])
+        #expect(
+            metadata.endpoint("token_endpoint", plain: metadata.tokenEndpoint, mutualTLS: true)
+                == "http://127.0.0.1:9443/o/token/")
+        #expect(
+            metadata.endpoint("token_endpoint", plain: metadata.tokenEndpoint, mutualTLS: false)
+                == "http://127.0.0.1:9000/o/token/")
+        #expect(
+            metadata.endpoint("revocation_endpoint", plain: metadata.revocationEndpoint, mutualTLS: true)
+                == "http://127.0.0.1:9000/o/revoke/")
+    }
+
     /// The metadata's `Cache-Control` bounds how long it is kept: `no-store` means fetched again
     /// for the next acquisition (a server rotating its endpoints is followed at once).
     @Test func metadataMarkedNoStoreIsFetchedAgain() async throws {

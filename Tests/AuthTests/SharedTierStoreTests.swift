@@ -113,8 +113,8 @@ final class FakeSharedTier: SharedTokenTier {
     }
 
     /// SPEC §11: machine identities are shared (client credentials, jwt-bearer, an exchange of
-    /// their tokens or of a secret source's); a person's session, a refresh token, and an exchange
-    /// of either never are (another host would act as that person).
+    /// their tokens); a person's session, a refresh token, an exchange of either, and an exchange
+    /// of a secret source's token never are (another host could act as another principal).
     @Test func machineIdentitiesAreSharedAndExchangesOfAPersonsTokenAreNot() async throws {
         func key(
             _ profile: String, _ grant: Grant, dpop: Bool = false, clientAuth: ClientAuthMethod = .clientSecretBasic
@@ -131,12 +131,14 @@ final class FakeSharedTier: SharedTokenTier {
         let shared: [SessionKey] = [
             machine, key("ci", .jwtBearer(.secret(keyProvider("jwt")))),
             key("x1", .tokenExchange(TokenExchange(subject: .session(machine)))),
-            key("x2", .tokenExchange(TokenExchange(subject: secret, actor: .session(machine)))),
+            key("x2", .tokenExchange(TokenExchange(subject: .session(machine), actor: .session(machine)))),
         ]
         let hostOnly: [SessionKey] = [
             person, key("seeded", .refreshToken(seed: keyProvider("rt"))),
             key("x3", .tokenExchange(TokenExchange(subject: .session(person)))),
-            key("x4", .tokenExchange(TokenExchange(subject: secret, actor: .session(person)))),
+            key("x4", .tokenExchange(TokenExchange(subject: .session(machine), actor: .session(person)))),
+            // A secret source's token: whose it is cannot be told from the key.
+            key("x5", .tokenExchange(TokenExchange(subject: secret))),
             // Bound to what only this host holds (SPEC §11): a DPoP key, a client certificate.
             key("dpop", .clientCredentials, dpop: true), key("mtls", .clientCredentials, clientAuth: .tlsClientAuth),
         ]

@@ -42,6 +42,20 @@ import Testing
         ("client_key: { file: k }\nclient_key_alg: HS256", "client_key_alg"),
         ("client_key_id: k1", "only applies with a 'client_key'"),
         ("client_key: { file: k }\nclient_assertion_audience: issuer", "needs an 'issuer'"),
+        // Mutual TLS: the certificate and its key, one authentication, no assertion settings.
+        ("client_auth: tls_client_auth\nclient_key: { file: k }", "needs a 'client_cert'"),
+        (
+            "client_auth: tls_client_auth\nclient_cert: { file: c }\nclient_key: { file: k }\nclient_secret: { env: S }",
+            "remove 'client_secret'"
+        ),
+        (
+            "client_auth: tls_client_auth\nclient_cert: { file: c }\nclient_key: { file: k }\nclient_key_id: k1",
+            "applies to private_key_jwt"
+        ),
+        ("client_cert: { file: c }", "is used by 'client_auth: tls_client_auth'"),
+        ("mtls_bound: true", "needs a mutual-TLS 'client_auth'"),
+        // Discovered sessions carry no DPoP key or certificate yet: refused, not sent as bearer.
+        ("discover: true\ndpop: true", "not supported with 'discover: true'"),
     ])
     func misusesAreDiagnosed(_ lines: String, _ expected: String) async {
         let result = await decodeConfig(

@@ -330,14 +330,21 @@ final class CurlEventLoop: @unchecked Sendable {  // Safe: inbox is a Mutex; the
         // Mutual TLS: the request's certificate and key, or none (a pooled handle may hold the
         // previous transfer's). libcurl copies the blobs and matches them when reusing connections.
         if let identity = request.clientIdentity {
-            _ = identity.certificatePEM.withUnsafeBytes {
+            let certificate = identity.certificatePEM.withUnsafeBytes {
                 tr_easy_setopt_blob(h, CURLOPT_SSLCERT_BLOB, $0.baseAddress, $0.count)
             }
-            _ = identity.keyPEM.withUnsafeBytes {
+            let key = identity.keyPEM.withUnsafeBytes {
                 tr_easy_setopt_blob(h, CURLOPT_SSLKEY_BLOB, $0.baseAddress, $0.count)
             }
-            _ = tr_easy_setopt_string(h, CURLOPT_SSLCERTTYPE, "PEM")
-            _ = tr_easy_setopt_string(h, CURLOPT_SSLKEYTYPE, "PEM")
+            // Never sent without the certificate it must present (a libcurl without blob support).
+            guard certificate == CURLE_OK, key == CURLE_OK,
+                tr_easy_setopt_string(h, CURLOPT_SSLCERTTYPE, "PEM") == CURLE_OK,
+                tr_easy_setopt_string(h, CURLOPT_SSLKEYTYPE, "PEM") == CURLE_OK
+            else {
+                _ = tr_easy_setopt_blob(h, CURLOPT_SSLCERT_BLOB, nil, 0)
+                _ = tr_easy_setopt_blob(h, CURLOPT_SSLKEY_BLOB, nil, 0)
+                return .tls("this libcurl cannot present a client certificate from memory")
+            }
         } else {
             _ = tr_easy_setopt_blob(h, CURLOPT_SSLCERT_BLOB, nil, 0)
             _ = tr_easy_setopt_blob(h, CURLOPT_SSLKEY_BLOB, nil, 0)

@@ -65,7 +65,7 @@ final class MCPFace: Sendable {
             ["sent": .int(sent), "refused": .int(refused), "failed": .int(failed), "awaiting": .int(awaiting)]
         }
 
-        var text: String { "\(sent) sent, \(refused) refused, \(failed) failed, \(awaiting) awaiting confirmation" }
+        var text: String { "\(sent) sent, \(refused) refused, \(failed) failed, \(awaiting) awaiting the person" }
     }
 
     /// The counts so far.

@@ -99,7 +99,10 @@ struct MCPParameterHeaders: Sendable, Equatable {
             case .string(let value)?: text = value
             case .bool(let value)?: text = value ? "true" : "false"
             case .number(let number)?:
-                guard let integer = Int64(number.literal), abs(integer) <= Self.safeInteger else { return nil }
+                // `magnitude`, not `abs`: abs(Int64.min) traps, and the value is the client's.
+                guard let integer = Int64(number.literal), integer.magnitude <= UInt64(Self.safeInteger) else {
+                    return nil
+                }
                 text = String(integer)
             default: return nil
             }

@@ -57,6 +57,8 @@ final class MCPProxyConnection: Sendable {
         var steppedUp = false
         /// The tools were listed again after a `HeaderMismatch`.
         var relisted = false
+        /// The message was signed again with a DPoP nonce the server asked for.
+        var resigned = false
     }
 
     /// What became of a relayed answer.
@@ -117,6 +119,15 @@ final class MCPProxyConnection: Sendable {
         request.delivery = .streamed(idleTimeout: nil)
         let stamp = try await applyCredentials(to: &request)
         let response = try await environment.plainClient.send(request)
+        // A DPoP profile: the server's nonce is kept; a use_dpop_nonce challenge is answered by
+        // signing again with it (RFC 9449 §9: the server did not act on the message), once.
+        if credentials.signsAgain(after: response.status, headers: response.headers, request: request),
+            !recovery.resigned
+        {
+            response.cancel()
+            recovery.resigned = true
+            return true
+        }
         switch response.status {
         case 401:
             response.cancel()

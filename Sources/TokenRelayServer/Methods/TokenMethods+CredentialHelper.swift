@@ -63,8 +63,9 @@ extension TokenMethods {
             throw RPCError(
                 code: .notSupported,
                 message:
-                    "profile '\(profile.name)' uses DPoP: its tokens are bound to a key that never leaves tokenrelay, "
-                    + "so they are not handed out; send the requests through tokenrelay (request, call)")
+                    "profile '\(profile.name)' gets bound tokens (DPoP or a client certificate): they are useless "
+                    + "without a key that never leaves tokenrelay, so they are not handed out; send the requests "
+                    + "through tokenrelay (request, call)")
         }
         return (token, profile, environment)
     }

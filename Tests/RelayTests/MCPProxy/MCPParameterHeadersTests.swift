@@ -26,6 +26,7 @@ import TokenRelayJSONRPC
         #expect(mirrored.map(\.value) == ["=?base64?WsO8cmljaA==?=", "-7", "false"])
         // Absent values send no header; a value past JavaScript's safe integers is not mirrored.
         #expect(headers.headers(for: try schema(#"{"options":{"limit":9007199254740993}}"#)).isEmpty)
+        #expect(headers.headers(for: try schema(#"{"options":{"limit":-9223372036854775808}}"#)).isEmpty)
         #expect(headers.headers(for: nil).isEmpty)
     }
 
