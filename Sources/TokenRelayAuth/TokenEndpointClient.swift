@@ -98,6 +98,16 @@ struct GrantRequest: Sendable {
     }
 }
 
+/// A DPoP token request answered with another token type (RFC 9449 §5: a downgrade), with what
+/// the server issued, so that it can be revoked. Never printed: its description holds no token.
+struct DPoPDowngrade: Error, CustomStringConvertible {
+    let response: TokenResponse
+
+    static let reason =
+        "token_type is not DPoP although a DPoP proof was sent (a downgrade to a bearer token is refused)"
+    var description: String { Self.reason }
+}
+
 /// What a DPoP session's token requests are signed with: its key, and the manager's nonces.
 struct DPoPSigning: Sendable {
     let key: DPoPKey
@@ -235,6 +245,7 @@ public struct TokenEndpointClient: Sendable {
                 let newNonce = url.map { dpop?.nonces.remember(response.headers, from: $0) ?? false } ?? false
                 switch TokenResponseParser.classify(response, dpop: dpop != nil) {
                 case .success(let token):
+                    if dpop != nil, token.tokenType.lowercased() != "dpop" { throw DPoPDowngrade(response: token) }
                     return token
                 case .failure(let error, _, _) where error.oauthError == "use_dpop_nonce" && dpop != nil:
                     // RFC 9449 §8: the server did not act on the request; once, with its nonce.

@@ -81,7 +81,9 @@ extension TokenManager {
             let dpop = try dpopSigning(session)
             let response: TokenResponse
             do {
-                response = try await endpointClient.send(deadline: deadline, dpop: dpop, beforeFirstSend: {}) {
+                response = try await requestTokens(
+                    session, via: endpointClient, deadline: deadline, dpop: dpop, beforeFirstSend: {}
+                ) {
                     () throws(AuthError) in
                     try endpointClient.makeRequest(
                         endpoint: endpoint,

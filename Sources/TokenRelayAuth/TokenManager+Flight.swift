@@ -206,7 +206,8 @@ extension TokenManager {
         let dpop = try dpopSigning(session)
         if let refreshToken {
             do {
-                response = try await endpointClient.send(
+                response = try await requestTokens(
+                    session, via: endpointClient,
                     deadline: flight.deadline, dpop: dpop, beforeFirstSend: beforeSend
                 ) { () throws(AuthError) in
                     try endpointClient.makeRequest(
@@ -231,7 +232,9 @@ extension TokenManager {
                     throw ended
                 }
                 log.info("refresh token refused for \(key); acquiring afresh with \(configuration.grant.name)")
-                response = try await endpointClient.send(deadline: flight.deadline, dpop: dpop, beforeFirstSend: {}) {
+                response = try await requestTokens(
+                    session, via: endpointClient, deadline: flight.deadline, dpop: dpop, beforeFirstSend: {}
+                ) {
                     () throws(AuthError) in
                     try endpointClient.makeRequest(
                         endpoint: endpoint, grant: fresh, configuration: configuration, credential: credential)
@@ -242,7 +245,8 @@ extension TokenManager {
                 let grant = try await freshGrant(
                     configuration, endpointClient: endpointClient, deadline: flight.deadline)
             else { throw AuthError.configuration("profile '\(key.profile)' has no way to obtain a token") }
-            response = try await endpointClient.send(
+            response = try await requestTokens(
+                session, via: endpointClient,
                 deadline: flight.deadline, dpop: dpop, beforeFirstSend: beforeSend
             ) { () throws(AuthError) in
                 try endpointClient.makeRequest(
@@ -397,6 +401,27 @@ extension TokenManager {
         session.unsavedRotation = nil
         session.tokenFromStore = false
         return token
+    }
+
+    /// Sends a grant request of `session` (``TokenEndpointClient/send(deadline:dpop:beforeFirstSend:build:)``).
+    /// An answer that downgrades a DPoP request to a bearer token is refused, and what it issued
+    /// is revoked at the server: nothing the server issued is left live and forgotten.
+    func requestTokens(
+        _ session: Session, via endpointClient: TokenEndpointClient, deadline: Date, dpop: DPoPSigning?,
+        beforeFirstSend: @Sendable () async throws -> Void, build: () throws(AuthError) -> HTTPRequest
+    ) async throws -> TokenResponse {
+        do {
+            return try await endpointClient.send(
+                deadline: deadline, dpop: dpop, beforeFirstSend: beforeFirstSend, build: build)
+        } catch let downgrade as DPoPDowngrade {
+            log.warn("\(session.key): \(DPoPDowngrade.reason); revoking what the server issued")
+            await revokeAtServers([
+                TokenRevocation(
+                    key: session.key, configuration: session.configuration,
+                    refreshToken: downgrade.response.refreshToken, accessToken: downgrade.response.accessToken)
+            ])
+            throw AuthError.invalidTokenResponse(DPoPDowngrade.reason)
+        }
     }
 
     /// DPoP: what the session's token requests are signed with, making its key first when it has

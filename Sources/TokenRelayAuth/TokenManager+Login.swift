@@ -368,7 +368,9 @@ extension TokenManager {
             // after its answer, which a closing manager then dropped.
             try markLoginSent(session, flight)
             do {
-                let response = try await endpointClient.send(deadline: end, dpop: dpop, beforeFirstSend: {}) {
+                let response = try await requestTokens(
+                    session, via: endpointClient, deadline: end, dpop: dpop, beforeFirstSend: {}
+                ) {
                     () throws(AuthError) in
                     try endpointClient.makeRequest(
                         endpoint: endpoint, grant: .deviceCode(authorization.deviceCode, configuration),

@@ -84,11 +84,11 @@ enum TokenResponseParser {
         guard let tokenType = object["token_type"]?.stringValue else {
             throw .invalidTokenResponse("token_type is missing or not a string")
         }
-        // RFC 9449 §5: a DPoP request answered with another token type is a downgrade: refused.
+        // A DPoP request answered with a bearer token parses (its tokens must be revoked), and
+        // ``TokenEndpointClient/send`` refuses it as a downgrade (RFC 9449 §5).
         if dpop {
-            guard tokenType.lowercased() == "dpop" else {
-                throw .invalidTokenResponse(
-                    "token_type is not DPoP although a DPoP proof was sent (a downgrade to a bearer token is refused)")
+            guard ["dpop", "bearer"].contains(tokenType.lowercased()) else {
+                throw .invalidTokenResponse("token_type is neither DPoP nor Bearer")
             }
         } else {
             guard tokenType.lowercased() == "bearer" else {

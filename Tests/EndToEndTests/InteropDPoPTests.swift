@@ -105,16 +105,25 @@ import Testing
             try stack.registerPopClient("dp-down", ["auth": "none", "downgrade": true])
             try stack.registerPopClient("dp-ok", ["auth": "none"])
             let store = stack.stateDirectory.appendingPathComponent("dpop-store/sessions.db").path
+            // Found through the server's metadata, so its revocation endpoint is known.
+            let down = [
+                "type: client_credentials", "issuer: \(stack.popURL)", "client_id: dp-down", "client_auth: none",
+                "dpop: true", "scopes: [read]",
+            ]
             let relay = try Self.start(
                 stack,
                 [
-                    ("down", Self.profile("dp-down", stack)),
+                    ("down", down),
                     ("exposed", Self.profile("dp-ok", stack, extra: ["expose_token: true"])),
                 ], store: store)
             let refused = try await relay.call("request", ["path": "/a", "profile": "down"])
             #expect(refused["error"]?["data"]?["kind"]?.stringValue == "auth", "\(refused.jsonText)")
             #expect(refused["error"]?["message"]?.stringValue?.contains("downgrade") == true, "\(refused.jsonText)")
             #expect(try stack.popLedger("resource").isEmpty)  // the bearer token was never used
+            // What the server issued for the refused answer is revoked, not left live and forgotten.
+            let issued = try stack.popLedger("issued").filter { $0["client"]?.stringValue == "dp-down" }
+            let revoked = try stack.popLedger("revoked").compactMap { $0["token"]?.stringValue }
+            #expect(issued.count == 1 && issued.allSatisfy { revoked.contains($0["token"]?.stringValue ?? "-") })
 
             let handedOut = try await relay.call("token-get", ["profile": "exposed"])
             #expect(handedOut["error"]?["data"]?["kind"]?.stringValue == "not_supported", "\(handedOut.jsonText)")
