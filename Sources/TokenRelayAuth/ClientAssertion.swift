@@ -143,10 +143,8 @@ extension ClientCredential {
         guard JOSESignature.kind(of: key) != nil else {
             throw AuthError.configuration("client_key is not a readable unencrypted PEM private key")
         }
+        // Its PEM form is checked where the secret is read (a `.pemCertificate` secret source).
         let text = try await resolve(certificate, what: "client_cert")
-        guard text.contains("-----BEGIN CERTIFICATE-----") else {
-            throw AuthError.configuration("client_cert is not a PEM certificate")
-        }
         return ClientIdentity(certificatePEM: Array(text.utf8), keyPEM: key.bytes)
     }
 

@@ -107,10 +107,7 @@ public struct CredentialsMiddleware: HTTPMiddleware {
     /// Whether a response is `401` with a `Bearer` (or, for a DPoP-bound token, `DPoP`) challenge
     /// carrying `error="invalid_token"`.
     public static func isInvalidToken(status: Int, headers: HTTPHeaders) -> Bool {
-        guard status == 401 else { return false }
-        return WWWAuthenticateChallenge.parse(headers: headers).contains { challenge in
-            (challenge.isScheme("Bearer") || challenge.isScheme("DPoP"))
-                && challenge.parameter("error") == "invalid_token"
-        }
+        WWWAuthenticateChallenge.isUnauthorized(
+            status: status, headers: headers, schemes: ["Bearer", "DPoP"], error: "invalid_token")
     }
 }

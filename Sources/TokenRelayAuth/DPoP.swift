@@ -91,9 +91,7 @@ final class DPoPNonces: Sendable {
     /// Whether `status` and `headers` are a resource server's `use_dpop_nonce` challenge (RFC 9449
     /// §9): a 401 with a `DPoP` challenge whose `error` is `use_dpop_nonce`.
     static func isNonceChallenge(status: Int, headers: HTTPHeaders) -> Bool {
-        guard status == 401 else { return false }
-        return WWWAuthenticateChallenge.parse(headers: headers).contains { challenge in
-            challenge.isScheme("DPoP") && challenge.parameter("error") == "use_dpop_nonce"
-        }
+        WWWAuthenticateChallenge.isUnauthorized(
+            status: status, headers: headers, schemes: ["DPoP"], error: "use_dpop_nonce")
     }
 }

@@ -54,7 +54,10 @@ public struct TokenCredentialSource: CredentialSource {
     /// A DPoP-signed request: the server's nonce is kept for the next proofs to its origin, and a
     /// `use_dpop_nonce` challenge that brought one gets the request signed and sent once more.
     public func signsAgain(after status: Int, headers: HTTPHeaders, request: HTTPRequest) -> Bool {
-        guard request.headers["Authorization"]?.hasPrefix("DPoP ") == true, let url = try? request.targetURL() else {
+        // Every response of every request asks: a bearer session answers from the key alone.
+        guard key.mayHoldBoundTokens, request.headers["Authorization"]?.hasPrefix("DPoP ") == true,
+            let url = try? request.targetURL()
+        else {
             return false
         }
         let gaveNonce = manager.dpopNonces.remember(headers, from: url)

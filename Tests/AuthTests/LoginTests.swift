@@ -257,15 +257,9 @@ import TokenRelayHTTP
         transport.enqueue(
             .success(Self.deviceAuthorization()), .success(Auth_oauthError("authorization_pending")),
             .success(Auth_oauthError(error)))
-        let manager = TokenManager(transport: transport, clock: FakeClock(autoAdvance: true))
-        let key = try await manager.register(environment: "e", profile: "tv", configuration: Self.deviceConfiguration())
-        do {
-            _ = try await manager.login(key)
-            Issue.record("the login should fail")
-        } catch let failure as AuthError {
-            #expect(failure.errorKind.rawValue == kind)
-            #expect(failure.oauthError == oauthError)
-        }
+        let failure = try await Self.failedDeviceLogin(transport)
+        #expect(failure?.errorKind.rawValue == kind)
+        #expect(failure?.oauthError == oauthError)
         #expect(transport.tokenRequests.count == 3)
     }
 
@@ -275,15 +269,23 @@ import TokenRelayHTTP
     @Test(arguments: [(HTTPError.tls("certificate has expired"), 1), (.transport("connection refused"), 5)])
     func aDeviceAuthorizationTransportFailureIsRetriedUnlessItIsFinal(error: HTTPError, attempts: Int) async throws {
         let transport = FakeTransport { _ in .failure(error) }
+        let failure = try await Self.failedDeviceLogin(transport)
+        #expect(failure?.errorKind == .transport, "\(String(describing: failure))")
+        #expect(transport.requests.count == attempts)
+    }
+
+    /// A device login over `transport` (a clock that never waits), which must fail: its error
+    /// (`nil`, with an issue recorded, when it succeeded).
+    static func failedDeviceLogin(_ transport: FakeTransport) async throws -> AuthError? {
         let manager = TokenManager(transport: transport, clock: FakeClock(autoAdvance: true))
         let key = try await manager.register(environment: "e", profile: "tv", configuration: Self.deviceConfiguration())
         do {
             _ = try await manager.login(key)
             Issue.record("the login should fail")
+            return nil
         } catch let failure as AuthError {
-            #expect(failure.errorKind == .transport, "\(failure)")
+            return failure
         }
-        #expect(transport.requests.count == attempts)
     }
 
     /// A login whose token request was already sent when the manager closes (SIGINT to

@@ -32,13 +32,6 @@ import Testing
         // It still ends by the signal (as curl does), once the rotated token is committed.
         #expect(try await first.exitCode() == interrupted.signal, "\(first.stderrText)")
 
-        // The next process finds the committed token due (it must last 60 s) and refreshes it
-        // with the rotated refresh token: accepted, as a replay of the spent seed would not be.
-        let next = try await server.run(["token", "--min-valid", "60s"])
-        #expect(next.code == 0, "\(next.stderr)")
-        #expect(next.stdout == "at-2\n")
-        let stats = try await server.stats()
-        #expect(stats.reuses == 0)
-        #expect(stats.refreshes == [RotatingTokenServer.seed, "rt-1"])
+        try await server.expectTheNextProcessRefreshesWithTheRotatedToken()
     }
 }

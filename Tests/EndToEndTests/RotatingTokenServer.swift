@@ -91,6 +91,20 @@ final class RotatingTokenServer: Sendable {
     func awaitHeldRefresh() async throws { try await control("/control/await?event=held") }
     /// Lets the held refresh be answered.
     func release() async throws { try await control("/control/release") }
+    /// The next process (`tokenrelay token --min-valid 60s`) finds the committed token due and
+    /// refreshes it with the rotated refresh token `rt-1`: accepted, as a replay of the spent seed
+    /// would not be; nothing was presented twice.
+    func expectTheNextProcessRefreshesWithTheRotatedToken(sourceLocation: SourceLocation = #_sourceLocation)
+        async throws
+    {
+        let next = try await run(["token", "--min-valid", "60s"])
+        #expect(next.code == 0, "\(next.stderr)", sourceLocation: sourceLocation)
+        #expect(next.stdout == "at-2\n", sourceLocation: sourceLocation)
+        let stats = try await stats()
+        #expect(stats.reuses == 0, sourceLocation: sourceLocation)
+        #expect(stats.refreshes == [Self.seed, "rt-1"], sourceLocation: sourceLocation)
+    }
+
     /// Revokes every access token issued so far.
     func revokeAll() async throws { try await control("/control/revoke") }
     /// How many spent refresh tokens were presented again, and every refresh token presented.

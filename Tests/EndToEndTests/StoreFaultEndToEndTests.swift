@@ -58,13 +58,7 @@ import Testing
             #expect(!serve.stderrText.contains(secret), "\(secret) on stderr")
         }
 
-        // The next process refreshes with the committed rotation: the spent seed is not sent again.
-        let next = try await server.run(["token", "--min-valid", "60s"])
-        #expect(next.code == 0, "\(next.stderr)")
-        #expect(next.stdout == "at-2\n")
-        let stats = try await server.stats()
-        #expect(stats.reuses == 0)
-        #expect(stats.refreshes == [RotatingTokenServer.seed, "rt-1"])
+        try await server.expectTheNextProcessRefreshesWithTheRotatedToken()
     }
 
     /// Finding 5: `store rekey` to key B completes while `serve` (key A) waits for the token

@@ -244,6 +244,19 @@ class Raw:
         self.send(message)
         return self.read(lambda m: m.get("id") == id and "method" not in m, timeout)
 
+    def wait_stderr(self, text, timeout=60):
+        """Reads the server's log (stderr) until a line contains `text`: an event, not a sleep."""
+        deadline = time.monotonic() + timeout
+        buffer = b""
+        while text.encode() not in buffer:
+            remaining = deadline - time.monotonic()
+            assert remaining > 0, f"no log line with {text!r} in time"
+            ready, _, _ = select.select([self.process.stderr], [], [], remaining)
+            if ready:
+                chunk = os.read(self.process.stderr.fileno(), 65536)
+                assert chunk, "tokenrelay mcp closed its stderr"
+                buffer += chunk
+
     def close(self):
         out, err = self.process.communicate(timeout=20)  # closes stdin: the server drains and exits
         self.stdout += out
@@ -682,15 +695,11 @@ def test_a_stateless_login_asks_through_an_input_required_url_elicitation(workdi
         code = re.search(r"code ([A-Za-z0-9-]+)", login["params"]["message"]).group(1)
         approve = ROOT / "clients" / "neovim" / "test" / "approve_device.py"
         subprocess.run([sys.executable, str(approve), stack["AS_URL"].rstrip("/"), code], check=True, timeout=60)
-        # The login finishes in the background (its next poll of the token endpoint). Bounded.
-        deadline = time.monotonic() + 60
+        # The login finishes in the background (its next poll of the token endpoint); the server
+        # says so in its log, and the client's retry then goes through.
+        raw.wait_stderr("login of stack/tv completed")
         id = 3
-        while True:
-            result = raw.request(id, "tools/call", {"_meta": meta(capabilities), **call, **answer})["result"]
-            if not result["isError"] or time.monotonic() > deadline:
-                break
-            id += 1
-            time.sleep(0.5)
+        result = raw.request(id, "tools/call", {"_meta": meta(capabilities), **call, **answer})["result"]
         assert result["isError"] is False, result
         assert result["structuredContent"]["status"] == 200
         listed = raw.request(id + 1, "tools/call", {"_meta": meta(), "name": "list_environments",

@@ -14,6 +14,7 @@ import tempfile
 import textwrap
 from collections.abc import Iterator
 from contextlib import AsyncExitStack
+from typing import Any
 from pathlib import Path
 
 import anyio
@@ -21,7 +22,7 @@ import pytest
 from mcp import ClientSession, StdioServerParameters, stdio_client
 
 sys.path.insert(0, str(Path(__file__).parent))
-from oauth_mcp_server import OAuthMCPServer, Options  # noqa: E402
+from oauth_mcp_server import OAuthMCPServer, Options, Recorded  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -463,62 +464,55 @@ def test_stdout_carries_only_the_servers_messages_with_2026_request_headers(
         assert token not in everything
 
 
-def test_a_2026_client_is_relayed_with_per_request_metadata_and_a_listen_stream(
-    host: Host, server: OAuthMCPServer
-) -> None:
+def run_modern(host: Host, server: OAuthMCPServer, body: Any) -> Any:
+    """Runs `body(client)` with the SDK's own client in the 2026-07-28 revision, through a proxy."""
     from mcp import Client
 
-    async def modern() -> list[str]:
+    async def modern() -> Any:
         async with Client(
             host.params(server.url, "--browser"), mode="2026-07-28"
         ) as client:
             with anyio.fail_after(120):
-                result = await client.call_tool("echo", {"text": "modern"})
-                async with client.listen(tools_list_changed=True):
-                    pass  # entered once the server acknowledged the subscription on the stream
-            return texts(result)
+                return await body(client)
 
-    assert anyio.run(modern) == ["echo: modern"]
-    calls = [
-        r
-        for r in server.requests_to("/mcp", "POST")
-        if r.headers.get("mcp-method") == "tools/call"
+    return anyio.run(modern)
+
+
+def posted(server: OAuthMCPServer, header: str, value: str) -> list[Recorded]:
+    """The POSTs to the MCP endpoint whose `header` was `value`, in order."""
+    return [
+        r for r in server.requests_to("/mcp", "POST") if r.headers.get(header) == value
     ]
+
+
+def test_a_2026_client_is_relayed_with_per_request_metadata_and_a_listen_stream(
+    host: Host, server: OAuthMCPServer
+) -> None:
+    async def body(client: Any) -> list[str]:
+        result = await client.call_tool("echo", {"text": "modern"})
+        async with client.listen(tools_list_changed=True):
+            pass  # entered once the server acknowledged the subscription on the stream
+        return texts(result)
+
+    assert run_modern(host, server, body) == ["echo: modern"]
+    calls = posted(server, "mcp-method", "tools/call")
     assert calls and calls[-1].headers.get("mcp-protocol-version") == "2026-07-28"
     assert calls[-1].headers.get("mcp-name") == "echo"
     assert not calls[-1].headers.get("mcp-session-id")
-    listens = [
-        r
-        for r in server.requests_to("/mcp", "POST")
-        if r.headers.get("mcp-method") == "subscriptions/listen"
-    ]
-    assert listens
+    assert posted(server, "mcp-method", "subscriptions/listen")
 
 
 def test_tool_parameters_marked_x_mcp_header_are_mirrored_into_headers(
     host: Host, server: OAuthMCPServer
 ) -> None:
-    from mcp import Client
-
-    async def modern() -> list[str]:
-        async with Client(
-            host.params(server.url, "--browser"), mode="2026-07-28"
-        ) as client:
-            with anyio.fail_after(120):
-                listed = await client.list_tools()
-                assert "regional" in [tool.name for tool in listed.tools]
-                result = await client.call_tool(
-                    "regional", {"region": "Zürich 1", "limit": 3}
-                )
-            return texts(result)
+    async def body(client: Any) -> list[str]:
+        listed = await client.list_tools()
+        assert "regional" in [tool.name for tool in listed.tools]
+        return texts(await client.call_tool("regional", {"region": "Zürich 1", "limit": 3}))
 
     # The SDK's server checks each Mcp-Param-* header against the body (HeaderMismatch otherwise).
-    assert anyio.run(modern) == ["Zürich 1: 3"]
-    calls = [
-        r
-        for r in server.requests_to("/mcp", "POST")
-        if r.headers.get("mcp-name") == "regional"
-    ]
+    assert run_modern(host, server, body) == ["Zürich 1: 3"]
+    calls = posted(server, "mcp-name", "regional")
     assert calls[-1].headers.get("mcp-param-limit") == "3"
     region = calls[-1].headers.get("mcp-param-region")
     assert region == "=?base64?" + base64.b64encode("Zürich 1".encode()).decode() + "?="
@@ -530,22 +524,16 @@ def test_a_call_refused_for_its_headers_lists_the_tools_and_is_sent_once_more(
     """A client that calls a tool the proxy has not seen listed (its list cached from an earlier
     session): the server answers HeaderMismatch; the proxy lists the tools itself and sends the
     call again with the Mcp-Param headers (the spec's SHOULD)."""
-    from mcp import Client
 
-    async def modern() -> list[str]:
-        async with Client(
-            host.params(server.url, "--browser"), mode="2026-07-28"
-        ) as client:
-            with anyio.fail_after(120):
-                result = await client.call_tool("regional", {"region": "eu-west-1"})
-            return texts(result)
+    async def body(client: Any) -> list[str]:
+        return texts(await client.call_tool("regional", {"region": "eu-west-1"}))
 
-    assert anyio.run(modern) == ["eu-west-1: 10"]
-    posts = server.requests_to("/mcp", "POST")
-    calls = [r for r in posts if r.headers.get("mcp-name") == "regional"]
+    assert run_modern(host, server, body) == ["eu-west-1: 10"]
+    calls = posted(server, "mcp-name", "regional")
     if len(calls) == 2:  # the client did not list the tools itself: the proxy did, in between
         assert calls[0].headers.get("mcp-param-region") is None
         assert calls[1].headers.get("mcp-param-region") == "eu-west-1"
+        posts = server.requests_to("/mcp", "POST")
         assert any(b'"id":"tokenrelay-tools-list"' in r.body for r in posts)
     else:
         assert len(calls) == 1 and calls[0].headers.get("mcp-param-region") == "eu-west-1"

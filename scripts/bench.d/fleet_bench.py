@@ -23,7 +23,7 @@ import threading
 import time
 from pathlib import Path
 
-from store_bench import answer, issued, stack_down, stack_up
+from store_bench import answer, issued, stack_down, stack_up, write_config
 
 REPO = Path(__file__).resolve().parent.parent.parent
 PG = REPO / "scripts/pg"
@@ -43,25 +43,12 @@ def pg_env(directory):
     return values
 
 
-def write_config(path, stack, shared_url):
-    store = "{ encryption_key: { env: TR_STORE_KEY } }"
-    if shared_url:
-        store = ("{ encryption_key: { env: TR_STORE_KEY }, shared: { type: postgres, "
-                 f"url: \"{shared_url}\", password: {{ env: TR_PG_PASSWORD }}, timeout: 2s }} }}")
-    path.write_text(f"""version: 1
-store: {store}
-environments:
-  bench:
-    base_url: {stack['RS_URL']}
-    profiles:
-      svc:
-        type: client_credentials
-        token_url: {stack['TOKEN_URL']}
-        client_id: svc
-        client_secret: {{ env: BENCH_SECRET }}
-        scopes: [read]
-        expiry_skew: {SKEW}s
-""")
+def store_config(shared_url):
+    """Each host's `store:`: its own sealed SQLite store, and the fleet's PostgreSQL tier when given."""
+    if not shared_url:
+        return "{ encryption_key: { env: TR_STORE_KEY } }"
+    return ("{ encryption_key: { env: TR_STORE_KEY }, shared: { type: postgres, "
+            f"url: \"{shared_url}\", password: {{ env: TR_PG_PASSWORD }}, timeout: 2s }} }}")
 
 
 def host_load(binary, config, seconds, env, results, index):
@@ -83,7 +70,7 @@ def host_load(binary, config, seconds, env, results, index):
 
 def run_fleet(binary, work, stack_state, stack, hosts, seconds, shared):
     config = work / "config.yaml"
-    write_config(config, stack, shared and shared["PG_URL"])
+    write_config(config, stack, f"{SKEW}s", store=store_config(shared and shared["PG_URL"]))
     before = issued(stack_state)
     results = [None] * hosts
     threads = []

@@ -51,9 +51,12 @@ def issued(state):
     return int(out.strip())
 
 
-def write_config(path, stack, skew):
+def write_config(path, stack, skew, store=None):
+    """A client-credentials profile `svc` against the stack; `store`: the config's `store:` value
+    (default: a SQLite file beside the config)."""
+    store = store or f"{{ type: sqlite, path: {path.parent / 'xdg' / 'sessions.db'} }}"
     path.write_text(f"""version: 1
-store: {{ type: sqlite, path: {path.parent / 'xdg' / 'sessions.db'} }}
+store: {store}
 environments:
   bench:
     base_url: {stack['RS_URL']}

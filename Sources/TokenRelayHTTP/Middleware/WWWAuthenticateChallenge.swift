@@ -37,6 +37,15 @@ public struct WWWAuthenticateChallenge: Sendable, Equatable {
     public static func parse(headers: HTTPHeaders) -> [WWWAuthenticateChallenge] {
         headers.values(for: "WWW-Authenticate").flatMap { parse($0) }
     }
+
+    /// Whether a 401 carries a challenge of one of `schemes` whose `error` is `error` (the
+    /// `invalid_token` recovery, RFC 6750 §3.1; a DPoP nonce, RFC 9449 §9).
+    public static func isUnauthorized(status: Int, headers: HTTPHeaders, schemes: [String], error: String) -> Bool {
+        guard status == 401 else { return false }
+        return parse(headers: headers).contains { challenge in
+            schemes.contains(where: challenge.isScheme) && challenge.parameter("error") == error
+        }
+    }
 }
 
 /// The RFC 7235 grammar over bytes:

@@ -73,6 +73,10 @@ final class CurlEventLoop: @unchecked Sendable {  // Safe: inbox is a Mutex; the
     /// Written by `enqueue` when the loop sleeps; polled and read by the loop.
     private let wakeup: Int32
     private let options: CurlTransport.Options
+    /// The easy handles that hold a client certificate from an earlier transfer (loop thread
+    /// only): only they are cleared for a transfer without one, so a request without a
+    /// certificate costs no extra option calls.
+    private var handlesWithClientIdentity: Set<UnsafeMutableRawPointer> = []
 
     // Loop-thread only.
     private var active: [ObjectIdentifier: CurlTransfer] = [:]
@@ -345,7 +349,8 @@ final class CurlEventLoop: @unchecked Sendable {  // Safe: inbox is a Mutex; the
                 _ = tr_easy_setopt_blob(h, CURLOPT_SSLKEY_BLOB, nil, 0)
                 return .tls("this libcurl cannot present a client certificate from memory")
             }
-        } else {
+            handlesWithClientIdentity.insert(h)
+        } else if !handlesWithClientIdentity.isEmpty, handlesWithClientIdentity.remove(h) != nil {
             _ = tr_easy_setopt_blob(h, CURLOPT_SSLCERT_BLOB, nil, 0)
             _ = tr_easy_setopt_blob(h, CURLOPT_SSLKEY_BLOB, nil, 0)
         }

@@ -1,3 +1,4 @@
+import TokenRelayHTTPFields
 import TokenRelayJSONRPC
 
 /// The tool parameters a server asks clients to mirror into `Mcp-Param-{Name}` headers (MCP
@@ -28,7 +29,7 @@ struct MCPParameterHeaders: Sendable, Equatable {
             guard let path, !path.isEmpty else {
                 throw Invalid(reason: "x-mcp-header where no pure chain of properties reaches it")
             }
-            guard case .string(let name) = annotation, Self.isToken(name) else {
+            guard case .string(let name) = annotation, HTTPFieldRules.isToken(name) else {
                 throw Invalid(reason: "property '\(property)': x-mcp-header is not an RFC 9110 token")
             }
             guard let type = schema["type"]?.stringValue, ["string", "integer", "boolean"].contains(type) else {
@@ -76,15 +77,6 @@ struct MCPParameterHeaders: Sendable, Equatable {
                 continue
             }
         }
-    }
-
-    /// RFC 9110 §5.6.2 `token`.
-    static func isToken(_ text: String) -> Bool {
-        !text.isEmpty
-            && text.utf8.allSatisfy { byte in
-                (byte >= 0x30 && byte <= 0x39) || (byte >= 0x41 && byte <= 0x5A) || (byte >= 0x61 && byte <= 0x7A)
-                    || Array("!#$%&'*+-.^_`|~".utf8).contains(byte)
-            }
     }
 
     /// The headers a call with `arguments` carries: each annotated value present (not null) as
