@@ -43,7 +43,7 @@ extension EventSource.AsyncIterator {
                 response: response)
         case .failure(let error):
             let failure =
-                Self.connectionFailure(error)
+                connectionFailure(error)
                 ?? .middleware(configuration.describeFailure(error), status: replay.replayed ? nil : replay.status)
             apply(machine.failed(failure, serverRetry: parser.retry, jitter: configuration.jitter()))
         }
@@ -59,7 +59,9 @@ extension EventSource.AsyncIterator {
                 _ = end()
                 return
             }
-            let failure = Self.connectionFailure(error) ?? .transport(message: Self.redacted(error))
+            let failure =
+                connectionFailure(error)
+                ?? .connection(EventSourceFailure(kind: .transport, message: Self.redacted(error)), retryable: true)
             apply(machine.failed(failure, serverRetry: parser.retry, jitter: configuration.jitter()))
             return
         }
@@ -83,19 +85,14 @@ extension EventSource.AsyncIterator {
         if !events.isEmpty { machine.eventsDispatched() }
     }
 
-    /// How a connection or body error fails the connection; `nil` for an error that is not the connection's (a
-    /// middleware's).
-    static func connectionFailure(_ error: any Error) -> EventStreamStateMachine.Failure? {
+    /// How a connection or body error fails the connection: as the pipeline's error mapping describes it, final or
+    /// not as the transport says; `nil` for an error that is not the connection's (a middleware's).
+    func connectionFailure(_ error: any Error) -> EventStreamStateMachine.Failure? {
         switch error {
         case let stalled as HTTPStreamStalled:
-            return .stalled(message: stalled.description)
+            return .connection(configuration.describeFailure(stalled), retryable: true)
         case let http as HTTPError:
-            switch http {
-            case .timeout: return .timedOut
-            case .invalidURL, .invalidRequest: return .unusableRequest(message: redacted(http))
-            case .tls: return .tls(message: redacted(http))
-            default: return .transport(message: redacted(http))
-            }
+            return .connection(configuration.describeFailure(http), retryable: http.isRetryable)
         default:
             return nil
         }

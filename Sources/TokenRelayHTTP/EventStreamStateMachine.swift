@@ -14,25 +14,21 @@ import TokenRelayErrorKinds
 ///   than 408/429: `closed` (`protocol`, `http_status`); `204`: `closed {status: 204}` with no error; `401`:
 ///   `closed {status: 401, error: auth}`. `5xx`, `408`, `429` (`Retry-After` seconds as the minimum delay):
 ///   reconnect.
-/// - a failure no reconnect can cure (an unusable URL or header, TLS): `closed` with its kind; a middleware's error (a
-///   credential that cannot be had): `closed` with the kind it maps to; any other failure (connect, drop, idle stall),
-///   a clean end of the body and a stream over the parser's bounds: reconnect.
+/// - a connection failure the transport calls final (an unusable URL or header, TLS): `closed` with its kind; a
+///   middleware's error (a credential that cannot be had): `closed` with the kind it maps to; any other failure
+///   (connect, drop, timeout, idle stall), a clean end of the body and a stream over the parser's bounds: reconnect.
 /// - with ``untilClosed``, a clean end of the body: `closed` with no error (drops and errors still reconnect).
 /// - reconnect: `reconnecting {attempt, retryInMs}` with the backoff of ``EventStreamReconnectPolicy`` (reset once a
 ///   connection delivered an event), then wait.
 public struct EventStreamStateMachine: Sendable {
-    /// How a connection or its body failed, as the event source classifies the error.
+    /// How a connection or its body failed. The machine decides nothing about the error itself: its kind and message
+    /// are what the pipeline's one error mapping says (``EventSourceConfiguration/describeFailure``, the same mapping a
+    /// `request` answers with), and whether a new connection may cure it is the transport's own verdict
+    /// (``HTTPError/isRetryable``).
     public enum Failure: Sendable, Hashable {
-        /// The connect timeout ran out.
-        case timedOut
-        /// No byte for the idle bound.
-        case stalled(message: String)
-        /// DNS, TCP, a drop mid-stream: may go away on retry.
-        case transport(message: String)
-        /// The request cannot be sent as built (URL or header refused): final.
-        case unusableRequest(message: String)
-        /// The TLS handshake or certificate failed: final.
-        case tls(message: String)
+        /// The connection could not be made, or its body broke (DNS, TCP, TLS, a timeout, an idle stall, a request
+        /// the transport refuses): reconnect when `retryable`, else close.
+        case connection(EventSourceFailure, retryable: Bool)
         /// A middleware's error (a credential that cannot be had), with the kind it maps to and the status of a
         /// response it was answering, if any: final.
         case middleware(EventSourceFailure, status: Int?)
@@ -134,18 +130,10 @@ public struct EventStreamStateMachine: Sendable {
     /// A connection could not be made, or its body broke.
     public mutating func failed(_ failure: Failure, serverRetry: Int?, jitter: Double) -> Transition {
         switch failure {
-        case .timedOut:
-            reconnect(
-                kind: EventSourceFailure.timeout, message: "the connection timed out", serverRetry: serverRetry,
-                jitter: jitter)
-        case .stalled(let message):
-            reconnect(kind: EventSourceFailure.timeout, message: message, serverRetry: serverRetry, jitter: jitter)
-        case .transport(let message):
-            reconnect(kind: EventSourceFailure.transport, message: message, serverRetry: serverRetry, jitter: jitter)
-        case .unusableRequest(let message):
-            close(kind: EventSourceFailure.invalidRequest, message: message)
-        case .tls(let message):
-            close(kind: EventSourceFailure.transport, message: message)
+        case .connection(let failure, retryable: true):
+            reconnect(kind: failure.kind, message: failure.message, serverRetry: serverRetry, jitter: jitter)
+        case .connection(let failure, retryable: false):
+            close(kind: failure.kind, message: failure.message)
         case .middleware(let failure, let status):
             close(status: status, kind: failure.kind, message: failure.message)
         }

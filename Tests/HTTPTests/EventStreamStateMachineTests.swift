@@ -9,6 +9,16 @@ import TokenRelayErrorKinds
 
     static func machine() -> Machine { Machine(policy: EventStreamReconnectPolicy()) }
 
+    /// A connection failure a new connection may cure (a drop), as the event source hands it over.
+    static func dropped(_ message: String, kind: ErrorKind = .transport) -> Machine.Failure {
+        .connection(EventSourceFailure(kind: kind, message: message), retryable: true)
+    }
+
+    /// A connection failure the transport calls final.
+    static func refused(_ message: String, kind: ErrorKind) -> Machine.Failure {
+        .connection(EventSourceFailure(kind: kind, message: message), retryable: false)
+    }
+
     static func states(_ transition: Machine.Transition) -> [SubscriptionStateChange.State] {
         transition.announce.map(\.state)
     }
@@ -26,7 +36,7 @@ import TokenRelayErrorKinds
         _ = machine.start()
         _ = machine.responded(
             status: 200, contentType: "text/event-stream", retryAfter: nil, serverRetry: nil, jitter: 0)
-        let dropped = machine.failed(.transport(message: "reset"), serverRetry: nil, jitter: 0)
+        let dropped = machine.failed(Self.dropped("reset"), serverRetry: nil, jitter: 0)
         #expect(Self.states(dropped) == [.reconnecting])
         _ = machine.waited()
         let failing = machine.responded(status: 503, contentType: nil, retryAfter: nil, serverRetry: nil, jitter: 0)
@@ -91,7 +101,7 @@ import TokenRelayErrorKinds
         var machine = Self.machine()
         var delays: [Machine.Next] = []
         for _ in 0..<3 {
-            delays.append(machine.failed(.transport(message: "refused"), serverRetry: nil, jitter: 0).next)
+            delays.append(machine.failed(Self.dropped("refused"), serverRetry: nil, jitter: 0).next)
             _ = machine.waited()
         }
         #expect(delays == [.wait(milliseconds: 1000), .wait(milliseconds: 2000), .wait(milliseconds: 4000)])
@@ -105,7 +115,7 @@ import TokenRelayErrorKinds
 
     @Test func aConnectionThatOpensButDeliversNothingKeepsBackingOff() {
         var machine = Self.machine()
-        _ = machine.failed(.timedOut, serverRetry: nil, jitter: 0)
+        _ = machine.failed(Self.dropped("timed out", kind: .timeout), serverRetry: nil, jitter: 0)
         _ = machine.waited()
         _ = machine.responded(
             status: 200, contentType: "text/event-stream", retryAfter: nil, serverRetry: nil, jitter: 0)
@@ -116,13 +126,14 @@ import TokenRelayErrorKinds
 
     @Test func jitterOnlyShortensTheDelay() {
         var machine = Self.machine()
-        let jittered = machine.failed(.transport(message: "x"), serverRetry: nil, jitter: 0.999)
+        let jittered = machine.failed(Self.dropped("x"), serverRetry: nil, jitter: 0.999)
         #expect(jittered.next == .wait(milliseconds: 801))
     }
 
     @Test(arguments: [
-        (Machine.Failure.timedOut, "timeout"), (.stalled(message: "stream stalled"), "timeout"),
-        (.transport(message: "dropped"), "transport"),
+        (Self.dropped("timed out", kind: .timeout), "timeout"),
+        (Self.dropped("stream stalled", kind: .timeout), "timeout"),
+        (Self.dropped("dropped"), "transport"),
     ])
     func retryableFailuresReconnectWithTheirKind(failure: Machine.Failure, kind: String) {
         var machine = Self.machine()
@@ -133,8 +144,8 @@ import TokenRelayErrorKinds
     }
 
     @Test(arguments: [
-        (Machine.Failure.unusableRequest(message: "bad header"), "invalid_params", nil as Int?),
-        (.tls(message: "certificate"), "transport", nil),
+        (Self.refused("bad header", kind: .invalidParams), "invalid_params", nil as Int?),
+        (Self.refused("certificate", kind: .transport), "transport", nil),
         (
             .middleware(EventSourceFailure(kind: .interactionRequired, message: "login needed"), status: nil),
             "interaction_required", nil
@@ -158,7 +169,7 @@ import TokenRelayErrorKinds
         #expect(replay[0].retryInMs == 0 && replay[0].status == 401 && replay[0].error?.kind == .auth)
         #expect(replay[0].attempt == 1 && replay[1].attempt == 1)
         // The backoff is not consumed by the replay: the next failure still waits the base delay.
-        #expect(machine.failed(.transport(message: "x"), serverRetry: nil, jitter: 0).next == .wait(milliseconds: 1000))
+        #expect(machine.failed(Self.dropped("x"), serverRetry: nil, jitter: 0).next == .wait(milliseconds: 1000))
     }
 
     @Test func anOversizedLineReconnectsWithKindProtocol() {
