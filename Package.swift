@@ -4,7 +4,8 @@
 import PackageDescription
 
 /// One target per concern; dependencies point one way:
-/// C shims -> ErrorKinds / Logging / HTTPFields -> JSONRPC / Config / HTTP -> Auth -> Relay -> tokenrelay.
+/// C shims -> Platform -> ErrorKinds / Logging / HTTPFields -> JSONRPC / Config / HTTP -> Auth -> Server -> tokenrelay.
+/// Platform owns threads, executors, where work runs (Placement) and the descriptor writer.
 /// HTTPFields holds the header field rules both Config (at load) and HTTP (at send) apply;
 /// ErrorKinds the wire error vocabulary every module's errors expose.
 let package = Package(
@@ -31,19 +32,20 @@ let package = Package(
         .systemLibrary(name: "CSystem", path: "Sources/CSystem"),
 
         .target(name: "TokenRelayErrorKinds"),
-        .target(name: "TokenRelayLogging", dependencies: ["CSystem"]),
+        .target(name: "TokenRelayPlatform", dependencies: ["CSystem"]),
+        .target(name: "TokenRelayLogging", dependencies: ["TokenRelayPlatform"]),
         .target(name: "TokenRelayHTTPFields"),
-        .target(name: "TokenRelayJSONRPC", dependencies: ["CSystem", "TokenRelayErrorKinds", "TokenRelayLogging"]),
-        .target(name: "TokenRelayConfig", dependencies: ["CYAML", "TokenRelayErrorKinds", "TokenRelayHTTPFields", "TokenRelayLogging"]),
-        .target(name: "TokenRelayHTTP", dependencies: ["CCurl", "CSystem", "TokenRelayErrorKinds", "TokenRelayHTTPFields", "TokenRelayLogging"]),
+        .target(name: "TokenRelayJSONRPC", dependencies: ["CSystem", "TokenRelayErrorKinds", "TokenRelayLogging", "TokenRelayPlatform"]),
+        .target(name: "TokenRelayConfig", dependencies: ["CYAML", "TokenRelayErrorKinds", "TokenRelayHTTPFields", "TokenRelayLogging", "TokenRelayPlatform"]),
+        .target(name: "TokenRelayHTTP", dependencies: ["CCurl", "CSystem", "TokenRelayErrorKinds", "TokenRelayHTTPFields", "TokenRelayLogging", "TokenRelayPlatform"]),
         .target(
             name: "TokenRelayAuth",
             dependencies: [
                 "TokenRelayHTTP", "TokenRelayHTTPFields", "TokenRelayJSONRPC", "CCrypto", "CSQLite", "CPostgres", "TokenRelayErrorKinds",
-                "TokenRelayLogging",
+                "TokenRelayLogging", "TokenRelayPlatform",
             ]),
         .target(
-            name: "TokenRelayServer", dependencies: ["TokenRelayJSONRPC", "TokenRelayConfig", "TokenRelayHTTP", "TokenRelayHTTPFields", "TokenRelayAuth", "TokenRelayErrorKinds", "TokenRelayLogging"]),
+            name: "TokenRelayServer", dependencies: ["TokenRelayJSONRPC", "TokenRelayConfig", "TokenRelayHTTP", "TokenRelayHTTPFields", "TokenRelayAuth", "TokenRelayErrorKinds", "TokenRelayLogging", "TokenRelayPlatform"]),
         // The library's public face: a small client over Relay's runtime (RelaySession, @_spi).
         .target(name: "TokenRelay", dependencies: ["TokenRelayServer", "TokenRelayConfig", "TokenRelayJSONRPC"]),
         // The release binary exports no symbols of its own: libcurl's dependency tree (dlopen'ed
@@ -53,7 +55,7 @@ let package = Package(
         .executableTarget(
             name: "tokenrelay",
             dependencies: [
-                "TokenRelayServer", "TokenRelayJSONRPC", "TokenRelayConfig", "TokenRelayHTTP", "TokenRelayHTTPFields", "TokenRelayAuth", "CSystem", "TokenRelayErrorKinds", "TokenRelayLogging",
+                "TokenRelayServer", "TokenRelayJSONRPC", "TokenRelayConfig", "TokenRelayHTTP", "TokenRelayHTTPFields", "TokenRelayAuth", "CSystem", "TokenRelayErrorKinds", "TokenRelayLogging", "TokenRelayPlatform",
             ],
             linkerSettings: [.unsafeFlags(["-Xlinker", "--no-export-dynamic"], .when(configuration: .release))]),
 
@@ -61,16 +63,17 @@ let package = Package(
         // Not part of any product.
         .target(name: "TestSupport", path: "Tests/TestSupport", exclude: ["Fixtures"]),
 
-        .testTarget(name: "LoggingTests", dependencies: ["TokenRelayLogging"]),
-        .testTarget(name: "JSONRPCTests", dependencies: ["TokenRelayJSONRPC"]),
+        .testTarget(name: "PlatformTests", dependencies: ["TokenRelayPlatform"]),
+        .testTarget(name: "LoggingTests", dependencies: ["TokenRelayLogging", "TokenRelayPlatform"]),
+        .testTarget(name: "JSONRPCTests", dependencies: ["TokenRelayJSONRPC", "TokenRelayPlatform"]),
         .testTarget(name: "ConfigTests", dependencies: ["TokenRelayConfig", "TokenRelayHTTPFields", "TokenRelayLogging"]),
-        .testTarget(name: "HTTPTests", dependencies: ["TokenRelayHTTP", "TokenRelayHTTPFields", "TokenRelayAuth", "TokenRelayErrorKinds", "TokenRelayLogging", "TestSupport"]),
+        .testTarget(name: "HTTPTests", dependencies: ["TokenRelayHTTP", "TokenRelayHTTPFields", "TokenRelayAuth", "TokenRelayErrorKinds", "TokenRelayLogging", "TokenRelayPlatform", "TestSupport"]),
         // The tests make keys and signatures with libcrypto directly: they link it.
         .testTarget(
             name: "AuthTests",
             dependencies: ["TokenRelayAuth", "TokenRelayHTTP", "TokenRelayLogging", "CCrypto", "CCurl", "CSQLite", "TokenRelayErrorKinds", "TestSupport"],
             linkerSettings: [.linkedLibrary("crypto")]),
-        .testTarget(name: "RelayTests", dependencies: ["TokenRelayServer", "TokenRelayJSONRPC", "TokenRelayConfig", "TokenRelayHTTP", "TokenRelayAuth", "TokenRelayErrorKinds"]),
+        .testTarget(name: "RelayTests", dependencies: ["TokenRelayServer", "TokenRelayJSONRPC", "TokenRelayConfig", "TokenRelayHTTP", "TokenRelayAuth", "TokenRelayErrorKinds", "TokenRelayPlatform"]),
         .testTarget(name: "TokenRelayTests", dependencies: ["TokenRelay", "TestSupport"]),
         .testTarget(name: "EndToEndTests", dependencies: ["TokenRelayJSONRPC", "TestSupport"], exclude: ["Fixtures"]),
     ],
@@ -96,7 +99,7 @@ if Context.environment["TOKENRELAY_DEV_TARGETS"] == "1" {
         // cold start is compared with: one importing Foundation, one FoundationEssentials (what
         // tokenrelay's modules import).
         .executableTarget(
-            name: "TokenRelayBench", dependencies: ["CCurl", "TokenRelayLogging"], linkerSettings: [.linkedLibrary("curl")]),
+            name: "TokenRelayBench", dependencies: ["CCurl", "TokenRelayLogging", "TokenRelayPlatform"], linkerSettings: [.linkedLibrary("curl")]),
         .executableTarget(name: "BareFoundationEcho"),
         .executableTarget(name: "BareEssentialsEcho"),
     ]

@@ -1,6 +1,7 @@
 import FoundationEssentials
 import TokenRelayHTTP
 import TokenRelayLogging
+import TokenRelayPlatform
 
 /// Fetches and caches verified metadata per issuer (single-flight, with a time to live).
 public actor DiscoveryClient {
@@ -25,11 +26,11 @@ public actor DiscoveryClient {
 
     /// Creates a client caching metadata for `timeToLive`; transient failures (connection
     /// failures, 408, 429, 5xx) are retried with `retryPolicy`'s bounded backoff (SPEC §7). A
-    /// fetch runs on `taskExecutor` (`nil`: the global concurrent executor).
-    public init(
+    /// fetch runs on `taskExecutor` (the token manager's, ``Placement``).
+    init(
         transport: any HTTPTransport, clock: any AuthClock = SystemAuthClock(), timeToLive: Duration = .seconds(3600),
         random: @escaping @Sendable () -> Double = { Double.random(in: 0..<1) },
-        retryPolicy: RetryPolicy = RetryPolicy(), taskExecutor: (any TaskExecutor)? = nil
+        retryPolicy: RetryPolicy = RetryPolicy(), taskExecutor: (any TaskExecutor)?
     ) {
         self.taskExecutor = taskExecutor
         self.transport = transport

@@ -2,6 +2,7 @@ import FoundationEssentials
 import Synchronization
 import TokenRelayHTTP
 import TokenRelayLogging
+import TokenRelayPlatform
 
 #if canImport(Glibc)
     import Glibc

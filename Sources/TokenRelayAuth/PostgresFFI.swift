@@ -1,6 +1,7 @@
 import CPostgres
 import FoundationEssentials
 import Glibc
+import TokenRelayPlatform
 
 // The only file of the shared tier that touches C pointers: one libpq connection (Sources/CPostgres).
 

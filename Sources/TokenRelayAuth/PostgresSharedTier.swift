@@ -2,6 +2,7 @@ import FoundationEssentials
 import Glibc
 import Synchronization
 import TokenRelayLogging
+import TokenRelayPlatform
 
 /// How to reach a PostgreSQL shared tier (`store.shared`).
 public struct PostgresTierConfiguration: Sendable {

@@ -5,6 +5,7 @@ import Synchronization
 import TokenRelayHTTPFields
 import TokenRelayJSONRPC
 import TokenRelayLogging
+import TokenRelayPlatform
 
 /// The default token store (SPEC §5.6): one SQLite file shared by every tokenrelay process of
 /// the user, in WAL mode, tokens sealed with AES-256-GCM when a key is given.

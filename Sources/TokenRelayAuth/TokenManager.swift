@@ -2,6 +2,7 @@ import FoundationEssentials
 import Synchronization
 import TokenRelayHTTP
 import TokenRelayLogging
+import TokenRelayPlatform
 
 /// Owns every OAuth session: hands out tokens, acquires and renews them single-flight, commits
 /// rotated refresh tokens to the store before anyone sees the new access token, and decides
@@ -125,9 +126,8 @@ public actor TokenManager {
     var consumedSeeds: Set<[UInt8]> = []
     /// Issuers' signing keys by verified `jwks_uri` (OpenID Connect logins).
     var jwksCache: [String: JSONWebKeySet] = [:]
-    /// Where the manager's own tasks run (flights, callers' deadlines, logins' steps); `nil`: the
-    /// global concurrent executor. A one-shot command passes the thread it runs on, so reading a
-    /// stored session starts no cooperative-pool thread.
+    /// Where the manager's own tasks run (flights, callers' deadlines, logins' steps, discovery):
+    /// the process's own tasks' place (``Placement/ownTasks``) when the manager was made.
     nonisolated let taskExecutor: (any TaskExecutor)?
     /// Test hook: awaited right after a renewal lease is taken (end-to-end tests hold a holder there).
     let afterLease: (@Sendable () async -> Void)?
@@ -143,8 +143,8 @@ public actor TokenManager {
 
     /// Creates a manager sending token and discovery requests through `transport` (which must
     /// follow no redirects), or, for sessions of an environment named in `environmentTransports`,
-    /// through that environment's transport. Its own tasks run on `taskExecutor` (`nil`: the
-    /// global concurrent executor).
+    /// through that environment's transport. Its own tasks run where the process's own tasks run
+    /// (``Placement``).
     public init(
         transport: any HTTPTransport, environmentTransports: [String: any HTTPTransport] = [:],
         store: any TokenStore = InMemoryTokenStore(),
@@ -152,7 +152,24 @@ public actor TokenManager {
         random: @escaping @Sendable () -> Double = { Double.random(in: 0..<1) },
         retryPolicy: RetryPolicy = RetryPolicy(),
         discoveryTimeToLive: Duration = .seconds(3600),
-        taskExecutor: (any TaskExecutor)? = nil,
+        afterLease: (@Sendable () async -> Void)? = nil
+    ) {
+        self.init(
+            transport: transport, environmentTransports: environmentTransports, store: store, clock: clock,
+            random: random, retryPolicy: retryPolicy, discoveryTimeToLive: discoveryTimeToLive,
+            taskExecutor: Placement.ownTasks, afterLease: afterLease)
+    }
+
+    /// A manager whose own tasks run on `taskExecutor` (`nil`: the global concurrent executor), for
+    /// tests that watch where they run.
+    package init(
+        transport: any HTTPTransport, environmentTransports: [String: any HTTPTransport] = [:],
+        store: any TokenStore = InMemoryTokenStore(),
+        clock: any AuthClock = SystemAuthClock(),
+        random: @escaping @Sendable () -> Double = { Double.random(in: 0..<1) },
+        retryPolicy: RetryPolicy = RetryPolicy(),
+        discoveryTimeToLive: Duration = .seconds(3600),
+        taskExecutor: (any TaskExecutor)?,
         afterLease: (@Sendable () async -> Void)? = nil
     ) {
         self.store = store

@@ -105,5 +105,5 @@ public enum CheckConfigCommand {
     }
 
     /// A JSON string literal.
-    static func quoted(_ text: String) -> String { OutputFile.jsonQuoted(text) }
+    static func quoted(_ text: String) -> String { Logger.quoted(text) }
 }

@@ -1,6 +1,7 @@
 import FoundationEssentials
 import Synchronization
 import TokenRelayLogging
+import TokenRelayPlatform
 
 #if canImport(Glibc)
     import Glibc

@@ -80,9 +80,8 @@ public final class Dispatcher: Sendable {
     ///   - shutdownMethod: the request after which every new request is refused with kind
     ///     `shutting_down` (decided when it is read, so the order of requests is respected).
     ///   - errorMapper: the one place that turns any thrown error into a wire error.
-    ///   - executorPreference: the executor a request's task prefers (`nil`: the global one), e.g.
-    ///     the event loop that will do its transfer, so that the task, the transfer and the
-    ///     answer need no thread hand-off. Only a scheduling choice: any executor is correct.
+    ///   - executorPreference: the executor a request's task prefers (`nil`: the global one): the
+    ///     server's placement decision (`Placement` and `RelayRuntime.executor(for:)`).
     ///   - responses: where answers to the server's own requests go (id, `result`, `error`), on the
     ///     stdin reader; it must not block. `nil`: they are ignored.
     ///   - answersClientCancellation: whether a request cancelled by `notifications/cancelled` is

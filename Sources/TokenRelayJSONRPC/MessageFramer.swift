@@ -22,17 +22,6 @@ public enum Framing: String, Sendable, CaseIterable {
             return out
         }
     }
-
-    /// `frame` from `start` on, in storage of its own size, for a frame that waits in a queue:
-    /// queued frames are bounded by their byte count (StdioWriter), and a serialized body can
-    /// carry up to as much spare capacity again. A whole frame without much spare room is kept.
-    static func exactlySized(_ frame: [UInt8], from start: Int = 0) -> [UInt8] {
-        let count = frame.count - start
-        if start == 0, frame.capacity - count <= count / 8 { return frame }
-        return [UInt8](unsafeUninitializedCapacity: count) { buffer, initialized in
-            initialized = buffer.initialize(fromContentsOf: frame[start...])
-        }
-    }
 }
 
 /// Limits on what the framer accepts.

@@ -104,8 +104,24 @@ public final class Logger: Sendable {
         }
     }
 
-    /// A JSON string literal for `text`.
-    static func quoted(_ text: String) -> String { OutputFile.jsonQuoted(text) }
+    /// A JSON string literal for `text` (control characters, `"` and `\` escaped).
+    public static func quoted(_ text: String) -> String {
+        var out = "\""
+        for scalar in text.unicodeScalars {
+            switch scalar {
+            case "\"": out += "\\\""
+            case "\\": out += "\\\\"
+            case "\n": out += "\\n"
+            case "\r": out += "\\r"
+            case "\t": out += "\\t"
+            case _ where scalar.value < 0x20:
+                let hex = String(scalar.value, radix: 16)
+                out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
+            default: out.unicodeScalars.append(scalar)
+            }
+        }
+        return out + "\""
+    }
 }
 
 /// The process-wide logger, for brevity at call sites.

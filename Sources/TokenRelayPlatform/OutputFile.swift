@@ -6,8 +6,8 @@ import CSystem
     import Darwin
 #endif
 
-/// Small helpers for writing to a file descriptor and for JSON text, shared by the logger, the
-/// protocol writer and the command line (which must not go through buffered `print`).
+/// Writing to a file descriptor: what ``DescriptorWriter`` and the command line (which must not go
+/// through buffered `print`) write with.
 public enum OutputFile {
     /// Writes all of `bytes` to `fileDescriptor`, retrying on EINTR and short writes. Returns
     /// false on any other error (EPIPE: the reader is gone).
@@ -101,24 +101,5 @@ public enum OutputFile {
             }
             return .written(written)
         }
-    }
-
-    /// A JSON string literal for `text` (control characters, `"` and `\` escaped).
-    public static func jsonQuoted(_ text: String) -> String {
-        var out = "\""
-        for scalar in text.unicodeScalars {
-            switch scalar {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            case "\r": out += "\\r"
-            case "\t": out += "\\t"
-            case _ where scalar.value < 0x20:
-                let hex = String(scalar.value, radix: 16)
-                out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
-            default: out.unicodeScalars.append(scalar)
-            }
-        }
-        return out + "\""
     }
 }

@@ -4,6 +4,7 @@ import TokenRelayAuth
 import TokenRelayHTTP
 import TokenRelayJSONRPC
 import TokenRelayLogging
+import TokenRelayPlatform
 
 extension OneShot {
     /// The C libraries a one-shot `call` needs, loaded on a thread of their own beside the call's

@@ -1,6 +1,7 @@
 import TokenRelayAuth
 import TokenRelayConfig
 import TokenRelayJSONRPC
+import TokenRelayPlatform
 
 extension OneShot {
     /// What a one-shot login gives.
@@ -15,10 +16,10 @@ extension OneShot {
     /// params; returns once the session is stored.
     public static func login(
         settings: Settings, environment: String?, profile: String?, openBrowser: Bool,
-        executor: (any TaskExecutor)? = nil, onPrompt: @escaping @Sendable (JSONValue) -> Void
+        onPrompt: @escaping @Sendable (JSONValue) -> Void
     ) async -> Result<LoginOutcome, RPCError> {
-        await withRuntime(settings: settings, environment: environment, executor: executor) { runtime in
-            let prompts = Task(executorPreference: executor) {
+        await withRuntime(settings: settings, environment: environment) { runtime in
+            let prompts = Placement.task {
                 for await event in runtime.manager.events {
                     if case .prompt(let prompt) = event { onPrompt(LoginMethod.promptParams(prompt)) }
                 }

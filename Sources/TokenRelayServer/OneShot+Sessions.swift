@@ -5,10 +5,10 @@ import TokenRelayJSONRPC
 extension OneShot {
     /// `tokenrelay status`: the `status` method's result in a process of its own (what the store
     /// holds for each configured session).
-    public static func status(settings: Settings, environment: String?, executor: (any TaskExecutor)? = nil) async
+    public static func status(settings: Settings, environment: String?) async
         -> Result<JSONValue, RPCError>
     {
-        await withTokenMethods(settings: settings, environment: environment, executor: executor) {
+        await withTokenMethods(settings: settings, environment: environment) {
             try await $0.status().resultValue
         }
     }
@@ -16,9 +16,9 @@ extension OneShot {
     /// `tokenrelay logout`: the `logout` method (params `{environment?, profile?, all?}`) in a
     /// process of its own; the sessions are removed from the store, so every process sees it.
     public static func logout(
-        settings: Settings, environment: String?, params: JSONValue, executor: (any TaskExecutor)? = nil
+        settings: Settings, environment: String?, params: JSONValue
     ) async -> Result<JSONValue, RPCError> {
-        await withTokenMethods(settings: settings, environment: environment, executor: executor) {
+        await withTokenMethods(settings: settings, environment: environment) {
             try await $0.logout(try SessionSelection(decoding: params)).resultValue
         }
     }
@@ -27,9 +27,9 @@ extension OneShot {
     /// in a process of its own; the invalidation is recorded in the store, so every process sharing
     /// it renews on its next use (refresh state is kept).
     public static func invalidate(
-        settings: Settings, environment: String?, params: JSONValue, executor: (any TaskExecutor)? = nil
+        settings: Settings, environment: String?, params: JSONValue
     ) async -> Result<JSONValue, RPCError> {
-        await withTokenMethods(settings: settings, environment: environment, executor: executor) {
+        await withTokenMethods(settings: settings, environment: environment) {
             try await $0.invalidate(try SessionSelection(decoding: params)).resultValue
         }
     }
@@ -52,10 +52,10 @@ extension OneShot {
     public static func newStoreKey() -> String? { SQLiteTokenStore.newKey() }
 
     private static func withTokenMethods(
-        settings: Settings, environment: String?, executor: (any TaskExecutor)?,
+        settings: Settings, environment: String?,
         _ body: (TokenMethods) async throws -> JSONValue
     ) async -> Result<JSONValue, RPCError> {
-        await withRuntime(settings: settings, environment: environment, executor: executor) { runtime in
+        await withRuntime(settings: settings, environment: environment) { runtime in
             try await body(TokenMethods(runtime: runtime, subscriptionCount: { 0 }))
         }
     }

@@ -36,12 +36,12 @@ extension OneShot {
     /// `handle` is stopped. State changes are logged on stderr.
     public static func subscribe(
         settings: Settings, environment: String?, params: JSONValue, handle: SubscriptionHandle,
-        executor: (any TaskExecutor)? = nil, onEvent: @escaping @Sendable (JSONValue) -> Void
+        onEvent: @escaping @Sendable (JSONValue) -> Void
     ) async -> SubscriptionEnd {
         let runtime: RelayRuntime
         do {
             runtime = try await RelayRuntime.make(
-                settings: settings, environmentOverride: environment, taskExecutor: executor)
+                settings: settings, environmentOverride: environment)
         } catch {
             return .failed(ErrorMapping.rpcError(error))
         }

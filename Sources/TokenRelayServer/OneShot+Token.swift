@@ -7,9 +7,9 @@ extension OneShot {
     /// `KUBERNETES_EXEC_INFO`, which picks the ExecCredential version.
     public static func token(
         settings: Settings, environment: String?, profile: String?, format: TokenFormat,
-        minimumValidity: Duration?, execInfo: String?, executor: (any TaskExecutor)? = nil
+        minimumValidity: Duration?, execInfo: String?
     ) async -> Result<String, RPCError> {
-        await withRuntime(settings: settings, environment: environment, executor: executor) { runtime in
+        await withRuntime(settings: settings, environment: environment) { runtime in
             let methods = TokenMethods(runtime: runtime, subscriptionCount: { 0 })
             let version = format == .execCredential ? try ExecCredentialVersion.fromExecInfo(execInfo) : .v1
             let issued = try await methods.issue(
@@ -23,9 +23,9 @@ extension OneShot {
     /// (what git wrote on stdin). Returns what to print (often nothing).
     public static func gitCredential(
         settings: Settings, environment: String?, profile: String?, action: String, minimumValidity: Duration?,
-        input: [UInt8], executor: (any TaskExecutor)? = nil
+        input: [UInt8]
     ) async -> Result<String, RPCError> {
-        await withRuntime(settings: settings, environment: nil, executor: executor) { runtime in
+        await withRuntime(settings: settings, environment: nil) { runtime in
             let methods = TokenMethods(runtime: runtime, subscriptionCount: { 0 })
             let request = try GitCredentialRequest.parse(input)
             return try await methods.gitCredential(

@@ -3,18 +3,16 @@ import TokenRelayHTTP
 import TokenRelayJSONRPC
 
 /// The one-shot commands for shell users (`tokenrelay call`), using the same runtime as the
-/// server without the JSON-RPC layer. Each takes `executor`: where the token manager's own tasks
-/// run (the binary passes the thread the command runs on; `nil`: the global concurrent executor).
+/// server without the JSON-RPC layer. Where their work runs is ``Placement``'s to say.
 public enum OneShot {
     /// Sends one request described by `request` params (as the `request` method takes them).
     /// Returns the response, or the wire error it would have produced. `libraries`: the loads
     /// the caller started (``CallLibraries/startLoading()``), which proceed once the request's
     /// profile is known.
     public static func call(
-        settings: Settings, environment: String?, params: JSONValue, libraries: CallLibraries? = nil,
-        executor: (any TaskExecutor)? = nil
+        settings: Settings, environment: String?, params: JSONValue, libraries: CallLibraries? = nil
     ) async -> Result<(response: HTTPResponse, elapsed: Duration), RPCError> {
-        await withRuntime(settings: settings, environment: environment, executor: executor) { runtime in
+        await withRuntime(settings: settings, environment: environment) { runtime in
             let decoded = try RequestParams.decode(params)
             if let libraries { await proceed(libraries, runtime: runtime, params: decoded) }
             let (response, elapsed) = try await RequestMethod(runtime: runtime).perform(decoded)
@@ -26,13 +24,13 @@ public enum OneShot {
     /// environment), closing it afterwards; every error comes back as the wire error it would
     /// have been.
     static func withRuntime<Value>(
-        settings: Settings, environment: String?, executor: (any TaskExecutor)?,
+        settings: Settings, environment: String?,
         _ body: (RelayRuntime) async throws -> Value
     ) async -> Result<Value, RPCError> {
         let runtime: RelayRuntime
         do {
             runtime = try await RelayRuntime.make(
-                settings: settings, environmentOverride: environment, taskExecutor: executor)
+                settings: settings, environmentOverride: environment)
         } catch {
             return .failure(ErrorMapping.rpcError(error))
         }

@@ -5,6 +5,7 @@ import Synchronization
 import TokenRelayConfig
 import TokenRelayJSONRPC
 import TokenRelayLogging
+import TokenRelayPlatform
 
 /// The tokenrelay JSON-RPC server: reads frames from stdin, dispatches them to the methods,
 /// writes answers and notifications through one serial writer, and stops cleanly on stdin EOF,
@@ -52,7 +53,7 @@ public final class RelayServer: Sendable {
         do {
             let runtime = try await RelayRuntime.make(
                 settings: settings, environmentOverride: environment,
-                testLeaseGate: options.testMethods ? options.testLeaseGate : nil, taskExecutor: options.defaultExecutor)
+                testLeaseGate: options.testMethods ? options.testLeaseGate : nil)
             return RelayServer(options: options, runtime: runtime)
         } catch {
             throw ErrorMapping.rpcError(error)
@@ -96,12 +97,10 @@ public final class RelayServer: Sendable {
         let dispatcher = Dispatcher(
             methods: methods, notifications: notifications, readOrderNotifications: readOrder, sink: writer,
             limits: options.dispatcherLimits, shutdownMethod: face == nil ? "shutdown" : nil, errorMapper: errorMapper,
-            executorPreference: { [runtimes, options] request in
-                runtimes.current.executor(for: request) ?? options.defaultExecutor
-            },
+            executorPreference: { [runtimes] request in runtimes.current.executor(for: request) },
             responses: responses, answersClientCancellation: face == nil)
         let notifier = Notifier(sink: writer)
-        let authEvents = Task.detached(executorPreference: options.defaultExecutor) { [runtimes] in
+        let authEvents = Placement.task { [runtimes] in
             for await event in runtimes.current.manager.events {
                 // An MCP client knows neither notification: the log says it instead (stderr).
                 if face != nil {

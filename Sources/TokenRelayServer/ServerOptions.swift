@@ -1,5 +1,6 @@
 import TokenRelayConfig
 import TokenRelayJSONRPC
+import TokenRelayPlatform
 
 /// How the server runs: from the command line and the config's `server` block.
 public struct ServerOptions: Sendable {
@@ -19,13 +20,6 @@ public struct ServerOptions: Sendable {
     /// Loads the configuration again, from the same place and in the same way as at start
     /// (`config-reload` and SIGHUP); `nil`: there is nothing to reload.
     public var loadConfig: (@Sendable () async -> ConfigLoadResult)?
-    /// Where requests that need no environment's HTTP loop (`ping`, `initialize`, a request
-    /// whose transport is not started yet), the server's own tasks and the token manager's
-    /// (acquisitions, callers' deadlines, logins' steps, discovery) run; `nil`: the global
-    /// concurrent executor. The binary passes its main thread (``ThreadExecutor``), so a start
-    /// answers its first request, and obtains its first token, without starting the cooperative
-    /// pool. Whatever runs there first loads libcurl when a transport is first needed (~5 ms).
-    public var defaultExecutor: (any TaskExecutor)?
     /// Serve MCP (`tokenrelay mcp`, SPEC §8) instead of tokenrelay's own methods: the same
     /// runtime, token manager and request path behind the MCP tools.
     public var mcp = false

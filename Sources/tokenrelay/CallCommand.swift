@@ -9,7 +9,7 @@ import TokenRelayServer
 /// `tokenrelay call METHOD PATH`: one request for shell users. Prints the response body to
 /// stdout; `-v` prints the status line and headers to stderr.
 enum CallCommand {
-    static func run(arguments: [String], environment: [String: String], executor: (any TaskExecutor)?) async
+    static func run(arguments: [String], environment: [String: String]) async
         -> Int32
     {
         var parser = ArgumentParser(arguments, for: "call")
@@ -85,8 +85,7 @@ enum CallCommand {
             return ExitCodes.config
         }
         switch await OneShot.call(
-            settings: settings, environment: options.environment, params: .object(params), libraries: libraries,
-            executor: executor)
+            settings: settings, environment: options.environment, params: .object(params), libraries: libraries)
         {
         case .failure(let error):
             return CommandLineTool.fail(error, in: .call)

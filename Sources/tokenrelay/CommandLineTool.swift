@@ -8,6 +8,7 @@ import TokenRelayErrorKinds
 import TokenRelayHTTPFields
 import TokenRelayJSONRPC
 import TokenRelayLogging
+import TokenRelayPlatform
 @_spi(Testing) import TokenRelayServer
 
 /// Parses the command line and runs the chosen command; returns the exit code.
@@ -30,11 +31,10 @@ enum CommandLineTool {
         return (first, Array(arguments.dropFirst()))
     }
 
-    /// Runs `command` (see ``command(of:)``) with the arguments after it; `executor` is where
-    /// `serve` runs the requests that need no HTTP loop, and where every command's token manager
-    /// runs its own tasks (`nil`: the global executor).
+    /// Runs `command` (see ``command(of:)``) with the arguments after it (where its work runs:
+    /// ``Placement``).
     static func run(
-        _ command: String, arguments: [String], environment: [String: String], executor: (any TaskExecutor)? = nil
+        _ command: String, arguments: [String], environment: [String: String]
     ) async -> Int32 {
         if arguments.contains("--version") || command == "version" {
             print("tokenrelay \(RelayServer.version)")
@@ -63,23 +63,23 @@ enum CommandLineTool {
             writeRaw(STDOUT_FILENO, Array(script.utf8))
             return ExitCodes.success
         case "", "serve":
-            return await serve(arguments: arguments, environment: environment, executor: executor)
+            return await serve(arguments: arguments, environment: environment)
         case "mcp":
             // The MCP face (SPEC §8): the same server, config, store and sessions; MCP methods
             // on newline-delimited JSON (the MCP stdio transport).
-            return await serve(arguments: arguments, environment: environment, executor: executor, mcp: true)
+            return await serve(arguments: arguments, environment: environment, mcp: true)
         case "subscribe":
             // Ends on a signal by closing its stream (its own handlers), then exits 0.
-            return await SubscribeCommand.run(arguments: arguments, environment: environment, executor: executor)
+            return await SubscribeCommand.run(arguments: arguments, environment: environment)
         case "store":
             return await SessionCommands.store(arguments: arguments, environment: environment)
         case "mcp-proxy":
             // A long-running stdio server like `serve`; a login it starts is its own.
-            return await MCPProxyCommand.run(arguments: arguments, environment: environment, executor: executor)
+            return await MCPProxyCommand.run(arguments: arguments, environment: environment)
         default:
             break
         }
-        guard let oneShot = oneShot(command, arguments: arguments, environment: environment, executor: executor)
+        guard let oneShot = oneShot(command, arguments: arguments, environment: environment)
         else {
             var message = "unknown command '\(command)'"
             if let guess = ValueSyntax.suggestion(for: command, among: CommandTable.topLevelNames) {
@@ -87,7 +87,7 @@ enum CommandLineTool {
             }
             return usageError(message)
         }
-        return await interruptible(executor: executor, oneShot)
+        return await interruptible(oneShot)
     }
 
     /// Runs a one-shot command so that a signal (SIGTERM, SIGINT, SIGQUIT, SIGHUP) never loses a
@@ -100,12 +100,12 @@ enum CommandLineTool {
     /// by that request's own timeout, as the command's runtime closes. Then the process still ends
     /// by the signal. Before, the default action ended the process in the middle of the exchange,
     /// and the next process sent the spent refresh token (issue 34, finding 2).
-    static func interruptible(executor: (any TaskExecutor)?, _ command: @escaping @Sendable () async -> Int32) async
+    static func interruptible(_ command: @escaping @Sendable () async -> Int32) async
         -> Int32
     {
         let interruption = Interruption()
         TokenRequestWatch.beforeFirstRequest { interruption.takeOverSignals() }
-        let task = Task(executorPreference: executor) { await command() }
+        let task = Placement.task { await command() }
         interruption.attach(task)
         let code = await task.value
         guard let number = interruption.signal else { return code }
@@ -113,21 +113,21 @@ enum CommandLineTool {
         return 128 + number
     }
 
-    /// The one-shot command `command` names (run through ``interruptible(executor:_:)``); `nil`
+    /// The one-shot command `command` names (run through ``interruptible(_:)``); `nil`
     /// for an unknown one.
     private static func oneShot(
-        _ command: String, arguments: [String], environment: [String: String], executor: (any TaskExecutor)?
+        _ command: String, arguments: [String], environment: [String: String]
     ) -> (@Sendable () async -> Int32)? {
         switch command {
-        case "call": { await CallCommand.run(arguments: arguments, environment: environment, executor: executor) }
-        case "token": { await TokenCommand.run(arguments: arguments, environment: environment, executor: executor) }
+        case "call": { await CallCommand.run(arguments: arguments, environment: environment) }
+        case "token": { await TokenCommand.run(arguments: arguments, environment: environment) }
         case "status":
-            { await SessionCommands.status(arguments: arguments, environment: environment, executor: executor) }
+            { await SessionCommands.status(arguments: arguments, environment: environment) }
         case "logout":
-            { await SessionCommands.logout(arguments: arguments, environment: environment, executor: executor) }
+            { await SessionCommands.logout(arguments: arguments, environment: environment) }
         case "invalidate":
-            { await SessionCommands.invalidate(arguments: arguments, environment: environment, executor: executor) }
-        case "login": { await LoginCommand.run(arguments: arguments, environment: environment, executor: executor) }
+            { await SessionCommands.invalidate(arguments: arguments, environment: environment) }
+        case "login": { await LoginCommand.run(arguments: arguments, environment: environment) }
         case "check-config":
             {
                 // Its parser lives in the Config module; the table's parser refuses what the table lacks.
@@ -204,11 +204,10 @@ enum CommandLineTool {
 
     /// `tokenrelay serve`, and `tokenrelay mcp` (`mcp`: the MCP face; no `--framing`).
     static func serve(
-        arguments: [String], environment: [String: String], executor: (any TaskExecutor)?, mcp: Bool = false
+        arguments: [String], environment: [String: String], mcp: Bool = false
     ) async -> Int32 {
         var parser = ArgumentParser(arguments, for: mcp ? "mcp" : "serve")
         var options = ServerOptions()
-        options.defaultExecutor = executor
         options.mcp = mcp
         if mcp { options.framing = .ndjson }
         var logLevel = LogLevel.info

@@ -7,7 +7,7 @@ import TokenRelayServer
 /// `tokenrelay login [--env E] [--profile P] [--no-browser]`: an interactive login for a shell
 /// user. What to do goes to stderr; exit 0 once the session is stored.
 enum LoginCommand {
-    static func run(arguments: [String], environment: [String: String], executor: (any TaskExecutor)?) async
+    static func run(arguments: [String], environment: [String: String]) async
         -> Int32
     {
         var parser = ArgumentParser(arguments, for: "login")
@@ -30,8 +30,7 @@ enum LoginCommand {
             return ExitCodes.config
         }
         let outcome = await OneShot.login(
-            settings: settings, environment: options.environment, profile: options.profile, openBrowser: openBrowser,
-            executor: executor
+            settings: settings, environment: options.environment, profile: options.profile, openBrowser: openBrowser
         ) { prompt in
             CommandLineTool.writeStandardError(instructions(prompt))
         }

@@ -4,6 +4,7 @@ import Synchronization
 import TokenRelayConfig
 import TokenRelayJSONRPC
 import TokenRelayLogging
+import TokenRelayPlatform
 import TokenRelayServer
 
 /// `tokenrelay mcp-proxy URL | --env NAME [--profile P]` (SPEC §9.6): a stdio MCP server (one
@@ -13,7 +14,7 @@ enum MCPProxyCommand {
     /// The largest message line read from the client.
     static let maximumLineBytes = 64 << 20
 
-    static func run(arguments: [String], environment: [String: String], executor: (any TaskExecutor)?) async
+    static func run(arguments: [String], environment: [String: String]) async
         -> Int32
     {
         var parser = ArgumentParser(arguments, for: "mcp-proxy")
@@ -80,7 +81,7 @@ enum MCPProxyCommand {
         defer { withExtendedLifetime(signalSources) {} }
         let failure = await MCPProxy.run(
             settings: settings, environment: options.environment, profile: options.profile, openBrowser: openBrowser,
-            input: input, output: output, notice: { CommandLineTool.writeStandardError($0) }, executor: executor)
+            input: input, output: output, notice: { CommandLineTool.writeStandardError($0) })
         if let failure { return CommandLineTool.fail(failure, in: .call, prefix: "mcp-proxy: ") }
         return ExitCodes.success
     }

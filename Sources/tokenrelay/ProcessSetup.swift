@@ -43,7 +43,7 @@ enum ProcessSetup {
     /// the one-shot commands.
     static let stopping: [Int32] = [SIGTERM, SIGINT, SIGQUIT]
     /// Signals `serve` answers with a configuration reload (SPEC §5.7); the one-shot commands
-    /// end on them as on SIGTERM (``CommandLineTool/interruptible(executor:_:)``: `call` still
+    /// end on them as on SIGTERM (``CommandLineTool/interruptible(_:)``: `call` still
     /// dies by the signal, as curl does, once a token request it already sent is committed).
     static let reloading: [Int32] = [SIGHUP]
 

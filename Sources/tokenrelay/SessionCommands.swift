@@ -10,7 +10,7 @@ import TokenRelayServer
 /// store seen from a shell, through the same methods `serve` answers.
 enum SessionCommands {
     /// `tokenrelay status [--config PATH] [--env E] [--json]`.
-    static func status(arguments: [String], environment: [String: String], executor: (any TaskExecutor)?) async
+    static func status(arguments: [String], environment: [String: String]) async
         -> Int32
     {
         var parser = ArgumentParser(arguments, for: "status")
@@ -33,7 +33,7 @@ enum SessionCommands {
         guard let settings = await CommandLineTool.loadSettings(path: configPath, environment: environment) else {
             return ExitCodes.config
         }
-        switch await OneShot.status(settings: settings, environment: environmentName, executor: executor) {
+        switch await OneShot.status(settings: settings, environment: environmentName) {
         case .failure(let error):
             return fail(error)
         case .success(let result):
@@ -80,11 +80,11 @@ enum SessionCommands {
     }
 
     /// `tokenrelay logout [--config PATH] [--env E] [--profile P] [--all]`.
-    static func logout(arguments: [String], environment: [String: String], executor: (any TaskExecutor)?) async
+    static func logout(arguments: [String], environment: [String: String]) async
         -> Int32
     {
         await selection("logout", arguments: arguments, environment: environment) { settings, params in
-            switch await OneShot.logout(settings: settings, environment: nil, params: params, executor: executor) {
+            switch await OneShot.logout(settings: settings, environment: nil, params: params) {
             case .failure(let error): .failure(error)
             case .success(let result): .success("logged out \(count(result["loggedOut"])) session(s)")
             }
@@ -93,11 +93,11 @@ enum SessionCommands {
 
     /// `tokenrelay invalidate [--config PATH] [--env E] [--profile P] [--all]`: the
     /// `token-invalidate` method from a shell (the selection as for `logout`).
-    static func invalidate(arguments: [String], environment: [String: String], executor: (any TaskExecutor)?)
+    static func invalidate(arguments: [String], environment: [String: String])
         async -> Int32
     {
         await selection("invalidate", arguments: arguments, environment: environment) { settings, params in
-            switch await OneShot.invalidate(settings: settings, environment: nil, params: params, executor: executor) {
+            switch await OneShot.invalidate(settings: settings, environment: nil, params: params) {
             case .failure(let error): .failure(error)
             case .success(let result):
                 .success("invalidated \(count(result["invalidated"])) session(s); they renew on their next use")

@@ -8,7 +8,7 @@ import TokenRelayServer
 /// (`{"id"?, "event", "data", "retry"?}`) until SIGHUP/SIGINT/SIGQUIT/SIGTERM or the subscription
 /// closes (then exit 0; with `--until-closed`, a clean end of the stream closes it).
 enum SubscribeCommand {
-    static func run(arguments: [String], environment: [String: String], executor: (any TaskExecutor)?) async
+    static func run(arguments: [String], environment: [String: String]) async
         -> Int32
     {
         var parser = ArgumentParser(arguments, for: "subscribe")
@@ -53,8 +53,7 @@ enum SubscribeCommand {
         }
         defer { withExtendedLifetime(signalSources) {} }
         let end = await OneShot.subscribe(
-            settings: settings, environment: options.environment, params: .object(params), handle: handle,
-            executor: executor
+            settings: settings, environment: options.environment, params: .object(params), handle: handle
         ) { event in
             CommandLineTool.writeStandardOutput(event.jsonText)
         }

@@ -9,7 +9,7 @@ import TokenRelayServer
 /// with `expose_token: true` in the format asked for; `--format git ACTION` speaks git's
 /// credential-helper protocol on stdin/stdout.
 enum TokenCommand {
-    static func run(arguments: [String], environment: [String: String], executor: (any TaskExecutor)?) async
+    static func run(arguments: [String], environment: [String: String]) async
         -> Int32
     {
         var parser = ArgumentParser(arguments, for: "token")
@@ -57,13 +57,12 @@ enum TokenCommand {
         if let format = TokenFormat(rawValue: formatName) {
             result = await OneShot.token(
                 settings: settings, environment: options.environment, profile: options.profile, format: format,
-                minimumValidity: minimumValidity, execInfo: environment["KUBERNETES_EXEC_INFO"], executor: executor)
+                minimumValidity: minimumValidity, execInfo: environment["KUBERNETES_EXEC_INFO"])
         } else {
             result = await OneShot.gitCredential(
                 settings: settings, environment: options.environment, profile: options.profile, action: positional[0],
                 minimumValidity: minimumValidity,
-                input: readStandardInput(limit: GitCredentialRequest.maximumBytes + 1),
-                executor: executor)
+                input: readStandardInput(limit: GitCredentialRequest.maximumBytes + 1))
         }
         switch result {
         case .success(let text):

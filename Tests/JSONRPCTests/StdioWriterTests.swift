@@ -121,20 +121,6 @@ import Testing
         close(writeEnd)
     }
 
-    @Test func queuedFramesAreStoredAtTheirOwnSize() {
-        var roomy: [UInt8] = []
-        roomy.reserveCapacity(4096)
-        roomy += Self.message(0x61, count: 100)
-        let compact = Framing.exactlySized(roomy)
-        #expect(compact == roomy)
-        #expect(compact.capacity < 200)
-        let tight = Self.message(0x62, count: 1000)
-        #expect(Framing.exactlySized(tight) == tight)
-        let rest = Framing.exactlySized(roomy, from: 60)
-        #expect(rest == Self.message(0x61, count: 40))
-        #expect(rest.capacity < 100)
-    }
-
     @Test func ndjsonFramingAppendsTheNewlineAndLSPFramingPrefixesTheLength() {
         #expect(Framing.ndjson.frame(Array("{}".utf8)) == Array("{}\n".utf8))
         #expect(Framing.lsp.frame(Array("{}".utf8)) == Array("Content-Length: 2\r\n\r\n{}".utf8))

@@ -1,7 +1,9 @@
 import Dispatch
+import FoundationEssentials
 import Glibc
 import Synchronization
 import Testing
+import TokenRelayPlatform
 
 @testable import TokenRelayLogging
 

@@ -3,7 +3,7 @@ import Glibc
 import Synchronization
 import Testing
 
-@testable import TokenRelayLogging
+@testable import TokenRelayPlatform
 
 @Suite struct SystemThreadTests {
     @Test func theBodyRunsOnANewThreadThatCarriesItsName() throws {

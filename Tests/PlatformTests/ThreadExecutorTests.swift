@@ -3,7 +3,7 @@ import Glibc
 import Synchronization
 import Testing
 
-@testable import TokenRelayLogging
+@testable import TokenRelayPlatform
 
 @Suite struct ThreadExecutorTests {
     /// Where a task's steps ran, and the value it reached.

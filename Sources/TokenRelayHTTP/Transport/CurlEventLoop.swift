@@ -3,6 +3,7 @@ import CSystem
 import FoundationEssentials
 import Synchronization
 import TokenRelayLogging
+import TokenRelayPlatform
 
 #if canImport(Glibc)
     import Glibc

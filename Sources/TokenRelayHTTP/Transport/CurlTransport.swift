@@ -1,5 +1,6 @@
 import FoundationEssentials
 import TokenRelayLogging
+import TokenRelayPlatform
 
 /// The HTTP transport on libcurl's multi interface: one event-loop thread owns one `CURLM`
 /// handle (connection reuse, HTTP/1.1 and HTTP/2), any task submits work to it.

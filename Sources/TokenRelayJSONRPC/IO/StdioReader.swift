@@ -3,6 +3,7 @@ import Dispatch
 import FoundationEssentials
 import Glibc
 import TokenRelayLogging
+import TokenRelayPlatform
 
 /// Reads the peer's byte stream, splits it into frames and hands each to the dispatcher, in
 /// order. It starts on a thread of its own doing blocking `read(2)` calls; once an event loop is

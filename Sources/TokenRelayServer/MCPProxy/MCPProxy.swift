@@ -6,6 +6,7 @@ import TokenRelayErrorKinds
 import TokenRelayHTTP
 import TokenRelayJSONRPC
 import TokenRelayLogging
+import TokenRelayPlatform
 
 /// `tokenrelay mcp-proxy` (SPEC §9.6): a stdio MCP server that forwards every message to a remote
 /// MCP server over Streamable HTTP with the session's token. Messages go on unchanged; the
@@ -38,12 +39,12 @@ public enum MCPProxy {
     public static func run(
         settings: Settings, environment: String?, profile: String?, openBrowser: Bool,
         input: AsyncStream<[UInt8]>, output: @escaping @Sendable ([UInt8]) -> Void,
-        notice: @escaping @Sendable (String) -> Void, executor: (any TaskExecutor)? = nil
+        notice: @escaping @Sendable (String) -> Void
     ) async -> RPCError? {
         let runtime: RelayRuntime
         do {
             runtime = try await RelayRuntime.make(
-                settings: settings, environmentOverride: environment, taskExecutor: executor)
+                settings: settings, environmentOverride: environment)
         } catch {
             return ErrorMapping.rpcError(error)
         }
@@ -62,7 +63,7 @@ public enum MCPProxy {
             await runtime.close()
             return ErrorMapping.rpcError(error)
         }
-        let prompts = Task(executorPreference: executor) {
+        let prompts = Placement.task {
             for await event in runtime.manager.events {
                 if case .prompt(let prompt) = event {
                     notice("tokenrelay: to log in to \(prompt.environment), open \(prompt.url)")
@@ -71,7 +72,7 @@ public enum MCPProxy {
         }
         await withDiscardingTaskGroup { group in
             for await message in input {
-                group.addTask(executorPreference: executor) { await connection.forward(message) }
+                group.addTask(executorPreference: Placement.ownTasks) { await connection.forward(message) }
             }
             group.cancelAll()
         }

@@ -1,6 +1,7 @@
 import Synchronization
 import TokenRelayHTTP
 import TokenRelayLogging
+import TokenRelayPlatform
 
 /// A libcurl transport created on first use, so that starting the server (and answering
 /// `initialize` or `ping`) costs no thread and no TLS initialisation for environments that a
@@ -28,7 +29,7 @@ final class LazyTransport: HTTPTransport {
     }
 
     /// The transport's loop as a task executor, once the transport exists (it is not created for
-    /// this: a request before the first transfer runs on the global executor).
+    /// this: a request before the first transfer runs where the process's own tasks run).
     var startedExecutor: (any TaskExecutor)? {
         transport.withLock { $0 }?.executor
     }

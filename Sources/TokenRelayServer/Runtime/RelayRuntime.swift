@@ -5,6 +5,7 @@ import TokenRelayConfig
 import TokenRelayHTTP
 import TokenRelayJSONRPC
 import TokenRelayLogging
+import TokenRelayPlatform
 
 /// Everything the methods need, built from the settings: one transport and runtime per
 /// environment, and the token manager holding every OAuth session. A configuration reload
@@ -47,10 +48,9 @@ final class RelayRuntime: Sendable {
     /// lease, until something is written to it. With `previous` (a reload), the previous
     /// runtime's manager is kept, and so are the transports and profiles that `diff` keeps;
     /// changed OAuth profiles start afresh (their held access token is not used again).
-    /// `taskExecutor`: where the token manager's own tasks run (``TokenManager/taskExecutor``).
     static func make(
         settings: Settings, environmentOverride: String?, testLeaseGate: String? = nil,
-        taskExecutor: (any TaskExecutor)? = nil, reusing previous: (runtime: RelayRuntime, diff: SettingsDiff)? = nil
+        reusing previous: (runtime: RelayRuntime, diff: SettingsDiff)? = nil
     ) async throws -> RelayRuntime {
         func transport(for environment: EnvironmentSettings?) -> LazyTransport {
             var options = CurlTransport.Options()
@@ -101,8 +101,7 @@ final class RelayRuntime: Sendable {
             defaultTransport = transport(for: nil)
             manager = TokenManager(
                 transport: defaultTransport, environmentTransports: environmentTransports.mapValues { $0 },
-                store: makeStore(settings.store), taskExecutor: taskExecutor,
-                afterLease: testLeaseGate.map(Self.fifoGate))
+                store: makeStore(settings.store), afterLease: testLeaseGate.map(Self.fifoGate))
         }
         var environments: [String: EnvironmentRuntime] = [:]
         for environment in settings.environments {
@@ -215,14 +214,21 @@ final class RelayRuntime: Sendable {
         return environment
     }
 
-    /// The event loop of the environment `request` names (`params.environment`, else the
-    /// default), once its transport exists: the request's task runs there, on the thread that
-    /// will do its transfer. A scheduling hint only: a request that names no valid environment
-    /// fails in its handler, wherever it runs.
+    /// Where a served call runs (``Placement``): a call that makes a transfer (`request`, an MCP
+    /// `tools/call`), on the transfer loop of the environment it names (else the default one)
+    /// once that loop exists, on the thread that will do its transfer; any other call (a reload,
+    /// a login, `status`...) where the process's own tasks run, never on a loop. A scheduling
+    /// choice only: a call that names no valid environment fails in its handler, wherever it runs.
     func executor(for request: RPCRequest) -> (any TaskExecutor)? {
+        let named: JSONValue?
+        switch request.method {
+        case RequestMethod.method: named = request.params?["environment"]
+        case "tools/call": named = request.params?["arguments"]?["environment"]
+        default: return Placement.ownTasks
+        }
         var name = defaultEnvironmentName
-        if case .string(let named)? = request.params?["environment"] { name = named }
-        return name.flatMap { environmentTransports[$0] }?.startedExecutor
+        if case .string(let environment)? = named { name = environment }
+        return Placement.forTransfer(loop: name.flatMap { environmentTransports[$0] }?.startedExecutor)
     }
 
     /// A running transfer loop that may read stdin (``StdioReader``): the default environment's,

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import TokenRelayLogging
+import TokenRelayPlatform
 
 @testable import TokenRelayHTTP
 

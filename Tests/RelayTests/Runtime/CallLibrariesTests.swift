@@ -2,6 +2,7 @@ import Dispatch
 import Testing
 import TokenRelayHTTP
 import TokenRelayLogging
+import TokenRelayPlatform
 
 @testable import TokenRelayServer
 

@@ -1,0 +1,57 @@
+import Synchronization
+
+/// Where the process's work runs: the one place that decides it (ARCHITECTURE.md, "Where code
+/// runs"). Three kinds of work, three answers:
+///
+/// - **The process's own tasks** (a command's body, the token manager's flights and its callers'
+///   deadlines, logins' steps, discovery fetches, the server's event and prompt tasks) run on
+///   ``ownTasks``: the main thread in the command-line binary, which hands it over once, at start
+///   (``runOnMainThread(_:)``), so that a start answers its first request and reads or obtains
+///   its first token without starting the cooperative pool; the global concurrent executor
+///   anywhere else (the library inside another program, the tests).
+/// - **A served call that makes a transfer** (`request`, an MCP `tools/call`) runs on the transfer
+///   loop of the environment it names once that loop exists (``forTransfer(loop:)``), so its steps
+///   and its transfer need no thread hand-off; every other call (a reload, a login, `status`)
+///   runs on ``ownTasks``, never on a loop.
+/// - **Blocking work** (SQLite and libpq statements, writes to a terminal, a secret command)
+///   runs on threads of its own (``SerialThread``, ``SystemThread``), never on an executor.
+///
+/// Only a preference: the code is the same on any executor, and no job ever blocks the thread it
+/// runs on (every wait is a suspension).
+public enum Placement {
+    /// The main thread's executor, once the binary has handed the main thread over.
+    private static let mainThread = Mutex<ThreadExecutor?>(nil)
+
+    /// Where the process's own tasks run (`nil`: the global concurrent executor).
+    public static var ownTasks: (any TaskExecutor)? { mainThread.withLock { $0 } }
+
+    /// Where a served call that makes a transfer runs: `loop`, the transfer loop of the
+    /// environment it names, once that loop exists; else where the process's own tasks run.
+    public static func forTransfer(loop: (any TaskExecutor)?) -> (any TaskExecutor)? {
+        loop ?? ownTasks
+    }
+
+    /// Starts a task of the process's own (on ``ownTasks``).
+    @discardableResult
+    public static func task<Success: Sendable>(
+        _ operation: sending @escaping () async -> Success
+    ) -> Task<Success, Never> {
+        Task(executorPreference: ownTasks, operation: operation)
+    }
+
+    /// Runs `command` on the calling thread (the main thread, which would otherwise only wait for
+    /// it) and makes that thread ``ownTasks`` until it ends; returns what `command` returned.
+    /// Called once, by the binary's entry point, before any task starts.
+    public static func runOnMainThread(_ command: sending @escaping () async -> Int32) -> Int32 {
+        let executor = ThreadExecutor()
+        mainThread.withLock { $0 = executor }
+        let result = Atomic<Int32>(0)
+        Task.detached(executorPreference: executor) {
+            result.store(await command(), ordering: .relaxed)
+            executor.finish()
+        }
+        executor.run()
+        mainThread.withLock { $0 = nil }  // its jobs no longer run
+        return result.load(ordering: .relaxed)
+    }
+}
