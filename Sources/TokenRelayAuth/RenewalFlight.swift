@@ -73,7 +73,7 @@ struct RenewalFlight: Sendable, Equatable {
         case fail(AuthError)
         /// Read the store again.
         case reread
-        /// Commit the rotated refresh token whose commit failed before.
+        /// Commit the rotated refresh token whose commit failed before (its access token may still serve).
         case commitUnsaved
         /// Answer with this token; nothing is sent.
         case useStored(Token)
@@ -187,7 +187,9 @@ struct RenewalFlight: Sendable, Equatable {
         }
     }
 
-    /// The configured seed is sent unless it is `spent` (sent before, by this process or another).
+    /// The configured seed is sent unless it is `spent` (sent before, by this process or another): a spent seed was
+    /// rotated or refused, and sending it again would be a replay (a server with reuse protection would revoke the
+    /// whole family).
     func sending(seed: String, spent: Bool) -> Result<Send, AuthError> {
         guard !spent else {
             return .failure(.interactionRequired("the configured refresh token was already used; provision a new one"))
