@@ -14,7 +14,8 @@
 ///   was refused stays refused until a logout; else the flight renews.
 /// - A renewal sends the held refresh token; without one, a `refresh_token` profile sends its configured seed, once
 ///   only (a seed already sent by any process is spent: sending it again would be a replay), and a machine's profile
-///   its own grant (client credentials, an assertion, a token exchange).
+///   its own grant (client credentials, an assertion, a token exchange); a person's session that lost its refresh
+///   token meanwhile (read under the lease) has nothing to send.
 /// - A refused refresh token or seed (`invalid_grant`): logout wins (the logout revoked it); else it is forgotten and
 ///   a machine's profile tries its own grant once; other sessions need a person, or a new seed, until a logout.
 /// - An answer: logout wins (nothing of it is kept, what it issued is revoked); else it is committed, even when every
@@ -42,8 +43,9 @@ struct RenewalFlight: Sendable, Equatable {
         var refreshToken: String?
         /// A rotated refresh token is held whose commit to the store failed.
         var unsavedRotation = false
-        /// The refresh token was refused (only a logout clears this), and the error that said so.
+        /// The refresh token was refused (only a logout clears this).
         var interactionRequired = false
+        /// The session's last error (what said that the refresh token was refused).
         var lastError: AuthError?
     }
 
@@ -53,6 +55,7 @@ struct RenewalFlight: Sendable, Equatable {
         case useStored(Token)
         /// End the flight after its read: nobody waits for an answer.
         case endRead
+        /// End the flight with this error; nothing is sent.
         case fail(AuthError)
         /// Take the store's renewal lease, then read the logout epoch and decide ``underLease(_:after:)``.
         case takeLease
@@ -70,6 +73,7 @@ struct RenewalFlight: Sendable, Equatable {
 
     /// A step under the lease, before anything is sent.
     enum UnderLease: Sendable, Equatable {
+        /// End the flight with this error; nothing is sent.
         case fail(AuthError)
         /// Read the store again.
         case reread
@@ -101,14 +105,17 @@ struct RenewalFlight: Sendable, Equatable {
 
     /// What a renewal sends, or why it cannot.
     enum Renewal: Sendable, Equatable {
+        /// Send this.
         case send(Send)
         /// Resolve the configured seed and learn whether it was sent before, then ``sending(seed:spent:)``.
         case checkSeed
+        /// End the flight with this error; nothing is sent.
         case fail(AuthError)
     }
 
     /// After a refresh token or seed was refused (`invalid_grant`).
     enum Refusal: Sendable, Equatable {
+        /// End the flight with this error (the session was logged out: that is why the token was refused).
         case fail(AuthError)
         /// Forget the refused token (memory and store), then send the profile's own grant.
         case fallBackToOwnGrant
