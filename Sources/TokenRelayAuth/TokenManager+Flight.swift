@@ -113,25 +113,23 @@ extension TokenManager {
 
     /// Loads the store if needed (a valid stored token is used without the lease), then, holding
     /// the session's lease across processes, re-reads the store (another process may have renewed
-    /// meanwhile) and obtains a token (refresh first, client credentials as the grant allows) and
-    /// commits it. Re-checks state after every await.
+    /// meanwhile) and obtains a token (refresh first, the profile's own grant as it allows) and
+    /// commits it. What to do at each point is ``RenewalFlight``'s decision, made on a snapshot of
+    /// the session read after every await; this performs it.
     private func acquire(_ session: Session, _ flight: Flight) async throws -> FlightOutcome {
-        let key = session.key
+        // The flight keeps the configuration it started with (a reload may replace the session's).
         let configuration = session.configuration
+        let decisions = RenewalFlight(session.key, grant: configuration.grant)
         let (storeKey, seedValue) = try await resolveStoreKey(session)
-        if !session.loaded {
-            try await reload(session, storeKey)
-            if let token = usableToken(session, now: clock.now, minimumValidity: flight.minimumValidity) {
-                return .stored(token)
-            }
-        }
-        // A read ahead of use (`readAhead`) that no caller has joined ends here; so does an
-        // abandoned flight. Nothing suspends between this check and `finish`.
-        if flight.waiters.isEmpty { return .loaded }
-        // An interactive session without a refresh token needs a person: say so at once, without
-        // touching the network (a login is started by `login` only).
-        if session.refreshToken == nil, configuration.grant.interactive != nil {
-            throw AuthError.loginRequired("profile '\(key.profile)' needs a person to log in", scopes: key.scopes)
+        let justRead = !session.loaded
+        if justRead { try await reload(session, storeKey) }
+        switch decisions.beforeLease(snapshot(session, flight), justRead: justRead) {
+        case .useStored(let token): return .stored(token)
+        // A read ahead of use (`readAhead`) that no caller has joined ends here; so does an abandoned
+        // flight. Nothing suspends between this decision and `finish`.
+        case .endRead: return .loaded
+        case .fail(let error): throw error
+        case .takeLease: break
         }
         try Task.checkCancellation()
         let lease = try await store.acquireLease(
@@ -143,21 +141,34 @@ extension TokenManager {
         // Read under the lease, before the store: a logout in any process after this (it bumps the
         // epoch) makes the commit write nothing.
         let logoutEpoch = try await readLogoutEpoch(storeKey)
-        guard session.generation == flight.generation else { throw AuthError.loggedOut }
-        try await reload(session, storeKey)
-        guard session.generation == flight.generation else { throw AuthError.loggedOut }
-        // A rotation whose commit failed (and that the store still does not supersede) is
-        // committed now, before anything is sent: its access token may still serve.
-        if session.unsavedRotation != nil {
-            try await commitUnsaved(session, storeKey)
-            guard session.generation == flight.generation else { throw AuthError.loggedOut }
+        var progress = RenewalFlight.LeaseProgress.tookLease
+        while true {
+            switch decisions.underLease(snapshot(session, flight), after: progress) {
+            case .fail(let error): throw error
+            case .reread:
+                try await reload(session, storeKey)
+                progress = .reread
+            case .commitUnsaved:
+                try await commitUnsaved(session, storeKey)
+                progress = .committedUnsaved
+            case .useStored(let token): return .stored(token)
+            case .renew:
+                return .obtained(
+                    try await renew(
+                        session, flight, decisions, configuration: configuration, storeKey: storeKey,
+                        resolvedSeed: seedValue, logoutEpoch: logoutEpoch))
+            }
         }
-        if let token = usableToken(session, now: clock.now, minimumValidity: flight.minimumValidity) {
-            return .stored(token)
-        }
-        if session.interactionRequired {
-            throw session.lastError ?? AuthError.interactionRequired("the refresh token was refused")
-        }
+    }
+
+    /// Under the lease, with no usable token: sends what `decisions` choose (falling back to the
+    /// profile's own grant when they say so) and commits the answer, or revokes it when the session
+    /// was logged out meanwhile. `resolvedSeed`: the seed, if resolving the store key just did.
+    private func renew(
+        _ session: Session, _ flight: Flight, _ decisions: RenewalFlight, configuration: OAuthClientConfiguration,
+        storeKey: StoreKey, resolvedSeed: String?, logoutEpoch: Int64
+    ) async throws -> Token {
+        let key = session.key
         flight.isRenewal = session.token != nil
         let traffic = traffic(for: key)
         let endpointClient = traffic.endpoint
@@ -165,113 +176,115 @@ extension TokenManager {
             for: configuration, discovery: traffic.discovery, deadline: flight.deadline)
         let credential = try await ClientCredential.resolve(configuration, tokenEndpoint: endpoint)
         if case .certificate(let identity) = credential { session.clientIdentity = identity }
-        var refreshToken = session.refreshToken
-        var sentSeed: String?
-        if refreshToken == nil, case .refreshToken = configuration.grant {
-            var seed = seedValue
-            if seed == nil { seed = try await resolveSeed(configuration) }
-            guard let resolved = seed else {
-                throw AuthError.configuration("the refresh_token seed could not be resolved")
-            }
-            // A seed already sent (by any process) is spent (rotated or refused): sending it again
-            // would be a replay, and a server with reuse protection would revoke the whole family.
-            let digest = Self.digest(resolved)
-            let spentElsewhere: Bool
-            do {
-                spentElsewhere = try await store.isSeedSpent(StoreKey.hex(digest))
-            } catch let error as AuthError {
-                throw error
-            } catch {
-                throw AuthError.storage("the token store could not be read")
-            }
-            guard !consumedSeeds.contains(digest), !spentElsewhere else {
-                throw AuthError.interactionRequired(
-                    "the configured refresh token was already used; provision a new one")
-            }
-            refreshToken = resolved
-            sentSeed = resolved
+        var send: RenewalFlight.Send
+        switch decisions.renewal(snapshot(session, flight)) {
+        case .send(let decided): send = decided
+        case .checkSeed:
+            let seed = try await configuredSeed(resolvedSeed, configuration)
+            send = try decisions.sending(seed: seed.value, spent: seed.spent).get()
+        case .fail(let error): throw error
         }
-        let flightID = flight.id
-        let beforeSend: @Sendable () async throws -> Void = { [sentSeed] in
-            try await self.markSent(key, flightID: flightID, seed: sentSeed)
-        }
-        let response: TokenResponse
-        var usedRefreshToken: String?
-        if refreshToken != nil, configuration.isOpenIDConnect {
+        if send.refreshToken != nil, configuration.isOpenIDConnect {
             // The renewal's ID token is validated with the issuer's keys: have them before the
             // refresh token is spent, so that an unreachable JWKS fails this renewal (nothing sent)
             // rather than the validation of tokens already issued.
             try await prepareRenewalIDTokenKeys(session, deadline: flight.deadline)
         }
         let dpop = try dpopSigning(session)
-        if let refreshToken {
-            do {
-                response = try await requestTokens(
-                    session, via: endpointClient,
-                    deadline: flight.deadline, dpop: dpop, beforeFirstSend: beforeSend
-                ) { () throws(AuthError) in
-                    try endpointClient.makeRequest(
-                        endpoint: endpoint, grant: .refresh(refreshToken, configuration),
-                        configuration: configuration, credential: credential)
-                }
-                usedRefreshToken = refreshToken
-            } catch let error as AuthError where error.oauthError == "invalid_grant" {
-                // A logout meanwhile revoked the token: that is why, and the session stays logged out.
-                guard session.generation == flight.generation else { throw AuthError.loggedOut }
-                try await dropRefreshState(session, refused: refreshToken)
-                guard
-                    let fresh = try await freshGrant(
-                        configuration, endpointClient: endpointClient, deadline: flight.deadline)
-                else {
-                    session.interactionRequired = true
-                    let ended =
-                        configuration.grant.interactive != nil
-                        ? AuthError.loginRequired("the refresh token was refused (invalid_grant)")
-                        : AuthError.interactionRequired("the refresh token was refused (invalid_grant)")
-                    session.lastError = ended
-                    throw ended
-                }
-                log.info("refresh token refused for \(key); acquiring afresh with \(configuration.grant.name)")
-                response = try await requestTokens(
-                    session, via: endpointClient, deadline: flight.deadline, dpop: dpop, beforeFirstSend: {}
-                ) {
-                    () throws(AuthError) in
-                    try endpointClient.makeRequest(
-                        endpoint: endpoint, grant: fresh, configuration: configuration, credential: credential)
-                }
-            }
-        } else {
-            guard
-                let grant = try await freshGrant(
-                    configuration, endpointClient: endpointClient, deadline: flight.deadline)
-            else { throw AuthError.configuration("profile '\(key.profile)' has no way to obtain a token") }
-            response = try await requestTokens(
-                session, via: endpointClient,
-                deadline: flight.deadline, dpop: dpop, beforeFirstSend: beforeSend
+        let flightID = flight.id
+        let sentSeed: String? = if case .seed(let seed) = send { seed } else { nil }
+        let beforeSend: @Sendable () async throws -> Void = {
+            try await self.markSent(key, flightID: flightID, seed: sentSeed)
+        }
+        func request(_ grant: GrantRequest, beforeFirstSend: @Sendable () async throws -> Void) async throws
+            -> TokenResponse
+        {
+            try await requestTokens(
+                session, via: endpointClient, deadline: flight.deadline, dpop: dpop, beforeFirstSend: beforeFirstSend
             ) { () throws(AuthError) in
                 try endpointClient.makeRequest(
                     endpoint: endpoint, grant: grant, configuration: configuration, credential: credential)
             }
         }
-        guard session.generation == flight.generation else {
-            // Logged out meanwhile: commit nothing, and revoke what the server just issued.
+        /// The profile's own grant request (reading its assertion or subject token now).
+        func ownGrant() async throws -> GrantRequest {
+            guard
+                let grant = try await freshGrant(
+                    configuration, endpointClient: endpointClient, deadline: flight.deadline)
+            else { throw decisions.nothingToSend }
+            return grant
+        }
+        let response: TokenResponse
+        if let refreshToken = send.refreshToken {
+            do {
+                response = try await request(.refresh(refreshToken, configuration), beforeFirstSend: beforeSend)
+            } catch let error as AuthError where error.oauthError == "invalid_grant" {
+                switch decisions.refused(snapshot(session, flight)) {
+                case .fail(let error): throw error
+                case .requireInteraction(let ended):
+                    try await dropRefreshState(session, refused: refreshToken)
+                    session.interactionRequired = true
+                    session.lastError = ended
+                    throw ended
+                case .fallBackToOwnGrant:
+                    try await dropRefreshState(session, refused: refreshToken)
+                    let grant = try await ownGrant()
+                    log.info("refresh token refused for \(key); acquiring afresh with \(configuration.grant.name)")
+                    send = .ownGrant
+                    response = try await request(grant, beforeFirstSend: {})
+                }
+            }
+        } else {
+            response = try await request(ownGrant(), beforeFirstSend: beforeSend)
+        }
+        switch decisions.answered(send, snapshot(session, flight)) {
+        case .revokeAndFail(let error):
             await revokeAtServers([
                 TokenRevocation(
                     key: key, configuration: configuration, refreshToken: response.refreshToken,
                     accessToken: response.accessToken)
             ])
-            throw AuthError.loggedOut
+            throw error
+        case .commit(let spent):
+            var identity: LoginIdentity?
+            if let spent { identity = try await validateRenewalIDToken(response, session: session, spent: spent) }
+            let token = try await commit(
+                response, previousRefreshToken: spent, session: session, storeKey: storeKey,
+                logoutEpoch: logoutEpoch, generation: flight.generation, subject: identity?.rawSubject,
+                signedWith: dpop?.key)
+            if let identity { session.identity = identity }
+            return token
         }
-        var identity: LoginIdentity?
-        if let usedRefreshToken {
-            identity = try await validateRenewalIDToken(response, session: session, spent: usedRefreshToken)
+    }
+
+    /// What the flight's decisions look at (``RenewalFlight/Snapshot``), read now.
+    private func snapshot(_ session: Session, _ flight: Flight) -> RenewalFlight.Snapshot {
+        RenewalFlight.Snapshot(
+            loggedOut: session.generation != flight.generation,
+            usableToken: usableToken(session, now: clock.now, minimumValidity: flight.minimumValidity),
+            callers: !flight.waiters.isEmpty, refreshToken: session.refreshToken,
+            unsavedRotation: session.unsavedRotation != nil, interactionRequired: session.interactionRequired,
+            lastError: session.lastError)
+    }
+
+    /// The configured seed (resolved now unless resolving the store key just did: `resolved`) and
+    /// whether it is spent: sent before, by this process or (the store says) by another.
+    private func configuredSeed(_ resolved: String?, _ configuration: OAuthClientConfiguration) async throws
+        -> (value: String, spent: Bool)
+    {
+        var seed = resolved
+        if seed == nil { seed = try await resolveSeed(configuration) }
+        guard let seed else { throw AuthError.configuration("the refresh_token seed could not be resolved") }
+        let digest = Self.digest(seed)
+        let spentElsewhere: Bool
+        do {
+            spentElsewhere = try await store.isSeedSpent(StoreKey.hex(digest))
+        } catch let error as AuthError {
+            throw error
+        } catch {
+            throw AuthError.storage("the token store could not be read")
         }
-        let token = try await commit(
-            response, previousRefreshToken: usedRefreshToken, session: session, storeKey: storeKey,
-            logoutEpoch: logoutEpoch, generation: flight.generation, subject: identity?.rawSubject,
-            signedWith: dpop?.key)
-        if let identity { session.identity = identity }
-        return .obtained(token)
+        return (seed, consumedSeeds.contains(digest) || spentElsewhere)
     }
 
     /// The session's logout epoch in the store (see ``TokenStore/logoutEpoch(_:)``).

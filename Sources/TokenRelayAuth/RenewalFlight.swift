@@ -1,0 +1,222 @@
+/// The decisions of one flight (an acquisition or renewal of a session's token, run by ``TokenManager``) as pure
+/// functions of what the session holds: no store, no network, no clock. The manager reads a ``Snapshot`` after every
+/// await, asks the decision of the point it has reached, and does what the answer says (the effects: reading the
+/// store, taking its lease, sending, committing).
+///
+/// Rules, in the order a flight meets them:
+/// - Before the lease: a usable token found by the flight's own first read is used (nothing sent, no lease). A flight
+///   that no caller waits for (a read ahead of use, ``TokenManager/readAhead(_:)``, that nobody joined) ends after
+///   its read. A person's session without a refresh token needs the person: `login_required`, with nothing sent.
+///   Else the flight takes the store's lease.
+/// - Under the lease, **logout wins**: a logout since the flight started ends it with `logged_out`, whatever was
+///   read. The store is read again (another process may have renewed meanwhile); a rotated refresh token whose commit
+///   failed is committed before anything else is sent; then a usable token is used; a session whose refresh token
+///   was refused stays refused until a logout; else the flight renews.
+/// - A renewal sends the held refresh token; without one, a `refresh_token` profile sends its configured seed, once
+///   only (a seed already sent by any process is spent: sending it again would be a replay), and a machine's profile
+///   its own grant (client credentials, an assertion, a token exchange); a person's session that lost its refresh
+///   token meanwhile (read under the lease) has nothing to send.
+/// - A refused refresh token or seed (`invalid_grant`): logout wins (the logout revoked it); else it is forgotten and
+///   a machine's profile tries its own grant once; other sessions need a person, or a new seed, until a logout.
+/// - An answer: logout wins (nothing of it is kept, what it issued is revoked); else it is committed, even when every
+///   caller has left: **a rotated refresh token, once sent, is committed** (the one it replaces is spent).
+struct RenewalFlight: Sendable, Equatable {
+    /// Where a session's token comes from when it holds no refresh token.
+    enum Origin: Sendable, Equatable {
+        /// A person's login (`authorization_code`, `device_code`): only `login` starts one.
+        case login
+        /// The refresh token configured as a `refresh_token` profile's seed.
+        case seed
+        /// The profile's own grant, with no person: client credentials, a JWT bearer assertion, a token exchange.
+        case ownGrant
+    }
+
+    /// What the session holds at a decision, read by the manager just before it asks.
+    struct Snapshot: Sendable, Equatable {
+        /// A logout of the session came since the flight started (the session's generation moved).
+        var loggedOut = false
+        /// The held token, when it may be used now (and lasts as long as the callers asked).
+        var usableToken: Token?
+        /// Whether any caller waits on the flight.
+        var callers = true
+        /// The held refresh token.
+        var refreshToken: String?
+        /// A rotated refresh token is held whose commit to the store failed.
+        var unsavedRotation = false
+        /// The refresh token was refused (only a logout clears this).
+        var interactionRequired = false
+        /// The session's last error (what said that the refresh token was refused).
+        var lastError: AuthError?
+    }
+
+    /// After the session's first read (or at once, when it was read before this flight).
+    enum BeforeLease: Sendable, Equatable {
+        /// Answer with this token; nothing is sent.
+        case useStored(Token)
+        /// End the flight after its read: nobody waits for an answer.
+        case endRead
+        /// End the flight with this error; nothing is sent.
+        case fail(AuthError)
+        /// Take the store's renewal lease, then read the logout epoch and decide ``underLease(_:after:)``.
+        case takeLease
+    }
+
+    /// What the flight did last under the lease.
+    enum LeaseProgress: Sendable, Equatable {
+        /// Took the lease and read the logout epoch.
+        case tookLease
+        /// Read the store again.
+        case reread
+        /// Committed the unsaved rotation.
+        case committedUnsaved
+    }
+
+    /// A step under the lease, before anything is sent.
+    enum UnderLease: Sendable, Equatable {
+        /// End the flight with this error; nothing is sent.
+        case fail(AuthError)
+        /// Read the store again.
+        case reread
+        /// Commit the rotated refresh token whose commit failed before (its access token may still serve).
+        case commitUnsaved
+        /// Answer with this token; nothing is sent.
+        case useStored(Token)
+        /// Send a token request: see ``renewal(_:)``.
+        case renew
+    }
+
+    /// What a token request sends.
+    enum Send: Sendable, Equatable {
+        /// The held refresh token.
+        case refresh(String)
+        /// The configured seed (recorded as spent, here and in the store, as it goes out).
+        case seed(String)
+        /// The profile's own grant.
+        case ownGrant
+
+        /// The refresh token (or seed) the request spends, if it sends one.
+        var refreshToken: String? {
+            switch self {
+            case .refresh(let token), .seed(let token): token
+            case .ownGrant: nil
+            }
+        }
+    }
+
+    /// What a renewal sends, or why it cannot.
+    enum Renewal: Sendable, Equatable {
+        /// Send this.
+        case send(Send)
+        /// Resolve the configured seed and learn whether it was sent before, then ``sending(seed:spent:)``.
+        case checkSeed
+        /// End the flight with this error; nothing is sent.
+        case fail(AuthError)
+    }
+
+    /// After a refresh token or seed was refused (`invalid_grant`).
+    enum Refusal: Sendable, Equatable {
+        /// End the flight with this error (the session was logged out: that is why the token was refused).
+        case fail(AuthError)
+        /// Forget the refused token (memory and store), then send the profile's own grant.
+        case fallBackToOwnGrant
+        /// Forget the refused token, mark the session as needing interaction (with this error, until a logout),
+        /// and fail with it.
+        case requireInteraction(AuthError)
+    }
+
+    /// After the token endpoint answered.
+    enum Answer: Sendable, Equatable {
+        /// Keep nothing, revoke what the answer issued, and fail.
+        case revokeAndFail(AuthError)
+        /// Commit the answer before anyone sees it. `replacing`: the refresh token (or seed) the request spent,
+        /// kept when the answer rotates none; a renewal's ID token is checked against the session's first.
+        case commit(replacing: String?)
+    }
+
+    /// The profile's name (for messages).
+    let profile: String
+    /// The session's scopes (what a login would ask for).
+    let scopes: [String]
+    /// Where the session's token comes from without a refresh token.
+    let origin: Origin
+
+    init(profile: String, scopes: [String], origin: Origin) {
+        self.profile = profile
+        self.scopes = scopes
+        self.origin = origin
+    }
+
+    /// The decisions of `key`'s flights, for a profile of `grant`.
+    init(_ key: SessionKey, grant: Grant) {
+        let origin: Origin =
+            switch grant {
+            case .interactive: .login
+            case .refreshToken: .seed
+            case .clientCredentials, .jwtBearer, .tokenExchange: .ownGrant
+            }
+        self.init(profile: key.profile, scopes: key.scopes, origin: origin)
+    }
+
+    /// What fails a renewal that has nothing to send (a person's session whose refresh token went under the lease).
+    var nothingToSend: AuthError { .configuration("profile '\(profile)' has no way to obtain a token") }
+
+    // MARK: Decisions
+
+    /// Before the lease; `justRead`: the flight read the store itself (it had not been read before).
+    func beforeLease(_ session: Snapshot, justRead: Bool) -> BeforeLease {
+        if justRead, let token = session.usableToken { return .useStored(token) }
+        if !session.callers { return .endRead }
+        if session.refreshToken == nil, origin == .login {
+            return .fail(.loginRequired("profile '\(profile)' needs a person to log in", scopes: scopes))
+        }
+        return .takeLease
+    }
+
+    /// Under the lease, after `progress`.
+    func underLease(_ session: Snapshot, after progress: LeaseProgress) -> UnderLease {
+        if session.loggedOut { return .fail(.loggedOut) }
+        if progress == .tookLease { return .reread }
+        if progress == .reread, session.unsavedRotation { return .commitUnsaved }
+        if let token = session.usableToken { return .useStored(token) }
+        if session.interactionRequired {
+            return .fail(session.lastError ?? .interactionRequired("the refresh token was refused"))
+        }
+        return .renew
+    }
+
+    /// What the renewal sends (decided once the token endpoint is known: the session may have changed meanwhile).
+    func renewal(_ session: Snapshot) -> Renewal {
+        if let refreshToken = session.refreshToken { return .send(.refresh(refreshToken)) }
+        switch origin {
+        case .seed: return .checkSeed
+        case .ownGrant: return .send(.ownGrant)
+        case .login: return .fail(nothingToSend)
+        }
+    }
+
+    /// The configured seed is sent unless it is `spent` (sent before, by this process or another): a spent seed was
+    /// rotated or refused, and sending it again would be a replay (a server with reuse protection would revoke the
+    /// whole family).
+    func sending(seed: String, spent: Bool) -> Result<Send, AuthError> {
+        guard !spent else {
+            return .failure(.interactionRequired("the configured refresh token was already used; provision a new one"))
+        }
+        return .success(.seed(seed))
+    }
+
+    /// The refresh token (or seed) was refused.
+    func refused(_ session: Snapshot) -> Refusal {
+        if session.loggedOut { return .fail(.loggedOut) }
+        switch origin {
+        case .ownGrant: return .fallBackToOwnGrant
+        case .login: return .requireInteraction(.loginRequired("the refresh token was refused (invalid_grant)"))
+        case .seed: return .requireInteraction(.interactionRequired("the refresh token was refused (invalid_grant)"))
+        }
+    }
+
+    /// The token endpoint answered the request that sent `sent`. Whether callers still wait does not matter.
+    func answered(_ sent: Send, _ session: Snapshot) -> Answer {
+        if session.loggedOut { return .revokeAndFail(.loggedOut) }
+        return .commit(replacing: sent.refreshToken)
+    }
+}
