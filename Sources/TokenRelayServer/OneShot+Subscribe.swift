@@ -1,9 +1,9 @@
 import Synchronization
 import TokenRelayConfig
-import TokenRelayErrorKinds
 import TokenRelayHTTP
 import TokenRelayJSONRPC
 import TokenRelayLogging
+import TokenRelayPlatform
 
 extension OneShot {
     /// How a one-shot subscription ended.
@@ -33,74 +33,50 @@ extension OneShot {
 
     /// Follows one event stream (params as `subscribe` takes them), calling `onEvent` with each
     /// `event` notification's params (without `subscription`), until the stream closes or
-    /// `handle` is stopped. State changes are logged on stderr.
+    /// `handle` is stopped. State changes are logged on stderr. The stream is the `subscribe`
+    /// method's (``Subscriptions/source(_:runtime:)``), read here without notifications.
     public static func subscribe(
         settings: Settings, environment: String?, params: JSONValue, handle: SubscriptionHandle,
         onEvent: @escaping @Sendable (JSONValue) -> Void
     ) async -> SubscriptionEnd {
         let runtime: RelayRuntime
         do {
-            runtime = try await RelayRuntime.make(
-                settings: settings, environmentOverride: environment)
+            runtime = try await RelayRuntime.make(settings: settings, environmentOverride: environment)
         } catch {
             return .failed(ErrorMapping.rpcError(error))
         }
-        let sink = CallbackSink(onEvent: onEvent, finished: handle.finished)
-        let subscriptions = Subscriptions(runtime: runtime)
-        let context = RequestContext(id: .number(JSONNumber(1)), inBatch: false, sink: sink)
+        let source: EventSource
         do {
-            _ = try await subscriptions.subscribe(
-                try SubscribeMethod.decode(params, context: context), context: context)
+            source = try await Subscriptions.source(try RequestParams.decodeSubscription(params), runtime: runtime).source
         } catch {
             await runtime.close()
             return .failed(ErrorMapping.rpcError(error))
         }
-        context.replyHandedOver.fire()
-        await handle.finished.wait()
-        await subscriptions.closeAll()
-        await runtime.close()
-        return handle.wasStopped ? .stopped : sink.end
-    }
-
-    /// Turns the subscription's notifications into callbacks and log lines.
-    private final class CallbackSink: MessageSink {
-        let onEvent: @Sendable (JSONValue) -> Void
-        let closed: OneShotSignal
-        private let ending = Mutex<SubscriptionEnd>(.closed(status: nil, error: nil))
-
-        init(onEvent: @escaping @Sendable (JSONValue) -> Void, finished: OneShotSignal) {
-            self.onEvent = onEvent
-            closed = finished
-        }
-
-        var end: SubscriptionEnd { ending.withLock { $0 } }
-
-        func send(_ message: consuming [UInt8]) async { sendNow(message) }
-
-        func sendNow(_ message: consuming [UInt8]) {
-            guard let value = try? JSONParser.parse(message), var params = value["params"]?.objectValue else { return }
-            params["subscription"] = nil
-            switch value["method"]?.stringValue {
-            case "event":
-                onEvent(.object(params))
-            case "subscription-state":
-                let state = params["state"]?.stringValue ?? "?"
-                log.info(
-                    "subscription \(state)",
-                    params.members.filter { $0.key != "state" }.map { ($0.key, $0.value.jsonText) })
-                if state == "closed" {
-                    let error = params["error"].map { error in
-                        EventSourceFailure(
-                            kind: error["kind"]?.stringValue.flatMap(ErrorKind.init(rawValue:)) ?? .transport,
-                            message: error["message"]?.stringValue ?? "closed")
+        let ending = Mutex<SubscriptionEnd>(.closed(status: nil, error: nil))
+        let stream = Placement.task {
+            for await update in source {
+                switch update {
+                case .event(let event):
+                    onEvent(.object(Subscriptions.eventParams(event, id: nil)))
+                case .state(let change):
+                    let fields = Subscriptions.stateParams(change, id: nil).objectValue?.members ?? []
+                    log.info(
+                        "subscription \(change.state.rawValue)",
+                        fields.filter { $0.key != "state" }.map { ($0.key, $0.value.jsonText) })
+                    if change.state == .closed {
+                        let error = change.error.map {
+                            EventSourceFailure(kind: $0.kind, message: Redactor.shared.redact($0.message))
+                        }
+                        ending.withLock { $0 = .closed(status: change.status, error: error) }
                     }
-                    let status = params["status"]?.numberValue?.intValue
-                    ending.withLock { $0 = .closed(status: status, error: error) }
-                    closed.fire()
                 }
-            default:
-                break
             }
+            handle.finished.fire()
         }
+        await handle.finished.wait()
+        stream.cancel()
+        await stream.value
+        await runtime.close()
+        return handle.wasStopped ? .stopped : ending.withLock { $0 }
     }
 }

@@ -39,6 +39,30 @@ final class Subscriptions: Sendable {
     private func start(_ params: RequestParams, runtime: RelayRuntime, context: RequestContext) async throws
         -> SubscribeMethod.Result?
     {
+        let (source, environment, profile) = try await Self.source(params, runtime: runtime)
+        let notifier = Notifier(context: context)
+        let replyHandedOver = context.replyHandedOver
+        // Registered under the registry's lock only while `runtime` is still the current one and
+        // the registry is not closing: a reload swaps the runtime and a close marks the registry
+        // under that same lock, so nothing registers behind their backs.
+        let registry = self.registry
+        return try registry.register(
+            environment: environment.name, profile: profile?.name, isCurrent: { runtimes.current === runtime }
+        ) { id in
+            Task.detached {
+                // The reply carrying the id goes out before any notification of the subscription.
+                await replyHandedOver.wait()
+                await Self.pump(source, id: id, notifier: notifier)
+                registry.finished(id)
+            }
+        }.map { SubscribeMethod.Result(subscription: $0) }
+    }
+
+    /// The event source of a subscription described by `params` on `runtime`, with the environment
+    /// and profile it belongs to: the `subscribe` method's and the one-shot `subscribe` command's.
+    static func source(_ params: RequestParams, runtime: RelayRuntime) async throws
+        -> (source: EventSource, environment: EnvironmentRuntime, profile: ProfileRuntime?)
+    {
         let environment = try runtime.environment(params.environment)
         let profile = params.auth ? try runtime.profile(params.profile, in: environment) : nil
         let request = try RequestMethod.httpRequest(params, environment: environment)
@@ -58,24 +82,7 @@ final class Subscriptions: Sendable {
         // The environment's one middleware stack, `request`'s, around one recovery budget that
         // every reconnect of this subscription shares (SPEC §5.5, §7).
         let client = environment.client(for: profile, recoveryBudget: AuthRecoveryBudget())
-        let source = EventSource(transport: client, configuration: configuration)
-
-        let notifier = Notifier(context: context)
-        let replyHandedOver = context.replyHandedOver
-        // Registered under the registry's lock only while `runtime` is still the current one and
-        // the registry is not closing: a reload swaps the runtime and a close marks the registry
-        // under that same lock, so nothing registers behind their backs.
-        let registry = self.registry
-        return try registry.register(
-            environment: environment.name, profile: profile?.name, isCurrent: { runtimes.current === runtime }
-        ) { id in
-            Task.detached {
-                // The reply carrying the id goes out before any notification of the subscription.
-                await replyHandedOver.wait()
-                await Self.pump(source, id: id, notifier: notifier)
-                registry.finished(id)
-            }
-        }.map { SubscribeMethod.Result(subscription: $0) }
+        return (EventSource(transport: client, configuration: configuration), environment, profile)
     }
 
     /// The `{kind, message}` of a subscription closed by a pipeline error that is not the
@@ -122,12 +129,7 @@ final class Subscriptions: Sendable {
         for await update in source {
             switch update {
             case .event(let event):
-                var params: JSONObject = ["subscription": .string(id)]
-                if let lastEventID = event.lastEventID { params["id"] = .string(lastEventID) }
-                params["event"] = .string(event.type)
-                params["data"] = .string(event.data)
-                if let retry = event.retry { params["retry"] = .int(retry) }
-                await notifier.notify("event", .object(params))
+                await notifier.notify("event", .object(eventParams(event, id: id)))
             case .state(let change):
                 await notifier.notify("subscription-state", stateParams(change, id: id))
                 if change.state == .closed { closed = true }
@@ -139,8 +141,22 @@ final class Subscriptions: Sendable {
         }
     }
 
-    static func stateParams(_ change: SubscriptionStateChange, id: String) -> JSONValue {
-        var params: JSONObject = ["subscription": .string(id), "state": .string(change.state.rawValue)]
+    /// An `event` notification's params (without `subscription` when `id` is `nil`).
+    static func eventParams(_ event: ServerSentEvent, id: String?) -> JSONObject {
+        var params: JSONObject = [:]
+        if let id { params["subscription"] = .string(id) }
+        if let lastEventID = event.lastEventID { params["id"] = .string(lastEventID) }
+        params["event"] = .string(event.type)
+        params["data"] = .string(event.data)
+        if let retry = event.retry { params["retry"] = .int(retry) }
+        return params
+    }
+
+    /// A `subscription-state` notification's params (without `subscription` when `id` is `nil`).
+    static func stateParams(_ change: SubscriptionStateChange, id: String?) -> JSONValue {
+        var params: JSONObject = [:]
+        if let id { params["subscription"] = .string(id) }
+        params["state"] = .string(change.state.rawValue)
         if let attempt = change.attempt { params["attempt"] = .int(attempt) }
         if let retry = change.retryInMs { params["retryInMs"] = .int(retry) }
         if let status = change.status { params["status"] = .int(status) }
