@@ -46,6 +46,11 @@ let package = Package(
             ]),
         .target(
             name: "TokenRelayServer", dependencies: ["TokenRelayJSONRPC", "TokenRelayConfig", "TokenRelayHTTP", "TokenRelayHTTPFields", "TokenRelayAuth", "TokenRelayErrorKinds", "TokenRelayLogging", "TokenRelayPlatform"]),
+        // The command-line flows over the server's runtime: one-shot commands (call, token, login,
+        // status, logout, invalidate, subscribe) and check-config.
+        .target(
+            name: "TokenRelayCommands",
+            dependencies: ["TokenRelayServer", "TokenRelayConfig", "TokenRelayJSONRPC", "TokenRelayHTTP", "TokenRelayAuth", "TokenRelayLogging", "TokenRelayPlatform"]),
         // The library's public face: a small client over Relay's runtime (RelaySession, @_spi).
         .target(name: "TokenRelay", dependencies: ["TokenRelayServer", "TokenRelayConfig", "TokenRelayJSONRPC"]),
         // The release binary exports no symbols of its own: libcurl's dependency tree (dlopen'ed
@@ -55,7 +60,7 @@ let package = Package(
         .executableTarget(
             name: "tokenrelay",
             dependencies: [
-                "TokenRelayServer", "TokenRelayJSONRPC", "TokenRelayConfig", "TokenRelayHTTP", "TokenRelayHTTPFields", "TokenRelayAuth", "CSystem", "TokenRelayErrorKinds", "TokenRelayLogging", "TokenRelayPlatform",
+                "TokenRelayCommands", "TokenRelayServer", "TokenRelayJSONRPC", "TokenRelayConfig", "TokenRelayHTTP", "TokenRelayHTTPFields", "TokenRelayAuth", "CSystem", "TokenRelayErrorKinds", "TokenRelayLogging", "TokenRelayPlatform",
             ],
             linkerSettings: [.unsafeFlags(["-Xlinker", "--no-export-dynamic"], .when(configuration: .release))]),
 
@@ -66,7 +71,7 @@ let package = Package(
         .testTarget(name: "PlatformTests", dependencies: ["TokenRelayPlatform"]),
         .testTarget(name: "LoggingTests", dependencies: ["TokenRelayLogging", "TokenRelayPlatform"]),
         .testTarget(name: "JSONRPCTests", dependencies: ["TokenRelayJSONRPC", "TokenRelayPlatform"]),
-        .testTarget(name: "ConfigTests", dependencies: ["TokenRelayConfig", "TokenRelayHTTPFields", "TokenRelayLogging"]),
+        .testTarget(name: "ConfigTests", dependencies: ["TokenRelayConfig", "TokenRelayCommands", "TokenRelayHTTPFields", "TokenRelayLogging"]),
         .testTarget(name: "HTTPTests", dependencies: ["TokenRelayHTTP", "TokenRelayHTTPFields", "TokenRelayAuth", "TokenRelayErrorKinds", "TokenRelayLogging", "TokenRelayPlatform", "TestSupport"]),
         // The tests make keys and signatures with libcrypto directly: they link it.
         .testTarget(
@@ -74,6 +79,7 @@ let package = Package(
             dependencies: ["TokenRelayAuth", "TokenRelayHTTP", "TokenRelayLogging", "CCrypto", "CCurl", "CSQLite", "TokenRelayErrorKinds", "TestSupport"],
             linkerSettings: [.linkedLibrary("crypto")]),
         .testTarget(name: "RelayTests", dependencies: ["TokenRelayServer", "TokenRelayJSONRPC", "TokenRelayConfig", "TokenRelayHTTP", "TokenRelayAuth", "TokenRelayErrorKinds", "TokenRelayPlatform"]),
+        .testTarget(name: "CommandsTests", dependencies: ["TokenRelayCommands", "TokenRelayServer", "TokenRelayConfig", "TokenRelayJSONRPC", "TokenRelayHTTP", "TokenRelayLogging", "TokenRelayPlatform"]),
         .testTarget(name: "TokenRelayTests", dependencies: ["TokenRelay", "TestSupport"]),
         .testTarget(name: "EndToEndTests", dependencies: ["TokenRelayJSONRPC", "TestSupport"], exclude: ["Fixtures"]),
     ],

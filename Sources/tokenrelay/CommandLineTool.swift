@@ -3,6 +3,7 @@ import FoundationEssentials
 import Glibc
 import Synchronization
 import TokenRelayAuth
+import TokenRelayCommands
 import TokenRelayConfig
 import TokenRelayErrorKinds
 import TokenRelayHTTPFields

@@ -1,4 +1,5 @@
 import FoundationEssentials
+import TokenRelayCommands
 import TokenRelayConfig
 import TokenRelayJSONRPC
 import TokenRelayLogging

@@ -1,5 +1,6 @@
 import FoundationEssentials
 import TokenRelayAuth
+import TokenRelayCommands
 import TokenRelayConfig
 import TokenRelayErrorKinds
 import TokenRelayJSONRPC

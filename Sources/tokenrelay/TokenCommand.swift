@@ -1,5 +1,6 @@
 import FoundationEssentials
 import Glibc
+import TokenRelayCommands
 import TokenRelayConfig
 import TokenRelayJSONRPC
 import TokenRelayLogging

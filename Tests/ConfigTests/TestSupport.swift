@@ -1,4 +1,5 @@
 import Testing
+import TokenRelayCommands
 
 @testable import TokenRelayConfig
 

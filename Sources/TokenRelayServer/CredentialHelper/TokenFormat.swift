@@ -40,7 +40,7 @@ public enum TokenFormat: String, Sendable, CaseIterable {
 
     /// What `tokenrelay token` prints: the value's text (strings as they are, objects as JSON)
     /// and a newline.
-    func text(_ token: Token, version: ExecCredentialVersion) -> String {
+    package func text(_ token: Token, version: ExecCredentialVersion) -> String {
         switch value(token, version: version) {
         case .string(let text): text + "\n"
         case let other: other.jsonText + "\n"

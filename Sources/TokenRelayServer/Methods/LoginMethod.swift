@@ -5,8 +5,10 @@ import TokenRelayLogging
 
 /// `login {environment?, profile?}` (SPEC §5.4): starts or joins the interactive login of a
 /// session and answers once it is stored.
-struct LoginMethod: Sendable {
+package struct LoginMethod: Sendable {
     let runtime: RelayRuntime
+
+    package init(runtime: RelayRuntime) { self.runtime = runtime }
 
     /// `{environment?, profile?}`.
     struct Params: MethodParams {
@@ -28,7 +30,7 @@ struct LoginMethod: Sendable {
     }
 
     /// The environment and interactive profile named (or the defaults).
-    func session(environment name: String?, profile profileName: String?) throws(RPCError) -> (
+    package func session(environment name: String?, profile profileName: String?) throws(RPCError) -> (
         EnvironmentRuntime, ProfileRuntime
     ) {
         let environment = try runtime.environment(name)
@@ -48,7 +50,7 @@ struct LoginMethod: Sendable {
     }
 
     /// Runs the login of `profile`.
-    func perform(environment: EnvironmentRuntime, profile: ProfileRuntime, openBrowser: Bool) async throws
+    package func perform(environment: EnvironmentRuntime, profile: ProfileRuntime, openBrowser: Bool) async throws
         -> LoginResult
     {
         var key = profile.session
@@ -59,7 +61,7 @@ struct LoginMethod: Sendable {
 
     /// `{environment, profile, loggedIn: true, expiresAt?, subject?, email?, name?}`: the session
     /// is stored.
-    struct Result: MethodResult, Equatable {
+    package struct Result: MethodResult, Equatable {
         /// The environment logged in to.
         var environment: String
         /// The profile logged in with.
@@ -78,11 +80,11 @@ struct LoginMethod: Sendable {
         }
 
         /// The result of `login` for that session.
-        init(_ login: LoginResult, environment: String, profile: String) {
+        package init(_ login: LoginResult, environment: String, profile: String) {
             self.init(environment: environment, profile: profile, expiresAt: login.expiresAt, identity: login.identity)
         }
 
-        var resultValue: JSONValue {
+        package var resultValue: JSONValue {
             var object: JSONObject = [
                 "environment": .string(environment), "profile": .string(profile), "loggedIn": true,
             ]
@@ -110,7 +112,7 @@ struct LoginMethod: Sendable {
     }
 
     /// The `auth-prompt` notification params.
-    static func promptParams(_ prompt: LoginPrompt) -> JSONValue {
+    package static func promptParams(_ prompt: LoginPrompt) -> JSONValue {
         var object: JSONObject = [
             "environment": .string(prompt.environment), "profile": .string(prompt.profile),
             "kind": .string(prompt.kind.rawValue), "url": .string(prompt.url.value),

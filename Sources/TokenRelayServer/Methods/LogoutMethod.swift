@@ -3,13 +3,13 @@ import TokenRelayJSONRPC
 /// `logout {environment?, profile?, all?}`: drops the sessions' tokens and refresh state (revoking
 /// at the server where it offers RFC 7009). Answers `{loggedOut: N}`; a request waiting on one of
 /// those sessions' tokens ends with kind `logged_out`.
-enum LogoutMethod: RelayMethod {
+package enum LogoutMethod: RelayMethod {
     static let method = "logout"
 
     /// `{loggedOut: N}`: how many sessions were logged out.
-    struct Result: MethodResult, Equatable {
+    package struct Result: MethodResult, Equatable {
         var loggedOut: Int
-        var resultValue: JSONValue { ["loggedOut": .int(loggedOut)] }
+        package var resultValue: JSONValue { ["loggedOut": .int(loggedOut)] }
     }
 
     static func handle(_ params: SessionSelection, in context: MethodContext) async throws -> Result {

@@ -41,7 +41,7 @@ protocol MethodResult: JSONWritable {
 }
 
 extension MethodResult {
-    func write(into output: inout [UInt8]) { resultValue.write(into: &output) }
+    package func write(into output: inout [UInt8]) { resultValue.write(into: &output) }
 }
 
 extension JSONValue: MethodResult {

@@ -4,11 +4,13 @@ import TokenRelayJSONRPC
 import TokenRelayLogging
 
 /// `request`: one HTTP request to an environment, with the profile's credentials.
-struct RequestMethod: Sendable {
+package struct RequestMethod: Sendable {
     let runtime: RelayRuntime
 
+    package init(runtime: RelayRuntime) { self.runtime = runtime }
+
     /// Sends the request the params describe; any HTTP status is a response.
-    func perform(_ params: RequestParams) async throws -> (HTTPResponse, Duration) {
+    package func perform(_ params: RequestParams) async throws -> (HTTPResponse, Duration) {
         let environment = try runtime.environment(params.environment)
         let profile = params.auth ? try runtime.profile(params.profile, in: environment) : nil
         var request = try Self.httpRequest(params, environment: environment)

@@ -4,11 +4,11 @@ import TokenRelayErrorKinds
 import TokenRelayJSONRPC
 
 /// `status`: per session its state (never a token value), the subscription count and the store.
-enum StatusMethod: RelayMethod {
+package enum StatusMethod: RelayMethod {
     static let method = "status"
 
     /// `{sessions, subscriptions, store}`: never a token value.
-    struct Result: MethodResult {
+    package struct Result: MethodResult {
         /// One entry per session, in the order given (``TokenMethods/status()`` sorts them).
         var sessions: [SessionStatus]
         /// How many subscriptions are open.
@@ -18,7 +18,7 @@ enum StatusMethod: RelayMethod {
         /// Why the store could not be read, when it could not.
         var storeError: (kind: ErrorKind, message: String)?
 
-        var resultValue: JSONValue {
+        package var resultValue: JSONValue {
             var storeObject: JSONObject = ["type": .string(store.type), "encrypted": .bool(store.encrypted)]
             if let path = store.path { storeObject["path"] = .string(path) }
             if let version = store.schemaVersion { storeObject["schemaVersion"] = .int(version) }

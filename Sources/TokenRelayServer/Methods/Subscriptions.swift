@@ -9,7 +9,7 @@ import TokenRelayLogging
 /// `subscribe` / `unsubscribe`: each subscription is one task that pulls its ``EventSource`` and
 /// writes `event` and `subscription-state` notifications. The task pulls only as fast as the
 /// writer accepts notifications, so a slow peer pauses the transfer instead of growing memory.
-final class Subscriptions: Sendable {
+package final class Subscriptions: Sendable {
     private let runtimes: CurrentRuntime
     /// The running subscriptions.
     let registry = SubscriptionRegistry()
@@ -60,7 +60,7 @@ final class Subscriptions: Sendable {
 
     /// The event source of a subscription described by `params` on `runtime`, with the environment
     /// and profile it belongs to: the `subscribe` method's and the one-shot `subscribe` command's.
-    static func source(_ params: RequestParams, runtime: RelayRuntime) async throws
+    package static func source(_ params: RequestParams, runtime: RelayRuntime) async throws
         -> (source: EventSource, environment: EnvironmentRuntime, profile: ProfileRuntime?)
     {
         let environment = try runtime.environment(params.environment)
@@ -142,7 +142,7 @@ final class Subscriptions: Sendable {
     }
 
     /// An `event` notification's params (without `subscription` when `id` is `nil`).
-    static func eventParams(_ event: ServerSentEvent, id: String?) -> JSONObject {
+    package static func eventParams(_ event: ServerSentEvent, id: String?) -> JSONObject {
         var params: JSONObject = [:]
         if let id { params["subscription"] = .string(id) }
         if let lastEventID = event.lastEventID { params["id"] = .string(lastEventID) }
@@ -153,7 +153,7 @@ final class Subscriptions: Sendable {
     }
 
     /// A `subscription-state` notification's params (without `subscription` when `id` is `nil`).
-    static func stateParams(_ change: SubscriptionStateChange, id: String?) -> JSONValue {
+    package static func stateParams(_ change: SubscriptionStateChange, id: String?) -> JSONValue {
         var params: JSONObject = [:]
         if let id { params["subscription"] = .string(id) }
         params["state"] = .string(change.state.rawValue)

@@ -2,13 +2,13 @@ import TokenRelayJSONRPC
 
 /// `token-invalidate {environment?, profile?, all?}`: expires access tokens so the next use
 /// renews them; refresh state is kept. Answers `{invalidated: N}`.
-enum TokenInvalidateMethod: RelayMethod {
+package enum TokenInvalidateMethod: RelayMethod {
     static let method = "token-invalidate"
 
     /// `{invalidated: N}`: how many sessions held a token that is now expired.
-    struct Result: MethodResult, Equatable {
+    package struct Result: MethodResult, Equatable {
         var invalidated: Int
-        var resultValue: JSONValue { ["invalidated": .int(invalidated)] }
+        package var resultValue: JSONValue { ["invalidated": .int(invalidated)] }
     }
 
     static func handle(_ params: SessionSelection, in context: MethodContext) async throws -> Result {

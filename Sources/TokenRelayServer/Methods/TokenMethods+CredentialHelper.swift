@@ -8,7 +8,7 @@ import TokenRelayLogging
 /// ``OneShot``. One path hands tokens out, whatever the format.
 extension TokenMethods {
     /// `min_valid` when the caller gives none.
-    static let defaultMinimumValidity: Duration = .seconds(60)
+    package static let defaultMinimumValidity: Duration = .seconds(60)
 
     /// `token-get`: an access token, only for profiles with `expose_token: true`, in `format`
     /// (`json`, `header`, `exec-credential` with `apiVersion`), valid for at least `minValid`
@@ -22,7 +22,7 @@ extension TokenMethods {
 
     /// A token from the profile named `profile` of `environment` (or the defaults), valid for at
     /// least `minimumValidity`; the checks every credential-helper path makes.
-    func issue(environment environmentName: String?, profile profileName: String?, minimumValidity: Duration)
+    package func issue(environment environmentName: String?, profile profileName: String?, minimumValidity: Duration)
         async throws -> (token: Token, profile: ProfileRuntime, environment: EnvironmentRuntime)
     {
         let environment = try runtime.environment(environmentName)
@@ -74,7 +74,7 @@ extension TokenMethods {
     /// git-credential(1) asks). Returns what to print: the answer to a `get` whose protocol and
     /// host (and path) an environment's `base_url` matches, and nothing otherwise: never the
     /// default environment. `environment` restricts the candidates to one environment.
-    func gitCredential(
+    package func gitCredential(
         action: String, request: GitCredentialRequest, environment: String?, profile: String?,
         minimumValidity: Duration
     ) async throws -> String {

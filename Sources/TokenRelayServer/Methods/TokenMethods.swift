@@ -3,12 +3,12 @@ import TokenRelayAuth
 import TokenRelayJSONRPC
 
 /// The params of `token-invalidate` and `logout`: `{environment?, profile?, all?}`.
-struct SessionSelection: MethodParams {
+package struct SessionSelection: MethodParams {
     var environment: String?
     var profile: String?
     var all: Bool
 
-    init(decoding params: JSONValue?) throws(RPCError) {
+    package init(decoding params: JSONValue?) throws(RPCError) {
         var reader = try ParamReader(params, allowed: ["environment", "profile", "all"])
         environment = reader.string("environment")
         profile = reader.string("profile")
@@ -22,9 +22,14 @@ struct SessionSelection: MethodParams {
 
 /// What `token-invalidate`, `logout`, `status` and `token-get` (TokenMethods+CredentialHelper.swift)
 /// do, for the method types and the one-shot commands alike.
-struct TokenMethods: Sendable {
+package struct TokenMethods: Sendable {
     let runtime: RelayRuntime
     let subscriptionCount: @Sendable () -> Int
+
+    package init(runtime: RelayRuntime, subscriptionCount: @escaping @Sendable () -> Int) {
+        self.runtime = runtime
+        self.subscriptionCount = subscriptionCount
+    }
 
     /// The sessions `selection` names; validates the names. A named environment without a
     /// profile means every profile of it, whatever its `default_profile` says; naming neither
@@ -42,7 +47,7 @@ struct TokenMethods: Sendable {
         return (environment.name, try runtime.profile(nil, in: environment)?.name)
     }
 
-    func invalidate(_ selection: SessionSelection) async throws -> TokenInvalidateMethod.Result {
+    package func invalidate(_ selection: SessionSelection) async throws -> TokenInvalidateMethod.Result {
         let (environment, profile) = try resolve(selection)
         var count = await runtime.manager.invalidate(environment: environment, profile: profile)
         for source in fetchedBearerSources(environment: environment, profile: profile) {
@@ -52,7 +57,7 @@ struct TokenMethods: Sendable {
         return TokenInvalidateMethod.Result(invalidated: count)
     }
 
-    func logout(_ selection: SessionSelection) async throws -> LogoutMethod.Result {
+    package func logout(_ selection: SessionSelection) async throws -> LogoutMethod.Result {
         let (environment, profile) = try resolve(selection)
         var count = try await runtime.manager.logout(environment: environment, profile: profile)
         for source in fetchedBearerSources(environment: environment, profile: profile) {
@@ -70,7 +75,7 @@ struct TokenMethods: Sendable {
         }
     }
 
-    func status() async throws -> StatusMethod.Result {
+    package func status() async throws -> StatusMethod.Result {
         // Sessions this process has not used yet show what the store holds (another process's
         // tokens); a store that cannot be opened is reported, not fatal.
         var storeError: RPCError?

@@ -4,7 +4,7 @@ import TokenRelayHTTPFields
 import TokenRelayJSONRPC
 
 /// The validated params of `request` (and the request-like part of `subscribe`).
-struct RequestParams: Sendable {
+package struct RequestParams: Sendable {
     /// Where the request goes: a path template against the environment's base URL, or an
     /// absolute URL used as is.
     enum Target: Sendable {
@@ -26,15 +26,15 @@ struct RequestParams: Sendable {
         var defaultContentType: String?
     }
 
-    var environment: String?
-    var profile: String?
+    package var environment: String?
+    package var profile: String?
     var method: String
     var target: Target
     var query: [(name: String, value: String)]
     var headers: HTTPHeaders
     var body: Body?
     var timeout: Duration?
-    var auth: Bool
+    package var auth: Bool
     /// `subscribe` only.
     var lastEventID: String?
     /// `subscribe` only: a clean end of the stream ends the subscription (SPEC §5.5).
@@ -50,7 +50,7 @@ struct RequestParams: Sendable {
     ]
 
     /// Decodes `request` params; every problem is reported at once as -32602 diagnostics.
-    static func decode(_ params: JSONValue?) throws(RPCError) -> RequestParams {
+    package static func decode(_ params: JSONValue?) throws(RPCError) -> RequestParams {
         var reader = try ParamReader(params, allowed: requestMembers)
         let result = decodeCommon(&reader, allowBody: true)
         try reader.finish()
@@ -59,7 +59,7 @@ struct RequestParams: Sendable {
     }
 
     /// Decodes `subscribe` params (GET only, no body, plus `lastEventId`).
-    static func decodeSubscription(_ params: JSONValue?) throws(RPCError) -> RequestParams {
+    package static func decodeSubscription(_ params: JSONValue?) throws(RPCError) -> RequestParams {
         var reader = try ParamReader(params, allowed: subscribeMembers)
         let lastEventID = reader.string("lastEventId")
         if let lastEventID, ParsedURL.containsControlCharacter(lastEventID) {

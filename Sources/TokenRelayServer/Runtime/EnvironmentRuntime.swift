@@ -5,7 +5,7 @@ import TokenRelayHTTP
 /// One configured environment: its transport, origin policy, headers and profiles. One object
 /// per environment and runtime, shared by every request to it (a request's frames hold a
 /// reference, not a copy of its clients and profiles).
-final class EnvironmentRuntime: Sendable {
+package final class EnvironmentRuntime: Sendable {
     let settings: EnvironmentSettings
     let origins: OriginPolicy
     let headers: HTTPHeaders
@@ -38,7 +38,7 @@ final class EnvironmentRuntime: Sendable {
         self.clients = clients
     }
 
-    var name: String { settings.name }
+    package var name: String { settings.name }
 
     /// The profile to use when the caller names none: `default_profile`, else the only profile.
     var defaultProfileName: String? {

@@ -7,14 +7,14 @@ import TokenRelayLogging
 
 /// One configured profile, ready to sign requests (one object per profile, shared by its
 /// requests and kept across a reload that leaves it unchanged).
-final class ProfileRuntime: Sendable {
-    let name: String
+package final class ProfileRuntime: Sendable {
+    package let name: String
     let typeName: String
     let exposeToken: Bool
     /// `nil` for a type this build cannot serve (interactive profiles): using it is an error.
     let credentials: (any CredentialSource)?
     /// The token-manager session, for OAuth profiles.
-    let session: SessionKey?
+    package let session: SessionKey?
     /// The header the profile places its credential in (lower-cased), if any; a caller-supplied
     /// header of the same name is ambiguous and refused.
     let credentialHeader: String?

@@ -11,11 +11,11 @@ import TokenRelayPlatform
 /// environment, and the token manager holding every OAuth session. A configuration reload
 /// builds a new one from the previous one (``make(settings:environmentOverride:testLeaseGate:reusing:)``):
 /// the manager persists, and unchanged environments and profiles are carried over as they are.
-final class RelayRuntime: Sendable {
+package final class RelayRuntime: Sendable {
     let settings: Settings
     /// `--env`, which overrides the config's `default_environment`.
     let environmentOverride: String?
-    let manager: TokenManager
+    package let manager: TokenManager
     let environments: [String: EnvironmentRuntime]
     /// The transport of each environment.
     let environmentTransports: [String: LazyTransport]
@@ -48,7 +48,7 @@ final class RelayRuntime: Sendable {
     /// lease, until something is written to it. With `previous` (a reload), the previous
     /// runtime's manager is kept, and so are the transports and profiles that `diff` keeps;
     /// changed OAuth profiles start afresh (their held access token is not used again).
-    static func make(
+    package static func make(
         settings: Settings, environmentOverride: String?, testLeaseGate: String? = nil,
         reusing previous: (runtime: RelayRuntime, diff: SettingsDiff)? = nil
     ) async throws -> RelayRuntime {
@@ -142,7 +142,7 @@ final class RelayRuntime: Sendable {
     }
 
     /// The configured token store (opened on first use).
-    static func makeStore(_ settings: StoreSettings) -> any TokenStore {
+    package static func makeStore(_ settings: StoreSettings) -> any TokenStore {
         switch settings.type {
         case .memory:
             return InMemoryTokenStore()
@@ -196,7 +196,7 @@ final class RelayRuntime: Sendable {
     }
 
     /// The environment named `name`, or the default one.
-    func environment(_ name: String?) throws(RPCError) -> EnvironmentRuntime {
+    package func environment(_ name: String?) throws(RPCError) -> EnvironmentRuntime {
         guard let name = name ?? defaultEnvironmentName else {
             throw RPCError(
                 code: .unknownEnvironment,
@@ -251,7 +251,7 @@ final class RelayRuntime: Sendable {
 
     /// The profile named `name` in `environment`, or its default one; `nil` when the environment
     /// has no profile at all.
-    func profile(_ name: String?, in environment: EnvironmentRuntime) throws(RPCError) -> ProfileRuntime? {
+    package func profile(_ name: String?, in environment: EnvironmentRuntime) throws(RPCError) -> ProfileRuntime? {
         let known = JSONValue.array(environment.settings.profiles.map { .string($0.name) })
         guard let name = name ?? environment.defaultProfileName else {
             if environment.profiles.isEmpty { return nil }
@@ -272,7 +272,7 @@ final class RelayRuntime: Sendable {
     }
 
     /// Stops the transports after letting pending token commits settle.
-    func close() async {
+    package func close() async {
         await manager.close()
         for transport in transports { transport.shutdown() }
     }

@@ -3,7 +3,7 @@ import Testing
 import TokenRelayConfig
 import TokenRelayJSONRPC
 
-@testable import TokenRelayServer
+@testable import TokenRelayCommands
 
 /// A secret that cannot be resolved when a request needs it says so, where it is declared and
 /// why, with kind `config`, whatever the profile type: not "invalid OAuth configuration" for a

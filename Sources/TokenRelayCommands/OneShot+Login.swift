@@ -1,7 +1,10 @@
 import TokenRelayAuth
 import TokenRelayConfig
+import TokenRelayHTTP
 import TokenRelayJSONRPC
+import TokenRelayLogging
 import TokenRelayPlatform
+import TokenRelayServer
 
 extension OneShot {
     /// What a one-shot login gives.

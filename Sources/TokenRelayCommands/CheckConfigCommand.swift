@@ -1,4 +1,9 @@
+import TokenRelayAuth
+import TokenRelayConfig
+import TokenRelayHTTP
+import TokenRelayJSONRPC
 import TokenRelayLogging
+import TokenRelayServer
 
 /// `tokenrelay check-config [--config PATH] [--json] [--resolve-secrets] [--help]`: validates the
 /// config and reports every problem. Exit 0 when valid (warnings allowed), 1 when invalid, 2 for

@@ -1,10 +1,12 @@
 import Dispatch
 import Synchronization
 import TokenRelayAuth
+import TokenRelayConfig
 import TokenRelayHTTP
 import TokenRelayJSONRPC
 import TokenRelayLogging
 import TokenRelayPlatform
+import TokenRelayServer
 
 extension OneShot {
     /// The C libraries a one-shot `call` needs, loaded on a thread of their own beside the call's

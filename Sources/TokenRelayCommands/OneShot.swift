@@ -1,6 +1,9 @@
+import TokenRelayAuth
 import TokenRelayConfig
 import TokenRelayHTTP
 import TokenRelayJSONRPC
+import TokenRelayLogging
+import TokenRelayServer
 
 /// The one-shot commands for shell users (`tokenrelay call`), using the same runtime as the
 /// server without the JSON-RPC layer. Where their work runs is ``Placement``'s to say.

@@ -1,6 +1,9 @@
 import TokenRelayAuth
 import TokenRelayConfig
+import TokenRelayHTTP
 import TokenRelayJSONRPC
+import TokenRelayLogging
+import TokenRelayServer
 
 extension OneShot {
     /// `tokenrelay status`: the `status` method's result in a process of its own (what the store

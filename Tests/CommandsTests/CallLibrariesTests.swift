@@ -4,7 +4,7 @@ import TokenRelayHTTP
 import TokenRelayLogging
 import TokenRelayPlatform
 
-@testable import TokenRelayServer
+@testable import TokenRelayCommands
 
 /// `call`'s library loading thread (`OneShot.CallLibraries`) ends whether the call proceeds
 /// (libcurl loaded) or ends first (bad params): it never waits forever.

@@ -1,9 +1,11 @@
 import Synchronization
+import TokenRelayAuth
 import TokenRelayConfig
 import TokenRelayHTTP
 import TokenRelayJSONRPC
 import TokenRelayLogging
 import TokenRelayPlatform
+import TokenRelayServer
 
 extension OneShot {
     /// How a one-shot subscription ended.
@@ -47,7 +49,8 @@ extension OneShot {
         }
         let source: EventSource
         do {
-            source = try await Subscriptions.source(try RequestParams.decodeSubscription(params), runtime: runtime).source
+            source = try await Subscriptions.source(try RequestParams.decodeSubscription(params), runtime: runtime)
+                .source
         } catch {
             await runtime.close()
             return .failed(ErrorMapping.rpcError(error))

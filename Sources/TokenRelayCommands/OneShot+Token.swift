@@ -1,5 +1,9 @@
+import TokenRelayAuth
 import TokenRelayConfig
+import TokenRelayHTTP
 import TokenRelayJSONRPC
+import TokenRelayLogging
+import TokenRelayServer
 
 extension OneShot {
     /// `tokenrelay token`: the token of `profile` in `environment` (or the defaults) as
