@@ -55,7 +55,7 @@ let package = Package(
         .target(name: "TokenRelay", dependencies: ["TokenRelayServer", "TokenRelayConfig", "TokenRelayJSONRPC"]),
         // The release binary exports no symbols of its own: libcurl's dependency tree (dlopen'ed
         // on first use, ~30 libraries bound at once) then resolves its symbols without searching
-        // the executable's table first (`call` -4 % on the bench VM). A statically linked Swift
+        // the executable's table first (scripts/bench.d/FINDINGS.md). A statically linked Swift
         // runtime (`--static-swift-stdlib`) would otherwise export every symbol of our modules.
         .executableTarget(
             name: "tokenrelay",
@@ -114,9 +114,8 @@ if Context.environment["TOKENRELAY_DEV_TARGETS"] == "1" {
 // Every Swift target reaches concrete generic type metadata (a `[String: String]`'s storage, a
 // `Set<Origin>`) through direct accessor calls instead of by mangled name. The mangled-name path
 // demangles the type at first use and proves each generic requirement (`String: Hashable`) by a
-// linear scan of the binary's ~3,700 protocol conformance records: ~1 ms of CPU per start across
-// its threads (perf, 60 starts). Measured A/B on release builds: the first answer 4.2 -> 3.9 ms
-// (1.32 -> 1.19x a bare binary), `call` 1.46 -> 1.39x curl; requests unchanged. Code size +0.2 %.
+// linear scan of the binary's protocol conformance records, on every start's path (measured:
+// scripts/bench.d/FINDINGS.md §10).
 for target in package.targets where target.type != .system {
     target.swiftSettings =
         (target.swiftSettings ?? []) + [

@@ -112,7 +112,7 @@ public final class SQLiteTokenStore: TokenStore {
     }
 
     /// For a one-shot command that will read the store: loads libsqlite3 and libcrypto (the store
-    /// key's digest) on the caller's thread (a `dlopen` each, ~0.3 ms), starts the store's thread
+    /// key's digest) on the caller's thread (a `dlopen` each), starts the store's thread
     /// and queues the opening on it, then returns without waiting for the opening, which runs
     /// beside whatever the command does next (`call` loads libcurl then). A store sealed with a
     /// key is opened on first use instead (its key may take a command to resolve). Nothing is

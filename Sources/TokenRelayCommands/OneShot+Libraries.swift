@@ -14,7 +14,7 @@ extension OneShot {
     ///
     /// Loads do not overlap one another: every `dlopen` waits for the dynamic loader's lock, and
     /// while one maps and relocates a library no thread can be created (glibc holds its TLS lock
-    /// throughout). libcurl's tree takes ~3 ms, so it goes last: libcrypto first (libcurl's own
+    /// throughout). libcurl's tree is the slowest, so it goes last (FINDINGS §12): libcrypto first (libcurl's own
     /// dependency, and the digest of a store key), then, once the call knows its profile, what
     /// the profile's session needs before the request (``TokenStore/prepare()``: libsqlite3 and
     /// the store's thread, whose opening then runs beside libcurl's load), then libcurl. A

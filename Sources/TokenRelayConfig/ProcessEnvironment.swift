@@ -6,7 +6,7 @@
 public enum ProcessEnvironment {
     /// Every `NAME=value` entry of `environ` (the first one of a name wins, as with `getenv`).
     /// Read directly: `ProcessInfo.processInfo.environment` first initialises ProcessInfo and
-    /// goes through Foundation, ~0.3 ms of each start.
+    /// goes through Foundation at start.
     public static func current() -> [String: String] {
         guard let entries = Optional(environ) else { return [:] }
         return variables(entries)
@@ -22,8 +22,8 @@ public enum ProcessEnvironment {
         var variables: [String: String] = Dictionary(minimumCapacity: count)
         for index in 0..<count {
             guard let pointer = entries[index] else { continue }
-            // Straight from the C string's bytes (not a String cut in two and copied): ~40 µs of
-            // every start. Invalid UTF-8 is repaired as `String(cString:)` repairs it.
+            // Straight from the C string's bytes (not a String cut in two and copied), on every
+            // start's path. Invalid UTF-8 is repaired as `String(cString:)` repairs it.
             let bytes = UnsafeBufferPointer(
                 start: UnsafeRawPointer(pointer).assumingMemoryBound(to: UInt8.self), count: strlen(pointer))
             if let equals = bytes.firstIndex(of: UInt8(ascii: "=")) {

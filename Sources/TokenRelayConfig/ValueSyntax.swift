@@ -38,7 +38,7 @@ public enum ValueSyntax {
 
     /// `text` without leading and trailing spaces and tabs (what `CharacterSet.whitespaces`
     /// trims: Unicode space separators and tab, not newlines), in plain Swift: Foundation's
-    /// `trimmingCharacters` bridges through `NSString`, whose first use was ~0.2 ms of each start.
+    /// `trimmingCharacters` bridges through `NSString`, whose first use is paid at start.
     static func trimmingSpaces(_ text: some StringProtocol) -> String {
         // Nothing to trim when both ends are ASCII other than a space or tab (the usual case).
         let whole = String(text)

@@ -7,7 +7,7 @@
 /// and its short-lived helpers are.
 /// A pthread directly rather than Foundation's `Thread`, so that the process need not load
 /// swift-corelibs-foundation (and ICU behind it) to start one: the modules import
-/// FoundationEssentials only, which saved 2.5 ms of every start.
+/// FoundationEssentials only (scripts/bench.d/FINDINGS.md §9).
 public enum SystemThread {
     /// Starts `body` on a new detached thread named `name` (``ThreadName``, at most 15 bytes).
     /// Returns `false` when the system refuses a thread (resource limits); the caller decides

@@ -19,10 +19,8 @@ enum ProcessSetup {
     /// Makes every thread allocate from one malloc arena. glibc gives each new thread's first
     /// allocation an arena of its own (128 MiB of address space reserved and trimmed, page faults
     /// on first use, and TLB shoot-downs of the other running threads): every command starts
-    /// several threads before its first answer, each allocating a little. One arena took ~0.2 ms
-    /// off every `call` and cold start / bare 1.26 -> 1.21 for `serve` (A/B rounds); at 64
-    /// requests in flight `serve`'s throughput did not measurably change (10 interleaved rounds,
-    /// medians 17.8k and 17.7k req/s), and waits for the arena's lock were 0.07 % of its samples.
+    /// several threads before its first answer, each allocating a little. One arena makes every
+    /// start cheaper and costs nothing measurable at 64 in flight (scripts/bench.d/FINDINGS.md).
     /// Call before any thread starts.
     static func useOneMallocArena() {
         _ = mallopt(M_ARENA_MAX, 1)

@@ -25,7 +25,7 @@ func runCommand() -> Int32 {
 let exitCode = runCommand()
 log.flush()
 // `exit` would add only library teardown (OpenSSL's atexit cleanup, C++ static destructors) of
-// memory the kernel frees anyway: ~0.3 ms of every `call`. By now the command has closed or
+// memory the kernel frees anyway, on every `call`'s path. By now the command has closed or
 // flushed everything it owns (the store, its transfers, stdout, the log); stdio's buffers, which
 // `--version` and `--help` print through, are flushed here.
 fflush(nil)

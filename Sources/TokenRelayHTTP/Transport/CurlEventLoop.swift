@@ -306,7 +306,7 @@ final class CurlEventLoop: @unchecked Sendable {  // Safe: inbox is a Mutex; the
 
     /// Sets every option that depends on the transfer; returns an error for an unusable request.
     /// A pooled handle still holds the previous transfer's options (it is not reset: resetting
-    /// and setting the fixed options again cost ~5 % of the loop at 64 in flight), so EVERY
+    /// and setting the fixed options again showed in the loop's profile), so EVERY
     /// option set here is set on every transfer — to its value, or back to libcurl's default.
     private func configure(_ easy: CurlEasyHandle, for transfer: CurlTransfer) -> HTTPError? {
         let h = easy.handle

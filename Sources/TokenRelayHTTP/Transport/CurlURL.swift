@@ -183,8 +183,7 @@ final class CurlURLHandle: @unchecked Sendable {  // Safe: see the file's invari
             throw .malformed("no host")
         }
         // No user information, and a host cannot hold '/': the first '/' after "://" starts the path.
-        // Scanned on the UTF-8 view (Foundation's range(of:) bridges through NSString: ~2 % of a
-        // request's CPU in scripts/bench's profile).
+        // Scanned on the UTF-8 view (Foundation's range(of:) bridges through NSString).
         let bytes = url.utf8
         let schemeEnd = bytes.firstIndex(of: UInt8(ascii: ":")) ?? bytes.startIndex
         let afterScheme =

@@ -1,8 +1,8 @@
 import Synchronization
 
 /// The URLs one environment's requests parsed last, so a caller that sends the same URL again
-/// (a poller, an editor refreshing a view) does not pay libcurl's parse each time (~4 µs, the
-/// largest single cost of building a request). A parse is a pure function of its text (every
+/// (a poller, an editor refreshing a view) does not pay libcurl's parse each time (the largest
+/// single cost of building a request: scripts/bench.d/FINDINGS.md §8). A parse is a pure function of its text (every
 /// part of a ``ParsedURL`` follows from it, and libcurl only reads a handle given to a
 /// transfer), so a hit is exactly what a fresh parse would give. Refusals are not kept. Bounded
 /// in count (emptied when full) and in size (a URL longer than `maximumLength` bytes is parsed

@@ -5,7 +5,7 @@ public enum RequestURL {
     /// it. An empty path (or one that is only a query) leaves `base`'s path as it is.
     public static func join(base: String, path: String) -> String {
         // On the UTF-8 view (every boundary here is an ASCII byte): a request's hot path, where
-        // Character-wise prefix and suffix tests cost ~3 % of the loop thread at 64 in flight.
+        // Character-wise prefix and suffix tests showed in profiles.
         let slash = UInt8(ascii: "/")
         let baseBytes = base.utf8
         var rootEnd = baseBytes.firstIndex { $0 == UInt8(ascii: "?") || $0 == UInt8(ascii: "#") } ?? baseBytes.endIndex

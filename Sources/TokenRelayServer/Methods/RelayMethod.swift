@@ -9,7 +9,7 @@ protocol DescribedMethod: SendableMetatype {
     static var openRPC: MethodDescription { get }
     /// A request method's dispatcher handler for a server; `nil` for a notification. (A protocol
     /// requirement rather than an `as? any RelayMethod.Type` cast: a cast is a conformance
-    /// lookup that scans every loaded image, ~0.4 ms of each start.)
+    /// lookup that scans every loaded image at start.)
     static var requestHandler: (@Sendable (RelayServer) -> MethodHandler)? { get }
 }
 
