@@ -76,7 +76,7 @@ let package = Package(
         // The tests make keys and signatures with libcrypto directly: they link it.
         .testTarget(
             name: "AuthTests",
-            dependencies: ["TokenRelayAuth", "TokenRelayHTTP", "TokenRelayLogging", "CCrypto", "CCurl", "CSQLite", "TokenRelayErrorKinds", "TestSupport"],
+            dependencies: ["TokenRelayAuth", "TokenRelayHTTP", "TokenRelayLogging", "TokenRelayPlatform", "CCrypto", "CCurl", "CSQLite", "TokenRelayErrorKinds", "TestSupport"],
             linkerSettings: [.linkedLibrary("crypto")]),
         .testTarget(name: "RelayTests", dependencies: ["TokenRelayServer", "TokenRelayJSONRPC", "TokenRelayConfig", "TokenRelayHTTP", "TokenRelayAuth", "TokenRelayErrorKinds", "TokenRelayPlatform"]),
         .testTarget(name: "CommandsTests", dependencies: ["TokenRelayCommands", "TokenRelayServer", "TokenRelayConfig", "TokenRelayJSONRPC", "TokenRelayHTTP", "TokenRelayLogging", "TokenRelayPlatform"]),

@@ -154,25 +154,8 @@ public actor TokenManager {
         discoveryTimeToLive: Duration = .seconds(3600),
         afterLease: (@Sendable () async -> Void)? = nil
     ) {
-        self.init(
-            transport: transport, environmentTransports: environmentTransports, store: store, clock: clock,
-            random: random, retryPolicy: retryPolicy, discoveryTimeToLive: discoveryTimeToLive,
-            taskExecutor: Placement.ownTasks, afterLease: afterLease)
-    }
-
-    /// A manager whose own tasks run on `taskExecutor` (`nil`: the global concurrent executor), for
-    /// tests that watch where they run.
-    package init(
-        transport: any HTTPTransport, environmentTransports: [String: any HTTPTransport] = [:],
-        store: any TokenStore = InMemoryTokenStore(),
-        clock: any AuthClock = SystemAuthClock(),
-        random: @escaping @Sendable () -> Double = { Double.random(in: 0..<1) },
-        retryPolicy: RetryPolicy = RetryPolicy(),
-        discoveryTimeToLive: Duration = .seconds(3600),
-        taskExecutor: (any TaskExecutor)?,
-        afterLease: (@Sendable () async -> Void)? = nil
-    ) {
         self.store = store
+        let taskExecutor = Placement.ownTasks
         self.taskExecutor = taskExecutor
         self.afterLease = afterLease
         self.clock = clock

@@ -21,9 +21,20 @@ import Synchronization
 public enum Placement {
     /// The main thread's executor, once the binary has handed the main thread over.
     private static let mainThread = Mutex<ThreadExecutor?>(nil)
+    /// A place for the own tasks of what is made inside ``withOwnTasks(on:_:)`` (tests).
+    @TaskLocal private static var scoped: (any TaskExecutor)?
 
     /// Where the process's own tasks run (`nil`: the global concurrent executor).
-    public static var ownTasks: (any TaskExecutor)? { mainThread.withLock { $0 } }
+    public static var ownTasks: (any TaskExecutor)? { scoped ?? mainThread.withLock { $0 } }
+
+    /// Runs `body` with `executor` as ``ownTasks`` for what it makes (a token manager keeps the
+    /// place it was made with): how a test watches where a component's tasks run without
+    /// touching the process's placement.
+    package static func withOwnTasks<Value>(on executor: (any TaskExecutor)?, _ body: () throws -> Value) rethrows
+        -> Value
+    {
+        try $scoped.withValue(executor, operation: body)
+    }
 
     /// Where a served call that makes a transfer runs: `loop`, the transfer loop of the
     /// environment it names, once that loop exists; else where the process's own tasks run.

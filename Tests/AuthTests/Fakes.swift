@@ -1,6 +1,7 @@
 import Foundation
 import Synchronization
 import TokenRelayHTTP
+import TokenRelayPlatform
 
 @testable import TokenRelayAuth
 
@@ -359,9 +360,9 @@ struct Harness {
         self.transport = transport
         self.clock = clock
         self.store = store
-        manager = TokenManager(
-            transport: transport, store: store, clock: clock, random: { 0.5 }, retryPolicy: retryPolicy,
-            taskExecutor: taskExecutor)
+        manager = Placement.withOwnTasks(on: taskExecutor) {
+            TokenManager(transport: transport, store: store, clock: clock, random: { 0.5 }, retryPolicy: retryPolicy)
+        }
         key = try await manager.register(environment: "staging", profile: "service", configuration: configuration)
     }
 
