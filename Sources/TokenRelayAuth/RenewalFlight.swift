@@ -14,8 +14,9 @@
 ///   was refused stays refused until a logout; else the flight renews.
 /// - A renewal sends the held refresh token; without one, a `refresh_token` profile sends its configured seed, once
 ///   only (a seed already sent by any process is spent: sending it again would be a replay), and a machine's profile
-///   its own grant (client credentials, an assertion, a token exchange); a person's session that lost its refresh
-///   token meanwhile (read under the lease) has nothing to send.
+///   its own grant (client credentials, an assertion, a token exchange); a person's session whose refresh token went
+///   while it waited for the lease (another process logged out, or had it refused) needs the person again:
+///   `login_required`, as before the lease, with nothing sent.
 /// - A refused refresh token or seed (`invalid_grant`): logout wins (the logout revoked it); else it is forgotten and
 ///   a machine's profile tries its own grant once; other sessions need a person, or a new seed, until a logout.
 /// - An answer: logout wins (nothing of it is kept, what it issued is revoked); else it is committed, even when every
@@ -157,8 +158,11 @@ struct RenewalFlight: Sendable, Equatable {
         self.init(profile: key.profile, scopes: key.scopes, origin: origin)
     }
 
-    /// What fails a renewal that has nothing to send (a person's session whose refresh token went under the lease).
+    /// What fails a flight of a machine's profile that has no grant to send.
     var nothingToSend: AuthError { .configuration("profile '\(profile)' has no way to obtain a token") }
+
+    /// What fails a flight of a person's session that holds no refresh token: only a login helps.
+    var loginRequired: AuthError { .loginRequired("profile '\(profile)' needs a person to log in", scopes: scopes) }
 
     // MARK: Decisions
 
@@ -167,7 +171,7 @@ struct RenewalFlight: Sendable, Equatable {
         if justRead, let token = session.usableToken { return .useStored(token) }
         if !session.callers { return .endRead }
         if session.refreshToken == nil, origin == .login {
-            return .fail(.loginRequired("profile '\(profile)' needs a person to log in", scopes: scopes))
+            return .fail(loginRequired)
         }
         return .takeLease
     }
@@ -190,7 +194,7 @@ struct RenewalFlight: Sendable, Equatable {
         switch origin {
         case .seed: return .checkSeed
         case .ownGrant: return .send(.ownGrant)
-        case .login: return .fail(nothingToSend)
+        case .login: return .fail(loginRequired)
         }
     }
 

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import TestSupport
 import Testing
 import TokenRelayErrorKinds
@@ -327,6 +328,28 @@ import TokenRelayHTTP
     }
 
     // MARK: - Renewal
+
+    @Test func aPersonsSessionWhoseRefreshTokenWentWhileItWaitedForTheLeaseAsksForALogin() async throws {
+        // Another process logs the session out (its entry goes) between this process's first read
+        // and its read under the lease: the person must log in again, and nothing is sent.
+        let store = FakeStore()
+        let registered = Mutex<SessionKey?>(nil)
+        let transport = FakeTransport()
+        let manager = TokenManager(
+            transport: transport, store: store, clock: FakeClock(autoAdvance: true),
+            afterLease: {
+                if let key = registered.withLock({ $0 }) { try? await store.remove(StoreKey(session: key)) }
+            })
+        let key = try await manager.register(environment: "e", profile: "tv", configuration: Self.deviceConfiguration())
+        registered.withLock { $0 = key }
+        store.put(
+            StoredTokens(accessToken: "at-expired", expiresAt: Date(timeIntervalSinceNow: -60), refreshToken: "rt-1"),
+            for: key)
+        await #expect(throws: AuthError.loginRequired("profile 'tv' needs a person to log in", scopes: ["read"])) {
+            _ = try await manager.token(for: key)
+        }
+        #expect(transport.tokenRequests.isEmpty)
+    }
 
     @Test func aRefusedRefreshEndsAnInteractiveSessionAndAsksForALogin() async throws {
         let transport = FakeTransport()

@@ -169,7 +169,7 @@ import Testing
         #expect(Self.machine.renewal(Snapshot()) == .send(.ownGrant))
         #expect(
             Self.person.renewal(Snapshot())
-                == .fail(.configuration("profile 'person' has no way to obtain a token")))
+                == .fail(.loginRequired("profile 'person' needs a person to log in", scopes: ["openid", "read"])))
     }
 
     @Test func aSeedIsSentOnceOnly() {
