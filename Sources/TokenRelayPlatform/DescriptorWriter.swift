@@ -224,9 +224,12 @@ public final class DescriptorWriter: Sendable {
     }
 
     private func run() {
+        // The batch is moved out of the queue into this one variable (no second reference), so
+        // that releasing a buffer once written frees it instead of copying the batch.
+        var batch: [[UInt8]] = []
         while true {
             enum Work {
-                case write([[UInt8]])
+                case write
                 case notice(Int)
                 case sleep
                 case stop
@@ -235,8 +238,8 @@ public final class DescriptorWriter: Sendable {
                 if state.broken { return .stop }
                 if !state.busy, !state.queue.isEmpty {
                     state.busy = true
-                    defer { state.queue = [] }
-                    return .write(state.queue)
+                    swap(&batch, &state.queue)
+                    return .write
                 }
                 if !state.busy, state.dropped > 0 {
                     state.busy = true
@@ -254,8 +257,9 @@ public final class DescriptorWriter: Sendable {
                 continue
             case .notice(let count):
                 if case .drop(let notice) = overflow { OutputFile.writeAll(fileDescriptor, notice(count)) }
-            case .write(let batch):
-                writeFromThread(batch)
+            case .write:
+                writeFromThread(&batch)
+                batch.removeAll()
             }
             let ready = state.withLock { state in
                 state.busy = false
@@ -269,8 +273,7 @@ public final class DescriptorWriter: Sendable {
     /// their own. Each write is accounted for as soon as it is done, so waiters resume as the
     /// reader reads, and each buffer is released once copied or written, so the memory held
     /// follows the count. Stops when the reader is gone.
-    private func writeFromThread(_ batch: consuming [[UInt8]]) {
-        var batch = batch
+    private func writeFromThread(_ batch: inout [[UInt8]]) {
         var pending: [UInt8] = []
         pending.reserveCapacity(Self.coalescedBytes)
         for index in batch.indices {
