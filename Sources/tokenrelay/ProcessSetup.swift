@@ -72,8 +72,8 @@ enum ProcessSetup {
 
     /// Calls `handler` on a dispatch queue for each delivery of `signals`, from the moment this
     /// returns; the returned sources must be kept alive. Returns once libdispatch has registered
-    /// every source (it takes the signals over then): until that moment a signal keeps its
-    /// default action. Switching the default action off first (`SIG_IGN`, as before) discarded a
+    /// every source (it takes the signals over then; at most 5 s, which only a broken libdispatch
+    /// would need): until that moment a signal keeps its default action. Switching the default action off first (`SIG_IGN`, as before) discarded a
     /// signal that came in between — a `serve` that had already answered a request then ignored
     /// a SIGTERM (under load, about 1 run in 10 of `sigtermFromAThreadThatBlocksItStill…`).
     static func onSignals(_ signals: [Int32], handler: @escaping @Sendable (Int32) -> Void)
@@ -87,7 +87,10 @@ enum ProcessSetup {
             source.resume()
             return source
         }
-        for _ in sources { registered.wait() }
+        let deadline = DispatchTime.now() + .seconds(5)
+        for _ in sources {
+            guard registered.wait(timeout: deadline) == .success else { break }
+        }
         return sources
     }
 }

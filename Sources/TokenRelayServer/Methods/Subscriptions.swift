@@ -18,11 +18,6 @@ package final class Subscriptions: Sendable {
         self.runtimes = runtimes
     }
 
-    /// A subscriptions table of its own runtime (the one-shot `subscribe` command).
-    convenience init(runtime: RelayRuntime) {
-        self.init(runtimes: CurrentRuntime(runtime))
-    }
-
     /// How many subscriptions are open.
     var count: Int { registry.count }
 
