@@ -37,7 +37,7 @@ import Testing
         defer { trickling.cancel() }
         // The page is written by the login once it is done; here, once the test answers it.
         async let page = LoopbackHTTP.get(
-            "http://127.0.0.1:\(listener.port)/callback?code=c-1&state=\(Self.state)", timeout: 10)
+            "http://127.0.0.1:\(listener.port)/callback?code=c-1&state=\(Self.state)", timeout: 60)
         let (callback, answer) = try await waiting.value
         #expect(callback == RedirectCallback(.code("c-1")))
         answer.send(.success)
@@ -56,7 +56,7 @@ import Testing
         #expect(await LoopbackHTTP.readToEnd(idle, timeout: 30) == [], "an idle connection is closed at its deadline")
         #expect(listener.refusedRequests.load(ordering: .relaxed) == 2)
         async let page = LoopbackHTTP.get(
-            "http://127.0.0.1:\(listener.port)/callback?code=c-2&state=\(Self.state)", timeout: 10)
+            "http://127.0.0.1:\(listener.port)/callback?code=c-2&state=\(Self.state)", timeout: 60)
         let (callback, answer) = try await waiting.value
         #expect(callback.outcome == .code("c-2"))
         answer.send(.success)
@@ -78,7 +78,7 @@ import Testing
         #expect(answer.isEmpty || String(decoding: answer, as: UTF8.self).hasPrefix("HTTP/1.1 400 "))
         #expect(listener.refusedRequests.load(ordering: .relaxed) == 1)
         async let page = LoopbackHTTP.get(
-            "http://127.0.0.1:\(listener.port)/callback?code=c-4&state=\(Self.state)", timeout: 10)
+            "http://127.0.0.1:\(listener.port)/callback?code=c-4&state=\(Self.state)", timeout: 60)
         let (callback, browser) = try await waiting.value
         #expect(callback.outcome == .code("c-4"))
         browser.send(.success)
@@ -109,7 +109,7 @@ import Testing
         }
         defer { for fd in idle { close(fd) } }
         async let page = LoopbackHTTP.get(
-            "http://127.0.0.1:\(listener.port)/callback?code=c-3&state=\(Self.state)", timeout: 10)
+            "http://127.0.0.1:\(listener.port)/callback?code=c-3&state=\(Self.state)", timeout: 60)
         let (callback, answer) = try await waiting.value
         #expect(callback.outcome == .code("c-3"))
         answer.send(.success)
