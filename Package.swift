@@ -71,7 +71,7 @@ let package = Package(
         .testTarget(name: "PlatformTests", dependencies: ["TokenRelayPlatform"]),
         .testTarget(name: "LoggingTests", dependencies: ["TokenRelayLogging", "TokenRelayPlatform"]),
         .testTarget(name: "JSONRPCTests", dependencies: ["TokenRelayJSONRPC", "TokenRelayPlatform"]),
-        .testTarget(name: "ConfigTests", dependencies: ["TokenRelayConfig", "TokenRelayCommands", "TokenRelayHTTPFields", "TokenRelayLogging"]),
+        .testTarget(name: "ConfigTests", dependencies: ["TokenRelayConfig", "TokenRelayCommands", "TokenRelayHTTPFields", "TokenRelayLogging", "TestSupport"]),
         .testTarget(name: "HTTPTests", dependencies: ["TokenRelayHTTP", "TokenRelayHTTPFields", "TokenRelayAuth", "TokenRelayErrorKinds", "TokenRelayLogging", "TokenRelayPlatform", "TestSupport"]),
         // The tests make keys and signatures with libcrypto directly: they link it.
         .testTarget(

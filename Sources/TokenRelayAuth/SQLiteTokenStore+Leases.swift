@@ -81,11 +81,15 @@ extension SQLiteTokenStore {
     {
         try await open()
         let owner = Int64.random(in: 1...Int64.max)
+        let row = Self.leaseRow(key, purpose)
         var delay = 0.005
         var waiting = false
         while true {
             try Task.checkCancellation()
-            if try await onQueue({ try self.tryTakeLease(key, owner: owner, purpose: purpose, expiresAt: expiresAt) }) {
+            let taken = try await onQueue {
+                try self.tryTakeLease(row, owner: owner, purpose: purpose, expiresAt: expiresAt, what: "\(key)") == nil
+            }
+            if taken {
                 log.debug("lease taken for \(key) (\(purpose.rawValue))")
                 return StoreLease(key: key, owner: owner, purpose: purpose)
             }
@@ -97,12 +101,15 @@ extension SQLiteTokenStore {
         }
     }
 
-    /// One short `BEGIN IMMEDIATE` transaction writing only the lease's row: takes it when free,
-    /// expired, or held by a process that is gone (``LeaseHolder/binds(_:expiresAt:now:reader:startTime:)``).
-    private func tryTakeLease(_ key: StoreKey, owner: Int64, purpose: LeasePurpose, expiresAt: Date) throws -> Bool {
-        let row = Self.leaseRow(key, purpose)
+    /// One short `BEGIN IMMEDIATE` transaction writing only the lease's row `row`: takes it when
+    /// free, expired, or held by a process that is gone
+    /// (``LeaseHolder/binds(_:expiresAt:now:reader:startTime:)``). Returns `nil` when taken, else
+    /// the pid of the live holder.
+    func tryTakeLease(_ row: String, owner: Int64, purpose: LeasePurpose, expiresAt: Date, what: String) throws
+        -> Int64?
+    {
         let me = LeaseHolder.current
-        return try withOpened { opened in
+        return try withOpened { opened -> Int64? in
             let connection = opened.connection
             try connection.execute("BEGIN IMMEDIATE")
             do {
@@ -119,9 +126,9 @@ extension SQLiteTokenStore {
                         startTime: processStartTime)
                     {
                         try connection.execute("COMMIT")
-                        return false
+                        return pid
                     }
-                    log.info("taking over the lease of \(key) from process \(pid) (gone or expired)")
+                    log.info("taking over the lease of \(what) from process \(pid) (gone or expired)")
                 }
                 try connection.query(
                     """
@@ -134,26 +141,92 @@ extension SQLiteTokenStore {
                         .real(expiresAt.timeIntervalSince1970), .text(me.host), .text(me.namespace),
                     ])
                 try connection.execute("COMMIT")
-                return true
+                return nil
             } catch {
                 try? connection.execute("ROLLBACK")
                 throw error
             }
-        } ?? true
+        } ?? nil
+    }
+
+    /// `store rekey` (SPEC §5.6): takes the renewal lease of every session in the store, and every
+    /// renewal or registration lease held now (a session's first renewal, a registration under
+    /// way), waiting for live holders until `deadline` (`waiting` is told once per lease it waits
+    /// for). While they are held no process sends a refresh token or commits a rotation or a
+    /// registration, so one rotated during the rekey is committed under the old key first and
+    /// re-sealed with the rest. Returns the rows taken (row -> owner) for
+    /// ``releaseLeaseRows(_:what:)``; on a failure none is kept.
+    func takeEveryRenewalLease(until deadline: Date, waiting: @Sendable (String) -> Void) async throws
+        -> [String: Int64]
+    {
+        let rows: [(row: String, purpose: LeasePurpose, what: String)] =
+            try await onQueue {
+                try self.withOpened { opened in
+                    var rows: [(row: String, purpose: LeasePurpose, what: String)] = []
+                    var seen = Set<String>()
+                    for row in try opened.connection.query("SELECT id, environment, profile FROM sessions") {
+                        guard let id = row[0].textValue, seen.insert(id).inserted else { continue }
+                        rows.append((id, .renewal, "\(row[1].textValue ?? "?")/\(row[2].textValue ?? "?")"))
+                    }
+                    for row in try opened.connection.query("SELECT id, purpose FROM leases") {
+                        guard let id = row[0].textValue, let purpose = row[1].textValue.flatMap(LeasePurpose.init),
+                            purpose != .login, seen.insert(id).inserted
+                        else { continue }
+                        rows.append((id, purpose, purpose == .registration ? "a client registration" : "a new session"))
+                    }
+                    return rows
+                } ?? []
+            }
+        let expiresAt = deadline.addingTimeInterval(60)
+        var taken: [String: Int64] = [:]
+        do {
+            for (row, purpose, what) in rows {
+                let owner = Int64.random(in: 1...Int64.max)
+                var delay = 0.005
+                var told = false
+                while let holder = try await onQueue({
+                    try self.tryTakeLease(row, owner: owner, purpose: purpose, expiresAt: expiresAt, what: what)
+                }) {
+                    if !told {
+                        told = true
+                        waiting("waiting for the renewal of \(what) in process \(holder) to end")
+                    }
+                    do {
+                        try await LeaseWait.pause(&delay, deadline: deadline)
+                    } catch AuthError.timeout {
+                        throw AuthError.store(
+                            "the store \(path) was not re-keyed: the renewal of \(what) in process \(holder) did not "
+                                + "end in time; nothing was changed. Run the rekey again when it has ended")
+                    }
+                }
+                taken[row] = owner
+            }
+        } catch {
+            releaseLeaseRows(taken, what: "the rekey")
+            throw error
+        }
+        return taken
     }
 
     /// Queued without waiting: the store's queue runs it before any later statement of this
     /// process.
     public func releaseLease(_ lease: StoreLease) {
-        let row = Self.leaseRow(lease.key, lease.purpose)
+        releaseLeaseRows([Self.leaseRow(lease.key, lease.purpose): lease.owner], what: "\(lease.key)")
+    }
+
+    /// Deletes the lease rows `rows` (row -> owner) this process holds, queued without waiting.
+    func releaseLeaseRows(_ rows: [String: Int64], what: String) {
+        guard !rows.isEmpty else { return }
         queue.async {
             do {
                 _ = try self.withOpened { opened in
-                    try opened.connection.query(
-                        "DELETE FROM leases WHERE id = ?1 AND owner = ?2", [.text(row), .integer(lease.owner)])
+                    for (row, owner) in rows {
+                        try opened.connection.query(
+                            "DELETE FROM leases WHERE id = ?1 AND owner = ?2", [.text(row), .integer(owner)])
+                    }
                 }
             } catch {
-                log.warn("the lease of \(lease.key) could not be released (it lapses by itself): \(error)")
+                log.warn("the lease of \(what) could not be released (it lapses by itself): \(error)")
             }
         }
     }

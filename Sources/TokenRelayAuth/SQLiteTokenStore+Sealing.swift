@@ -95,7 +95,8 @@ extension SQLiteTokenStore {
             if stored != nil {
                 throw AuthError.store(
                     "the store \(path) was sealed under a key (tokenrelay store rekey) since this process opened "
-                        + "it; its sessions are intact: set store.encryption_key to that key and restart tokenrelay")
+                        + "it: nothing was read or written; set store.encryption_key to that key and restart tokenrelay"
+                )
             }
             return
         }
@@ -111,8 +112,8 @@ extension SQLiteTokenStore {
         }
         throw AuthError.store(
             "the store \(path) was re-keyed (tokenrelay store rekey) since this process opened it: its records are "
-                + "sealed under a key this process does not hold. Its sessions are intact: set store.encryption_key "
-                + "to the new key and restart tokenrelay")
+                + "sealed under a key this process does not hold, and nothing was read or written. Set "
+                + "store.encryption_key to the new key and restart tokenrelay")
     }
 
     /// A record's plaintext. With a key, it must open under that key whatever its `sealed` column
@@ -213,12 +214,19 @@ extension SQLiteTokenStore {
 
     /// `tokenrelay store rekey`: re-seals every record under `newKey` (base64 or hex) in one
     /// transaction. The store must open with its current key first (none: a plain store, sealed
-    /// now on purpose).
-    public func rekey(to newKey: String) async throws {
+    /// now on purpose). Every session's renewal lease is taken first (SPEC §5.6), waiting up to
+    /// `leaseWait` for renewals under way elsewhere (`waiting` says which), so no rotated refresh
+    /// token is committed under the old key after the re-sealing, nor sent meanwhile.
+    public func rekey(
+        to newKey: String, leaseWait: Duration = .seconds(30), waiting: @escaping @Sendable (String) -> Void = { _ in }
+    ) async throws {
         guard let bytes = Self.decodeKey(newKey), let cipher = StoreCipher(key: bytes) else {
             throw AuthError.store("the new key \(StoreKeyText.requirement)")
         }
         try await open()
+        let deadline = Date().addingTimeInterval(Double(leaseWait.components.seconds))
+        let leases = try await takeEveryRenewalLease(until: deadline, waiting: waiting)
+        defer { releaseLeaseRows(leases, what: "the rekey") }
         try await onQueue {
             let result = self.state.withLock { opened -> Result<Void, AuthError> in
                 guard var current = opened else { return .success(()) }

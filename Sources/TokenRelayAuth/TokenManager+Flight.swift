@@ -149,7 +149,11 @@ extension TokenManager {
                 try await reload(session, storeKey)
                 progress = .reread
             case .commitUnsaved:
-                try await commitUnsaved(session, storeKey)
+                do {
+                    try await commitUnsaved(session, storeKey)
+                } catch let error as AuthError where error != .loggedOut {
+                    throw error.keptInMemory(session.key)
+                }
                 progress = .committedUnsaved
             case .useStored(let token): return .stored(token)
             case .renew:
@@ -393,7 +397,7 @@ extension TokenManager {
             session.refreshToken = refreshToken
             session.token = nil
             session.revision = nil
-            throw failure
+            throw response.refreshToken == nil ? failure : failure.keptInMemory(session.key)
         }
         // Re-checked after the save's await: a logout in this process landing during the save is
         // not undone (its own store removal, before or after this save, leaves the store empty).

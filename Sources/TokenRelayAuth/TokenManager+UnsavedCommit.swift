@@ -80,6 +80,8 @@ extension TokenManager {
                 } catch {
                     lastError = (error as? AuthError) ?? AuthError.storage("the new tokens could not be committed")
                     if lastError == .loggedOut { lastError = nil }
+                    // A store that cannot be used as configured (re-keyed elsewhere) does not heal.
+                    if case .store = lastError { break }
                     if lastError == nil || ContinuousClock.now >= bound { break }
                     try? await Task.sleep(for: .milliseconds(200))
                 }
@@ -89,6 +91,23 @@ extension TokenManager {
                     "the rotated refresh token of \(session.key) could not be committed to the store before exit "
                         + "(\(lastError.description)): the session will need a new login (or a new refresh_token seed)")
             }
+        }
+    }
+}
+
+extension AuthError {
+    /// This failure to commit, saying that the session's rotated refresh token is kept in this
+    /// process's memory only (SPEC §5.6: a message never claims the stored sessions are intact
+    /// when the store holds a spent refresh token). The same kind.
+    func keptInMemory(_ session: SessionKey) -> AuthError {
+        let kept =
+            "; the rotated refresh token of \(session) is kept in this process's memory only (the store holds "
+            + "the spent one) and committed when the store accepts it: if this process ends first, \(session) "
+            + "needs a new login (or a new seed)"
+        switch self {
+        case .store(let message): return .store(message + kept)
+        case .storage(let message): return .storage(message + kept)
+        default: return .storage(description + kept)
         }
     }
 }

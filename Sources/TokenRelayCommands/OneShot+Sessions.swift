@@ -38,13 +38,16 @@ extension OneShot {
     }
 
     /// `tokenrelay store rekey`: re-seals every record of the configured SQLite store under
-    /// `newKey` (base64 or hex of 32 bytes) in one transaction.
-    public static func rekeyStore(settings: Settings, newKey: String) async -> Result<String, RPCError> {
+    /// `newKey` (base64 or hex of 32 bytes) in one transaction, once no renewal is under way in
+    /// any process (`waiting` is told of each it waits for).
+    public static func rekeyStore(
+        settings: Settings, newKey: String, waiting: @escaping @Sendable (String) -> Void = { _ in }
+    ) async -> Result<String, RPCError> {
         guard let store = RelayRuntime.makeStore(settings.store) as? SQLiteTokenStore else {
             return .failure(RPCError(code: .config, message: "the store is not SQLite: nothing to re-seal"))
         }
         do {
-            try await store.rekey(to: newKey)
+            try await store.rekey(to: newKey, waiting: waiting)
             return .success(store.path)
         } catch {
             return .failure(ErrorMapping.rpcError(error))

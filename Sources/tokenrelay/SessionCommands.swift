@@ -204,7 +204,8 @@ enum SessionCommands {
         guard let settings = await CommandLineTool.loadSettings(path: configPath, environment: environment) else {
             return ExitCodes.config
         }
-        switch await OneShot.rekeyStore(settings: settings, newKey: newKey) {
+        let waiting: @Sendable (String) -> Void = { CommandLineTool.writeStandardError("tokenrelay: \($0)") }
+        switch await OneShot.rekeyStore(settings: settings, newKey: newKey, waiting: waiting) {
         case .failure(let error):
             return fail(error)
         case .success(let path):

@@ -1,5 +1,6 @@
 import Foundation
 import Synchronization
+import TestSupport
 import Testing
 import TokenRelayErrorKinds
 
@@ -10,9 +11,7 @@ struct StoreDirectory: ~Copyable {
     let path: String
 
     init() throws {
-        path =
-            FileManager.default.temporaryDirectory.appendingPathComponent("tokenrelay-store-\(UUID().uuidString)")
-            .path
+        path = TestScratch.path("tokenrelay-store")
         try FileManager.default.createDirectory(
             atPath: path, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
     }
@@ -408,6 +407,36 @@ func expectStoreError(_ text: String, _ body: () async throws -> Void) async {
             _ = try await SQLiteTokenStore(path: directory.database, encryptionKey: keyProvider(storeTestKey))
                 .load(keys[0])
         }
+    }
+
+    /// Issue 44 (SPEC §5.6): a rekey takes every session's renewal lease first. While a renewal
+    /// holds one it waits (saying for what), and past its bound it gives up having changed
+    /// nothing; once the renewal has ended it re-seals, and takes no lease it does not give back.
+    @Test func aRekeyWaitsForEverySessionsRenewalLease() async throws {
+        let directory = try StoreDirectory()
+        let key = StoreKey(session: sessionKey())
+        let renewing = SQLiteTokenStore(path: directory.database, encryptionKey: keyProvider(storeTestKey))
+        try await renewing.save(sampleTokens(), for: key)
+        let lease = try await renewing.acquireLease(
+            key, purpose: .renewal, deadline: Date().addingTimeInterval(60), expiresAt: Date().addingTimeInterval(600))
+        let told = Mutex<[String]>([])
+        let rekeying = SQLiteTokenStore(path: directory.database, encryptionKey: keyProvider(storeTestKey))
+        await expectStoreError("did not end in time; nothing was changed") {
+            try await rekeying.rekey(to: otherStoreTestKey, leaseWait: .zero) { message in
+                told.withLock { $0.append(message) }
+            }
+        }
+        #expect(told.withLock { $0 } == ["waiting for the renewal of dev/svc in process \(getpid()) to end"])
+        #expect(try await renewing.load(key)?.accessToken == "at-canary-1-7d1f", "still sealed under the old key")
+
+        renewing.releaseLease(lease)
+        try await rekeying.rekey(to: otherStoreTestKey)
+        let reopened = SQLiteTokenStore(path: directory.database, encryptionKey: keyProvider(otherStoreTestKey))
+        #expect(try await reopened.load(key)?.accessToken == "at-canary-1-7d1f")
+        // The rekey's leases are given back (queued on its own connection): a renewal gets it.
+        let next = try await reopened.acquireLease(
+            key, purpose: .renewal, deadline: Date().addingTimeInterval(60), expiresAt: Date().addingTimeInterval(60))
+        reopened.releaseLease(next)
     }
 
     /// Issue 34, finding 1: a key never adopts unsealed records. A plain store (or one whose check

@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import Testing
 
 @testable import TokenRelayConfig
@@ -136,8 +137,6 @@ import Testing
 /// A fresh folder under the temporary directory for one test's files.
 enum TemporaryDirectory {
     static func path(_ name: String) throws -> String {
-        let url = FileManager.default.temporaryDirectory.appendingPathComponent("tokenrelay-pg-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
-        return url.appendingPathComponent(name).path
+        try TestScratch.folder("tokenrelay-pg").appendingPathComponent(name).path
     }
 }

@@ -75,9 +75,7 @@ struct InteropStack: Sendable {
 
     /// `stack up` in a fresh temporary state directory, watched by this test process.
     static func up(_ options: Options) async throws -> InteropStack {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
-            "tokenrelay-interop-\(UUID().uuidString.prefix(8))")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let directory = try TestScratch.folder("tokenrelay-interop")
         var arguments = [
             "up", "--state", directory.path, "--watch-pid", String(getpid()), "--max-lifetime", "1800", "--timeout",
             "120",

@@ -16,10 +16,8 @@ import Testing
         var path: String { directory.path }
 
         static func make() async throws -> Certificates {
-            let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
-                "tokenrelay-mtls-\(UUID().uuidString.prefix(8))")
-            try FileManager.default.createDirectory(
-                at: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+            let directory = try TestScratch.folder("tokenrelay-mtls")
+            chmod(directory.path, 0o700)
             func openssl(_ arguments: [String]) async throws {
                 let result = try await InteropStack.run(
                     "/usr/bin/openssl", arguments, in: directory, timeout: .seconds(60))

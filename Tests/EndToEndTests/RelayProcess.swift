@@ -71,7 +71,7 @@ final class RelayProcess: Sendable {
     /// share a store pass `XDG_STATE_HOME` or `store.path` themselves), and no test ever writes
     /// into the real `~/.local/state`.
     static func freshStateHome() -> String {
-        FileManager.default.temporaryDirectory.appendingPathComponent("tokenrelay-state-\(UUID().uuidString)").path
+        TestScratch.path("tokenrelay-state")
     }
 
     static var repositoryRoot: URL {
@@ -276,6 +276,8 @@ final class RelayProcess: Sendable {
 
     /// The child's process id.
     var pid: Int32 { process.pid }
+    /// Whether the process was reaped already.
+    var hasExited: Bool { output.state.withLock { $0.exitCode != nil } }
 
     var stdoutText: String { output.state.withLock { String(decoding: $0.stdout, as: UTF8.self) } }
     var stderrText: String { output.state.withLock { String(decoding: $0.stderr, as: UTF8.self) } }

@@ -89,9 +89,7 @@ struct RecordedRequest {
 /// A fresh folder under the temporary directory.
 enum TemporaryDirectory {
     static func make() throws -> URL {
-        let url = FileManager.default.temporaryDirectory.appendingPathComponent("tokenrelay-e2e-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
-        return url
+        try TestScratch.folder("tokenrelay-e2e")
     }
 
     /// Writes `text` to a new file named `name` in a fresh folder and returns its path.

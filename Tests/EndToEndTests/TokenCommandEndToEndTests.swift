@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import Testing
 
 @testable import TokenRelayJSONRPC
@@ -31,7 +32,7 @@ import Testing
     static let fetched = "fetched-bearer-canary-77c2"
     static var fetchedProfile: String {
         let script = RecordingServer.fixtures.appendingPathComponent("token_command.py").path
-        let count = FileManager.default.temporaryDirectory.appendingPathComponent("token-e2e-\(UUID().uuidString)").path
+        let count = TestScratch.path("token-e2e")
         return """
               bearer:
                 base_url: https://bearer.example.test

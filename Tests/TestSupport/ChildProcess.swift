@@ -64,7 +64,8 @@ public final class ChildProcess: Sendable {
     private let executable: String
     private let state = Mutex(State())
 
-    /// Starts `executable` with `arguments` (argv[1...]) and exactly `environment`; in
+    /// Starts `executable` with `arguments` (argv[1...]) and `environment`, its home and XDG
+    /// folders private unless the test set them (``TestScratch/isolatingHome(_:)``); in
     /// `directory` when given. `onExit` runs on the reaper thread once the child is reaped,
     /// before any ``wait()`` returns.
     public init(
@@ -106,7 +107,11 @@ public final class ChildProcess: Sendable {
         posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
 
         let argv = ([executable] + arguments).map { strdup($0) } + [nil]
-        let envp = environment.sorted { $0.key < $1.key }.map { strdup("\($0.key)=\($0.value)") } + [nil]
+        // Never the user's home: a shell, editor, browser or tool writes its folders there.
+        let envp =
+            TestScratch.isolatingHome(environment).sorted { $0.key < $1.key }.map {
+                strdup("\($0.key)=\($0.value)")
+            } + [nil]
         defer {
             argv.forEach { free($0) }
             envp.forEach { free($0) }

@@ -9,7 +9,7 @@ import TokenRelay
 
     /// The recording server and a configuration built in code for it.
     static func setUp() async throws -> (FixtureServer, TokenRelayConfiguration) {
-        let log = FileManager.default.temporaryDirectory.appendingPathComponent("tokenrelay-lib-\(UUID()).log").path
+        let log = TestScratch.path("tokenrelay-lib") + ".log"
         _ = FileManager.default.createFile(atPath: log, contents: nil)
         let server = try await FixtureServer(role: "recording", [log], ports: 3)
         let configuration = TokenRelayConfiguration(environments: [
