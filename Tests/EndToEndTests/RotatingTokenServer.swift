@@ -36,6 +36,9 @@ final class RotatingTokenServer: Sendable {
             environments:
               api:
                 base_url: \(origin)/api
+                # A safety net, not a bound the tests measure: a held refresh waits for the test's
+                # next steps, each a process of its own, which take long on a loaded machine.
+                timeout: 300s
                 default_profile: seeded
                 profiles:
                   seeded:
