@@ -9,6 +9,7 @@
 #include <openssl/hmac.h>
 #include <openssl/pem.h>
 #include <openssl/bio.h>
+#include <openssl/x509.h>
 #include <dlfcn.h>
 #include <string.h>
 #include <pthread.h>
@@ -84,6 +85,12 @@ struct tr_crypto_api {
     int (*evp_pkey_generate)(EVP_PKEY_CTX *ctx, EVP_PKEY **ppkey);
     int (*i2d_privatekey)(const EVP_PKEY *a, unsigned char **pp);
     EVP_PKEY *(*d2i_autoprivatekey)(EVP_PKEY **a, const unsigned char **pp, long length);
+    /* Client certificates (mutual TLS), read as libcurl reads them. */
+    X509 *(*pem_read_bio_x509_aux)(BIO *bp, X509 **x, pem_password_cb *cb, void *u);
+    X509 *(*pem_read_bio_x509)(BIO *bp, X509 **x, pem_password_cb *cb, void *u);
+    void (*x509_free)(X509 *a);
+    int (*x509_check_private_key)(const X509 *x, const EVP_PKEY *k);
+    unsigned long (*err_peek_last_error)(void);
     int loaded;
 };
 
@@ -151,6 +158,11 @@ static inline void tr_crypto_load_once(void) {
     TR_CRYPTO_SYMBOL(evp_pkey_generate, "EVP_PKEY_generate")
     TR_CRYPTO_SYMBOL(i2d_privatekey, "i2d_PrivateKey")
     TR_CRYPTO_SYMBOL(d2i_autoprivatekey, "d2i_AutoPrivateKey")
+    TR_CRYPTO_SYMBOL(pem_read_bio_x509_aux, "PEM_read_bio_X509_AUX")
+    TR_CRYPTO_SYMBOL(pem_read_bio_x509, "PEM_read_bio_X509")
+    TR_CRYPTO_SYMBOL(x509_free, "X509_free")
+    TR_CRYPTO_SYMBOL(x509_check_private_key, "X509_check_private_key")
+    TR_CRYPTO_SYMBOL(err_peek_last_error, "ERR_peek_last_error")
 #undef TR_CRYPTO_SYMBOL
     *(void **)(&api->sha256_init) = dlsym(library, "SHA256_Init");
     *(void **)(&api->sha256_update) = dlsym(library, "SHA256_Update");
@@ -243,6 +255,40 @@ static inline int tr_EVP_PKEY_CTX_set_group_name(EVP_PKEY_CTX *ctx, const char *
 static inline int tr_EVP_PKEY_generate(EVP_PKEY_CTX *ctx, EVP_PKEY **ppkey) { struct tr_crypto_api *api = tr_crypto_api(); return api->loaded ? api->evp_pkey_generate(ctx, ppkey) : 0; }
 static inline int tr_i2d_PrivateKey(const EVP_PKEY *a, unsigned char **pp) { struct tr_crypto_api *api = tr_crypto_api(); return api->loaded ? api->i2d_privatekey(a, pp) : 0; }
 static inline EVP_PKEY *tr_d2i_AutoPrivateKey(const unsigned char *bytes, long length) { struct tr_crypto_api *api = tr_crypto_api(); if (!api->loaded) return NULL; const unsigned char *p = bytes; return api->d2i_autoprivatekey(NULL, &p, length); }
+
+/*
+ * The certificate chain in PEM `text`, read as libcurl reads a client certificate blob
+ * (lib/vtls/openssl.c, use_certificate_chain_blob): the first certificate with
+ * PEM_read_bio_X509_AUX, then further ones with PEM_read_bio_X509 until the text holds no more
+ * (the last error PEM_R_NO_START_LINE; any other error is a damaged certificate). Returns the number
+ * of certificates, 0 when the first cannot be read, -1 when a later one cannot, -2 when libcrypto is
+ * not loaded. With `key`, *matches is 1 when it is the first certificate's private key
+ * (X509_check_private_key, what SSL_CTX_check_private_key asks), else 0.
+ */
+static inline int tr_PEM_read_certificate_chain(const unsigned char *text, int length, const EVP_PKEY *key, int *matches) {
+    struct tr_crypto_api *api = tr_crypto_api();
+    if (matches) *matches = 0;
+    if (!api->loaded) return -2;
+    BIO *bio = api->bio_new_mem_buf(text, length);
+    if (!bio) return 0;
+    api->err_clear_error();
+    X509 *leaf = api->pem_read_bio_x509_aux(bio, NULL, tokenrelay_no_passphrase, NULL);
+    if (!leaf) { api->bio_free(bio); api->err_clear_error(); return 0; }
+    if (key && matches) *matches = api->x509_check_private_key(leaf, key) == 1;
+    api->x509_free(leaf);
+    api->err_clear_error();
+    int count = 1;
+    X509 *next;
+    while ((next = api->pem_read_bio_x509(bio, NULL, tokenrelay_no_passphrase, NULL)) != NULL) {
+        api->x509_free(next);
+        count += 1;
+    }
+    unsigned long error = api->err_peek_last_error();
+    if (ERR_GET_LIB(error) != ERR_LIB_PEM || ERR_GET_REASON(error) != PEM_R_NO_START_LINE) count = -1;
+    api->err_clear_error();
+    api->bio_free(bio);
+    return count;
+}
 
 /* EVP_PKEY_PUBLIC_KEY is a compound macro Swift cannot import. */
 static inline int tokenrelay_evp_pkey_public_key(void) { return EVP_PKEY_PUBLIC_KEY; }

@@ -48,6 +48,38 @@ enum ClientCredential: Sendable {
     case certificate(ClientIdentity)
 }
 
+/// What is wrong with a client's key or certificate (SPEC §10): the setting and why, never a
+/// value.
+package struct ClientKeyProblem: Error, Sendable, Equatable {
+    /// The setting at fault.
+    package enum Setting: Sendable, Equatable {
+        /// `client_key`.
+        case clientKey
+        /// `client_cert`.
+        case clientCertificate
+    }
+
+    /// The setting at fault.
+    package var setting: Setting
+    /// Why, naming the setting (`client_key is not ...`).
+    package var reason: String
+
+    init(_ setting: Setting, _ reason: String) {
+        self.setting = setting
+        self.reason = reason
+    }
+
+    /// What a token request would find wrong with a client's key and certificate, given their
+    /// resolved texts (`nil`: not resolved, a failure reported where it was resolved), read by the
+    /// request's own code: `check-config --resolve-secrets` (SPEC §10). Empty when `clientAuth`
+    /// uses neither.
+    package static func problems(clientAuth: ClientAuthMethod, key: String?, algorithm: String?, certificate: String?)
+        -> [ClientKeyProblem]
+    {
+        ClientCredential.problems(clientAuth: clientAuth, key: key, algorithm: algorithm, certificate: certificate)
+    }
+}
+
 /// Compact JWS building (RFC 7515 §7.1) with a ``JOSEPrivateKey``. Pure but for the signature.
 enum JWSBuilder {
     /// `BASE64URL(header) . BASE64URL(payload) . BASE64URL(signature)`; `nil` when signing failed.
@@ -140,12 +172,65 @@ extension ClientCredential {
                 "client_auth \(configuration.clientAuth.rawValue) needs a client_cert and a client_key")
         }
         let key = try await readKey(keySettings.key, what: "client_key")
-        guard JOSESignature.kind(of: key) != nil else {
-            throw AuthError.configuration("client_key is not a readable unencrypted PEM private key")
-        }
-        // Its PEM form is checked where the secret is read (a `.pemCertificate` secret source).
         let text = try await resolve(certificate, what: "client_cert")
-        return ClientIdentity(certificatePEM: Array(text.utf8), keyPEM: key.bytes)
+        do {
+            return try identity(certificatePEM: Array(text.utf8), key: key)
+        } catch {
+            throw AuthError.configuration(error.reason)
+        }
+    }
+
+    /// The TLS identity of `certificatePEM` and `key`, both read by libcrypto as libcurl reads them
+    /// in the handshake (the chain as `use_certificate_chain_blob` does, the key against the first
+    /// certificate as `SSL_CTX_check_private_key` does), so that what the handshake would refuse is
+    /// refused here, by its setting: at the first request, and by `check-config --resolve-secrets`.
+    static func identity(certificatePEM: [UInt8], key: JOSEPrivateKey) throws(ClientKeyProblem) -> ClientIdentity {
+        guard JOSESignature.kind(of: key) != nil else {
+            throw ClientKeyProblem(.clientKey, "client_key is not a readable unencrypted PEM private key")
+        }
+        switch JOSESignature.certificateChain(certificatePEM, key: key) {
+        case nil:
+            throw ClientKeyProblem(.clientCertificate, "client_cert cannot be read: libcrypto.so.3 could not be loaded")
+        case .unreadable?:
+            throw ClientKeyProblem(.clientCertificate, "client_cert holds no readable PEM certificate")
+        case .damaged?:
+            throw ClientKeyProblem(
+                .clientCertificate, "client_cert: a certificate after the first cannot be read (a damaged chain)")
+        case .certificates(_, keyMatches: false)?:
+            throw ClientKeyProblem(.clientKey, "client_key is not the private key of client_cert's certificate")
+        case .certificates(_, keyMatches: true)?:
+            return ClientIdentity(certificatePEM: certificatePEM, keyPEM: key.bytes)
+        }
+    }
+
+    /// See ``ClientKeyProblem/problems(clientAuth:key:algorithm:certificate:)``.
+    static func problems(clientAuth: ClientAuthMethod, key: String?, algorithm: String?, certificate: String?)
+        -> [ClientKeyProblem]
+    {
+        switch clientAuth {
+        case .privateKeyJWT:
+            guard let key else { return [] }
+            do {
+                _ = try self.algorithm(
+                    for: JOSEPrivateKey(bytes: Array(key.utf8), encoding: .pem), configured: algorithm)
+                return []
+            } catch {
+                guard case .configuration(let reason) = error else { return [ClientKeyProblem(.clientKey, "\(error)")] }
+                return [ClientKeyProblem(.clientKey, reason)]
+            }
+        case .tlsClientAuth, .selfSignedTLSClientAuth:
+            guard let key, let certificate else { return [] }
+            do {
+                _ = try identity(
+                    certificatePEM: Array(certificate.utf8), key: JOSEPrivateKey(bytes: Array(key.utf8), encoding: .pem)
+                )
+                return []
+            } catch {
+                return [error]
+            }
+        case .none, .clientSecretBasic, .clientSecretPost:
+            return []
+        }
     }
 
     /// Reads a PEM private key from `provider`; `what` names its config key in errors.

@@ -149,6 +149,35 @@ extension JOSESignature {
         return .other
     }
 
+    /// What libcrypto reads of a PEM certificate chain, as libcurl reads a client certificate
+    /// (Sources/CCrypto/shim.h, `tr_PEM_read_certificate_chain`).
+    enum CertificateChain: Sendable, Equatable {
+        /// No certificate could be read at all.
+        case unreadable
+        /// The first certificate was read, a later one is damaged.
+        case damaged
+        /// `count` certificates; `keyMatches`: `key` is the first one's private key.
+        case certificates(count: Int, keyMatches: Bool)
+    }
+
+    /// Reads the certificates of `pem` and checks `key` (an unreadable key never matches) against
+    /// the first; `nil` when libcrypto cannot be loaded.
+    static func certificateChain(_ pem: [UInt8], key: JOSEPrivateKey) -> CertificateChain? {
+        guard !pem.isEmpty, pem.count < 1 << 20 else { return .unreadable }
+        let pkey = load(key)
+        defer { if let pkey { tr_EVP_PKEY_free(pkey) } }
+        var matches: Int32 = 0
+        let count = pem.withUnsafeBufferPointer {
+            tr_PEM_read_certificate_chain($0.baseAddress, Int32($0.count), pkey, &matches)
+        }
+        switch count {
+        case ..<(-1): return nil
+        case -1: return .damaged
+        case 0: return .unreadable
+        default: return .certificates(count: Int(count), keyMatches: matches == 1)
+        }
+    }
+
     /// Whether `algorithm` (RS256, PS256, ES256) can sign with a key of `kind`: ES256 needs P-256,
     /// RS256 and PS256 an RSA key of at least 2048 bits (RFC 7518 §3.3).
     static func fits(_ algorithm: String, _ kind: JOSEPrivateKey.Kind) -> Bool {

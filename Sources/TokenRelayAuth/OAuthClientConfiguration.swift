@@ -228,6 +228,13 @@ public struct OAuthClientConfiguration: Sendable {
         case .clientSecretBasic, .clientSecretPost:
             if clientSecret == nil { throw .configuration("client_auth \(clientAuth.rawValue) needs a client_secret") }
         }
-        guard !clientID.isEmpty else { throw .configuration("client_id is empty") }
+        guard !clientID.isEmpty || namesNoClient else { throw .configuration("client_id is empty") }
+    }
+
+    /// A jwt-bearer session without a client id (RFC 7523 §3.1, SPEC §10): its token requests
+    /// name no client and authenticate none.
+    public var namesNoClient: Bool {
+        guard clientID.isEmpty, clientAuth == .none, case .jwtBearer = grant else { return false }
+        return true
     }
 }

@@ -183,7 +183,8 @@ public struct TokenEndpointClient: Sendable {
             form.add("client_secret", secret)
             Redactor.shared.registerToken(FormBody.encode(secret))
         case .none:
-            form.add("client_id", configuration.clientID)
+            // A jwt-bearer session may name no client (RFC 7523 §3.1): then no client_id at all.
+            if !configuration.namesNoClient { form.add("client_id", configuration.clientID) }
         case .privateKeyJWT:
             guard case .key(let key, let algorithm, let keyID, let audience) = credential else {
                 throw .configuration("private_key_jwt needs a client_key")

@@ -84,6 +84,8 @@ public enum CheckConfigCommand {
             standardOutput(usage)
             return 0
         }
+        var loader = loader
+        loader.clientKeyCheck = clientKeyCheck
         let result = await loader.load(
             path: options.config, environment: environment, mode: .check(resolveSecrets: options.resolveSecrets))
         if options.json {
@@ -98,6 +100,24 @@ public enum CheckConfigCommand {
             standardError(result.hasErrors ? "\(file): invalid (\(counts))\n" : "\(file): valid (\(counts))\n")
         }
         return result.hasErrors ? 1 : 0
+    }
+
+    /// `--resolve-secrets` reads every client key and certificate as the token requests will
+    /// (SPEC §10): with TokenRelayAuth's code, the requests' own. An error names the setting, where
+    /// its value comes from and what is wrong, never the value.
+    static let clientKeyCheck: ConfigLoader.ClientKeyCheck = { client, resolved in
+        let key = client.clientKey.flatMap { resolved($0.key) }
+        let certificate = client.clientCertificate.flatMap(resolved)
+        let problems = ClientKeyProblem.problems(
+            clientAuth: ProfileRuntime.clientAuth(client.clientAuth), key: key, algorithm: client.clientKey?.algorithm,
+            certificate: certificate)
+        return problems.compactMap { problem in
+            let source = problem.setting == .clientKey ? client.clientKey?.key : client.clientCertificate
+            guard let source else { return nil }
+            return ConfigDiagnostic(
+                file: source.file, mark: source.mark, severity: .error,
+                message: "the secret '\(source.keyPath)' from \(source.originDescription): \(problem.reason)")
+        }
     }
 
     /// `[{"file","line","column","severity","message"}, ...]`.

@@ -43,13 +43,25 @@ public struct ConfigLoader: Sendable {
     public var fileSystem: any ConfigFileSystem
     /// Runs `{ command: [...] }` secret sources.
     public var commandRunner: any SecretCommandRunner
+    /// In `check(resolveSecrets: true)`, reads the keys and certificates of every OAuth client once
+    /// its secrets are resolved, as its requests will (SPEC §10). Config has no parser of keys of
+    /// its own (none that could disagree with the requests'): `check-config` passes
+    /// TokenRelayAuth's. `nil`: keys are only checked to look like PEM.
+    public var clientKeyCheck: ClientKeyCheck?
+
+    /// What ``clientKeyCheck`` is given: an OAuth client and the resolved value of a secret source
+    /// of the config (`nil` when it did not resolve: that is reported already). It answers the
+    /// errors it finds, at the marks of the settings at fault, never with a secret's value.
+    public typealias ClientKeyCheck =
+        @Sendable (_ client: OAuthClientSettings, _ resolved: (SecretSource) -> String?) -> [ConfigDiagnostic]
 
     public init(
         fileSystem: any ConfigFileSystem = LocalFileSystem(),
-        commandRunner: any SecretCommandRunner = ProcessCommandRunner()
+        commandRunner: any SecretCommandRunner = ProcessCommandRunner(), clientKeyCheck: ClientKeyCheck? = nil
     ) {
         self.fileSystem = fileSystem
         self.commandRunner = commandRunner
+        self.clientKeyCheck = clientKeyCheck
     }
 
     /// The keys the decoder accepts at each level: `top`, `server`, `store`, `environment`,
@@ -117,11 +129,13 @@ public struct ConfigLoader: Sendable {
     public func decode(bytes: [UInt8], file: String, environment: [String: String], mode: ConfigLoadMode) async
         -> ConfigLoadResult
     {
-        var (result, secrets) = decodeStructure(bytes: bytes, file: file, environment: environment, mode: mode)
+        var (result, secrets, decoded) = decodeParts(bytes: bytes, file: file, environment: environment, mode: mode)
         if case .check(resolveSecrets: true) = mode {
+            var values: [SecretSource.Identity: String] = [:]
             for secret in secrets {
                 do {
                     let value = try await secret.resolve()
+                    values[secret.identity] = value
                     // The store key is read by the parser `serve` reads it with: what one refuses,
                     // so does the other.
                     if secret.keyPath == Self.storeKeyPath, StoreKeyText.decode(value) == nil {
@@ -133,6 +147,12 @@ public struct ConfigLoader: Sendable {
                 } catch {
                     result.diagnostics.append(
                         ConfigDiagnostic(file: file, mark: secret.mark, severity: .error, message: error.message))
+                }
+            }
+            if let clientKeyCheck, let decoded {
+                let clients = decoded.environments.flatMap { $0.profiles.compactMap(\.kind.oauthClient) }
+                for client in clients {
+                    result.diagnostics += clientKeyCheck(client) { values[$0.identity] }
                 }
             }
             if result.hasErrors { result.settings = nil }
@@ -148,6 +168,15 @@ public struct ConfigLoader: Sendable {
     public func decodeStructure(bytes: [UInt8], file: String, environment: [String: String], mode: ConfigLoadMode)
         -> (ConfigLoadResult, [SecretSource])
     {
+        let (result, secrets, _) = decodeParts(bytes: bytes, file: file, environment: environment, mode: mode)
+        return (result, secrets)
+    }
+
+    /// ``decodeStructure(bytes:file:environment:mode:)`` and the settings decoded even when some
+    /// were invalid (what decoded of them; `nil` when the YAML did not parse).
+    private func decodeParts(bytes: [UInt8], file: String, environment: [String: String], mode: ConfigLoadMode)
+        -> (ConfigLoadResult, [SecretSource], Settings?)
+    {
         let resolver = SecretResolver(environment: environment, fileSystem: fileSystem, commandRunner: commandRunner)
         var decoder = SettingsDecoder(file: file, mode: mode, resolver: resolver)
         let root: YAMLNode?
@@ -155,13 +184,14 @@ public struct ConfigLoader: Sendable {
             root = try YAMLParser().parse(bytes: bytes)
         } catch {
             decoder.sink.error(error.message, at: error.mark)
-            return (ConfigLoadResult(settings: nil, diagnostics: decoder.sink.diagnostics, file: file), [])
+            return (ConfigLoadResult(settings: nil, diagnostics: decoder.sink.diagnostics, file: file), [], nil)
         }
         let settings = decoder.decode(root)
         let diagnostics = decoder.sink.diagnostics.sorted { $0.mark < $1.mark }
         let valid = !decoder.sink.hasErrors
         return (
-            ConfigLoadResult(settings: valid ? settings : nil, diagnostics: diagnostics, file: file), decoder.secrets
+            ConfigLoadResult(settings: valid ? settings : nil, diagnostics: diagnostics, file: file), decoder.secrets,
+            settings
         )
     }
 }

@@ -105,6 +105,16 @@ public struct SecretSource: Sendable, CustomStringConvertible, CustomDebugString
         return false
     }
 
+    /// A source as declared: its key and where (a YAML alias is its anchor's source again).
+    struct Identity: Hashable {
+        let keyPath: String
+        let file: String
+        let mark: SourceMark
+    }
+
+    /// Which declaration this source is.
+    var identity: Identity { Identity(keyPath: keyPath, file: file, mark: mark) }
+
     /// `file:line:column` of the declaration.
     public var location: String { mark.line > 0 ? "\(file):\(mark)" : file }
 

@@ -285,6 +285,16 @@ public enum ProfileKind: Sendable {
     case basic(username: String, password: SecretSource)
     /// A static bearer token, possibly from a command, cached for `cache`.
     case bearer(token: SecretSource, cache: Duration?)
+
+    /// The OAuth client of an OAuth profile; `nil` for the others.
+    public var oauthClient: OAuthClientSettings? {
+        switch self {
+        case .clientCredentials(let client), .refreshToken(let client, _), .authorizationCode(let client, _),
+            .deviceCode(let client, _), .jwtBearer(let client, _), .tokenExchange(let client, _):
+            client
+        case .apiKey, .basic, .bearer: nil
+        }
+    }
 }
 
 /// Where a `jwt_bearer` profile's assertion comes from (`assertion`), read for every acquisition.

@@ -44,7 +44,10 @@ extension SettingsDecoder {
     }
 
     /// Whether the profile mapping `node` is of type `authorization_code`.
-    func isAuthorizationCode(_ node: YAMLNode) -> Bool {
-        node.pairs?.first { $0.key.scalar?.value == "type" }?.value.scalar?.value == "authorization_code"
+    func isAuthorizationCode(_ node: YAMLNode) -> Bool { profileType(node) == "authorization_code" }
+
+    /// A profile node's `type`, as written.
+    func profileType(_ node: YAMLNode) -> String? {
+        node.pairs?.first { $0.key.scalar?.value == "type" }?.value.scalar?.value
     }
 }

@@ -269,9 +269,22 @@ extension SettingsDecoder {
             clientID = nonEmptyString(pair.value, path: "\(path).client_id")?.text
         } else if discovery != nil && isAuthorizationCode(node) {
             clientID = ""  // registers itself (SPEC §9.4)
+        } else if profileType(node) == "jwt_bearer" {
+            // RFC 7523 §3.1: client authentication is optional for this grant (SPEC §10); the token
+            // request then names no client. Whatever would authenticate one needs its id.
+            clientID = ""
+            for name in ["client_secret", "client_key", "client_cert"] {
+                if let pair = keys[name] {
+                    sink.error("'\(path).\(name)' authenticates a client: it needs a 'client_id'", at: pair.key.mark)
+                }
+            }
+            if let pair = keys["client_auth"], pair.value.scalar?.value != ClientAuthMethod.none.rawValue {
+                sink.error("'\(path).client_auth' authenticates a client: it needs a 'client_id'", at: pair.key.mark)
+            }
         } else {
             sink.error(
-                "an OAuth profile needs a 'client_id' (only a discovered authorization_code profile registers itself)",
+                "an OAuth profile needs a 'client_id' (only a discovered authorization_code profile registers itself, "
+                    + "and a jwt_bearer profile may name no client)",
                 at: node.mark)
         }
         let secret = keys["client_secret"].flatMap { secretSource($0.value, path: "\(path).client_secret") }

@@ -59,6 +59,28 @@ struct TokenEndpointTests {
         #expect(Harness.form(request)["client_id"] == Self.oddID)
     }
 
+    /// RFC 7523 §3.1 (SPEC §10): a jwt-bearer session without a client id names no client; with
+    /// one, it is sent as for any public client.
+    @Test func aJWTBearerSessionWithoutClientIDNamesNoClient() async throws {
+        for clientID in ["", "workload"] {
+            let configuration = OAuthClientConfiguration(
+                tokenURL: "https://as.example/token", clientID: clientID, clientAuth: .none,
+                grant: .jwtBearer(.secret(.value("eyJhbGciOiJFUzI1NiJ9.e30.c2ln"))))
+            #expect(throws: Never.self) { try configuration.validate() }
+            let h = try await Harness(configuration: configuration)
+            _ = try await h.token()
+            let request = try #require(h.transport.tokenRequests.first)
+            #expect(request.headers["Authorization"] == nil)
+            let form = Harness.form(request)
+            #expect(form["grant_type"] == "urn:ietf:params:oauth:grant-type:jwt-bearer")
+            #expect(form["client_id"] == (clientID.isEmpty ? nil : clientID))
+        }
+        // Another grant, or a client authentication, still needs the id.
+        let credentials = OAuthClientConfiguration(
+            tokenURL: "https://as.example/token", clientID: "", clientAuth: .none)
+        #expect(throws: AuthError.self) { try credentials.validate() }
+    }
+
     @Test func grantParametersAreSortedAndRepeated() async throws {
         let h = try await Harness(configuration: configuration(.clientSecretBasic))
         _ = try await h.token()

@@ -132,3 +132,44 @@ import Testing
         #expect(exchange.requestedTokenType == "urn:ietf:params:oauth:token-type:jwt")
     }
 }
+
+/// A `jwt_bearer` profile may name no client (RFC 7523 §3.1, SPEC §10); nothing that would
+/// authenticate one goes without its id.
+@Suite struct AnonymousJWTBearerConfigTests {
+    static let profile = "type: jwt_bearer\ntoken_url: https://as.example.com/token\nassertion: { env: A }"
+
+    @Test func aJWTBearerProfileWithoutClientIDDecodes() async throws {
+        let result = await decodeConfig(profileConfig(Self.profile))
+        #expect(!result.hasErrors, "\(result.diagnostics.map(\.rendered))")
+        guard case .jwtBearer(let client, _)? = result.settings?.environments.first?.profiles.first?.kind else {
+            Issue.record("\(result.diagnostics.map(\.rendered))")
+            return
+        }
+        #expect(client.clientID.isEmpty)
+        #expect(client.clientAuth == .none)
+    }
+
+    @Test(arguments: [
+        "client_secret: { env: S }", "client_key: { file: k }", "client_auth: client_secret_post",
+        "client_auth: tls_client_auth\nclient_cert: { file: c }\nclient_key: { file: k }",
+    ])
+    func whatAuthenticatesAClientNeedsItsID(_ lines: String) async {
+        let result = await decodeConfig(
+            profileConfig(Self.profile + "\n" + lines), environment: ["HOME": "/home/u", "S": "secret-value"])
+        #expect(result.settings == nil)
+        #expect(
+            result.errors.contains { $0.message.contains("authenticates a client: it needs a 'client_id'") },
+            "\(result.diagnostics.map(\.rendered))")
+    }
+
+    @Test func clientAuthNoneNeedsNoID() async {
+        let result = await decodeConfig(profileConfig(Self.profile + "\nclient_auth: none"))
+        #expect(!result.hasErrors, "\(result.diagnostics.map(\.rendered))")
+    }
+
+    @Test(arguments: ["client_credentials", "token_exchange\nsubject_token: { env: T }"])
+    func otherGrantsStillNeedAClientID(_ type: String) async {
+        let result = await decodeConfig(profileConfig("type: \(type)\ntoken_url: https://as.example.com/token"))
+        #expect(result.errors.contains { $0.message.contains("needs a 'client_id'") })
+    }
+}

@@ -57,6 +57,61 @@ import Testing
         #expect(warnings.allSatisfy { $0["severity"] != "error" })
     }
 
+    /// SPEC §10: `--resolve-secrets` parses every key and certificate it resolves, as the requests
+    /// will: a `client_key` that is no private key, and a key that is not its certificate's, are
+    /// errors at their settings, and no byte of them is printed.
+    @Test func resolvingSecretsParsesEveryKeyAndCertificate() async throws {
+        let directory = try TemporaryDirectory.make()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let canary = "CanaryKeyBody\(UUID().uuidString.replacingOccurrences(of: "-", with: ""))"
+        let fixtures = RelayProcess.repositoryRoot.appendingPathComponent("Tests/TestSupport/Fixtures")
+        let badKey = directory.appendingPathComponent("bad.key").path
+        let otherKey = directory.appendingPathComponent("other.key").path
+        try Data("-----BEGIN PRIVATE KEY-----\n\(canary)\n-----END PRIVATE KEY-----\n".utf8).write(
+            to: URL(fileURLWithPath: badKey))
+        let made = try await InteropStack.run(
+            "/usr/bin/openssl",
+            ["genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", otherKey],
+            in: directory, timeout: .seconds(60))
+        #expect(made.status == 0, "\(made.stderr)")
+        for path in [badKey, otherKey] { chmod(path, 0o600) }
+        let config = directory.appendingPathComponent("config.yaml").path
+        try Data(
+            """
+            version: 1
+            environments:
+              e:
+                base_url: https://api.example.com
+                profiles:
+                  signed:
+                    type: client_credentials
+                    token_url: https://as.example.com/token
+                    client_id: app
+                    client_key: { file: \(badKey) }
+                  mtls:
+                    type: client_credentials
+                    token_url: https://as.example.com/token
+                    client_id: app
+                    client_auth: tls_client_auth
+                    client_cert: { file: \(fixtures.appendingPathComponent("test_cert.pem").path) }
+                    client_key: { file: \(otherKey) }
+
+            """.utf8
+        ).write(to: URL(fileURLWithPath: config))
+        let (code, process) = try await Self.run(["check-config", "--resolve-secrets", "--config", config])
+        let output = process.stderrText + process.stdoutText
+        #expect(code == 1, "\(output)")
+        #expect(output.contains("\(config):10:21: error:"), "\(output)")
+        #expect(output.contains("client_key is not a readable unencrypted PEM private key"), "\(output)")
+        #expect(output.contains("\(config):17:21: error:"), "\(output)")
+        #expect(output.contains("client_key is not the private key of client_cert's certificate"), "\(output)")
+        #expect(!output.contains(canary))
+        let other = try String(contentsOfFile: otherKey, encoding: .utf8)
+        #expect(pemBodyLines(other).allSatisfy { !output.contains($0) })
+        // Without the option nothing is read.
+        #expect(try await Self.run(["check-config", "--config", config]).code == 0)
+    }
+
     @Test func tabIndentationIsAClearErrorAtItsLine() async throws {
         let path = try TemporaryDirectory.file("version: 1\nenvironments:\n  local:\n\tbase_url: http://127.0.0.1:9\n")
         let (code, process) = try await Self.run(["check-config", "--config", path])

@@ -47,6 +47,39 @@ import Testing
         }
     }
 
+    /// RFC 7523 §3.1: client authentication is optional for the jwt-bearer grant (SPEC §10). A
+    /// profile without `client_id` is served, and its token request names no client at all (the
+    /// server takes such requests only when they carry no client_id, secret or assertion).
+    @Test func jwtBearerWithoutAClientIDNamesNoClient() async throws {
+        try await InteropStack.with(.init(pop: true)) { stack in
+            let issuerKey = try await stack.makeKey("ec", name: "cluster")
+            try stack.trustAssertionIssuer("cluster", publicPEM: issuerKey.publicPEM)
+            try Data().write(to: stack.popState.appendingPathComponent("anonymous-jwt-bearer"))
+            let path = stack.stateDirectory.appendingPathComponent("sa-token").path
+            let assertion = try await stack.mintAssertion(
+                key: issuerKey, issuer: "cluster", subject: "system:serviceaccount:ns:anon", audience: stack.popURL)
+            try stack.replaceSecretFile(path, with: assertion + "\n")
+            let relay = try stack.startPopRelay(profiles: [
+                (
+                    "workload",
+                    ["type: jwt_bearer", "token_url: \(stack.popTokenURL)", "assertion: { file: \(path) }"]
+                )
+            ])
+            let answer = try await relay.call("request", ["path": "/a"])
+            #expect(answer["result"]?["status"]?.intValue == 200, "\(answer.jsonText)")
+            #expect(answer["result"]?["json"]?["sub"]?.stringValue == "system:serviceaccount:ns:anon")
+            let status = try await relay.call("status")
+            #expect(status["error"] == nil, "\(status.jsonText)")
+            try relay.closeStdin()
+            #expect(try await relay.exitCode() == 0)
+            let grants = try stack.popLedger("jwt_bearer")
+            #expect(grants.count == 1)
+            #expect(grants.first?["client"] == .null, "no client_id was sent: \(grants)")
+            #expect(try stack.popLedger("refused").isEmpty)
+            #expect(!relay.stdoutText.contains(assertion) && !relay.stderrText.contains(assertion))
+        }
+    }
+
     @Test func githubActionsOIDCTokenIsAskedForItsAudienceAndTraded() async throws {
         try await InteropStack.with(.init(pop: true)) { stack in
             try stack.registerPopClient("ci", ["auth": "none"])

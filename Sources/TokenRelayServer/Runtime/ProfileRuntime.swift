@@ -217,7 +217,7 @@ extension ProfileRuntime {
         }
     }
 
-    static func clientAuth(_ method: TokenRelayConfig.ClientAuthMethod) -> TokenRelayAuth.ClientAuthMethod {
+    package static func clientAuth(_ method: TokenRelayConfig.ClientAuthMethod) -> TokenRelayAuth.ClientAuthMethod {
         switch method {
         case .clientSecretBasic: .clientSecretBasic
         case .clientSecretPost: .clientSecretPost

@@ -12,6 +12,8 @@ Clients are registered by files the tests write, read again at every request:
      "downgrade": false,                         # answer token_type Bearer even to a DPoP proof
      "ttl": 3600}
   $POP_STATE/issuers/<name>.pem                  # keys trusted for jwt-bearer assertions (iss = name)
+  $POP_STATE/anonymous-jwt-bearer                # present: a jwt-bearer grant may name no client at
+                                                 # all (RFC 7523 §3.1: client authentication is optional)
   $POP_STATE/gha-request-token                   # what GET /gha/token wants as its bearer token
 GET /gha/token?audience=A plays the GitHub Actions OIDC token service (ACTIONS_ID_TOKEN_REQUEST_URL):
 it answers {"value": JWT} signed by issuer "gha" (trusted for jwt-bearer).
@@ -296,7 +298,12 @@ async def token(request: Request):
     form = await read_form(request)
     if any(len(form.getlist(k)) > 1 for k in form.keys() if k not in ("resource", "audience")):
         return oauth_error(400, "invalid_request", "a parameter is repeated")
-    client_id, client, error = await client_authentication(form, request)
+    names_client = any(k in form for k in ("client_id", "client_secret", "client_assertion", "client_assertion_type")) \
+        or "authorization" in request.headers
+    if form.get("grant_type") == JWT_BEARER and not names_client and (STATE / "anonymous-jwt-bearer").exists():
+        client_id, client, error = None, {}, None  # an unidentified client (RFC 7523 §3.1)
+    else:
+        client_id, client, error = await client_authentication(form, request)
     if error:
         return error
     jkt = None
