@@ -106,6 +106,12 @@ public struct HTTPRequest: Sendable {
     public var delivery: HTTPResponseDelivery = .buffered
     /// The TLS client certificate to present (mutual TLS), if any.
     public var clientIdentity: ClientIdentity?
+    /// Whether the body is delivered decoded: the transport asks for every content coding
+    /// libcurl decodes (`Accept-Encoding`, unless the request sets its own), decodes whatever
+    /// coding the server applied (one it cannot decode fails the transfer), and answers without
+    /// `Content-Encoding` and `Content-Length` (they described the coded body). `false`: no
+    /// coding is asked for and the body is delivered as sent.
+    public var decodesContent = false
     /// Told when a middleware replays this request in answer to a response (an event stream
     /// announces that reconnect); `nil`: nobody listens.
     public var replayObserver: (@Sendable (HTTPReplayEvent) -> Void)?

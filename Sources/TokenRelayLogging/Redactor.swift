@@ -7,6 +7,10 @@ import Synchronization
 /// - Matching is on UTF-8 bytes: a secret is masked wherever its bytes occur, whatever follows
 ///   it (a combining mark directly after a secret does not hide it). Overlapping or nested
 ///   secrets are masked as one run; the bytes around them are kept.
+/// - Encoded forms are masked too (``SecretForms``): percent-encoded in any spelling (and form
+///   encoding's `+` for a space), base64 and base64url at any offset inside a longer base64
+///   value (a `Basic` credential's `user:secret`), padded or not. Callers register a secret once,
+///   never its encodings.
 /// - Values shorter than ``minimumLength`` (4 bytes) are never masked; the configuration refuses
 ///   such secrets when it resolves them (`SecretSource`), so none is in use unmasked.
 /// - Configured secrets (``register(_:)``) are kept for the life of the process. Issued
@@ -15,7 +19,8 @@ import Synchronization
 ///   registered or used: a current token is registered again each time it is used, so only
 ///   long-replaced tokens are forgotten, and memory stays bounded however many were issued.
 /// - The cost of ``redact(_:)`` is one pass over the text's bytes (``SecretMatcher``), whatever
-///   the number of registered values; the matcher is rebuilt when a value is added or dropped,
+///   the number of registered values, and a second one over its percent-decoded view when it
+///   has a `%XX` escape; the matcher is rebuilt when a value is added or dropped,
 ///   at registration, never while redacting.
 public final class Redactor: Sendable {
     /// The process-wide redactor used by the logger and by error descriptions.
@@ -39,7 +44,7 @@ public final class Redactor: Sendable {
         var tokens: [[UInt8]: UInt64] = [:]
         var tick: UInt64 = 0
         /// The matcher for exactly `secrets` and `tokens` as of the last rebuild.
-        var matcher = SecretMatcher(patterns: [])
+        var matcher = SecretMatcher(secrets: [])
         /// Whether `secrets` or `tokens` changed and the matching matcher is not published yet.
         var pending = false
 
@@ -57,7 +62,7 @@ public final class Redactor: Sendable {
         self.tokenCapacity = max(1, tokenCapacity)
     }
 
-    /// Registers a configured secret (or a form of it, e.g. percent-encoded); it is masked in
+    /// Registers a configured secret (its encoded forms follow: ``SecretForms``); it is masked in
     /// every later ``redact(_:)`` call, for the life of the process.
     public func register(_ secret: String) {
         let bytes = Array(secret.utf8)
@@ -66,7 +71,7 @@ public final class Redactor: Sendable {
         update { registry in registry.secrets.insert(bytes).inserted }
     }
 
-    /// Registers issued credentials (tokens and their encoded forms); registering a value that
+    /// Registers issued credentials (tokens; their encoded forms follow); registering a value that
     /// is already known only marks it as recently used.
     public func registerTokens(_ tokens: [String]) {
         let values = tokens.map { Array($0.utf8) }.filter { $0.count >= minimumLength }
@@ -110,7 +115,7 @@ public final class Redactor: Sendable {
                 return registry.patterns
             }
             guard let patterns else { return }
-            let matcher = SecretMatcher(patterns: patterns)
+            let matcher = SecretMatcher(secrets: patterns)
             registry.withLock { registry in
                 registry.matcher = matcher
                 registry.pending = false

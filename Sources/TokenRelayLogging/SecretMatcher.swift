@@ -8,6 +8,10 @@
 /// which always leads back to the root), so each text byte costs one table lookup; building it
 /// is linear in the total key length times the number of classes.
 ///
+/// A matcher built from ``SecretForms`` (``init(forms:)``, what the ``Redactor`` uses) also
+/// widens a base64 middle's match over the neighbouring base64 characters that carry bits of
+/// the secret, and runs over the text's percent-decoded view as well.
+///
 /// Immutable once built; safe to share between threads.
 public final class SecretMatcher: Sendable {
     /// The bytes of each pattern the automaton is built over.
@@ -27,14 +31,39 @@ public final class SecretMatcher: Sendable {
     private let keyAt: [Int32]
     /// The nearest proper suffix state at which a key ends, or -1.
     private let outputLink: [Int32]
+    /// For each pattern, how many base64 characters a match is widened by on each side; empty:
+    /// never.
+    private let widening: [(left: UInt8, right: UInt8)]
+    /// Whether the text's percent-decoded view is searched too.
+    private let decodesPercent: Bool
 
     /// Whether there is no pattern.
     public var isEmpty: Bool { patterns.isEmpty }
 
-    /// A matcher for `patterns` (empty patterns are ignored).
-    public init(patterns: [[UInt8]]) {
-        let patterns = patterns.filter { !$0.isEmpty }
+    /// A matcher for exactly `patterns` (empty patterns are ignored).
+    public convenience init(patterns: [[UInt8]]) {
+        self.init(patterns: patterns.filter { !$0.isEmpty }, widening: [], decodesPercent: false)
+    }
+
+    /// A matcher for each of `secrets` in every form ``SecretForms`` lists, and in the text's
+    /// percent-decoded view.
+    convenience init(secrets: [[UInt8]]) {
+        var seen: Set<[UInt8]> = []
+        var patterns: [[UInt8]] = []
+        var widening: [(left: UInt8, right: UInt8)] = []
+        for secret in secrets where !secret.isEmpty {
+            for form in SecretForms.forms(of: secret) where seen.insert(form.bytes).inserted {
+                patterns.append(form.bytes)
+                widening.append((form.widenLeft, form.widenRight))
+            }
+        }
+        self.init(patterns: patterns, widening: widening, decodesPercent: true)
+    }
+
+    private init(patterns: [[UInt8]], widening: [(left: UInt8, right: UInt8)], decodesPercent: Bool) {
         self.patterns = patterns
+        self.widening = widening
+        self.decodesPercent = decodesPercent
 
         // Keys, and the patterns behind each.
         var keyIndex: [[UInt8]: Int] = [:]
@@ -118,10 +147,32 @@ public final class SecretMatcher: Sendable {
         self.outputLink = outputLink
     }
 
-    /// The byte ranges of `text` covered by occurrences of the patterns, merged where they
-    /// overlap, in order. Empty when there is none.
+    /// The byte ranges of `text` covered by occurrences of the patterns (widened, and found in
+    /// the percent-decoded view, for a matcher of secrets), merged where they overlap, in order.
+    /// Empty when there is none.
     public func matches(in text: UnsafeBufferPointer<UInt8>) -> [Range<Int>] {
         guard !patterns.isEmpty else { return [] }
+        var found = occurrences(in: text)
+        if decodesPercent, let view = SecretForms.percentDecoded(text) {
+            let decoded = view.bytes.withUnsafeBufferPointer { occurrences(in: $0) }
+            for range in decoded { found.append(view.origins[range.lowerBound]..<view.origins[range.upperBound]) }
+        }
+        guard found.count > 1 else { return found }
+        found.sort { $0.lowerBound < $1.lowerBound }
+        var merged: [Range<Int>] = [found[0]]
+        for range in found.dropFirst() {
+            let last = merged[merged.count - 1]
+            if range.lowerBound < last.upperBound {
+                merged[merged.count - 1] = last.lowerBound..<max(last.upperBound, range.upperBound)
+            } else {
+                merged.append(range)
+            }
+        }
+        return merged
+    }
+
+    /// Every occurrence in `text` (widened), unmerged and unordered.
+    private func occurrences(in text: UnsafeBufferPointer<UInt8>) -> [Range<Int>] {
         var found: [Range<Int>] = []
         let width = classCount
         transitions.withUnsafeBufferPointer { table in
@@ -138,18 +189,7 @@ public final class SecretMatcher: Sendable {
                 }
             }
         }
-        guard found.count > 1 else { return found }
-        found.sort { $0.lowerBound < $1.lowerBound }
-        var merged: [Range<Int>] = [found[0]]
-        for range in found.dropFirst() {
-            let last = merged[merged.count - 1]
-            if range.lowerBound < last.upperBound {
-                merged[merged.count - 1] = last.lowerBound..<max(last.upperBound, range.upperBound)
-            } else {
-                merged.append(range)
-            }
-        }
-        return merged
+        return found
     }
 
     /// Appends the occurrences of the patterns whose keys end at `state`, for the text up to `end`.
@@ -161,10 +201,28 @@ public final class SecretMatcher: Sendable {
             for candidate in candidates[Int(keyAt[Int(output)])] {
                 let pattern = patterns[Int(candidate)]
                 let start = end - pattern.count
-                if start >= 0, Self.equal(text, from: start, pattern) { found.append(start..<end) }
+                if start >= 0, Self.equal(text, from: start, pattern) {
+                    found.append(widened(start..<end, pattern: Int(candidate), in: text))
+                }
             }
             output = outputLink[Int(output)]
         }
+    }
+
+    /// `range` widened over the base64 characters around it that the pattern's form says carry
+    /// bits of its secret.
+    private func widened(_ range: Range<Int>, pattern: Int, in text: UnsafeBufferPointer<UInt8>) -> Range<Int> {
+        guard !widening.isEmpty else { return range }
+        let (left, right) = widening[pattern]
+        var lower = range.lowerBound
+        var upper = range.upperBound
+        while range.lowerBound - lower < Int(left), lower > 0, SecretForms.isBase64Character(text[lower - 1]) {
+            lower -= 1
+        }
+        while upper - range.upperBound < Int(right), upper < text.count, SecretForms.isBase64Character(text[upper]) {
+            upper += 1
+        }
+        return lower..<upper
     }
 
     private static func equal(_ text: UnsafeBufferPointer<UInt8>, from start: Int, _ pattern: [UInt8]) -> Bool {

@@ -1,3 +1,4 @@
+import Foundation
 import Testing
 
 @testable import TokenRelayLogging
@@ -167,5 +168,112 @@ extension Array where Element == UInt8 {
     func containsBytes(_ needle: [UInt8]) -> Bool {
         guard !needle.isEmpty, count >= needle.count else { return false }
         return (0...(count - needle.count)).contains { self[$0..<($0 + needle.count)].elementsEqual(needle) }
+    }
+}
+
+/// The encoded forms of a secret the redactor masks (SecretForms; docs/agents.md).
+@Suite struct EncodedFormsTests {
+    /// Its base64 encoding yields both `+` and `/` (standard) or `-` and `_` (URL).
+    static let secret = "canary-s3cret?>>~~~ value"
+
+    static func percentEncoded(_ text: String, keeping kept: String, upper: Bool, plus: Bool = false) -> String {
+        text.utf8.map { byte -> String in
+            if plus, byte == 0x20 { return "+" }
+            if kept.utf8.contains(byte) { return String(UnicodeScalar(byte)) }
+            let hex = String(byte, radix: 16, uppercase: upper)
+            return "%" + (hex.count == 1 ? "0" : "") + hex
+        }.joined()
+    }
+
+    static let unreserved = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~"
+
+    @Test func percentEncodedSpellingsAreMasked() throws {
+        let redactor = Redactor()
+        redactor.register(Self.secret)
+        let spellings = [
+            Self.percentEncoded(Self.secret, keeping: "", upper: true),
+            Self.percentEncoded(Self.secret, keeping: "", upper: false),
+            Self.percentEncoded(Self.secret, keeping: Self.unreserved, upper: true),
+            Self.percentEncoded(Self.secret, keeping: Self.unreserved, upper: false),
+            Self.percentEncoded(Self.secret, keeping: Self.unreserved, upper: true, plus: true),
+            Self.percentEncoded(Self.secret, keeping: Self.unreserved + "?>", upper: false, plus: true),
+        ]
+        for spelling in spellings {
+            let text = "grant_type=x&token=\(spelling)&next=1"
+            #expect(redactor.redact(text) == "grant_type=x&token=\(Redactor.mask)&next=1", "\(spelling)")
+        }
+        // Escapes that decode to something else are kept as they are.
+        #expect(redactor.redact("100%25 of %zz and %4") == "100%25 of %zz and %4")
+    }
+
+    static func base64(_ bytes: [UInt8], url: Bool, padded: Bool) -> String {
+        var text = Data(bytes).base64EncodedString()
+        if url { text = text.replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_") }
+        if !padded { text = text.replacingOccurrences(of: "=", with: "") }
+        return text
+    }
+
+    /// For the secret at each offset inside a longer base64 value, in both alphabets, padded or
+    /// not: one mask, and every character outside it carries only bits of the bytes around.
+    @Test(arguments: [false, true], [false, true])
+    func base64AtEveryOffsetIsMaskedWithEveryBitOfTheSecret(url: Bool, padded: Bool) throws {
+        let redactor = Redactor()
+        redactor.register(Self.secret)
+        let secret = Array(Self.secret.utf8)
+        for before in 0..<6 {
+            for after in 0..<4 {
+                let value = [UInt8](repeating: 0x78, count: before) + secret + [UInt8](repeating: 0x79, count: after)
+                let encoded = Self.base64(value, url: url, padded: padded)
+                let redacted = redactor.redact("\"field\":\"\(encoded)\"")
+                let parts = redacted.components(separatedBy: Redactor.mask)
+                try #require(parts.count == 2, "\(encoded) -> \(redacted)")
+                let prefix = String(parts[0].dropFirst("\"field\":\"".count))
+                let suffix = String(parts[1].dropLast())
+                #expect(encoded.hasPrefix(prefix) && encoded.hasSuffix(suffix))
+                // Characters [0, first) carry bits of the leading bytes only; [last, end) of the trailing.
+                let first = before * 8 / 6
+                let last = ((before + secret.count) * 8 + 5) / 6
+                #expect(prefix.count <= first, "\(encoded) -> \(redacted)")
+                #expect(encoded.count - suffix.count >= last, "\(encoded) -> \(redacted)")
+            }
+        }
+    }
+
+    @Test func aBasicCredentialOfTheSecretIsMasked() {
+        let redactor = Redactor()
+        redactor.register(Self.secret)
+        for user in ["alice", "bo", "client-id-1"] {
+            let basic = Self.base64(Array("\(user):\(Self.secret)".utf8), url: false, padded: true)
+            let redacted = redactor.redact("Authorization: Basic \(basic)")
+            let parts = redacted.dropFirst("Authorization: Basic ".count).components(separatedBy: Redactor.mask)
+            #expect(parts.count == 2, "\(redacted)")
+            // What is left shows the user name, never a bit of the secret.
+            #expect(basic.hasPrefix(parts[0]) && parts[0].count <= (user.utf8.count + 1) * 8 / 6, "\(redacted)")
+        }
+    }
+
+    @Test func base64InsidePercentEncodingIsMasked() {
+        let redactor = Redactor()
+        redactor.register(Self.secret)
+        let encoded = Self.base64(Array(Self.secret.utf8), url: false, padded: true)
+        let query = Self.percentEncoded(encoded, keeping: Self.unreserved, upper: true)
+        #expect(query.contains("%2B") || query.contains("%2F"))
+        // The padding carries no bit of the secret (25 bytes: two '=').
+        #expect(redactor.redact("?state=\(query)&x=1") == "?state=\(Redactor.mask)%3D%3D&x=1")
+    }
+
+    @Test func unrelatedBase64AndShortSecretsAreLeftAlone() {
+        let redactor = Redactor()
+        redactor.register("abcd")
+        let other = Self.base64(Array("an unrelated value of some length".utf8), url: false, padded: true)
+        #expect(redactor.redact(other) == other)
+        // A 4-byte secret has no base64 middle of 8 characters: only its own bytes are masked.
+        #expect(redactor.redact("YWJjZA== abcd") == "YWJjZA== \(Redactor.mask)")
+    }
+
+    @Test func theRawPatternMatcherStillMatchesExactlyItsPatterns() {
+        let matcher = SecretMatcher(patterns: [Array("secret".utf8)])
+        let text = Array("%73ecret c2VjcmV0 secret".utf8)
+        #expect(text.withUnsafeBufferPointer { matcher.matches(in: $0) } == [18..<24])
     }
 }

@@ -4,6 +4,8 @@ request it receives. Run: .venv/bin/python -m pytest -q Tests/MCP (the binary fr
 $TOKENRELAY_BIN; the OAuth test needs the interop stack: $TOKENRELAY_STACK_ENV)."""
 
 import asyncio
+import base64
+import gzip
 import json
 import os
 import re
@@ -15,6 +17,8 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.parse
+import zlib
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -66,6 +70,18 @@ class API:
                     extra["X-Echo-Key"] = self.headers.get("X-API-Key", "")
                     data = json.dumps(payload).encode()
                     content_type = "application/json"
+                    if "gzip" in (self.headers.get("Accept-Encoding") or ""):  # compressed when asked
+                        data = gzip.compress(data)
+                        extra["Content-Encoding"] = "gzip"
+                elif path.startswith("/v1/echo-coded/"):  # compressed unasked
+                    coding = path.rsplit("/", 1)[1]
+                    data = json.dumps({"headers": dict(self.headers.items())}).encode()
+                    data = {"gzip": gzip.compress, "deflate": zlib.compress}.get(coding, lambda d: d)(data)
+                    extra["Content-Encoding"] = coding
+                    content_type = "application/json"
+                elif path == "/v1/echo-encoded":
+                    data = json.dumps(encoded_forms(self.headers)).encode()
+                    content_type = "application/json"
                 elif path == "/v1/echo-text":
                     data = ("auth was " + self.headers.get("Authorization", "") + " key was "
                             + self.headers.get("X-API-Key", "")).encode()
@@ -107,6 +123,31 @@ class API:
             self.requests.clear()
 
 
+def encoded_forms(headers):
+    """What /v1/echo-encoded answers: the credentials it received, encoded as APIs echo them:
+    percent-encoded (each spelling), base64 and base64url at each offset inside a longer value,
+    padded or not, and re-encoded as a Basic credential; each value the exact one sent back."""
+    forms = {}
+    values = {"key": headers.get("X-API-Key") or "",
+              "bearer": (headers.get("Authorization") or "").removeprefix("Bearer ")}
+    for name, value in values.items():
+        if not value:
+            continue
+        raw = value.encode()
+        forms[f"{name}-quote"] = urllib.parse.quote(value, safe="")
+        forms[f"{name}-quote-plus"] = urllib.parse.quote_plus(value + " x")
+        forms[f"{name}-all-upper"] = "".join(f"%{b:02X}" for b in raw)
+        forms[f"{name}-all-lower"] = "".join(f"%{b:02x}" for b in raw)
+        forms[f"{name}-form-body"] = urllib.parse.urlencode({"token": value, "note": "a b"})
+        forms[f"{name}-basic"] = "Basic " + base64.b64encode(b"agent:" + raw).decode()
+        for before in range(3):
+            data = b"x" * before + raw + b"y"
+            forms[f"{name}-b64-{before}"] = base64.b64encode(data).decode()
+            forms[f"{name}-b64url-{before}"] = base64.urlsafe_b64encode(data).decode().rstrip("=")
+            forms[f"{name}-b64-quoted-{before}"] = urllib.parse.quote(base64.b64encode(data).decode(), safe="")
+    return forms
+
+
 @pytest.fixture(scope="module")
 def api():
     server = API()
@@ -126,7 +167,7 @@ def write_config(directory, api, stack=None, allow_extra=()):
                 "default_profile": "key",
                 "mcp": {
                     "allow": ["GET /repos/**", "* /echo", "GET /echo-text", "GET /big", "GET /status/*", "GET /slow",
-                              *allow_extra],
+                              "GET /echo-coded/*", "GET /echo-encoded", *allow_extra],
                     "deny": ["* /repos/*/secret/**"],
                     "confirm": ["POST /repos/*/issues"],
                     "max_response_bytes": 1000,
@@ -441,6 +482,72 @@ def test_echoed_credentials_never_reach_the_agent(api, workdir):
             echoed = (await client.call_tool("http_request", {"path": "/echo"})).structured_content
             assert echoed["json"]["headers"]["X-API-Key"] == "[REDACTED]"
             assert echoed["headers"]["x-echo-key"] == "[REDACTED]"
+
+    run(scenario())
+
+
+def test_a_compressed_echo_reaches_the_agent_decoded_and_masked(api, workdir):
+    # An agent's Accept-Encoding is refused: compressed bytes would hide the echoed credentials.
+    # tokenrelay asks for the codings it decodes itself and masks the decoded body; a server that
+    # compresses unasked is decoded too, and one whose coding cannot be decoded is withheld.
+    config = write_config(workdir, api)
+
+    async def scenario():
+        async with sdk_client(config, workdir) as client:
+            for coding in ("gzip", "deflate", "br", "zstd", "identity", "gzip, deflate"):
+                api.clear()
+                result = await client.call_tool(
+                    "http_request", {"path": "/echo", "headers": {"Accept-Encoding": coding}})
+                assert result.is_error is True, text_of(result)
+                assert "Accept-Encoding" in text_of(result) and api.count() == 0
+            for name, value in (("Range", "bytes=10-20"), ("If-Range", "x"), ("accept-encoding", "gzip")):
+                result = await client.call_tool("http_request", {"path": "/echo", "headers": {name: value}})
+                assert result.is_error is True and api.count() == 0, text_of(result)
+            for profile in ("key", "bearer"):
+                for path in ("/echo", "/echo-coded/gzip", "/echo-coded/deflate"):
+                    result = await client.call_tool("http_request", {"path": path, "profile": profile})
+                    assert result.is_error is False, text_of(result)
+                    structured = result.structured_content
+                    assert "base64" not in structured and "json" in structured, structured
+                    assert "gzip" in structured["json"]["headers"]["Accept-Encoding"]
+                    assert "content-encoding" not in structured["headers"]
+                    everything = json.dumps(result.model_dump(mode="json"))
+                    assert KEY not in everything and BEARER not in everything, everything
+                    assert "[REDACTED]" in everything
+            result = await client.call_tool("http_request", {"path": "/echo-coded/x-unknown"})
+            assert result.is_error is True, text_of(result)
+            everything = json.dumps(result.model_dump(mode="json"))
+            assert KEY not in everything and "base64" not in everything
+
+    run(scenario())
+
+
+def test_encoded_echoes_of_the_credentials_are_masked(api, workdir):
+    config = write_config(workdir, api)
+
+    def base64_bytes(piece):
+        piece = piece[: len(piece) - len(piece) % 4 + (len(piece) % 4 if len(piece) % 4 > 1 else 0)]
+        return base64.urlsafe_b64decode(piece.replace("+", "-").replace("/", "_") + "=" * (-len(piece) % 4))
+
+    async def scenario():
+        async with sdk_client(config, workdir) as client:
+            for profile, secret in (("key", KEY), ("bearer", BEARER)):
+                result = await client.call_tool("http_request", {"path": "/echo-encoded", "profile": profile})
+                assert result.is_error is False, text_of(result)
+                received = result.structured_content["json"]
+                sent = encoded_forms({"X-API-Key": KEY} if profile == "key" else {"Authorization": "Bearer " + BEARER})
+                assert set(received) == set(sent)
+                everything = json.dumps(result.model_dump(mode="json"))
+                for name, value in sent.items():
+                    assert value not in everything, name
+                    masked = received[name]
+                    assert "[REDACTED]" in masked, (name, masked)
+                    for decoded in (urllib.parse.unquote(masked), urllib.parse.unquote_plus(masked)):
+                        assert secret not in decoded, (name, masked)
+                    if "-b64" in name:
+                        # What is left before the mask decodes to the bytes before the secret only.
+                        head = urllib.parse.unquote(masked).split("[REDACTED]")[0]
+                        assert set(base64_bytes(head)) <= {ord("x")}, (name, masked)
 
     run(scenario())
 

@@ -355,6 +355,13 @@ final class CurlEventLoop: @unchecked Sendable {  // Safe: inbox is a Mutex; the
             _ = tr_easy_setopt_blob(h, CURLOPT_SSLCERT_BLOB, nil, 0)
             _ = tr_easy_setopt_blob(h, CURLOPT_SSLKEY_BLOB, nil, 0)
         }
+        // Content codings: "" asks for every coding this libcurl decodes and makes it decode any
+        // coding the response names; NULL (libcurl's default) asks for none and decodes nothing.
+        if request.decodesContent {
+            _ = tr_easy_setopt_string(h, CURLOPT_ACCEPT_ENCODING, "")
+        } else {
+            _ = tr_easy_setopt_pointer(h, CURLOPT_ACCEPT_ENCODING, nil)
+        }
         let connectTimeout = request.connectTimeout ?? options.connectTimeout
         _ = tr_easy_setopt_long(h, CURLOPT_CONNECTTIMEOUT_MS, Self.milliseconds(connectTimeout))
         switch transfer.sink {
@@ -510,10 +517,9 @@ final class CurlEventLoop: @unchecked Sendable {  // Safe: inbox is a Mutex; the
             transfer.completion = nil
             switch outcome {
             case .success:
-                let head = transfer.head
+                let head = transfer.currentHead
                 completion.resume(
-                    returning: HTTPResponse(status: head.status, headers: HTTPHeaders(head.fields), body: transfer.body)
-                )
+                    returning: HTTPResponse(status: head.status, headers: head.headers, body: transfer.body))
                 transfer.body = []
             case .failure(let error):
                 completion.resume(throwing: error)

@@ -69,8 +69,9 @@ final class CurlTransfer: @unchecked Sendable {  // Safe: see the ownership rule
     /// a token, a value with CR, LF or NUL, a framing or hop-by-hop field).
     ///
     /// What goes on the wire besides the caller's fields: `Host`, `Accept: */*` (unless the
-    /// caller sets `Accept`), `Content-Length` for bodies, and nothing else — no `User-Agent`, no
-    /// `Accept-Encoding`, no `Expect: 100-continue`, no default `Content-Type` for bodies.
+    /// caller sets `Accept`), `Content-Length` for bodies, `Accept-Encoding` only for a request
+    /// that ``HTTPRequest/decodesContent``, and nothing else — no `User-Agent`, no
+    /// `Expect: 100-continue`, no default `Content-Type` for bodies.
     static func headerLines(for request: HTTPRequest) throws(HTTPError) -> [String] {
         var lines: [String] = []
         lines.reserveCapacity(request.headers.fields.count + 2)
@@ -98,6 +99,14 @@ final class CurlTransfer: @unchecked Sendable {  // Safe: see the ownership rule
         }
     }
 
-    /// The head received so far.
-    var currentHead: Head { Head(status: head.status, headers: HTTPHeaders(head.fields)) }
+    /// The head received so far; for a request that ``HTTPRequest/decodesContent``, without the
+    /// fields that described the coded body.
+    var currentHead: Head {
+        var headers = HTTPHeaders(head.fields)
+        if request.decodesContent {
+            headers.remove("Content-Encoding")
+            headers.remove("Content-Length")
+        }
+        return Head(status: head.status, headers: headers)
+    }
 }

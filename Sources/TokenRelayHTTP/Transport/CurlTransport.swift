@@ -13,7 +13,8 @@ import TokenRelayPlatform
 /// parsed once by libcurl's URL API (``ParsedURL``) and the transfer uses that very parse
 /// (CURLOPT_CURLU). Framing and hop-by-hop fields are refused (``HTTPFieldRules``). Besides the caller's fields the
 /// request carries `Host`, `Accept: */*` (unless set), and `Content-Length` with a body; no
-/// `User-Agent`, `Accept-Encoding`, `Expect` or default `Content-Type`.
+/// `User-Agent`, `Expect` or default `Content-Type`, and no `Accept-Encoding` unless the request
+/// ``HTTPRequest/decodesContent`` (then the body comes back decoded).
 public final class CurlTransport: HTTPTransport {
     /// Settings fixed for the transport's life.
     public struct Options: Sendable {

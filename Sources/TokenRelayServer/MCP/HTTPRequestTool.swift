@@ -3,6 +3,7 @@ import TokenRelayAuth
 import TokenRelayConfig
 import TokenRelayErrorKinds
 import TokenRelayHTTP
+import TokenRelayHTTPFields
 import TokenRelayJSONRPC
 import TokenRelayLogging
 
@@ -168,6 +169,7 @@ struct HTTPRequestTool {
         case .failure(let problem): throw Refusal(message: "refused: \(problem.description); nothing was sent")
         }
         request.target = .path(template: normalised.description, variables: [:])
+        request.decodesContent = true
         audit.method = method
         audit.url = Self.auditURL(base: exposed.baseURL, path: normalised.description, query: request.query)
 
@@ -235,6 +237,13 @@ struct HTTPRequestTool {
             }
             throw Refusal(message: Self.loginText(prompt, environment: environmentName, profile: profileName))
         }
+        if let coding = Self.undecodedCoding(response.headers) {
+            audit.outcome = "refused answer"
+            throw Refusal(
+                message:
+                    "the API answered HTTP \(response.status) with a body coded as '\(ServerText(coding, maximumBytes: 64).value)', which tokenrelay could not decode, so could not mask secrets in; the answer was withheld"
+            )
+        }
         audit.outcome = "\(response.status)"
         return Self.encode(response, limit: exposed.maxResponseBytes(for: profile), elapsed: elapsed)
     }
@@ -246,12 +255,39 @@ struct HTTPRequestTool {
         "x-original-method", "x-forwarded-prefix",
     ]
 
+    /// Headers that would make the answer a representation the masking cannot see whole: a
+    /// content coding (compressed bytes hide an echoed secret; tokenrelay asks for the codings it
+    /// decodes itself) or a byte range (a secret cut into pieces, each too short to match).
+    static let representationHeaders: Set<String> = ["accept-encoding", "range", "if-range"]
+
+    /// The coding of a response body the transport did not decode (a `Content-Encoding` other
+    /// than `identity`, a `Transfer-Encoding` other than `chunked`), or `nil` when the body is
+    /// plain: such a body would reach the agent with its secrets unmasked.
+    static func undecodedCoding(_ headers: HTTPHeaders) -> String? {
+        for (name, codings) in [("content-encoding", ["identity"]), ("transfer-encoding", ["chunked", "identity"])] {
+            for value in headers.values(for: name) {
+                for coding in value.split(separator: ",") {
+                    let token = HTTPFieldRules.trimmingWhitespace(coding).lowercased()
+                    if !token.isEmpty, !codings.contains(token) { return token }
+                }
+            }
+        }
+        return nil
+    }
+
     /// Refuses the headers an agent may not set: `Authorization`, `Cookie`, `Proxy-*`, the
-    /// profile's own credential header, and the method and path overrides.
+    /// profile's own credential header, the method and path overrides, and the fields that
+    /// change the answer's representation (``representationHeaders``).
     private func checkHeaders(_ headers: JSONValue?, credentialHeader: String?) throws {
         guard case .object(let members)? = headers else { return }
         for name in members.keys {
             let lower = name.lowercased()
+            if Self.representationHeaders.contains(lower) {
+                throw Refusal(
+                    message:
+                        "refused: an agent may not set the '\(name.prefix(64))' header (tokenrelay asks for compressed answers and decodes them itself, and answers whole bodies, so that every secret in them can be masked); nothing was sent"
+                )
+            }
             if Self.overridingHeaders.contains(lower) {
                 throw Refusal(
                     message:

@@ -62,7 +62,7 @@ enum MCPTools {
                 "headers": [
                     "type": "object",
                     "description":
-                        "Extra request headers. Authorization, Cookie, Proxy-* and the profile's credential header are refused.",
+                        "Extra request headers. Authorization, Cookie, Proxy-*, the profile's credential header, Accept-Encoding, Range and If-Range are refused (compressed answers are decoded for you).",
                     "additionalProperties": ["type": "string"],
                 ],
                 "json": ["description": "A JSON body (sent as application/json)."],

@@ -51,9 +51,11 @@ package struct RequestMethod: Sendable {
         if let body = params.body, let contentType = body.defaultContentType, !headers.contains("content-type") {
             headers.add(name: "Content-Type", value: contentType)
         }
-        return HTTPRequest(
+        var request = HTTPRequest(
             method: params.method, parsedURL: parsed, headers: headers, body: params.body?.bytes,
             connectTimeout: environment.settings.connectTimeout)
+        request.decodesContent = params.decodesContent
+        return request
     }
 
     /// The path `template` gives with `variables` (RFC 6570), or -32602 at `/path`.

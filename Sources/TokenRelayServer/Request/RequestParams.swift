@@ -39,6 +39,9 @@ package struct RequestParams: Sendable {
     var lastEventID: String?
     /// `subscribe` only: a clean end of the stream ends the subscription (SPEC §5.5).
     var untilClosed = false
+    /// Not a member: the MCP face's calls ask for the body decoded (``HTTPRequest/decodesContent``),
+    /// so that what masks secrets sees the bytes the agent can read.
+    var decodesContent = false
 
     static let requestMembers: Set<String> = [
         "environment", "profile", "method", "path", "url", "pathParams", "query", "headers", "json", "text", "base64",
