@@ -80,7 +80,7 @@ import Testing
         let received = await Self.read(expected.count, from: readEnd)
         #expect(received.count == expected.count)
         #expect(received == expected)
-        await writer.flush()
+        await writer.finish()
         close(writeEnd)
     }
 
@@ -102,7 +102,7 @@ import Testing
         let received = await Self.read(filler + 13, from: readEnd)
         #expect(received.count == filler + 13)
         #expect(Array(received.dropFirst(filler)) == Array("first\nsecond\n".utf8))
-        await writer.flush()
+        await writer.finish()
         close(writeEnd)
     }
 
@@ -117,7 +117,7 @@ import Testing
         await gone.wait()
         #expect(writer.isBroken)
         writer.sendNow(Array("dropped".utf8))
-        await writer.flush()  // returns: nothing is left waiting
+        await writer.finish()  // returns: nothing is left waiting
         close(writeEnd)
     }
 
