@@ -121,6 +121,31 @@ import Testing
         close(writeEnd)
     }
 
+    /// Issue 44: a peer that stopped reading cannot hold a stopping server: once the unread output
+    /// is abandoned, a producer waiting for room goes on, `finish` returns, later frames are
+    /// dropped, and every byte given up is counted.
+    @Test(arguments: Channel.allCases)
+    func abandoningTheUnreadOutputLetsWaitingProducersAndTheFinishGo(_ channel: Channel) async throws {
+        let (readEnd, writeEnd) = channel.open()
+        defer {
+            close(readEnd)
+            close(writeEnd)
+        }
+        let writer = StdioWriter(fileDescriptor: writeEnd, bound: 1024)
+        // Far more than the peer's buffer holds: most of it stays queued, over the bound.
+        writer.sendNow(Self.message(0x61, count: 1 << 20))
+        let room = writer.hasRoom(orWhenRoom: {})
+        #expect(!room)
+        writer.abandonUnread(after: .milliseconds(10))
+        await writer.send(Array("waits".utf8))  // for room, which only the abandonment gives
+        writer.sendNow(Array("dropped".utf8))
+        await writer.finish()
+        #expect(writer.isBroken)
+        let abandoned = writer.abandonedBytes
+        #expect(abandoned >= (1 << 20) - (512 << 10), "what the peer did not read")
+        #expect(abandoned <= (1 << 20) + 1 + 6 + 8, "and the later frames")
+    }
+
     @Test func ndjsonFramingAppendsTheNewlineAndLSPFramingPrefixesTheLength() {
         #expect(Framing.ndjson.frame(Array("{}".utf8)) == Array("{}\n".utf8))
         #expect(Framing.lsp.frame(Array("{}".utf8)) == Array("Content-Length: 2\r\n\r\n{}".utf8))

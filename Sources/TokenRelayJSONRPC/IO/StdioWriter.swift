@@ -106,11 +106,14 @@ public final class StdioWriter: MessageSink {
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             if output.whenDrained({ continuation.resume() }) { continuation.resume() }
         }
-        let abandoned = output.abandonedBytes
+        let abandoned = abandonedBytes
         if abandoned > 0 {
             log.warn("stdout was not read: \(abandoned) byte(s) of output abandoned at the end of the grace period")
         }
     }
+
+    /// Bytes abandoned (``abandonUnread(after:)``): unread then, or handed over since.
+    public var abandonedBytes: Int { output.abandonedBytes }
 
     /// Whether the peer has gone away (EPIPE), or the unread output was abandoned.
     public var isBroken: Bool { output.isBroken }
