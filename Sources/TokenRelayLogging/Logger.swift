@@ -77,6 +77,15 @@ public final class Logger: Sendable {
         log(.trace, message(), fields())
     }
 
+    /// Writes `text` as a line of its own for the person reading stderr (a login prompt), not a
+    /// log record: unformatted and at every level, masked as every line is, and through the same
+    /// writer, so that a stderr nobody reads never blocks the caller (the line is dropped then).
+    public func notice(_ text: String) {
+        var line = Array(redactor.redact(text).utf8)
+        line.append(0x0A)
+        writer.enqueue(line)
+    }
+
     /// Writes one line if `level` is enabled. Message and field values are redacted.
     public func log(
         _ level: LogLevel, _ message: @autoclosure () -> String, _ fields: @autoclosure () -> [(String, String)] = []

@@ -14,6 +14,10 @@ import Synchronization
 /// (``Overflow``): frames are never lost, so a producer learns the queue is full and waits for
 /// room (``whenRoom(_:)``); a log line may be, so it is dropped and counted, and once the queue
 /// has drained a line saying how many were dropped is written.
+///
+/// A process that is ending cannot wait for a reader that stopped reading: ``abandon()`` gives up
+/// what is still unwritten and lets every waiting producer go (the one unbounded wait the
+/// ``Overflow/wait`` policy has, bounded by whoever stops the process).
 public final class DescriptorWriter: Sendable {
     /// What happens to bytes handed over while `bound` bytes or more are queued.
     public enum Overflow: Sendable {
@@ -38,8 +42,13 @@ public final class DescriptorWriter: Sendable {
         /// Producers may write inline: the output takes non-blocking writes, and the kernel has
         /// not refused one.
         var inlineWrites: Bool
-        /// The reader is gone (``Overflow/wait``): everything is dropped.
+        /// The reader is gone (``Overflow/wait``), or what it did not read was abandoned:
+        /// everything is dropped.
         var broken = false
+        /// What was unwritten was given up (``abandon()``), and everything handed over since is.
+        var abandoned = false
+        /// Bytes given up (``abandon()``): unwritten then, or handed over since.
+        var abandonedBytes = 0
         var roomWaiters: [@Sendable () -> Void] = []
         var drainWaiters: [@Sendable () -> Void] = []
         let bound: Int
@@ -115,7 +124,10 @@ public final class DescriptorWriter: Sendable {
         let bytes = bytes
         enum Step { case none, inline, wake(Action) }
         let (step, full): (Step, Bool) = state.withLock { state in
-            guard !state.broken else { return (.none, false) }
+            guard !state.broken else {
+                if state.abandoned { state.abandonedBytes += bytes.count }
+                return (.none, false)
+            }
             if case .drop = overflow, state.queuedBytes + bytes.count > state.bound, state.queuedBytes > 0 {
                 state.dropped += 1
                 return (.none, true)
@@ -163,7 +175,33 @@ public final class DescriptorWriter: Sendable {
         return whenDrained { drained.signal() } || drained.wait(timeout: .now() + timeout) == .success
     }
 
-    /// Whether the reader has gone away (``Overflow/wait``: a write failed).
+    /// Gives up what is not written yet, for a process that is ending and will not wait any
+    /// longer for a reader that stopped reading: the queue is dropped, every producer waiting for
+    /// room and every wait for the drain is let go, and whatever is handed over from now on is
+    /// dropped too; all of it is counted (``abandonedBytes``). A write in progress is given up
+    /// with the rest (the thread blocked in it stays so until the process ends; a frame may be cut
+    /// short). Does nothing once the reader is gone.
+    public func abandon() {
+        let (ready, wake): ([@Sendable () -> Void], Bool) = state.withLock { state in
+            guard !state.broken else { return ([], false) }
+            state.broken = true
+            state.abandoned = true
+            state.abandonedBytes += state.queuedBytes
+            state.queue = []
+            state.queuedBytes = 0
+            state.dropped = 0
+            defer { state.writerSleeping = false }
+            return (state.readyWaiters(), state.writerSleeping)
+        }
+        if wake { wakeup.signal() }  // the thread sees the writer broken and ends
+        for resume in ready { resume() }
+    }
+
+    /// Bytes given up by ``abandon()``: unwritten then, or handed over since.
+    public var abandonedBytes: Int { state.withLock { $0.abandonedBytes } }
+
+    /// Whether the reader has gone away (``Overflow/wait``: a write failed), or what it did not
+    /// read was abandoned.
     public var isBroken: Bool { state.withLock { $0.broken } }
 
     /// Bytes handed over and not yet written.
@@ -199,6 +237,7 @@ public final class DescriptorWriter: Sendable {
     /// Takes `count` written bytes off the queue's count; a failed write with ``Overflow/wait``
     /// means the reader is gone: everything is dropped. Returns whether the writer broke now.
     private func account(_ count: Int, ok: Bool, _ state: inout State) -> Bool {
+        guard !state.broken else { return false }  // abandoned meanwhile: nothing is counted any more
         state.queuedBytes -= count
         guard !ok, case .wait = overflow, !state.broken else { return false }
         state.broken = true

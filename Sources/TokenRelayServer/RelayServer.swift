@@ -140,6 +140,7 @@ public final class RelayServer: Sendable {
 
         let reason = await termination.wait()
         log.debug("stopping: \(reason)")
+        Self.boundOutput(writer, gracePeriod: options.gracePeriod)
         dispatcher.beginShutdown()
         switch reason {
         case .exitNotification, .peerGone, .parentDied:
@@ -147,15 +148,28 @@ public final class RelayServer: Sendable {
         case .endOfInput, .signal:
             await drain(dispatcher)
         }
-        await waitIdle(dispatcher, atMost: .seconds(2))
+        await waitIdle(dispatcher, atMost: Self.cancelledAnswersAllowance)
         if let face { log.info("mcp: http_request calls: \(face.counts.text)") }
         await subscriptions.closeAll()
         await runtimes.close()
         authEvents.cancel()
-        await writer.flush()
+        await writer.finish()
         state.withLock { $0.watchdog?.cancel() }
         if case .exitNotification(let afterShutdown) = reason { return afterShutdown ? 0 : 1 }
         return 0
+    }
+
+    /// How long past the grace period the answers of the requests it cancelled get to reach the
+    /// peer.
+    static let cancelledAnswersAllowance: Duration = .seconds(2)
+
+    /// Bounds a stopping server's output (every stdio server's, `serve`, `mcp` and `mcp-proxy`,
+    /// from the moment it starts to stop): what a peer that stopped reading has not read by the
+    /// end of the grace period and the allowance of the cancelled requests' answers is abandoned
+    /// (``StdioWriter/abandonUnread(after:)``), so that neither a producer waiting for room nor
+    /// the final ``StdioWriter/finish()`` can keep the process from exiting.
+    package static func boundOutput(_ writer: StdioWriter, gracePeriod: Duration) {
+        writer.abandonUnread(after: gracePeriod + cancelledAnswersAllowance)
     }
 
     /// Lets in-flight requests finish within the grace period, then cancels the rest (each is

@@ -203,6 +203,18 @@ enum CommandLineTool {
         return settings
     }
 
+    /// The grace period of a stopping stdio server (`serve`, `mcp`, `mcp-proxy`): 10 s, or, in
+    /// test builds only (as the test methods), `TOKENRELAY_TEST_GRACE_MS`, so that the
+    /// grace-expiry tests do not wait the full 10 s.
+    static func gracePeriod(environment: [String: String]) -> Duration {
+        if environment["TOKENRELAY_ENABLE_TEST_METHODS"] == "1", let text = environment["TOKENRELAY_TEST_GRACE_MS"],
+            let milliseconds = Int(text), milliseconds >= 0
+        {
+            return .milliseconds(milliseconds)
+        }
+        return ServerOptions().gracePeriod
+    }
+
     /// `tokenrelay serve`, and `tokenrelay mcp` (`mcp`: the MCP face; no `--framing`).
     static func serve(
         arguments: [String], environment: [String: String], mcp: Bool = false
@@ -263,13 +275,7 @@ enum CommandLineTool {
         defer { withExtendedLifetime(hangupSource) {} }
         options.testMethods = environment["TOKENRELAY_ENABLE_TEST_METHODS"] == "1"
         options.testLeaseGate = environment["TOKENRELAY_TEST_LEASE_GATE"]
-        // Test-only, like the test methods: a shorter drain grace so the grace-expiry tests do not
-        // wait the full 10 s.
-        if options.testMethods, let text = environment["TOKENRELAY_TEST_GRACE_MS"], let milliseconds = Int(text),
-            milliseconds >= 0
-        {
-            options.gracePeriod = .milliseconds(milliseconds)
-        }
+        options.gracePeriod = gracePeriod(environment: environment)
 
         let protocolOutput = ProcessSetup.protectStandardOutput()
         guard let settings = await loadSettings(path: configPath, environment: environment) else {

@@ -63,52 +63,27 @@ enum MCPProxyCommand {
             else { return ExitCodes.config }
             settings = loaded
         }
-        // Frames go to a duplicate of stdout; fd 1 points at stderr from now on.
+        // Frames go to a duplicate of stdout; fd 1 points at stderr from now on. The writer and
+        // the reader are `serve`'s: stdin is read while the client's unread answers fit in the
+        // writer's bound, and a client that does not read cannot hold the stop up past the grace.
         let protocolOutput = ProcessSetup.protectStandardOutput()
-        let writeLock = Mutex(())
-        let output: @Sendable ([UInt8]) -> Void = { message in
-            var line = message
-            line.append(0x0A)
-            writeLock.withLock { _ in _ = OutputFile.writeAll(protocolOutput, line) }
-        }
         let (input, continuation) = AsyncStream.makeStream(of: [UInt8].self)
-        guard startReadingStandardInput(into: continuation) else {
-            return CommandLineTool.fail(kind: .internal, message: "could not start the input reader", in: .call)
-        }
+        let writer = StdioWriter(fileDescriptor: protocolOutput, onPeerGone: { continuation.finish() })
+        let reader = StdioReader(
+            framing: .ndjson, limits: FramingLimits(maximumMessageBytes: maximumLineBytes),
+            room: { writer.hasRoom(orWhenRoom: $0) })
+        reader.start(
+            onFraming: { _ in }, onMessage: { continuation.yield($0) },
+            onError: { log.warn("mcp-proxy: a message was dropped: \($0)") }, onEnd: { continuation.finish() })
         let signalSources = ProcessSetup.onSignals(ProcessSetup.stopping + ProcessSetup.reloading) { _ in
             continuation.finish()
         }
-        defer { withExtendedLifetime(signalSources) {} }
+        defer { withExtendedLifetime((signalSources, reader)) {} }
         let failure = await MCPProxy.run(
             settings: settings, environment: options.environment, profile: options.profile, openBrowser: openBrowser,
-            input: input, output: output, notice: { CommandLineTool.writeStandardError($0) })
+            input: input, output: writer, gracePeriod: CommandLineTool.gracePeriod(environment: environment),
+            notice: { log.notice($0) })
         if let failure { return CommandLineTool.fail(failure, in: .call, prefix: "mcp-proxy: ") }
         return ExitCodes.success
-    }
-
-    /// Reads stdin on a thread of its own, one message per line, through the same framer `serve`
-    /// uses (NDJSON: CR tolerated, blank lines skipped, a line over the bound dropped with a
-    /// warning), until end of file.
-    private static func startReadingStandardInput(into continuation: AsyncStream<[UInt8]>.Continuation) -> Bool {
-        SystemThread.start(named: "mcp-stdin") {
-            var framer = MessageFramer(framing: .ndjson, limits: FramingLimits(maximumMessageBytes: maximumLineBytes))
-            var buffer = [UInt8](repeating: 0, count: 64 << 10)
-            func deliver(_ outputs: [FramerOutput]) {
-                for output in outputs {
-                    switch output {
-                    case .message(let line): continuation.yield(line)
-                    case .error(let error): log.warn("mcp-proxy: a message was dropped: \(error)")
-                    }
-                }
-            }
-            while true {
-                let count = buffer.withUnsafeMutableBytes { read(STDIN_FILENO, $0.baseAddress, $0.count) }
-                if count < 0 && errno == EINTR { continue }
-                guard count > 0 else { break }
-                deliver(framer.push(buffer[0..<count]))
-            }
-            deliver(framer.finish())
-            continuation.finish()
-        }
     }
 }

@@ -80,7 +80,7 @@ import Testing
         let received = await Self.read(expected.count, from: readEnd)
         #expect(received.count == expected.count)
         #expect(received == expected)
-        await writer.flush()
+        await writer.finish()
         close(writeEnd)
     }
 
@@ -102,7 +102,7 @@ import Testing
         let received = await Self.read(filler + 13, from: readEnd)
         #expect(received.count == filler + 13)
         #expect(Array(received.dropFirst(filler)) == Array("first\nsecond\n".utf8))
-        await writer.flush()
+        await writer.finish()
         close(writeEnd)
     }
 
@@ -117,8 +117,33 @@ import Testing
         await gone.wait()
         #expect(writer.isBroken)
         writer.sendNow(Array("dropped".utf8))
-        await writer.flush()  // returns: nothing is left waiting
+        await writer.finish()  // returns: nothing is left waiting
         close(writeEnd)
+    }
+
+    /// Issue 44: a peer that stopped reading cannot hold a stopping server: once the unread output
+    /// is abandoned, a producer waiting for room goes on, `finish` returns, later frames are
+    /// dropped, and every byte given up is counted.
+    @Test(arguments: Channel.allCases)
+    func abandoningTheUnreadOutputLetsWaitingProducersAndTheFinishGo(_ channel: Channel) async throws {
+        let (readEnd, writeEnd) = channel.open()
+        defer {
+            close(readEnd)
+            close(writeEnd)
+        }
+        let writer = StdioWriter(fileDescriptor: writeEnd, bound: 1024)
+        // Far more than the peer's buffer holds: most of it stays queued, over the bound.
+        writer.sendNow(Self.message(0x61, count: 1 << 20))
+        let room = writer.hasRoom(orWhenRoom: {})
+        #expect(!room)
+        writer.abandonUnread(after: .milliseconds(10))
+        await writer.send(Array("waits".utf8))  // for room, which only the abandonment gives
+        writer.sendNow(Array("dropped".utf8))
+        await writer.finish()
+        #expect(writer.isBroken)
+        let abandoned = writer.abandonedBytes
+        #expect(abandoned >= (1 << 20) - (512 << 10), "what the peer did not read")
+        #expect(abandoned <= (1 << 20) + 1 + 6 + 8, "and the later frames")
     }
 
     @Test func ndjsonFramingAppendsTheNewlineAndLSPFramingPrefixesTheLength() {

@@ -1,3 +1,4 @@
+import Dispatch
 import Synchronization
 import TokenRelayLogging
 import TokenRelayPlatform
@@ -13,6 +14,10 @@ import TokenRelayPlatform
 /// read enough to bring the queue below the bound. ``sendNow(_:)`` never waits and never drops:
 /// it is for the stdin reader, whose own replies are bounded by its pausing before each read.
 /// `EPIPE` (the peer closed its end) drops all output and reports the peer as gone.
+///
+/// A server that stops never waits for a peer that stopped reading longer than it said it would
+/// (``abandonUnread(after:)``): what the peer has not read by then is abandoned, every producer
+/// waiting for room is let go, and ``finish()`` says on stderr how much was lost.
 public final class StdioWriter: MessageSink {
     /// The default bound: 32 MiB of frames waiting to be written.
     public static let defaultBound = 32 << 20
@@ -80,13 +85,36 @@ public final class StdioWriter: MessageSink {
         return room
     }
 
-    /// Waits until everything handed over so far has been written (or the peer is gone).
-    public func flush() async {
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            if output.whenDrained({ continuation.resume() }) { continuation.resume() }
+    /// Abandons, once `delay` has passed, whatever the peer has not read by then
+    /// (``DescriptorWriter/abandon()``): producers waiting for room (``send(_:)``), the stdin
+    /// reader waiting before its next read and ``finish()`` are let go, and frames handed over
+    /// later are dropped. How a stopping server bounds its wait for a peer that stopped reading;
+    /// nothing is lost from a peer that reads everything before then.
+    public func abandonUnread(after delay: Duration) {
+        let (seconds, attoseconds) = delay.components
+        let nanoseconds = max(0, seconds) * 1_000_000_000 + max(0, attoseconds) / 1_000_000_000
+        DispatchQueue.global().asyncAfter(deadline: .now() + .nanoseconds(Int(nanoseconds))) { [output] in
+            output.abandon()
         }
     }
 
-    /// Whether the peer has gone away (EPIPE).
+    /// Waits until everything handed over so far has been written, the peer is gone, or the
+    /// unread output was abandoned (``abandonUnread(after:)``, the bound of this wait), and then
+    /// says on stderr how much was abandoned, if anything (a count: never the content). The last
+    /// thing a stopping server does with its output.
+    public func finish() async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            if output.whenDrained({ continuation.resume() }) { continuation.resume() }
+        }
+        let abandoned = abandonedBytes
+        if abandoned > 0 {
+            log.warn("stdout was not read: \(abandoned) byte(s) of output abandoned at the end of the grace period")
+        }
+    }
+
+    /// Bytes abandoned (``abandonUnread(after:)``): unread then, or handed over since.
+    public var abandonedBytes: Int { output.abandonedBytes }
+
+    /// Whether the peer has gone away (EPIPE), or the unread output was abandoned.
     public var isBroken: Bool { output.isBroken }
 }

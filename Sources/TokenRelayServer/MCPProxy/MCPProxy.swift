@@ -33,12 +33,16 @@ public enum MCPProxy {
         return Settings(defaultEnvironment: name, environments: [environment], store: store)
     }
 
-    /// Relays the messages of `input` (one JSON-RPC message per element) until it ends or
-    /// `stop` fires, writing the server's messages with `output` (one message, no newline) and
-    /// login prompts with `notice`. Returns nil, or the error that kept it from starting.
+    /// Relays the messages of `input` (one JSON-RPC message per element) until it ends (the end
+    /// of stdin, a stopping signal, the peer gone), writing the server's messages to `output`
+    /// (waiting for room while the client does not read) and login prompts with `notice`. Once
+    /// the input has ended, what the client has not read within `gracePeriod` (and the allowance
+    /// `serve` gives its cancelled requests' answers) is abandoned, as `serve` does
+    /// (``RelayServer/boundOutput(_:gracePeriod:)``). Returns nil, or the error that kept it from
+    /// starting.
     public static func run(
         settings: Settings, environment: String?, profile: String?, openBrowser: Bool,
-        input: AsyncStream<[UInt8]>, output: @escaping @Sendable ([UInt8]) -> Void,
+        input: AsyncStream<[UInt8]>, output: StdioWriter, gracePeriod: Duration,
         notice: @escaping @Sendable (String) -> Void
     ) async -> RPCError? {
         let runtime: RelayRuntime
@@ -58,7 +62,7 @@ public enum MCPProxy {
             }
             connection = MCPProxyConnection(
                 runtime: runtime, environment: environmentRuntime, profile: profileRuntime, credentials: credentials,
-                openBrowser: openBrowser, output: output)
+                openBrowser: openBrowser, output: { await output.send($0) })
         } catch {
             await runtime.close()
             return ErrorMapping.rpcError(error)
@@ -74,12 +78,14 @@ public enum MCPProxy {
             for await message in input {
                 group.addTask(executorPreference: Placement.ownTasks) { await connection.forward(message) }
             }
+            RelayServer.boundOutput(output, gracePeriod: gracePeriod)
             group.cancelAll()
         }
         connection.stopServerStream()
         await connection.endSession()
         prompts.cancel()
         await runtime.close()
+        await output.finish()
         return nil
     }
 }

@@ -28,14 +28,14 @@ final class MCPProxyConnection: Sendable {
     let profile: ProfileRuntime
     let credentials: any CredentialSource
     let openBrowser: Bool
-    private let output: @Sendable ([UInt8]) -> Void
+    private let output: @Sendable ([UInt8]) async -> Void
     /// The MCP endpoint.
     let endpoint: String
     private let state = Mutex(State())
 
     init(
         runtime: RelayRuntime, environment: EnvironmentRuntime, profile: ProfileRuntime,
-        credentials: any CredentialSource, openBrowser: Bool, output: @escaping @Sendable ([UInt8]) -> Void
+        credentials: any CredentialSource, openBrowser: Bool, output: @escaping @Sendable ([UInt8]) async -> Void
     ) {
         self.runtime = runtime
         self.environment = environment
@@ -71,7 +71,8 @@ final class MCPProxyConnection: Sendable {
     /// Forwards one message from the client and relays the answer.
     func forward(_ bytes: [UInt8]) async {
         guard let message = MCPMessage(bytes) else {
-            output(MCPMessage.errorAnswer(id: .null, code: -32700, message: "the message is not one JSON-RPC object"))
+            await output(
+                MCPMessage.errorAnswer(id: .null, code: -32700, message: "the message is not one JSON-RPC object"))
             return
         }
         var recovery = Recovery()
@@ -83,16 +84,16 @@ final class MCPProxyConnection: Sendable {
         } catch is CancellationError {
             return
         } catch let error as Undelivered {
-            answerUndelivered(message, error.message)
+            await answerUndelivered(message, error.message)
         } catch {
-            answerUndelivered(message, Self.describe(error))
+            await answerUndelivered(message, Self.describe(error))
         }
     }
 
-    private func answerUndelivered(_ message: MCPMessage, _ reason: String) {
+    private func answerUndelivered(_ message: MCPMessage, _ reason: String) async {
         log.warn("mcp-proxy: a message could not be delivered: \(reason)")
         guard message.isRequest, let id = message.id else { return }
-        output(
+        await output(
             MCPMessage.errorAnswer(id: id, code: -32603, message: "tokenrelay could not deliver the request: \(reason)")
         )
     }
@@ -271,7 +272,9 @@ final class MCPProxyConnection: Sendable {
         if contentType.hasPrefix("text/event-stream") && (200..<300).contains(response.status) {
             var parser = ServerSentEventParser()
             for try await chunk in response.body {
-                for event in try parser.feed(chunk) { emit(Array(event.data.utf8), for: message, deliver: deliver) }
+                for event in try parser.feed(chunk) {
+                    await emit(Array(event.data.utf8), for: message, deliver: deliver)
+                }
             }
             return .delivered
         }
@@ -282,7 +285,7 @@ final class MCPProxyConnection: Sendable {
             {
                 return .headerMismatch
             }
-            emit(text.bytes, for: message, deliver: deliver)
+            await emit(text.bytes, for: message, deliver: deliver)
             return .delivered
         }
         if (200..<300).contains(response.status) && collected.body.isEmpty { return .delivered }
@@ -294,7 +297,7 @@ final class MCPProxyConnection: Sendable {
 
     /// Writes one server message (compacted to one line); notes the version an `initialize`
     /// answer negotiated.
-    private func emit(_ data: [UInt8], for message: MCPMessage, deliver: Bool = true) {
+    private func emit(_ data: [UInt8], for message: MCPMessage, deliver: Bool = true) async {
         guard !data.isEmpty, let text = try? JSONParser.compact(data) else { return }
         if message.method == "initialize", let value = text.value.objectValue,
             value["id"] == message.id, let version = value["result"]?["protocolVersion"]?.stringValue
@@ -304,10 +307,10 @@ final class MCPProxyConnection: Sendable {
         if message.method == "tools/list", let value = text.value.objectValue, value["id"] == message.id,
             let listed = learnToolHeaders(value)
         {
-            if deliver { output(listed) }
+            if deliver { await output(listed) }
             return
         }
-        if deliver { output(text.bytes) }
+        if deliver { await output(text.bytes) }
     }
 
     /// Keeps the `x-mcp-header` declarations of a `tools/list` answer's tools. A tool whose
@@ -400,7 +403,7 @@ final class MCPProxyConnection: Sendable {
                         guard !event.data.isEmpty, let text = try? JSONParser.compact(Array(event.data.utf8)) else {
                             continue
                         }
-                        output(text.bytes)
+                        await output(text.bytes)
                     }
                 }
             } catch is CancellationError {
