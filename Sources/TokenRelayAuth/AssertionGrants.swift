@@ -108,7 +108,7 @@ extension GrantRequest {
         var form = FormBody()
         form.add("grant_type", "urn:ietf:params:oauth:grant-type:jwt-bearer")
         form.add("assertion", assertion)
-        Redactor.shared.registerTokens([assertion, FormBody.encode(assertion)])
+        Redactor.shared.registerToken(assertion)
         if !configuration.scopes.isEmpty { form.add("scope", configuration.scopes.joined(separator: " ")) }
         if let audience = configuration.audience { form.add("audience", audience) }
         for resource in configuration.resources { form.add("resource", resource) }

@@ -83,7 +83,7 @@ public final class StaticCredentialSource: CredentialSource, BearerTokenSource {
 
     /// `url` with `name=value` (both percent-encoded) added to its query, before any fragment.
     static func appendingQuery(name: String, value: String, to url: String) -> String {
-        Redactor.shared.registerToken(RequestURL.queryComponent(value))
+        Redactor.shared.registerToken(value)
         return RequestURL.appendingQuery([(name, value)], to: url)
     }
 }

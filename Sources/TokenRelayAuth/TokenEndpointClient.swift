@@ -48,7 +48,7 @@ struct GrantRequest: Sendable {
         var form = FormBody()
         form.add("grant_type", "refresh_token")
         form.add("refresh_token", refreshToken)
-        Redactor.shared.registerToken(FormBody.encode(refreshToken))
+        Redactor.shared.registerToken(refreshToken)
         addCommon(&form, configuration)
         return GrantRequest(form: form)
     }
@@ -61,7 +61,7 @@ struct GrantRequest: Sendable {
         var form = FormBody()
         form.add("grant_type", "authorization_code")
         form.add("code", code)
-        Redactor.shared.register(FormBody.encode(code))
+        Redactor.shared.register(code)
         form.add("redirect_uri", redirectURI)
         form.add("code_verifier", verifier)
         addResources(&form, configuration)
@@ -74,7 +74,7 @@ struct GrantRequest: Sendable {
         var form = FormBody()
         form.add("grant_type", "urn:ietf:params:oauth:grant-type:device_code")
         form.add("device_code", deviceCode)
-        Redactor.shared.register(FormBody.encode(deviceCode))
+        Redactor.shared.register(deviceCode)
         addResources(&form, configuration)
         addTokenParameters(&form, configuration)
         return GrantRequest(form: form)
@@ -181,7 +181,7 @@ public struct TokenEndpointClient: Sendable {
             guard let secret else { throw .configuration("client_secret_post needs a client_secret") }
             form.add("client_id", configuration.clientID)
             form.add("client_secret", secret)
-            Redactor.shared.registerToken(FormBody.encode(secret))
+            Redactor.shared.registerToken(secret)
         case .none:
             // A jwt-bearer session may name no client (RFC 7523 §3.1): then no client_id at all.
             if !configuration.namesNoClient { form.add("client_id", configuration.clientID) }

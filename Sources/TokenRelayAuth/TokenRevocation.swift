@@ -38,7 +38,7 @@ extension TokenEndpointClient {
     ) throws(AuthError) -> HTTPRequest {
         var form = FormBody()
         form.add("token", token)
-        Redactor.shared.registerTokens([token, FormBody.encode(token)])
+        Redactor.shared.registerToken(token)
         form.add("token_type_hint", hint)
         return try Self.authenticatedPost(
             endpoint: endpoint, what: "revocation endpoint", form: form, configuration: configuration,
