@@ -5,6 +5,9 @@
 //   2  a WWW-Authenticate field value
 //   3  server text and the redactor: the second byte gives a pattern count, each pattern is a
 //      length byte and its bytes, the rest is the text; the matcher must agree with a naive search
+//   4  an echo of the canary encoded (percent-encoded in any spelling, base64 or base64url at any
+//      offset, a Basic credential) between fuzzed bytes: the redacted text decoded the same way
+//      must not give the canary back
 // Every message, OAuth code and description that comes out is checked: bounded, no control
 // characters, and never the canary secret (registered with the redactor), however it was encoded.
 // Build and run from the package root (scripts/fuzz does this):
@@ -13,9 +16,10 @@
 //   /tmp/fuzz-token/release/FuzzTokenResponse -max_total_time=20 Tests/Fuzz/token-response-corpus
 // A plain build replays the files named on its command line.
 
+import FoundationEssentials
 import FuzzSupport
 import TokenRelayHTTP
-import TokenRelayLogging
+@testable import TokenRelayLogging
 
 @testable import TokenRelayAuth
 
@@ -147,15 +151,99 @@ func fuzzRedaction(_ input: ArraySlice<UInt8>) {
     checkMessage(Redactor.shared.redact(string), "redacted text")
 }
 
+/// The bytes of `text` with every `%XX` escape decoded.
+func percentDecoded(_ text: [UInt8]) -> [UInt8] {
+    func hex(_ byte: UInt8) -> UInt8? { UInt8(String(UnicodeScalar(byte)), radix: 16) }
+    var output: [UInt8] = []
+    var index = 0
+    while index < text.count {
+        if text[index] == UInt8(ascii: "%"), index + 2 < text.count, let high = hex(text[index + 1]),
+            let low = hex(text[index + 2])
+        {
+            output.append(high << 4 | low)
+            index += 3
+        } else {
+            output.append(text[index])
+            index += 1
+        }
+    }
+    return output
+}
+
+/// Every decoding of the base64 (or base64url) runs of `text`, at each of the four alignments.
+func base64Decodings(_ text: [UInt8]) -> [[UInt8]] {
+    let isBase64: (UInt8) -> Bool = { SecretForms.isBase64Character($0) }
+    var decodings: [[UInt8]] = []
+    var start = 0
+    while start < text.count {
+        guard isBase64(text[start]) else {
+            start += 1
+            continue
+        }
+        var end = start
+        while end < text.count, isBase64(text[end]) { end += 1 }
+        let run = text[start..<end].map {
+            $0 == UInt8(ascii: "-") ? UInt8(ascii: "+") : $0 == UInt8(ascii: "_") ? UInt8(ascii: "/") : $0
+        }
+        for skip in 0..<min(4, run.count) {
+            let usable = (run.count - skip) / 4 * 4
+            if usable > 0, let data = Data(base64Encoded: Data(run[skip..<(skip + usable)])) {
+                decodings.append(Array(data))
+            }
+        }
+        start = end
+    }
+    return decodings
+}
+
+func fuzzEncodedEcho(_ input: ArraySlice<UInt8>) {
+    var rest = input
+    guard let mode = rest.popFirst(), let split = rest.popFirst() else { return }
+    let cut = rest.startIndex + min(Int(split), rest.count)
+    let before = Array(rest[..<cut].prefix(64))
+    let after = Array(rest[cut...].prefix(64))
+    var text: [UInt8]
+    switch mode % 6 {
+    case 0, 1, 2:
+        // Percent-encoded: every byte (upper- or lower-case hex), or the bytes `after` picks.
+        let digits = Array((mode % 6 == 1 ? "0123456789abcdef" : "0123456789ABCDEF").utf8)
+        var encoded: [UInt8] = []
+        for (index, byte) in canaryBytes.enumerated() {
+            let pick = mode % 6 < 2 || (after.isEmpty ? true : after[index % after.count] & 1 == 1)
+            encoded += pick ? [UInt8(ascii: "%"), digits[Int(byte >> 4)], digits[Int(byte & 15)]] : [byte]
+        }
+        text = before + encoded + after
+    case 3, 4:
+        // Base64 (4: base64url, unpadded) of the canary between fuzzed bytes: any offset.
+        var encoded = Array(Data(before + canaryBytes + after).base64EncodedString().utf8)
+        if mode % 6 == 4 {
+            encoded = encoded.compactMap {
+                $0 == UInt8(ascii: "=") ? nil : $0 == UInt8(ascii: "+") ? UInt8(ascii: "-") : $0 == UInt8(ascii: "/") ? UInt8(ascii: "_") : $0
+            }
+        }
+        text = Array("x=".utf8) + encoded + Array(";".utf8)
+    default:
+        // A Basic credential: base64 of user:canary.
+        text = Array("Authorization: Basic ".utf8) + Array(Data(before + Array(":".utf8) + canaryBytes).base64EncodedString().utf8)
+    }
+    let redacted = Array(Redactor.shared.redact(String(decoding: text, as: UTF8.self)).utf8)
+    precondition(!contains(redacted, canaryBytes), "the canary itself in redacted text")
+    precondition(!contains(percentDecoded(redacted), canaryBytes), "the canary percent-encoded in redacted text")
+    for decoded in base64Decodings(redacted) {
+        precondition(!contains(decoded, canaryBytes), "the canary base64-encoded in redacted text")
+    }
+}
+
 /// One input: the first byte picks the parser.
 @Sendable func fuzzTokenResponse(_ bytes: [UInt8]) {
     guard !bytes.isEmpty else { return }
     let input = bytes[1...]
-    switch bytes[0] % 4 {
+    switch bytes[0] % 5 {
     case 0: fuzzTokenAnswer(input)
     case 1: fuzzDiscovery(input)
     case 2: fuzzChallenge(input)
-    default: fuzzRedaction(input)
+    case 3: fuzzRedaction(input)
+    default: fuzzEncodedEcho(input)
     }
 }
 

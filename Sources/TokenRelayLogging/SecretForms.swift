@@ -1,3 +1,5 @@
+import FoundationEssentials
+
 /// The forms of a secret the ``Redactor`` masks besides its own bytes, so that an API that echoes
 /// a credential encoded (a form body, a base64 field, a re-encoded `Basic` value) cannot hand it
 /// over (SPEC §8, docs/agents.md).
@@ -42,16 +44,16 @@ enum SecretForms {
             let middle = secret[skip..<(skip + groups * 3)]
             let left = edge[skip]
             let right = edge[secret.count - skip - groups * 3]
-            let standard = base64(middle, alphabet: standardAlphabet)
+            // Whole groups: no padding, so the standard and URL alphabets differ only in `+/`, `-_`.
+            let standard = Array(Data(middle).base64EncodedString().utf8)
             forms.append(Form(bytes: standard, widenLeft: left, widenRight: right))
-            let url = base64(middle, alphabet: urlAlphabet)
+            let url = standard.map {
+                $0 == UInt8(ascii: "+") ? UInt8(ascii: "-") : $0 == UInt8(ascii: "/") ? UInt8(ascii: "_") : $0
+            }
             if url != standard { forms.append(Form(bytes: url, widenLeft: left, widenRight: right)) }
         }
         return forms
     }
-
-    static let standardAlphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/".utf8)
-    static let urlAlphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
 
     /// Whether `byte` is a character of either base64 alphabet (what a widened match may cover).
     static func isBase64Character(_ byte: UInt8) -> Bool {
@@ -62,21 +64,6 @@ enum SecretForms {
             true
         default: false
         }
-    }
-
-    /// Whole groups only: `bytes.count` is a multiple of 3.
-    private static func base64(_ bytes: ArraySlice<UInt8>, alphabet: [UInt8]) -> [UInt8] {
-        var output: [UInt8] = []
-        output.reserveCapacity(bytes.count / 3 * 4)
-        var index = bytes.startIndex
-        while index + 2 < bytes.endIndex {
-            let value = UInt32(bytes[index]) << 16 | UInt32(bytes[index + 1]) << 8 | UInt32(bytes[index + 2])
-            for shift in stride(from: 18, through: 0, by: -6) {
-                output.append(alphabet[Int(value >> UInt32(shift) & 63)])
-            }
-            index += 3
-        }
-        return output
     }
 
     /// The text with its `%XX` escapes decoded, and for each decoded byte the offset in `text`

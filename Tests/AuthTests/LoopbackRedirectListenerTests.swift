@@ -14,6 +14,8 @@ import Testing
 @Suite struct LoopbackRedirectListenerTests {
     static let state = "state-0123456789"
 
+    init() { PoolWatchdog.startIfRequested() }
+
     /// Sends one byte of a request head every 50 ms until the peer closes the connection; true
     /// when it was closed (by the listener) before `limit` bytes.
     static func trickle(_ fd: Int32, limit: Int) async -> Bool {

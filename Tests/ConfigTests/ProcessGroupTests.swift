@@ -100,7 +100,9 @@ import Testing
                 timeout: .seconds(120))
         }
         // The pid arrives through the FIFO once the grandchild exists: no waiting on the clock.
-        let pid = try #require(Self.readLine(fromFIFO: fifo, timeoutMilliseconds: 60_000).flatMap { pid_t($0) })
+        // A blocking read: off the cooperative pool, which the command's own tasks need.
+        let line = try await OffPool.run { Self.readLine(fromFIFO: fifo, timeoutMilliseconds: 60_000) }
+        let pid = try #require(line.flatMap { pid_t($0) })
         #expect(Self.isRunning(pid))
         task.cancel()
         guard case .failure(let error) = await task.result else {

@@ -270,7 +270,7 @@ struct InteropStack: Sendable {
             for line in profile.lines { text += "        \(line)\n" }
         }
         let path = stateDirectory.appendingPathComponent("config-\(UUID().uuidString.prefix(8)).yaml")
-        try text.write(to: path, atomically: true, encoding: .utf8)
+        try OffPool.write(text, to: path.path)
         return path.path
     }
 

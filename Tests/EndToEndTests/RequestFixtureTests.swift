@@ -95,7 +95,7 @@ enum TemporaryDirectory {
     /// Writes `text` to a new file named `name` in a fresh folder and returns its path.
     static func file(_ text: String, name: String = "config.yaml") throws -> String {
         let path = try make().appendingPathComponent(name).path
-        try Data(text.utf8).write(to: URL(fileURLWithPath: path))
+        try OffPool.write(text, to: path)
         return path
     }
 }

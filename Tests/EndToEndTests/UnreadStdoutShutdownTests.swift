@@ -172,7 +172,7 @@ private final class UnreadChild: Sendable {
     /// reading any of it.
     func waitUntilStdoutHasData() async throws {
         let fd = stdoutRead
-        let ready = try await LoopbackHTTP.onThread {
+        let ready = try await OffPool.run {
             var poller = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
             var result: Int32
             repeat { result = poll(&poller, 1, 60_000) } while result < 0 && errno == EINTR

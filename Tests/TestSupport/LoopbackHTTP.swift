@@ -35,27 +35,19 @@ public enum LoopbackHTTP {
             throw Failure(description: "not a loopback URL: \(url)")
         }
         let target = components.percentEncodedPath + (components.percentEncodedQuery.map { "?" + $0 } ?? "")
-        return try await onThread { try fetch(port: port, target: target, timeout: timeout) }
-    }
-
-    /// Runs blocking `body` on a thread of its own: a test must never block a cooperative-pool
-    /// thread (on 2 cores, two blocked tests would starve every task, the listener's too).
-    public static func onThread<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
-        try await withCheckedThrowingContinuation { continuation in
-            Thread.detachNewThread { continuation.resume(with: Result { try body() }) }
-        }
+        return try await OffPool.run { try fetch(port: port, target: target, timeout: timeout) }
     }
 
     /// Opens a TCP connection to 127.0.0.1:`port` and returns its descriptor (the caller closes
     /// it), once it is established.
     public static func connect(port: Int) async throws -> Int32 {
-        try await onThread { try connectBlocking(port: port) }
+        try await OffPool.run { try connectBlocking(port: port) }
     }
 
     /// Reads `fd` until the peer closes it (or `timeout` seconds pass without a byte): what came,
     /// or `nil` on that timeout.
     public static func readToEnd(_ fd: Int32, timeout: Int) async -> [UInt8]? {
-        (try? await onThread { readToEndBlocking(fd, timeout: timeout) }) ?? nil
+        (try? await OffPool.run { readToEndBlocking(fd, timeout: timeout) }) ?? nil
     }
 
     private static func connectBlocking(port: Int) throws -> Int32 {
