@@ -17,6 +17,8 @@ struct HTTPRequestTool {
     let params: JSONValue?
     /// The call's number in this process (audit lines).
     let number: Int
+    /// The `tools/call` request's context (a wait for the person's consent leaves its slot).
+    let context: RequestContext
 
     static let members: Set<String> = [
         "environment", "profile", "method", "path", "pathParams", "query", "headers", "json", "text",
@@ -281,7 +283,12 @@ struct HTTPRequestTool {
         }
         switch era {
         case .handshake(let version):
-            switch await face.elicit(message: summary, version: version) {
+            // Waiting for a person is not work: the call leaves its concurrency slot meanwhile,
+            // so pending questions never stall other calls (or `ping`).
+            let answer = try await context.withoutExecutionSlot {
+                await face.elicit(message: summary, version: version)
+            }
+            switch answer {
             case .success("accept"): return nil
             case .success(let action):
                 throw Refusal(message: "not sent: the person did not accept (\(action.prefix(20)))")
