@@ -59,6 +59,11 @@ public enum AuthError: KindedError, Sendable, Equatable, CustomStringConvertible
     /// request that cannot be sent → `config` (endpoints come from the configuration or verified
     /// metadata); an answer too large → `auth`; cancelled → `cancelled`.
     case endpoint(String, HTTPError)
+    /// A resource server refused the token for lack of scope (HTTP 403 `insufficient_scope`, SPEC
+    /// §9.2) and the session was not stepped up: `refusal` says why. `scope`: what the resource's
+    /// challenge asked for, if it said. The token endpoint was not asked. Wire kind `limit` once
+    /// the step-up limit is reached, else `auth`.
+    case insufficientScope(StepUpRefusal, scope: ServerText?)
 
     /// The stable wire kind (SPEC §4.4).
     public var errorKind: ErrorKind {
@@ -68,6 +73,8 @@ public enum AuthError: KindedError, Sendable, Equatable, CustomStringConvertible
             .auth
         case .interactionRequired, .loginRequired: .interactionRequired
         case .loginAttemptsExceeded: .limit
+        case .insufficientScope(let refusal, _):
+            if case .limitReached = refusal { .limit } else { .auth }
         case .transport: .transport
         case .timeout: .timeout
         case .cancelled: .cancelled
@@ -156,6 +163,22 @@ public enum AuthError: KindedError, Sendable, Equatable, CustomStringConvertible
         case .invalidIDToken(let reason): text = "the ID token is not valid: \(reason)"
         case .wrongIssuer(let reason):
             text = "the authorization response does not come from the expected issuer (RFC 9207): \(reason)"
+        case .insufficientScope(let refusal, let scope):
+            let refused =
+                "the resource server refused the token for lack of scope (HTTP 403 insufficient_scope"
+                + (scope.map { ", asking for scope '\($0.value)')" } ?? ")")
+            switch refusal {
+            case .notEnabled:
+                text =
+                    refused
+                    + "; this profile does not step up (a client_credentials profile does with step_up: true), so no new token was asked for"
+            case .alreadyHeld:
+                text = refused + ", though the token already has those scopes; no new token was asked for"
+            case .limitReached(let count, let windowSeconds):
+                text =
+                    refused
+                    + " after \(count) step-ups in the last \(windowSeconds / 60) minutes, the most tokenrelay makes per session; no new token was asked for, and the next step-up waits until the window has passed"
+            }
         case .endpoint(let endpoint, let cause):
             switch cause {
             case .transport, .tls, .timeout: text = "the \(endpoint) could not be reached: \(cause.description)"
@@ -167,4 +190,14 @@ public enum AuthError: KindedError, Sendable, Equatable, CustomStringConvertible
         }
         return Redactor.shared.redact(text)
     }
+}
+
+/// Why a session was not stepped up after a resource's 403 `insufficient_scope` (SPEC §9.2).
+public enum StepUpRefusal: Sendable, Hashable {
+    /// The profile does not step up (a `client_credentials` profile without `step_up: true`).
+    case notEnabled
+    /// The session's token already has every scope the resource asked for.
+    case alreadyHeld
+    /// `count` step-ups of the session in the last `windowSeconds`: the limit.
+    case limitReached(count: Int, windowSeconds: Int)
 }

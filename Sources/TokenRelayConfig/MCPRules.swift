@@ -23,13 +23,17 @@ public struct MCPSettings: Sendable, Equatable {
     /// What the rules decide for a call (`path` already normalised, ``MCPPath/normalise(_:)``).
     /// `deny` wins; then `confirm` (allowed once the person accepts); then `allow`; anything
     /// else is refused.
+    ///
+    /// One normalisation serves every kind of rule, read conservatively: `deny` and `confirm`
+    /// match the path as any plausible server may route it (``MCPPath/routed``: every escape
+    /// decoded, ASCII case and a trailing `/` ignored; a `GET` rule covers `HEAD`), so a call
+    /// is refused or asked about whenever one reading of it is covered; `allow` matches the path
+    /// exactly as it is sent (``MCPPath/segments``). Paths no reading settles (a `;` path
+    /// parameter, an empty segment, `.`/`..`) are refused by ``MCPPath/normalise(_:)``.
     public func decide(method: String, path: MCPPath) -> MCPDecision {
         let method = MCPRule.canonicalMethod(method)
-        // Deny rules match loosely (ASCII case and empty segments ignored), so a server that
-        // treats /Admin/ as /admin cannot be reached around a deny rule; the others match exactly.
-        let loose = path.loose
-        if let rule = deny.first(where: { $0.loose.matches(method: method, path: loose) }) { return .denied(rule) }
-        if let rule = confirm.first(where: { $0.matches(method: method, path: path) }) { return .confirm(rule) }
+        if let rule = deny.first(where: { $0.covers(method: method, path: path) }) { return .denied(rule) }
+        if let rule = confirm.first(where: { $0.covers(method: method, path: path) }) { return .confirm(rule) }
         if let rule = allow.first(where: { $0.matches(method: method, path: path) }) { return .allowed(rule) }
         return .unlisted
     }
@@ -71,7 +75,11 @@ public struct MCPRule: Sendable, Equatable, CustomStringConvertible {
     public var text: String
     /// The method upper-cased, or `nil` for `*` (any method).
     public var method: String?
+    /// The pattern as written, literal segments normalised as a path's (``MCPPath/segments``).
     public var segments: [Segment]
+    /// The pattern as ``covers(method:path:)`` reads it: literal segments in the routed form of
+    /// ``MCPPath/routed`` (every escape decoded, ASCII lower-cased, empty ones dropped).
+    public var routedSegments: [Segment]
     /// Where the rule is written.
     public var mark: SourceMark
 
@@ -109,11 +117,16 @@ public struct MCPRule: Sendable, Equatable, CustomStringConvertible {
                 MCPRuleError("the pattern '\(pattern)' must start with '/' (it is a path relative to base_url)"))
         }
         var segments: [Segment] = []
+        var routedSegments: [Segment] = []
         for raw in pattern.utf8.dropFirst().split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: false) {
             let segment = String(decoding: raw, as: UTF8.self)
             switch segment {
-            case "*": segments.append(.one)
-            case "**": segments.append(.any)
+            case "*":
+                segments.append(.one)
+                routedSegments.append(.one)
+            case "**":
+                segments.append(.any)
+                routedSegments.append(.any)
             default:
                 if segment.contains("*") {
                     return .failure(
@@ -121,40 +134,49 @@ public struct MCPRule: Sendable, Equatable, CustomStringConvertible {
                             "'\(segment)' in '\(pattern)': '*' and '**' stand for whole segments (write /v1/*/items, not /v1/item*)"
                         ))
                 }
-                segments.append(.literal(MCPPath.normaliseForPattern(segment)))
+                let literal = MCPPath.normaliseForPattern(segment)
+                segments.append(.literal(literal))
+                let routed = MCPPath.routedSegment(literal)
+                if !routed.isEmpty { routedSegments.append(.literal(routed)) }
             }
         }
-        return .success(MCPRule(text: "\(methodText) \(pattern)", method: method, segments: segments, mark: mark))
+        return .success(
+            MCPRule(
+                text: "\(methodText) \(pattern)", method: method, segments: segments, routedSegments: routedSegments,
+                mark: mark))
     }
 
     /// Why this rule can never match a normalised path, or `nil` when it can.
     public var neverMatchesReason: String? {
-        for case .literal(let segment) in segments {
-            if segment == "." || segment == ".." {
+        for (index, segment) in segments.enumerated() {
+            guard case .literal(let literal) = segment else { continue }
+            if literal.isEmpty, index < segments.count - 1 {
+                return "an empty segment ('//'), which tokenrelay refuses in every path"
+            }
+            if literal == "." || literal == ".." {
                 return "a '.' or '..' segment, which tokenrelay refuses in every path"
             }
-            if let problem = MCPPath.segmentProblem(segment) { return problem }
+            if let problem = MCPPath.segmentProblem(literal) { return problem }
         }
         return nil
-    }
-
-    /// The rule for loose matching: literal segments lower-cased (ASCII), empty ones dropped.
-    var loose: MCPRule {
-        var rule = self
-        rule.segments = segments.compactMap { segment in
-            guard case .literal(let text) = segment else { return segment }
-            return text.isEmpty ? nil : .literal(MCPPath.asciiLowercased(text))
-        }
-        return rule
     }
 
     /// Whether this rule lets any method (unsafe ones included) reach every path.
     public var exposesEverything: Bool { method == nil && segments == [.any] }
 
-    /// Whether the rule matches `method` (already ``canonicalMethod(_:)``) and `path`.
+    /// Whether the rule matches `method` (already ``canonicalMethod(_:)``) and `path` exactly as
+    /// it is sent: how `allow` rules match.
     public func matches(method: String, path: MCPPath) -> Bool {
         if let own = self.method, own != method { return false }
         return Self.match(segments[...], path.segments[...])
+    }
+
+    /// Whether the rule covers `method` and `path` as any plausible server may route them: the
+    /// routed forms of both (``MCPPath/routed``), and a `GET` rule covers `HEAD` (servers answer
+    /// `HEAD` with their `GET` handler). How `deny` and `confirm` rules match.
+    public func covers(method: String, path: MCPPath) -> Bool {
+        if let own = self.method, own != method, !(own == "GET" && method == "HEAD") { return false }
+        return Self.match(routedSegments[...], path.routed[...])
     }
 
     private static func match(_ pattern: ArraySlice<Segment>, _ path: ArraySlice<String>) -> Bool {
@@ -196,19 +218,37 @@ public struct MCPRuleError: Error, Sendable, Equatable, CustomStringConvertible 
 
 /// A request path as the rules see it: percent-encoded unreserved bytes decoded, other escapes
 /// upper-cased, split into segments. A path with a `.` or `..` segment (however written), an
-/// encoded `/` or `\`, a `\`, a query or fragment, or a bad escape is refused outright:
-/// servers disagree on what those mean, and a rule must match what the server will act on.
+/// empty segment other than a trailing `/` (`//`), a `;` path parameter (raw or `%3B`), an
+/// encoded `/` or `\`, a `\`, a query or fragment, or a bad escape is refused outright: servers
+/// disagree on what those mean (Tomcat, Jetty and Spring route `/admin;x/secret` as
+/// `/admin/secret`, nginx merges `//`), and a rule must match what the server will act on.
 public struct MCPPath: Sendable, Equatable, CustomStringConvertible {
-    /// The segments after the leading `/` (`/` alone is one empty segment).
+    /// The segments after the leading `/` (`/` alone is one empty segment): what is sent, and
+    /// what `allow` rules match.
     public var segments: [String]
 
-    /// The path for loose matching (deny rules): empty segments dropped, ASCII lower-cased.
-    public var loose: MCPPath {
-        MCPPath(segments: segments.filter { !$0.isEmpty }.map(Self.asciiLowercased))
-    }
+    /// The segments as a server may route them, what `deny` and `confirm` rules match: every
+    /// escape decoded, ASCII lower-cased, empty segments (a trailing `/`) dropped.
+    public var routed: [String] { segments.map(Self.routedSegment).filter { !$0.isEmpty } }
 
-    static func asciiLowercased(_ text: String) -> String {
-        String(decoding: text.utf8.map { $0 >= 0x41 && $0 <= 0x5A ? $0 | 0x20 : $0 }, as: UTF8.self)
+    /// A normalised segment as a server may route it: every escape decoded, ASCII lower-cased.
+    static func routedSegment(_ segment: String) -> String {
+        let bytes = Array(segment.utf8)
+        var output: [UInt8] = []
+        output.reserveCapacity(bytes.count)
+        var index = 0
+        while index < bytes.count {
+            var byte = bytes[index]
+            if byte == UInt8(ascii: "%"), index + 2 < bytes.count, let high = hexValue(bytes[index + 1]),
+                let low = hexValue(bytes[index + 2])
+            {
+                byte = high << 4 | low
+                index += 2
+            }
+            output.append(byte >= 0x41 && byte <= 0x5A ? byte | 0x20 : byte)
+            index += 1
+        }
+        return String(decoding: output, as: UTF8.self)
     }
 
     /// The normalised path: what is matched and what is sent.
@@ -218,7 +258,14 @@ public struct MCPPath: Sendable, Equatable, CustomStringConvertible {
     public static func normalise(_ path: String) -> Result<MCPPath, MCPRuleError> {
         guard path.hasPrefix("/") else { return .failure(MCPRuleError("the path must start with '/'")) }
         var segments: [String] = []
-        for raw in path.utf8.dropFirst().split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: false) {
+        let raws = path.utf8.dropFirst().split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: false)
+        for (index, raw) in raws.enumerated() {
+            if raw.isEmpty, index < raws.count - 1 {
+                return .failure(
+                    MCPRuleError(
+                        "the path has an empty segment ('//'), which servers disagree on (some merge it, some do not); write the path without it"
+                    ))
+            }
             guard let segment = decodeUnreserved(Array(raw)) else {
                 return .failure(MCPRuleError("the path has a '%' that is not followed by two hex digits"))
             }
@@ -239,6 +286,10 @@ public struct MCPPath: Sendable, Equatable, CustomStringConvertible {
         let upper = segment.uppercased()
         if upper.contains("%2F") { return "an encoded '/' (%2F)" }
         if upper.contains("%5C") || segment.contains("\\") { return "a '\\' (or %5C)" }
+        if upper.contains("%3B") || segment.contains(";") {
+            return
+                "a ';' (or %3B): a path parameter, which Tomcat, Jetty and Spring strip before routing (/admin;x is /admin to them) and other servers do not"
+        }
         if segment.contains("?") || segment.contains("#") { return "a '?' or '#' (give the query in 'query')" }
         if segment.contains("{") || segment.contains("}") { return "a '{' or '}' left over from the path template" }
         if segment.utf8.contains(where: { $0 < 0x21 || $0 == 0x7F }) || upper.contains("%00") {
@@ -293,7 +344,7 @@ public struct MCPPath: Sendable, Equatable, CustomStringConvertible {
         }
     }
 
-    private static func hexValue(_ byte: UInt8) -> UInt8? {
+    static func hexValue(_ byte: UInt8) -> UInt8? {
         switch byte {
         case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
         case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10

@@ -33,6 +33,9 @@ public final class Dispatcher: Sendable {
     /// A request that is queued or executing.
     private struct Entry {
         var task: Task<Void, Never>?
+        /// Whether the request counts in `running`: false for an unbounded method, and while its
+        /// handler waits outside its slot (``RequestContext/withoutExecutionSlot(_:)``).
+        var holdsSlot = true
         /// Set once the request is cancelled: the error it is answered with.
         var cancelledWith: RPCError?
         /// Cancelled by its client with `notifications/cancelled` on a dispatcher that does not
@@ -40,8 +43,23 @@ public final class Dispatcher: Sendable {
         var silent = false
     }
 
+    /// A request whose handler waits to take its slot back.
+    private struct SlotWaiter {
+        let id: RequestID
+        let continuation: CheckedContinuation<Bool, Never>
+    }
+
     private struct State {
+        /// Requests holding an execution slot (at most `maximumConcurrent`).
         var running = 0
+        /// Requests executing without a slot: unbounded methods, and handlers waiting outside
+        /// their slot (for a person, say).
+        var outside = 0
+        /// Handlers waiting to take their slot back, by ticket, served before queued requests
+        /// (they have started already); `slotQueue` keeps their order.
+        var slotWaiters: [Int: SlotWaiter] = [:]
+        var slotQueue: [Int] = []
+        var nextSlotTicket = 0
         /// Ids in arrival order; an id whose entry left `queued` (cancelled) is skipped.
         var queue: [RequestID] = []
         var queueHead = 0
@@ -55,7 +73,7 @@ public final class Dispatcher: Sendable {
         var nextIdleTicket = 0
 
         var queuedCount: Int { queued.count }
-        var isIdle: Bool { running == 0 && queuedCount == 0 }
+        var isIdle: Bool { running == 0 && queuedCount == 0 && outside == 0 }
     }
 
     private let methods: [String: MethodHandler]
@@ -68,6 +86,7 @@ public final class Dispatcher: Sendable {
     private let executorPreference: @Sendable (RPCRequest) -> (any TaskExecutor)?
     private let responseHandler: (@Sendable (RequestID, JSONValue?, JSONValue?) -> Void)?
     private let answersClientCancellation: Bool
+    private let unboundedMethods: Set<String>
     /// Guarded by the mutex: slots, queue, in-flight table, lifecycle.
     private let state = Mutex(State())
 
@@ -87,6 +106,9 @@ public final class Dispatcher: Sendable {
     ///   - answersClientCancellation: whether a request cancelled by `notifications/cancelled` is
     ///     answered (-32800: tokenrelay's protocol) or not (MCP: "SHOULD NOT send a response"; a
     ///     request inside a batch is still answered, so the batch stays whole).
+    ///   - unboundedMethods: methods that start at once without an execution slot, however many
+    ///     requests run or wait (MCP's `ping` and `tools/list`: local answers that must never
+    ///     wait behind transfers). Their handlers must not do work that the limit should bound.
     public init(
         methods: [String: MethodHandler], notifications: [String: MethodHandler] = [:],
         readOrderNotifications: [String: @Sendable (RequestContext) -> Void] = [:], sink: MessageSink,
@@ -94,9 +116,10 @@ public final class Dispatcher: Sendable {
         errorMapper: @escaping @Sendable (any Error) -> RPCError,
         executorPreference: @escaping @Sendable (RPCRequest) -> (any TaskExecutor)? = { _ in nil },
         responses: (@Sendable (RequestID, JSONValue?, JSONValue?) -> Void)? = nil,
-        answersClientCancellation: Bool = true
+        answersClientCancellation: Bool = true, unboundedMethods: Set<String> = []
     ) {
         self.answersClientCancellation = answersClientCancellation
+        self.unboundedMethods = unboundedMethods
         self.responseHandler = responses
         self.shutdownMethod = shutdownMethod
         self.executorPreference = executorPreference
@@ -234,6 +257,11 @@ public final class Dispatcher: Sendable {
                 state.shuttingDown = true
                 state.shutdownReceived = true
             }
+            if unboundedMethods.contains(request.method) {
+                state.outside += 1
+                state.inFlight[id] = Entry(holdsSlot: false)
+                return .start
+            }
             if state.running < limits.maximumConcurrent {
                 state.running += 1
                 state.inFlight[id] = Entry()
@@ -260,10 +288,12 @@ public final class Dispatcher: Sendable {
 
     // MARK: - Execution
 
-    /// Starts a request whose slot is already counted in `running`.
+    /// Starts a request whose slot is already counted in `running` (or, for an unbounded method,
+    /// in `outside`).
     private func start(_ pending: Pending) {
         guard let id = pending.request.id else { return }
-        let context = RequestContext(id: id, inBatch: pending.batch != nil, sink: sink)
+        var context = RequestContext(id: id, inBatch: pending.batch != nil, sink: sink)
+        context.slot = ExecutionSlot(dispatcher: self, id: id)
         let task = Task.detached(executorPreference: executorPreference(pending.request)) { [self] in
             let response: [UInt8]
             if Task.isCancelled {
@@ -296,9 +326,10 @@ public final class Dispatcher: Sendable {
     private func finish(id: RequestID, response: consuming [UInt8], batch: BatchCollector?) async {
         var answer = response
         let entry = state.withLock { $0.inFlight.removeValue(forKey: id) }
+        let held = entry?.holdsSlot != false
         if let cancelledWith = entry?.cancelledWith {
             if entry?.silent == true && batch == nil {
-                releaseSlot()
+                releaseSlot(held: held)
                 return
             }
             answer = MessageCodec.response(id: id, error: cancelledWith)
@@ -308,37 +339,126 @@ public final class Dispatcher: Sendable {
         } else {
             await sink.send(consume answer)
         }
-        releaseSlot()
+        releaseSlot(held: held)
     }
 
-    /// Frees a finished request's slot: starts the next queued request in it, or counts it free
-    /// (and wakes the callers of ``waitUntilIdle()`` when nothing is left). Synchronous, so that
-    /// its state is not kept in every request's async frame.
-    private func releaseSlot() {
-        let (next, idleWaiters): (Pending?, [CheckedContinuation<Void, Never>]) = state.withLock { state in
-            var next: Pending?
-            while state.queueHead < state.queue.count {
-                let candidateID = state.queue[state.queueHead]
-                state.queueHead += 1
-                if let candidate = state.queued.removeValue(forKey: candidateID) {
-                    next = candidate
-                    break
-                }
+    /// Who takes a freed slot.
+    private enum Handoff {
+        case none
+        /// A handler that waited outside its slot takes it back.
+        case waiter(CheckedContinuation<Bool, Never>)
+        /// The next queued request starts in it.
+        case queued(Pending)
+    }
+
+    /// Gives a freed slot to the first handler waiting to take its own back, else to the next
+    /// queued request, else counts it free. Called with the lock held.
+    private func handOffSlot(_ state: inout State) -> Handoff {
+        while let ticket = state.slotQueue.first {
+            state.slotQueue.removeFirst()
+            guard let waiter = state.slotWaiters.removeValue(forKey: ticket) else { continue }
+            if var entry = state.inFlight[waiter.id] {
+                entry.holdsSlot = true
+                state.inFlight[waiter.id] = entry
             }
-            if state.queueHead > 1024 && state.queueHead * 2 > state.queue.count {
-                state.queue.removeFirst(state.queueHead)
-                state.queueHead = 0
+            state.outside -= 1
+            return .waiter(waiter.continuation)
+        }
+        var next: Pending?
+        while state.queueHead < state.queue.count {
+            let candidateID = state.queue[state.queueHead]
+            state.queueHead += 1
+            if let candidate = state.queued.removeValue(forKey: candidateID) {
+                next = candidate
+                break
             }
-            if next == nil { state.running -= 1 }
+        }
+        if state.queueHead > 1024 && state.queueHead * 2 > state.queue.count {
+            state.queue.removeFirst(state.queueHead)
+            state.queueHead = 0
+        }
+        guard let next else {
+            state.running -= 1
+            return .none
+        }
+        return .queued(next)
+    }
+
+    private func perform(_ handoff: Handoff) {
+        switch handoff {
+        case .none: break
+        case .waiter(let continuation): continuation.resume(returning: true)
+        case .queued(let next): start(next)
+        }
+    }
+
+    /// Frees a finished request's slot (`held`; else it ran outside one): hands it on
+    /// (``handOffSlot(_:)``) and wakes the callers of ``waitUntilIdle()`` when nothing is left.
+    /// Synchronous, so that its state is not kept in every request's async frame.
+    private func releaseSlot(held: Bool) {
+        let (handoff, idleWaiters): (Handoff, [CheckedContinuation<Void, Never>]) = state.withLock { state in
+            var handoff = Handoff.none
+            if held {
+                handoff = handOffSlot(&state)
+            } else {
+                state.outside -= 1
+            }
             var waiters: [CheckedContinuation<Void, Never>] = []
             if state.isIdle {
                 waiters = Array(state.idleWaiters.values)
                 state.idleWaiters = [:]
             }
-            return (next, waiters)
+            return (handoff, waiters)
         }
-        if let next { start(next) }
+        perform(handoff)
         for waiter in idleWaiters { waiter.resume() }
+    }
+
+    /// The executing request `id` stops holding its slot (handed on at once); false when it held
+    /// none (an unbounded method, or already outside).
+    func leaveSlot(_ id: RequestID) -> Bool {
+        let handoff: Handoff? = state.withLock { state in
+            guard var entry = state.inFlight[id], entry.holdsSlot else { return nil }
+            entry.holdsSlot = false
+            state.inFlight[id] = entry
+            state.outside += 1
+            return handOffSlot(&state)
+        }
+        guard let handoff else { return false }
+        perform(handoff)
+        return true
+    }
+
+    /// The request `id`, which left its slot, takes one again: at once when one is free, else
+    /// before any queued request starts. False when the calling task is cancelled first (the
+    /// request then finishes outside a slot).
+    func retakeSlot(_ id: RequestID) async -> Bool {
+        let ticket: Int = state.withLock { state in
+            defer { state.nextSlotTicket += 1 }
+            return state.nextSlotTicket
+        }
+        return await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
+                let now: Bool? = state.withLock { state in
+                    if Task.isCancelled { return false }
+                    guard var entry = state.inFlight[id], !entry.holdsSlot else { return true }
+                    if state.running < limits.maximumConcurrent {
+                        state.running += 1
+                        state.outside -= 1
+                        entry.holdsSlot = true
+                        state.inFlight[id] = entry
+                        return true
+                    }
+                    state.slotWaiters[ticket] = SlotWaiter(id: id, continuation: continuation)
+                    state.slotQueue.append(ticket)
+                    return nil
+                }
+                if let now { continuation.resume(returning: now) }
+            }
+        } onCancel: {
+            let waiter = state.withLock { $0.slotWaiters.removeValue(forKey: ticket) }
+            waiter?.continuation.resume(returning: false)
+        }
     }
 
     /// Answers at once, without a task (errors found while reading).

@@ -23,10 +23,36 @@ public struct RequestContext: Sendable {
         self.afterShutdown = afterShutdown
     }
 
+    /// The dispatcher's execution slot of this request (`nil` outside a dispatcher).
+    var slot: ExecutionSlot?
+
     /// Sends a notification to the peer (waits while the output is backed up).
     public func notify(_ method: String, _ params: JSONValue) async {
         await sink.send(MessageCodec.notification(method: method, params: params).serialized())
     }
+
+    /// Runs `body`, a wait for a person (a consent question) and never work, without holding the
+    /// request's execution slot: the concurrency limit counts calls doing work, so the slot goes
+    /// to the next request meanwhile. When `body` returns the request takes a slot again (before
+    /// any queued request), waiting for one if all are busy. Throws `CancellationError` when the
+    /// request is cancelled while it waits for its slot (it then finishes outside one).
+    public func withoutExecutionSlot<T: Sendable>(_ body: () async throws -> T) async throws -> T {
+        guard let slot, slot.dispatcher.leaveSlot(slot.id) else { return try await body() }
+        let result: Result<T, any Error>
+        do {
+            result = .success(try await body())
+        } catch {
+            result = .failure(error)
+        }
+        guard await slot.dispatcher.retakeSlot(slot.id) else { throw CancellationError() }
+        return try result.get()
+    }
+}
+
+/// A request's place in its dispatcher's concurrency limit.
+struct ExecutionSlot: Sendable {
+    let dispatcher: Dispatcher
+    let id: RequestID
 }
 
 /// Handles one method. Throws an ``RPCError`` (or any error the server's error mapper knows).

@@ -1,9 +1,11 @@
 /// Text an outside server controls (an OAuth `error` or `error_description`, a challenge
 /// parameter, a name in a discovery document, a device login's user code, an ID token's claims),
-/// in the only form tokenrelay copies into its own results, errors, notifications, log lines and
-/// terminal output (SPEC §5.3): control characters (C0, DEL, C1), bidirectional formatting
-/// characters and line or paragraph separators replaced by spaces, every secret the redactor knows
-/// masked, then cut to at most ``maximumBytes`` bytes of UTF-8 on a character boundary.
+/// or an agent does (what the MCP face shows a person when it asks for consent, and writes in its
+/// audit lines), in the only form tokenrelay copies into its own results, errors, notifications,
+/// log lines, prompts and terminal output (SPEC §5.3): control characters (C0, DEL, C1),
+/// bidirectional formatting characters, invisible formatting characters and line or paragraph
+/// separators replaced by spaces, every secret the redactor knows masked, then cut to at most
+/// ``maximumBytes`` bytes of UTF-8 on a character boundary.
 ///
 /// It is made safe once, where the text is taken from the response; every output then uses
 /// ``value`` as it is, and types that carry such text to an output hold a `ServerText`, not a
@@ -26,8 +28,11 @@ public struct ServerText: Sendable, Hashable, CustomStringConvertible, Expressib
 
     /// Whether `text` holds a character the cleaner replaces: a C0 control, DEL, a C1 control
     /// (U+0080–U+009F), a bidirectional formatting character (U+061C, U+200E, U+200F,
-    /// U+202A–U+202E, U+2066–U+2069) or a line or paragraph separator (U+2028, U+2029). Text
-    /// that must be used as it is (a URL shown to a person) is refused when this is true.
+    /// U+202A–U+202E, U+2066–U+2069), an invisible formatting character (the soft hyphen U+00AD,
+    /// the zero-width U+200B–U+200D, U+2060–U+2064, U+206A–U+206F, the byte order mark U+FEFF,
+    /// the tag characters U+E0000–U+E007F, which can spell out text a person does not see) or a
+    /// line or paragraph separator (U+2028, U+2029). Text that must be used as it is (a URL shown
+    /// to a person) is refused when this is true.
     public static func containsUnsafeCharacter(_ text: String) -> Bool {
         var text = text
         return text.withUTF8 { bytes in
@@ -41,22 +46,31 @@ public struct ServerText: Sendable, Hashable, CustomStringConvertible, Expressib
     }
 
     /// The UTF-8 length of the unsafe character starting at `index` of `bytes` (valid UTF-8), or 0.
-    /// A C1 control is `C2 80`...`C2 9F`, U+061C is `D8 9C`, the others `E2 80 xx` / `E2 81 xx`;
-    /// no other character's encoding holds those bytes in that order.
+    /// A C1 control is `C2 80`...`C2 9F`, U+00AD `C2 AD`, U+061C `D8 9C`, U+FEFF `EF BB BF`, a
+    /// tag character `F3 A0 80 xx` / `F3 A0 81 xx`, the others `E2 80 xx` / `E2 81 xx`; no other
+    /// character's encoding holds those bytes in that order.
     @inline(__always)
     static func unsafeLength(_ bytes: UnsafeBufferPointer<UInt8>, at index: Int) -> Int {
         let byte = bytes[index]
         if byte < 0x20 || byte == 0x7f { return 1 }
-        guard byte == 0xc2 || byte == 0xd8 || byte == 0xe2, index + 1 < bytes.count else { return 0 }
+        guard byte == 0xc2 || byte == 0xd8 || byte == 0xe2 || byte == 0xef || byte == 0xf3, index + 1 < bytes.count
+        else { return 0 }
         let second = bytes[index + 1]
         switch byte {
-        case 0xc2: return second <= 0x9f ? 2 : 0
+        case 0xc2: return second <= 0x9f || second == 0xad ? 2 : 0
         case 0xd8: return second == 0x9c ? 2 : 0
+        case 0xef:
+            guard second == 0xbb, index + 2 < bytes.count else { return 0 }
+            return bytes[index + 2] == 0xbf ? 3 : 0
+        case 0xf3:
+            guard second == 0xa0, index + 3 < bytes.count else { return 0 }
+            let third = bytes[index + 2]
+            return third == 0x80 || third == 0x81 ? 4 : 0
         default:
             guard index + 2 < bytes.count else { return 0 }
             let third = bytes[index + 2]
-            if second == 0x80, third == 0x8e || third == 0x8f || (0xa8...0xae).contains(third) { return 3 }
-            if second == 0x81, (0xa6...0xa9).contains(third) { return 3 }
+            if second == 0x80, (0x8b...0x8f).contains(third) || (0xa8...0xae).contains(third) { return 3 }
+            if second == 0x81, (0xa0...0xa4).contains(third) || (0xa6...0xaf).contains(third) { return 3 }
             return 0
         }
     }

@@ -98,7 +98,8 @@ public final class RelayServer: Sendable {
             methods: methods, notifications: notifications, readOrderNotifications: readOrder, sink: writer,
             limits: options.dispatcherLimits, shutdownMethod: face == nil ? "shutdown" : nil, errorMapper: errorMapper,
             executorPreference: { [runtimes] request in runtimes.current.executor(for: request) },
-            responses: responses, answersClientCancellation: face == nil)
+            responses: responses, answersClientCancellation: face == nil,
+            unboundedMethods: face == nil ? [] : MCPFace.unboundedMethods)
         let notifier = Notifier(sink: writer)
         let authEvents = Placement.task { [runtimes] in
             for await event in runtimes.current.manager.events {

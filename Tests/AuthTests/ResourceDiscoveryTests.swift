@@ -114,6 +114,35 @@ import TokenRelayHTTP
         #expect(configuration?.grant.interactive?.flow == .authorizationCode(ports: [0], path: "/callback"))
     }
 
+    /// Past the step-up limit (SPEC §9.2) the error says what happened: the resource server
+    /// refused the token for lack of scope, after how many step-ups, asking for which scope;
+    /// kind `limit`. The token endpoint was not asked, and the error does not say it was.
+    @Test func pastTheStepUpLimitTheErrorNamesTheResourceAndTheScope() async throws {
+        let transport = Self.server()
+        let resolver = Self.resolver(transport)
+        _ = try await resolver.key()
+        _ = try await resolver.stepUp(scopes: ["a"])
+        _ = try await resolver.stepUp(scopes: ["b"])
+        let error = await #expect(throws: AuthError.self) { try await resolver.stepUp(scopes: ["c", "d\u{1b}[2J"]) }
+        let text = error?.description ?? ""
+        #expect(error?.errorKind == .limit)
+        #expect(text.contains("the resource server refused the token for lack of scope (HTTP 403 insufficient_scope"))
+        #expect(text.contains("asking for scope 'c d [2J'"), "the challenge's scope, cleaned: \(text)")
+        #expect(text.contains("after 2 step-ups"), "\(text)")
+        #expect(!text.contains("token endpoint"), "\(text)")
+        #expect(!transport.requests.contains { $0.url.hasSuffix("/token") })
+    }
+
+    /// A token that already has the scopes the resource asks for is not stepped up; kind `auth`.
+    @Test func aStepUpForScopesTheTokenHasSaysSo() async throws {
+        let resolver = Self.resolver(Self.server())
+        _ = try await resolver.key()
+        let error = await #expect(throws: AuthError.self) { try await resolver.stepUp(scopes: ["mcp"]) }
+        #expect(error?.errorKind == .auth)
+        #expect(error?.description.contains("already has those scopes") == true, "\(String(describing: error))")
+        #expect(error?.description.contains("token endpoint") == false)
+    }
+
     @Test func aResourceMismatchStopsBeforeTheAuthorizationServer() async {
         let transport = Self.server(prm: Self.prm(resource: "http://127.0.0.1:9100/other"))
         await #expect(throws: AuthError.self) { try await Self.resolver(transport).key() }

@@ -35,6 +35,9 @@ import Testing
     @Test(arguments: [
         "/a/../b", "/a/./b", "/a/%2e%2E/b", "/a/%2E/b", "/..", "/a/b%2Fc", "/a/b%2fc", "/a\\b", "/a/%5Cb",
         "/a?x=1", "/a#f", "/a/%zz", "/a/%4", "/a b", "/a/..;x/b", "/a/.;/b", "/a/%00", "/a/é",
+        // Path parameters, which Tomcat, Jetty and Spring strip before routing, and empty segments.
+        "/admin;x/secret", "/ADMIN;jsessionid=1/secret", "/admin;x", "/repos/x/settings;a/hooks", "/a/%3Bx",
+        "/a/b%3bc", "/;x/admin", "/repos/x//issues", "//issues", "/a//",
     ])
     func suspiciousPathsAreRefused(path: String) {
         if case .success(let normalised) = MCPPath.normalise(path) {
@@ -61,12 +64,75 @@ import Testing
         #expect(settings.decide(method: "GET", path: try Self.path("/users")) == .unlisted)
     }
 
-    @Test(arguments: ["/repos/a/SECRET/x", "/repos/a/secret/", "/repos//a/secret/x", "/Repos/a/Secret"])
-    func denyRulesCannotBeWalkedAroundByCaseOrEmptySegments(path: String) throws {
+    @Test(arguments: [
+        "/repos/a/SECRET/x", "/repos/a/secret/", "/Repos/a/Secret", "/repos/a/%73ecret", "/repos/a/secre%74/x",
+    ])
+    func denyRulesCannotBeWalkedAroundByCaseEscapesOrATrailingSlash(path: String) throws {
         let settings = MCPSettings(
             allow: [try Self.rule("GET /**")], deny: [try Self.rule("* /repos/*/secret/**")])
         #expect(
             settings.decide(method: "GET", path: try Self.path(path)) == .denied(try Self.rule("* /repos/*/secret/**")))
+    }
+
+    /// `confirm` rules read paths as `deny` rules do: a broad `allow` never sends, unasked, a
+    /// call that a server routes to a confirmed path.
+    @Test(arguments: [
+        ("POST", "/repos/x/issues"), ("POST", "/repos/x/issues/"), ("POST", "/repos/x/Issues"),
+        ("post", "/REPOS/x/ISSUES/"), ("POST", "/repos/x/issue%73"), ("POST", "/repos/x/%49ssues"),
+    ])
+    func confirmRulesMatchEveryReadingOfThePath(method: String, path: String) throws {
+        let settings = MCPSettings(
+            allow: [try Self.rule("* /repos/**")], confirm: [try Self.rule("POST /repos/*/issues")])
+        #expect(
+            settings.decide(method: method, path: try Self.path(path))
+                == .confirm(try Self.rule("POST /repos/*/issues")), "\(method) \(path)")
+    }
+
+    /// Escapes of reserved characters are decoded for deny and confirm (a server decodes
+    /// `%3A` before routing), and a `GET` rule covers `HEAD` (answered by the `GET` handler).
+    @Test func denyCoversDecodedEscapesAndHeadForGet() throws {
+        let settings = MCPSettings(
+            allow: [try Self.rule("* /**")],
+            deny: [try Self.rule("POST /v1/projects/p:delete"), try Self.rule("GET /admin/**")])
+        #expect(
+            settings.decide(method: "POST", path: try Self.path("/v1/projects/p%3Adelete"))
+                == .denied(try Self.rule("POST /v1/projects/p:delete")))
+        #expect(
+            settings.decide(method: "POST", path: try Self.path("/v1/projects/P%3aDelete"))
+                == .denied(try Self.rule("POST /v1/projects/p:delete")))
+        #expect(
+            settings.decide(method: "HEAD", path: try Self.path("/admin/x")) == .denied(try Self.rule("GET /admin/**")))
+        #expect(settings.decide(method: "POST", path: try Self.path("/admin/x")) == .allowed(try Self.rule("* /**")))
+    }
+
+    /// `allow` matches the path exactly as it is sent: another case or a trailing slash is not
+    /// what the rule names.
+    @Test(arguments: [("GET /repos/*", "/Repos/a"), ("GET /repos/*", "/repos/a/"), ("GET /a:b", "/a%3Ab")])
+    func allowRulesMatchOnlyThePathAsSent(rule: String, path: String) throws {
+        let settings = MCPSettings(allow: [try Self.rule(rule)])
+        #expect(settings.decide(method: "GET", path: try Self.path(path)) == .unlisted, "\(rule) vs \(path)")
+    }
+
+    @Test func refusedPathsSayWhy() {
+        func reason(_ path: String) -> String {
+            guard case .failure(let error) = MCPPath.normalise(path) else { return "accepted" }
+            return error.description
+        }
+        #expect(reason("/admin;x/secret").contains("';'"))
+        #expect(reason("/admin;x/secret").contains("Tomcat"))
+        #expect(reason("/a/%3bx").contains("';'"))
+        #expect(reason("/repos/x//issues").contains("empty segment"))
+        #expect(reason("/a/").hasPrefix("accepted"))
+        #expect(reason("/").hasPrefix("accepted"))
+    }
+
+    @Test(arguments: [
+        ("GET /a;x/b", "';'"), ("GET /a//b", "empty segment"), ("GET /a%3Bb", "';'"), ("GET /a/../b", "'..'"),
+    ])
+    func rulesNoPathCanMatchAreReported(text: String, reason: String) throws {
+        let found = try #require(try Self.rule(text).neverMatchesReason, "\(text)")
+        #expect(found.contains(reason), "\(text): \(found)")
+        #expect(try Self.rule("GET /a/b/").neverMatchesReason == nil)
     }
 
     @Test(arguments: ["GET", "GET /a /b", "G@T /a", "GET repos", "GET /v1/item*"])

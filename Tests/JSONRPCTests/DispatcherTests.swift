@@ -163,6 +163,111 @@ import Testing
         #expect(fixture.gate.arrivedCount == 4, "the cancelled queued request never ran")
     }
 
+    /// Handlers that wait for a person (`ask`) outside their slot, beside work (`wait`) in one.
+    struct SlotFixture {
+        let sink = RecordingSink()
+        let person = Gate()
+        let work = Gate()
+        let held = Gate()
+        let dispatcher: Dispatcher
+
+        init(maximumConcurrent: Int = 1, maximumQueued: Int = 1) {
+            let (person, work, held) = (self.person, self.work, self.held)
+            dispatcher = Dispatcher(
+                methods: [
+                    "ping": { _, _ in JSONValue.object([:]) },
+                    "ask": { _, context in
+                        try await context.withoutExecutionSlot { await person.pass() }
+                        return JSONValue.string("asked")
+                    },
+                    "wait": { _, _ in
+                        await work.pass()
+                        return JSONValue.string("done")
+                    },
+                    "hold": { _, _ in
+                        await held.pass()
+                        return JSONValue.string("held")
+                    },
+                ], sink: sink,
+                limits: DispatcherLimits(maximumConcurrent: maximumConcurrent, maximumQueued: maximumQueued),
+                errorMapper: RPCError.testMapper, unboundedMethods: ["ping"])
+        }
+
+        func send(_ text: String) { dispatcher.receive(Array(text.utf8)) }
+
+        /// The limit still holds (1 executing, 1 queued, the next refused): no slot was lost or
+        /// counted twice.
+        func expectTheLimitHolds() async {
+            let before = sink.messages.count
+            for id in ["l1", "l2", "l3"] { send(#"{"jsonrpc":"2.0","id":"\#(id)","method":"hold"}"#) }
+            let refused = await sink.waitFor(before + 1)
+            #expect(refused[before]["id"] == "l3" && refused[before]["error"]?["data"]?["kind"] == "limit")
+            #expect(held.arrivedCount <= 1)
+            held.open()
+            let messages = await sink.waitFor(before + 3)
+            #expect(messages[before...].filter { $0["result"] == "held" }.count == 2)
+            await dispatcher.waitUntilIdle()
+            #expect(held.arrivedCount == 2)
+        }
+    }
+
+    /// A request waiting for a person leaves its slot: with a limit of 1, others still run, and
+    /// the limit still holds once the person answered.
+    @Test(.timeLimit(.minutes(1)))
+    func aHandlerWaitingOutsideItsSlotLetsOtherRequestsRun() async {
+        let fixture = SlotFixture()
+        for id in 1...3 {
+            fixture.send(#"{"jsonrpc":"2.0","id":"ask\#(id)","method":"ask"}"#)
+            await fixture.person.waitForArrivals(id)
+        }
+        fixture.send(#"{"jsonrpc":"2.0","id":"work","method":"wait"}"#)
+        await fixture.work.waitForArrivals(1)
+        fixture.work.open()
+        let first = await fixture.sink.waitFor(1)
+        #expect(first[0]["id"] == "work" && first[0]["result"] == "done")
+        fixture.person.open()
+        let all = await fixture.sink.waitFor(4)
+        #expect(all.filter { $0["result"] == "asked" }.count == 3)
+        await fixture.dispatcher.waitUntilIdle()
+        await fixture.expectTheLimitHolds()
+    }
+
+    /// A handler taking its slot back waits while the slot works for another request; cancelled
+    /// then, it is answered and leaves the count right.
+    @Test(.timeLimit(.minutes(1)))
+    func aHandlerCancelledWhileTakingItsSlotBackIsAnswered() async {
+        let fixture = SlotFixture()
+        fixture.send(#"{"jsonrpc":"2.0","id":"ask","method":"ask"}"#)
+        await fixture.person.waitForArrivals(1)
+        fixture.send(#"{"jsonrpc":"2.0","id":"work","method":"wait"}"#)
+        await fixture.work.waitForArrivals(1)
+        fixture.person.open()
+        fixture.send(#"{"jsonrpc":"2.0","method":"$/cancelRequest","params":{"id":"ask"}}"#)
+        let first = await fixture.sink.waitFor(1)
+        #expect(first[0]["id"] == "ask" && first[0]["error"]?["code"] == .int(-32800), "\(first)")
+        fixture.work.open()
+        let both = await fixture.sink.waitFor(2)
+        #expect(both[1]["id"] == "work" && both[1]["result"] == "done")
+        await fixture.dispatcher.waitUntilIdle()
+        await fixture.expectTheLimitHolds()
+    }
+
+    /// An unbounded method is answered while every slot works and the queue is full.
+    @Test(.timeLimit(.minutes(1)))
+    func unboundedMethodsAreAnsweredWhileEverySlotIsBusy() async {
+        let fixture = SlotFixture()
+        fixture.send(#"{"jsonrpc":"2.0","id":"w1","method":"wait"}"#)
+        fixture.send(#"{"jsonrpc":"2.0","id":"w2","method":"wait"}"#)
+        await fixture.work.waitForArrivals(1)
+        fixture.send(#"{"jsonrpc":"2.0","id":"p","method":"ping"}"#)
+        let first = await fixture.sink.waitFor(1)
+        #expect(first[0]["id"] == "p" && first[0]["result"] == .object([:]))
+        fixture.work.open()
+        _ = await fixture.sink.waitFor(3)
+        await fixture.dispatcher.waitUntilIdle()
+        await fixture.expectTheLimitHolds()
+    }
+
     @Test func duplicateIDsInFlightAreRejected() async {
         let fixture = Fixture()
         fixture.send(#"{"jsonrpc":"2.0","id":9,"method":"wait"}"#)

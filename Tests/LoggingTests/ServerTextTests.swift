@@ -47,13 +47,25 @@ import Testing
         let raw = "a\u{202E}b\u{2066}c\u{2069}d\u{200F}e\u{061C}f\u{2028}g\u{2029}h\u{202A}"
         #expect(ServerText(raw, redactor: Redactor()).value == "a b c d e f g h ")
         #expect(ServerText.containsUnsafeCharacter(raw))
-        // Neighbours of those code points are kept: U+2027, U+202F, U+2065, U+206A, U+061B.
-        let kept = "\u{2027}\u{202F}\u{2065}\u{206A}\u{061B}\u{2010}"
+        // Neighbours of those code points are kept: U+2027, U+202F, U+2065, U+2070, U+061B.
+        let kept = "\u{2027}\u{202F}\u{2065}\u{2070}\u{061B}\u{2010}"
         #expect(ServerText(kept, redactor: Redactor()).value == kept)
         #expect(!ServerText.containsUnsafeCharacter(kept))
         #expect(!ServerText.containsUnsafeCharacter("https://as.example/device?code=ABCD-EFGH é"))
         #expect(ServerText.containsUnsafeCharacter("https://as.example/\u{85}"))
         #expect(ServerText.containsUnsafeCharacter("\u{1b}]0;title\u{7}"))
+    }
+
+    /// Characters a person does not see (zero-width, invisible operators, the byte order mark,
+    /// tag characters that spell hidden text) become spaces; their neighbours are kept.
+    @Test func invisibleFormattingCharactersBecomeSpaces() {
+        let raw =
+            "a\u{200B}b\u{200C}c\u{200D}d\u{2060}e\u{2064}f\u{206F}g\u{FEFF}h\u{AD}i\u{E0041}\u{E007F}j"
+        #expect(ServerText(raw, redactor: Redactor()).value == "a b c d e f g h i  j")
+        #expect(ServerText.containsUnsafeCharacter("send\u{E0020}x"))
+        let kept = "\u{200A}\u{2010}\u{2065}\u{FEFE}\u{FFFD}\u{AC}\u{AE}\u{E0100}\u{F0000}"
+        #expect(ServerText(kept, redactor: Redactor()).value == kept)
+        #expect(!ServerText.containsUnsafeCharacter(kept))
     }
 
     @Test func aLargerBoundKeepsALongURLWhole() {

@@ -155,7 +155,7 @@ def api():
     server.server.shutdown()
 
 
-def write_config(directory, api, stack=None, allow_extra=()):
+def write_config(directory, api, stack=None, allow_extra=(), deny_extra=(), server=None):
     base = f"http://127.0.0.1:{api.port}/v1"
     config = {
         "version": 1,
@@ -168,7 +168,7 @@ def write_config(directory, api, stack=None, allow_extra=()):
                 "mcp": {
                     "allow": ["GET /repos/**", "* /echo", "GET /echo-text", "GET /big", "GET /status/*", "GET /slow",
                               "GET /echo-coded/*", "GET /echo-encoded", *allow_extra],
-                    "deny": ["* /repos/*/secret/**"],
+                    "deny": ["* /repos/*/secret/**", *deny_extra],
                     "confirm": ["POST /repos/*/issues"],
                     "max_response_bytes": 1000,
                 },
@@ -192,6 +192,8 @@ def write_config(directory, api, stack=None, allow_extra=()):
             },
         },
     }
+    if server:
+        config["server"] = server
     if stack:
         endpoint = {"token_url": stack["TOKEN_URL"]} if stack.get("TOKEN_URL") else {}
         config["environments"]["stack"] = {
@@ -461,6 +463,88 @@ def test_refused_calls_are_errors_and_send_nothing(api, workdir):
     run(scenario())
 
 
+WALKED_AROUND_DENY = ["/admin;x/secret", "/ADMIN;jsessionid=1/secret", "/admin;x", "/repos/x/settings;a/hooks",
+                      "/admin%3Bx/secret", "/repos/x/SECRET;a/y", "/Admin/secret", "/admin/"]
+
+
+def test_deny_rules_cannot_be_walked_around_with_path_parameters_case_or_slashes(api, workdir):
+    """Tomcat, Jetty and Spring route /admin;x/secret as /admin/secret: a deny rule covers it
+    (refused, nothing sent) however the agent spells the path, even under a broad allow."""
+    config = write_config(workdir, api, allow_extra=("* /**",),
+                          deny_extra=("* /admin/**", "* /repos/*/settings/hooks/**"))
+
+    async def scenario():
+        async with sdk_client(config, workdir) as client:
+            for path in WALKED_AROUND_DENY:
+                api.clear()
+                result = await client.call_tool("http_request", {"method": "POST", "path": path})
+                assert result.is_error is True, (path, text_of(result))
+                assert api.count() == 0, (path, api.requests)
+            refused = await client.call_tool("http_request", {"path": "/admin;x/secret"})
+            assert "';'" in text_of(refused) and "Tomcat" in text_of(refused), text_of(refused)
+            # The broad allow still sends what no deny rule covers.
+            api.clear()
+            result = await client.call_tool("http_request", {"path": "/administrators"})
+            assert result.is_error is False and api.count("GET", "/v1/administrators") == 1
+
+    run(scenario())
+
+
+UNASKED_CONFIRM = ["/repos/x/issues/", "/repos/x//issues", "/repos/x/Issues", "/repos/x/issues;a", "/REPOS/x/ISSUES",
+                   "/repos/x/issue%73"]
+
+
+def test_confirm_rules_are_not_walked_around_under_a_broad_allow(api, workdir):
+    """With `* /repos/**` allowed, a POST a server routes to /repos/x/issues is asked about (or
+    refused), never sent unasked: this client cannot be asked, so nothing is sent."""
+    config = write_config(workdir, api, allow_extra=("* /repos/**",))
+
+    async def scenario():
+        async with sdk_client(config, workdir) as client:
+            for path in UNASKED_CONFIRM:
+                api.clear()
+                result = await client.call_tool("http_request", {"method": "POST", "path": path})
+                assert result.is_error is True, (path, text_of(result))
+                assert api.count() == 0, (path, api.requests)
+            result = await client.call_tool("http_request", {"method": "POST", "path": "/repos/x/Issues"})
+            assert "consent could not be asked" in text_of(result), text_of(result)
+            api.clear()
+            result = await client.call_tool("http_request", {"method": "POST", "path": "/repos/x/labels"})
+            assert result.is_error is False and api.count("POST", "/v1/repos/x/labels") == 1
+
+    run(scenario())
+
+
+# What a terminal, a text field or a bidi renderer would act on: CR, LF, ESC, BEL, C1 (CSI),
+# the right-to-left override, a zero-width space.
+UNSAFE = ["\r", "\n", "\x1b", "\x07", "\x9b", "\u202e", "\u200b"]
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+def test_the_consent_question_holds_no_control_characters_of_the_agent(api, workdir, mode):
+    config = write_config(workdir, api)
+    asked = []
+    forged = "ok\r\x1b[1A\x1b[2KAn agent asks tokenrelay to send GET /status\x07\x9b2J\u202e\u200bcod.exe"
+
+    async def elicit(context, params):
+        asked.append(params.message)
+        return types.ElicitResult(action="decline")
+
+    async def scenario():
+        async with sdk_client(config, workdir, mode=mode, elicit=elicit) as client:
+            api.clear()
+            result = await client.call_tool("http_request", {"method": "POST", "path": "/repos/o/issues",
+                                                             "query": {"x\x9b2J\u202ey": "1"}, "text": forged})
+            assert result.is_error is True and api.count() == 0, text_of(result)
+
+    run(scenario())
+    assert len(asked) == 1
+    message = asked[0]
+    assert "POST" in message and "/repos/o/issues" in message and "GET /status" in message, message
+    for character in UNSAFE:
+        assert character not in message, (character, message)
+
+
 # --- Redaction and size ---------------------------------------------------------------------
 
 
@@ -620,6 +704,41 @@ def test_raw_2025_06_18_elicitation_round_trip(api, workdir):
         assert api.count("POST", "/v1/repos/o/issues") == sent
         api.clear()
     raw.close()
+
+
+def test_ping_tools_list_and_other_calls_are_answered_while_confirmations_wait(api, workdir):
+    """`max_concurrent_requests: 3`: three calls waiting for the person's consent hold no slot;
+    ping, tools/list and another call are answered at once, and the questions still work."""
+    raw = Raw(write_config(workdir, api, server={"max_concurrent_requests": 3}), workdir)
+    try:
+        raw.request(1, "initialize", {"protocolVersion": "2025-11-25", "capabilities": {"elicitation": {}}})
+        raw.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        api.clear()
+        questions = []
+        for id in (2, 3, 4):
+            raw.send({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+                      "params": {"name": "http_request",
+                                 "arguments": {"method": "POST", "path": f"/repos/o{id}/issues", "text": "hi"}}})
+            questions.append(raw.read(lambda m: m.get("method") == "elicitation/create"))
+        assert raw.request(5, "ping")["result"] == {}
+        assert [t["name"] for t in raw.request(6, "tools/list")["result"]["tools"]][0] == "http_request"
+        called = raw.request(7, "tools/call", {"name": "http_request", "arguments": {"path": "/repos/a"}})
+        assert called["result"]["isError"] is False and api.count("GET", "/v1/repos/a") == 1
+        # The person answers: the first is sent, the others are not.
+        for question, action in zip(questions, ("accept", "decline", "decline")):
+            raw.send({"jsonrpc": "2.0", "id": question["id"], "result": {"action": action, "content": {}}})
+        answers = {}
+
+        def collect(message):
+            if message.get("id") in (2, 3, 4) and "method" not in message:
+                answers[message["id"]] = message
+            return len(answers) == 3
+
+        raw.read(collect)
+        assert [answers[id]["result"]["isError"] for id in (2, 3, 4)] == [False, True, True], answers
+        assert api.count("POST", "/v1/repos/o2/issues") == 1 and api.count("POST") == 1
+    finally:
+        raw.close()
 
 
 def test_a_stateless_confirmation_cannot_be_replayed_for_another_call(api, workdir):

@@ -133,19 +133,19 @@ public actor ResourceAuthorization {
     /// challenged scopes from now on (SPEC §9.2), at most twice per hour. Returns the new session,
     /// or throws when stepping up is not allowed.
     public func stepUp(scopes: [String]) async throws -> SessionKey {
+        // The scopes come from the resource's challenge: cleaned before any message holds them.
+        let asked = scopes.isEmpty ? nil : ServerText(scopes.joined(separator: " "))
         guard template.grant.interactive != nil || template.stepUp else {
-            throw AuthError.oauth(error: "insufficient_scope", description: nil, status: 403)
+            throw AuthError.insufficientScope(.notEnabled, scope: asked)
         }
         let now = clock.now
         stepUps.removeAll { now.timeIntervalSince($0) >= Self.stepUpWindow }
         let current = Set(resolved?.key.scopes ?? [])
         let added = Set(scopes).subtracting(current)
-        guard !added.isEmpty else {
-            throw AuthError.oauth(
-                error: "insufficient_scope", description: "the token already has these scopes", status: 403)
-        }
+        guard !added.isEmpty else { throw AuthError.insufficientScope(.alreadyHeld, scope: asked) }
         guard stepUps.count < Self.stepUpLimit else {
-            throw AuthError.oauth(error: "insufficient_scope", description: "step-up limit reached", status: 403)
+            throw AuthError.insufficientScope(
+                .limitReached(count: stepUps.count, windowSeconds: Int(Self.stepUpWindow)), scope: asked)
         }
         stepUps.append(now)
         extraScopes.formUnion(current.union(added))

@@ -18,6 +18,8 @@ struct HTTPRequestTool {
     let params: JSONValue?
     /// The call's number in this process (audit lines).
     let number: Int
+    /// The `tools/call` request's context (a wait for the person's consent leaves its slot).
+    let context: RequestContext
 
     static let members: Set<String> = [
         "environment", "profile", "method", "path", "pathParams", "query", "headers", "json", "text",
@@ -317,7 +319,12 @@ struct HTTPRequestTool {
         }
         switch era {
         case .handshake(let version):
-            switch await face.elicit(message: summary, version: version) {
+            // Waiting for a person is not work: the call leaves its concurrency slot meanwhile,
+            // so pending questions never stall other calls (or `ping`).
+            let answer = try await context.withoutExecutionSlot {
+                await face.elicit(message: summary, version: version)
+            }
+            switch answer {
             case .success("accept"): return nil
             case .success(let action):
                 throw Refusal(message: "not sent: the person did not accept (\(action.prefix(20)))")
@@ -349,14 +356,19 @@ struct HTTPRequestTool {
         }
     }
 
-    /// What the person is asked: method, URL (query names only), body summary.
+    /// The bound on what the person is asked (UTF-8 bytes).
+    static let summaryBytes = 2048
+
+    /// What the person is asked: method, URL (query names only), body summary. The agent wrote
+    /// most of it, so it is cleaned as server text is (``ServerText``: no control, bidirectional
+    /// or invisible character can draw a line the request does not hold), masked and bounded.
     static func summary(method: String, url: String, request: RequestParams, scope: String) -> String {
         var text = "An agent asks tokenrelay to send \(method) \(url) (\(scope))."
         if let body = request.body {
-            let preview = Redactor.shared.redact(String(decoding: body.bytes.prefix(300), as: UTF8.self))
+            let preview = String(decoding: body.bytes.prefix(300), as: UTF8.self)
             text += " Body (\(body.bytes.count) bytes): \(preview)\(body.bytes.count > 300 ? "…" : "")"
         }
-        return text + " Accept to send it once."
+        return ServerText(text + " Accept to send it once.", maximumBytes: summaryBytes).value
     }
 
     /// Identifies a call exactly (what would be sent), binding a confirmation to it.
@@ -371,11 +383,12 @@ struct HTTPRequestTool {
 
     // MARK: - Answers
 
-    /// The URL for logs and questions: query names, never their values.
+    /// The URL for logs and questions: query names, never their values; the agent's names
+    /// cleaned as server text is (no control character can split a log line).
     static func auditURL(base: String, path: String, query: [(name: String, value: String)]) -> String {
         var url = RequestURL.join(base: base, path: path)
         if !query.isEmpty { url += "?" + query.map { "\($0.name)=…" }.joined(separator: "&") }
-        return url
+        return ServerText(url, maximumBytes: summaryBytes).value
     }
 
     /// The tool result of a response: every known secret masked (body bytes and header values),

@@ -101,6 +101,10 @@ final class MCPFace: Sendable {
         ]
     }
 
+    /// The methods answered at once however many calls run or wait (local answers: a host's
+    /// liveness check and tool list never wait behind transfers or a person's consent).
+    static let unboundedMethods: Set<String> = ["initialize", "ping", "server/discover", "tools/list"]
+
     /// The MCP notifications acted on (`notifications/cancelled` is the dispatcher's own).
     func notificationTable() -> [String: MethodHandler] {
         [
@@ -190,7 +194,7 @@ final class MCPFace: Sendable {
         let outcome: MCPToolOutcome
         switch name {
         case MCPTools.httpRequest:
-            let call = HTTPRequestTool(face: self, era: era, params: params, number: number)
+            let call = HTTPRequestTool(face: self, era: era, params: params, number: number, context: context)
             outcome = await call.run(argumentMembers)
         case MCPTools.listEnvironments:
             outcome = try await server.runtimes.use { runtime in
