@@ -6,7 +6,7 @@ import TokenRelayHTTP
 
 /// What credential-helper mode asks of the token manager: `min_valid` renewals and git's
 /// `erase` (invalidate only the rejected token, in memory and in the store).
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(5)))
 struct CredentialHelperTokenTests {
     @Test func aHeldTokenExpiringSoonerThanMinValidIsRenewedFirst() async throws {
         let h = try await Harness()

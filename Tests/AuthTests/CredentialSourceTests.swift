@@ -6,7 +6,7 @@ import TokenRelayLogging
 
 @testable import TokenRelayAuth
 
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(5)))
 struct CredentialSourceTests {
     @Test func tokenSourceSetsBearerAndStampsTheVersion() async throws {
         let h = try await Harness(transport: .counting())

@@ -5,7 +5,7 @@ import TokenRelayHTTP
 
 @testable import TokenRelayAuth
 
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(5)))
 struct DiscoveryTests {
     static let issuer = "http://127.0.0.1:9000/o"
 

@@ -6,7 +6,7 @@ import TokenRelayHTTP
 @testable import TokenRelayAuth
 
 /// `logout` revokes the session's tokens at the server (RFC 7009) where discovery offers it.
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(5)))
 struct RevocationTests {
     static let issuer = "http://127.0.0.1:9000/o"
     static let revocationURL = "http://127.0.0.1:9000/o/revoke_token/"

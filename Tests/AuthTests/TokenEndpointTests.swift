@@ -5,7 +5,7 @@ import TokenRelayHTTP
 
 @testable import TokenRelayAuth
 
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(5)))
 struct TokenEndpointTests {
     static let oddID = "a b:c%d"
     static let oddSecret = "s&e=c r+t:%é"

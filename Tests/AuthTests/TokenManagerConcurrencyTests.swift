@@ -5,7 +5,7 @@ import TokenRelayHTTP
 
 @testable import TokenRelayAuth
 
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(5)))
 struct TokenManagerConcurrencyTests {
     @Test func thousandConcurrentCallersShareOneAcquisition() async throws {
         let h = try await Harness(transport: .counting())

@@ -49,7 +49,7 @@ struct MalformedCase: Sendable, CustomTestStringConvertible {
     ]
 }
 
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(5)))
 struct TokenManagerFailureTests {
     @Test(arguments: MalformedCase.all)
     func malformedTokenResponsesAreRejectedWithKindAuth(_ malformed: MalformedCase) async throws {

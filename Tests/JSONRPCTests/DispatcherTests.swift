@@ -115,7 +115,7 @@ import Testing
         #expect(messages.map { $0["id"] } == ["after"])
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(5)))
     func waitUntilIdleReturnsWhenItsTaskIsCancelledWhileARequestStillRuns() async {
         let fixture = Fixture()
         fixture.send(#"{"jsonrpc":"2.0","id":"slow","method":"hang"}"#)
@@ -213,7 +213,7 @@ import Testing
 
     /// A request waiting for a person leaves its slot: with a limit of 1, others still run, and
     /// the limit still holds once the person answered.
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(5)))
     func aHandlerWaitingOutsideItsSlotLetsOtherRequestsRun() async {
         let fixture = SlotFixture()
         for id in 1...3 {
@@ -234,7 +234,7 @@ import Testing
 
     /// A handler taking its slot back waits while the slot works for another request; cancelled
     /// then, it is answered and leaves the count right.
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(5)))
     func aHandlerCancelledWhileTakingItsSlotBackIsAnswered() async {
         let fixture = SlotFixture()
         fixture.send(#"{"jsonrpc":"2.0","id":"ask","method":"ask"}"#)
@@ -253,7 +253,7 @@ import Testing
     }
 
     /// An unbounded method is answered while every slot works and the queue is full.
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(5)))
     func unboundedMethodsAreAnsweredWhileEverySlotIsBusy() async {
         let fixture = SlotFixture()
         fixture.send(#"{"jsonrpc":"2.0","id":"w1","method":"wait"}"#)

@@ -9,7 +9,7 @@ import TokenRelayPlatform
 /// The reader's hand-over: its thread gives stdin to a loop that asks for it (after a read) and
 /// takes it back when the loop stops, framing state and all, so a frame split across the two
 /// owners arrives whole, every frame arrives once and in order, and the end is reported once.
-@Suite(.timeLimit(.minutes(2))) struct StdioReaderTests {
+@Suite(.timeLimit(.minutes(5))) struct StdioReaderTests {
     /// A stand-in for a transfer loop: adopts the input once, reads it on a thread of its own for
     /// `reads` reads whenever it polls readable, then hands it back.
     final class OneTimePoller: InputPoller, Sendable {

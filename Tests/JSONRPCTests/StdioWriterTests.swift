@@ -7,7 +7,7 @@ import Testing
 /// The writer's inline path: a producer writes what the output takes without blocking (a pipe
 /// with `RWF_NOWAIT`, a socket with `MSG_DONTWAIT`) and the rest goes, first in line, to the
 /// writer thread; frames arrive whole and in order whatever the peer's buffer holds.
-@Suite(.timeLimit(.minutes(2))) struct StdioWriterTests {
+@Suite(.timeLimit(.minutes(5))) struct StdioWriterTests {
     enum Channel: String, CaseIterable, CustomTestStringConvertible {
         case pipe, socket
         var testDescription: String { rawValue }

@@ -10,7 +10,7 @@ import TokenRelayPlatform
 /// The stderr writer: lines whole and in order whoever writes them (the thread that logs, inline,
 /// or the writer thread), a bound past which lines are dropped and counted, never a blocked
 /// caller.
-@Suite(.timeLimit(.minutes(2))) struct LogWriterTests {
+@Suite(.timeLimit(.minutes(5))) struct LogWriterTests {
     /// A pipe whose read end the test drains on a thread of its own.
     final class Pipe: Sendable {
         let readEnd: Int32

@@ -49,7 +49,7 @@ import Testing
         #expect(trace.result.withLock { $0 } == 42)
     }
 
-    @Test(.timeLimit(.minutes(1))) func jobsRunInTheOrderGivenAndRunReturnsOnlyAfterFinish() {
+    @Test(.timeLimit(.minutes(5))) func jobsRunInTheOrderGivenAndRunReturnsOnlyAfterFinish() {
         let executor = ThreadExecutor()
         let trace = Trace()
         for index in 0..<100 {

@@ -365,8 +365,10 @@ struct HTTPRequestTool {
     static func summary(method: String, url: String, request: RequestParams, scope: String) -> String {
         var text = "An agent asks tokenrelay to send \(method) \(url) (\(scope))."
         if let body = request.body {
-            let preview = String(decoding: body.bytes.prefix(300), as: UTF8.self)
-            text += " Body (\(body.bytes.count) bytes): \(preview)\(body.bytes.count > 300 ? "…" : "")"
+            // Masked whole before it is cut: a secret across the cut never shows its start.
+            let masked = Redactor.shared.redact(bytes: body.bytes)
+            let preview = String(decoding: masked.prefix(300), as: UTF8.self)
+            text += " Body (\(body.bytes.count) bytes): \(preview)\(masked.count > 300 ? "…" : "")"
         }
         return ServerText(text + " Accept to send it once.", maximumBytes: summaryBytes).value
     }

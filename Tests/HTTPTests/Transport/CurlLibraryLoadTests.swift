@@ -8,7 +8,7 @@ import TokenRelayPlatform
 /// `CurlTransport.loadLibrary()` may run on a thread of its own while the caller goes on (`call`
 /// loads libcurl so while it prepares its request); a transport made at the same time waits for
 /// that one initialisation instead of running a second.
-@Suite(.timeLimit(.minutes(1))) struct CurlLibraryLoadTests {
+@Suite(.timeLimit(.minutes(5))) struct CurlLibraryLoadTests {
     @Test func loadsRacingATransportsCreationLeaveOneWorkingLibrary() async throws {
         let server = try await TestServer()
         for _ in 0..<8 { SystemThread.start(named: "relay-test-load") { CurlTransport.loadLibrary() } }

@@ -31,6 +31,19 @@ import TokenRelayLogging
         #expect(text.hasPrefix("HTTP 201\ncontent-type: application/json"))
     }
 
+    /// Issue 44: the consent question's body preview is masked whole before it is cut at 300
+    /// bytes, so a secret across the cut never shows its start.
+    @Test func theConsentQuestionMasksTheBodyBeforeItIsCut() throws {
+        let secret = "consent-canary-7e2a91c4"
+        Redactor.shared.register(secret)
+        let body = String(repeating: "x", count: 290) + secret + String(repeating: "y", count: 20)
+        let request = try RequestParams.decode(["method": "POST", "path": "/repos/a/issues", "text": .string(body)])
+        let summary = HTTPRequestTool.summary(
+            method: "POST", url: "https://api.example/repos/a/issues", request: request, scope: "api/key")
+        #expect(!summary.contains(secret.prefix(6)), "\(summary)")
+        #expect(summary.contains("[REDACTED]"), "\(summary)")
+    }
+
     @Test(arguments: [1, 2, 3, 4, 5, 6, 7])
     func bodiesAreCutOnACharacterBoundary(limit: Int) {
         // "a" then three-byte characters: every limit falls at or inside one.
