@@ -19,9 +19,9 @@
 import FoundationEssentials
 import FuzzSupport
 import TokenRelayHTTP
-@testable import TokenRelayLogging
 
 @testable import TokenRelayAuth
+@testable import TokenRelayLogging
 
 /// The secret the fuzzer tries to smuggle out (seeds carry it in every field).
 let canary = "fuzz-canary-Zq7Xk2"
@@ -218,13 +218,17 @@ func fuzzEncodedEcho(_ input: ArraySlice<UInt8>) {
         var encoded = Array(Data(before + canaryBytes + after).base64EncodedString().utf8)
         if mode % 6 == 4 {
             encoded = encoded.compactMap {
-                $0 == UInt8(ascii: "=") ? nil : $0 == UInt8(ascii: "+") ? UInt8(ascii: "-") : $0 == UInt8(ascii: "/") ? UInt8(ascii: "_") : $0
+                $0 == UInt8(ascii: "=")
+                    ? nil
+                    : $0 == UInt8(ascii: "+") ? UInt8(ascii: "-") : $0 == UInt8(ascii: "/") ? UInt8(ascii: "_") : $0
             }
         }
         text = Array("x=".utf8) + encoded + Array(";".utf8)
     default:
         // A Basic credential: base64 of user:canary.
-        text = Array("Authorization: Basic ".utf8) + Array(Data(before + Array(":".utf8) + canaryBytes).base64EncodedString().utf8)
+        text =
+            Array("Authorization: Basic ".utf8)
+            + Array(Data(before + Array(":".utf8) + canaryBytes).base64EncodedString().utf8)
     }
     let redacted = Array(Redactor.shared.redact(String(decoding: text, as: UTF8.self)).utf8)
     precondition(!contains(redacted, canaryBytes), "the canary itself in redacted text")

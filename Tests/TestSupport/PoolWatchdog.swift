@@ -49,10 +49,12 @@ public enum PoolWatchdog {
     private static func dump(to path: String) {
         let pid = getpid()
         let header = "== \(Date()) the cooperative pool ran no task for 2 s (pid \(pid))\n"
-        if let handle = FileHandle(forWritingAtPath: path) ?? {
-            _ = FileManager.default.createFile(atPath: path, contents: nil)
-            return FileHandle(forWritingAtPath: path)
-        }() {
+        if let handle = FileHandle(forWritingAtPath: path)
+            ?? {
+                _ = FileManager.default.createFile(atPath: path, contents: nil)
+                return FileHandle(forWritingAtPath: path)
+            }()
+        {
             handle.seekToEndOfFile()
             handle.write(Data(header.utf8))
             try? handle.close()
