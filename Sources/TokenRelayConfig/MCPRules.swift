@@ -232,7 +232,7 @@ public struct MCPPath: Sendable, Equatable, CustomStringConvertible {
     public var routed: [String] { segments.map(Self.routedSegment).filter { !$0.isEmpty } }
 
     /// A normalised segment as a server may route it: every escape decoded, ASCII lower-cased.
-    static func routedSegment(_ segment: String) -> String {
+    public static func routedSegment(_ segment: String) -> String {
         let bytes = Array(segment.utf8)
         var output: [UInt8] = []
         output.reserveCapacity(bytes.count)
@@ -285,6 +285,9 @@ public struct MCPPath: Sendable, Equatable, CustomStringConvertible {
     static func segmentProblem(_ segment: String) -> String? {
         let upper = segment.uppercased()
         if upper.contains("%2F") { return "an encoded '/' (%2F)" }
+        if upper.contains("%25") {
+            return "an encoded '%' (%25): a server or proxy that decodes twice reads it as another escape (%252F is '/')"
+        }
         if upper.contains("%5C") || segment.contains("\\") { return "a '\\' (or %5C)" }
         if upper.contains("%3B") || segment.contains(";") {
             return

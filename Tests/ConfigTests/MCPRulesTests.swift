@@ -38,6 +38,8 @@ import Testing
         // Path parameters, which Tomcat, Jetty and Spring strip before routing, and empty segments.
         "/admin;x/secret", "/ADMIN;jsessionid=1/secret", "/admin;x", "/repos/x/settings;a/hooks", "/a/%3Bx",
         "/a/b%3bc", "/;x/admin", "/repos/x//issues", "//issues", "/a//",
+        // Double encoding, for servers and proxies that decode twice.
+        "/admin%252Fsecret", "/a/%252e%252e/b", "/a/%25",
     ])
     func suspiciousPathsAreRefused(path: String) {
         if case .success(let normalised) = MCPPath.normalise(path) {

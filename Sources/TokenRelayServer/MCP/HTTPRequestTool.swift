@@ -136,6 +136,12 @@ struct HTTPRequestTool {
             )
         }
         try checkHeaders(arguments["headers"], credentialHeader: profileRuntime?.credentialHeader)
+        if let name = Self.methodOverrideParameter(arguments) {
+            throw Refusal(
+                message:
+                    "refused: the parameter '\(ServerText(name, maximumBytes: 64).value)' would override the method the rules decided on (Rails, Laravel and others read it); nothing was sent"
+            )
+        }
         if let secretParameters = profileRuntime?.secretQueryParameters, case .object(let query)? = arguments["query"] {
             for name in query.keys where secretParameters.contains(name) {
                 throw Refusal(
@@ -256,6 +262,28 @@ struct HTTPRequestTool {
         "x-http-method-override", "x-http-method", "x-method-override", "x-original-url", "x-rewrite-url",
         "x-original-method", "x-forwarded-prefix",
     ]
+
+    /// The parameter frameworks take as the real method (`_method`: Rails from a form body,
+    /// Laravel and Symfony from the query, a form or a JSON body), when the agent's query, JSON
+    /// body (top level) or form-encoded text body names it, in any case.
+    static func methodOverrideParameter(_ arguments: JSONObject) -> String? {
+        func overrides(_ name: String) -> Bool {
+            // Decoded and lower-cased as the rules read a path segment.
+            let decoded = MCPPath.routedSegment(name)
+            return decoded == "_method" || overridingHeaders.contains(decoded)
+        }
+        if case .object(let query)? = arguments["query"], let name = query.keys.first(where: overrides) {
+            return name
+        }
+        if case .object(let body)? = arguments["json"], let name = body.keys.first(where: overrides) { return name }
+        if case .string(let text)? = arguments["text"] {
+            for pair in text.split(separator: "&") {
+                let name = String(pair.split(separator: "=", maxSplits: 1).first ?? "")
+                if overrides(name) { return name }
+            }
+        }
+        return nil
+    }
 
     /// Headers that would make the answer a representation the masking cannot see whole: a
     /// content coding (compressed bytes hide an echoed secret; tokenrelay asks for the codings it

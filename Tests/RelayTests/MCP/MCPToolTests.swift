@@ -44,6 +44,17 @@ import TokenRelayLogging
         #expect(summary.contains("[REDACTED]"), "\(summary)")
     }
 
+    /// Issue 44: `_method` (and the override headers' names) as a query, JSON or form parameter
+    /// would make a call the rules allow act as another method.
+    @Test func methodOverrideParametersAreFoundWhereFrameworksReadThem() {
+        #expect(HTTPRequestTool.methodOverrideParameter(["query": ["_method": "DELETE"]]) == "_method")
+        #expect(HTTPRequestTool.methodOverrideParameter(["query": ["_METHOD": "DELETE"]]) == "_METHOD")
+        #expect(HTTPRequestTool.methodOverrideParameter(["json": ["title": "x", "_method": "PUT"]]) == "_method")
+        #expect(HTTPRequestTool.methodOverrideParameter(["text": "a=1&%5Fmethod=DELETE"]) == "%5Fmethod")
+        #expect(HTTPRequestTool.methodOverrideParameter(["query": ["x-http-method-override": "DELETE"]]) != nil)
+        #expect(HTTPRequestTool.methodOverrideParameter(["query": ["method": "x"], "text": "m=_method"]) == nil)
+    }
+
     @Test(arguments: [1, 2, 3, 4, 5, 6, 7])
     func bodiesAreCutOnACharacterBoundary(limit: Int) {
         // "a" then three-byte characters: every limit falls at or inside one.
