@@ -13,7 +13,9 @@ if [ ! -r "${TOKENRELAY_STACK_ENV:-}" ]; then
 fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-export XDG_STATE_HOME=$work/state XDG_DATA_HOME=$work/data XDG_CACHE_HOME=$work/cache
+mkdir -p "$work/home"
+export HOME=$work/home XDG_CONFIG_HOME=$work/config XDG_STATE_HOME=$work/state XDG_DATA_HOME=$work/data \
+  XDG_CACHE_HOME=$work/cache
 status=0
 "${NVIM:-nvim}" --headless -u NONE -i NONE -c "luafile $here/run.lua" >"$work/out" 2>&1 || status=$?
 "$here/canary.sh" "$work/out" "$status"
