@@ -29,9 +29,17 @@ public protocol CredentialSource: Sendable {
     /// signed again and sent once more because of it (a `use_dpop_nonce` challenge: the server
     /// did not act on the request, so any method may be sent again).
     func signsAgain(after status: Int, headers: HTTPHeaders, request: HTTPRequest) -> Bool
+
+    /// Whether a request goes out without a credential first, its 401 resolving the session
+    /// (SPEC §9.1: a discovered profile with no session yet; a resource that answers without
+    /// asking for a token is used without one).
+    var awaitsChallenge: Bool { get async }
 }
 
 extension CredentialSource {
     /// Most credentials carry nothing a server asks for: never signed again.
     public func signsAgain(after status: Int, headers: HTTPHeaders, request: HTTPRequest) -> Bool { false }
+
+    /// Most credentials are had without asking the resource first.
+    public var awaitsChallenge: Bool { get async { false } }
 }

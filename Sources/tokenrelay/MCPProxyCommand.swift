@@ -11,9 +11,6 @@ import TokenRelayServer
 /// JSON-RPC message per line) forwarding to a remote MCP server over Streamable HTTP. Only the
 /// server's messages go to stdout; the login URL and logs go to stderr.
 enum MCPProxyCommand {
-    /// The largest message line read from the client.
-    static let maximumLineBytes = 64 << 20
-
     static func run(arguments: [String], environment: [String: String]) async
         -> Int32
     {
@@ -69,9 +66,11 @@ enum MCPProxyCommand {
         let protocolOutput = ProcessSetup.protectStandardOutput()
         let (input, continuation) = AsyncStream.makeStream(of: [UInt8].self)
         let writer = StdioWriter(fileDescriptor: protocolOutput, onPeerGone: { continuation.finish() })
+        // Bounded like serve: its line size, and its requests in flight (stdin waits while all are taken).
+        let flights = MCPProxyFlights(limit: settings.server.maxConcurrentRequests)
         let reader = StdioReader(
-            framing: .ndjson, limits: FramingLimits(maximumMessageBytes: maximumLineBytes),
-            room: { writer.hasRoom(orWhenRoom: $0) })
+            framing: .ndjson, limits: FramingLimits(maximumMessageBytes: settings.server.maxMessageBytes),
+            room: { writer.hasRoom(orWhenRoom: $0) && flights.hasRoom(orWhenRoom: $0) })
         reader.start(
             onFraming: { _ in }, onMessage: { continuation.yield($0) },
             onError: { log.warn("mcp-proxy: a message was dropped: \($0)") }, onEnd: { continuation.finish() })
@@ -81,7 +80,8 @@ enum MCPProxyCommand {
         defer { withExtendedLifetime((signalSources, reader)) {} }
         let failure = await MCPProxy.run(
             settings: settings, environment: options.environment, profile: options.profile, openBrowser: openBrowser,
-            input: input, output: writer, gracePeriod: CommandLineTool.gracePeriod(environment: environment),
+            input: input, output: writer, flights: flights,
+            gracePeriod: CommandLineTool.gracePeriod(environment: environment),
             notice: { log.notice($0) })
         if let failure { return CommandLineTool.fail(failure, in: .call, prefix: "mcp-proxy: ") }
         return ExitCodes.success

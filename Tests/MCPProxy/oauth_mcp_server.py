@@ -49,6 +49,9 @@ class Options:
     callback_iss: str | None = (
         None  # an RFC 9207 `iss` added to the authorization response
     )
+    break_after_answer: bool = (
+        False  # a tools/call's event stream breaks right after its answer
+    )
 
 
 class Provider:
@@ -186,6 +189,8 @@ class OAuthMCPServer:
 
     options: Options = field(default_factory=Options)
     records: list[Recorded] = field(default_factory=list)
+    calls_in_flight: int = 0
+    most_calls_in_flight: int = 0
 
     def __post_init__(self) -> None:
         with socket.socket() as probe:
@@ -219,7 +224,9 @@ class OAuthMCPServer:
         @server.tool()
         def regional(
             region: Annotated[str, Field(json_schema_extra={"x-mcp-header": "Region"})],
-            limit: Annotated[int, Field(json_schema_extra={"x-mcp-header": "Limit"})] = 10,
+            limit: Annotated[
+                int, Field(json_schema_extra={"x-mcp-header": "Limit"})
+            ] = 10,
         ) -> str:
             """Its region and limit travel in Mcp-Param-* headers too (MCP 2026-07-28)."""
             return f"{region}: {limit}"
@@ -228,6 +235,11 @@ class OAuthMCPServer:
         def reports() -> str:
             """Needs the scope `extra`; the server says so in a 401's `scope`."""
             return "reports ok"
+
+        @server.tool()
+        def big(size: int) -> str:
+            """An answer of `size` bytes: one event stream `data:` line of about that size."""
+            return "x" * size
 
         @server.tool()
         def admin() -> str:
@@ -307,6 +319,28 @@ class OAuthMCPServer:
 
         path = scope["path"]
         is_call = scope["method"] == "POST" and path == "/mcp"
+        if is_call:
+            self.calls_in_flight += 1
+            self.most_calls_in_flight = max(
+                self.most_calls_in_flight, self.calls_in_flight
+            )
+            try:
+                await self._serve(scope, send, path, is_call, body, headers, replay)
+            finally:
+                self.calls_in_flight -= 1
+            return
+        await self._serve(scope, send, path, is_call, body, headers, replay)
+
+    async def _serve(
+        self,
+        scope: dict[str, Any],
+        send: Any,
+        path: str,
+        is_call: bool,
+        body: bytes,
+        headers: dict[str, str],
+        replay: Any,
+    ) -> None:
         if is_call and self._needs_step_up(body, headers, "reports"):
             metadata = f"{self.origin}/.well-known/oauth-protected-resource/mcp"
             challenge = f'Bearer error="invalid_token", scope="mcp extra", resource_metadata="{metadata}"'
@@ -326,6 +360,9 @@ class OAuthMCPServer:
                     )
                 ],
             )
+            return
+        if is_call and self.options.break_after_answer:
+            await self._break_after_answer(scope, replay, send)
             return
         rewrite = None
         if (
@@ -375,6 +412,33 @@ class OAuthMCPServer:
         token = headers.get("authorization", "").removeprefix("Bearer ")
         found = self.provider.access.get(token)
         return found is not None and "extra" not in found.scopes
+
+    async def _break_after_answer(self, scope: Any, receive: Any, send: Any) -> None:
+        """Serves the call, then breaks the chunked transfer right after the body part that
+        carried the answer (the connection is dropped mid-stream)."""
+
+        class Broken(Exception):
+            pass
+
+        broken = False
+
+        async def breaking(message: dict[str, Any]) -> None:
+            nonlocal broken
+            if broken:
+                raise Broken()
+            await send(message)
+            if message["type"] == "http.response.body" and b'"result"' in message.get(
+                "body", b""
+            ):
+                broken = True
+                raise Broken()
+
+        try:
+            await self.inner(scope, receive, breaking)
+        except Broken:
+            pass
+        if broken:
+            raise RuntimeError("the stream breaks after the answer, on purpose")
 
     @staticmethod
     async def _answer(

@@ -508,7 +508,9 @@ def test_tool_parameters_marked_x_mcp_header_are_mirrored_into_headers(
     async def body(client: Any) -> list[str]:
         listed = await client.list_tools()
         assert "regional" in [tool.name for tool in listed.tools]
-        return texts(await client.call_tool("regional", {"region": "Zürich 1", "limit": 3}))
+        return texts(
+            await client.call_tool("regional", {"region": "Zürich 1", "limit": 3})
+        )
 
     # The SDK's server checks each Mcp-Param-* header against the body (HeaderMismatch otherwise).
     assert run_modern(host, server, body) == ["Zürich 1: 3"]
@@ -529,14 +531,23 @@ def test_a_call_refused_for_its_headers_lists_the_tools_and_is_sent_once_more(
         return texts(await client.call_tool("regional", {"region": "eu-west-1"}))
 
     assert run_modern(host, server, body) == ["eu-west-1: 10"]
-    calls = posted(server, "mcp-name", "regional")
-    if len(calls) == 2:  # the client did not list the tools itself: the proxy did, in between
+    # SPEC §9.1: the first message of a process goes without a token; its 401 starts discovery.
+    calls = [
+        c
+        for c in posted(server, "mcp-name", "regional")
+        if "authorization" in c.headers
+    ]
+    if (
+        len(calls) == 2
+    ):  # the client did not list the tools itself: the proxy did, in between
         assert calls[0].headers.get("mcp-param-region") is None
         assert calls[1].headers.get("mcp-param-region") == "eu-west-1"
         posts = server.requests_to("/mcp", "POST")
         assert any(b'"id":"tokenrelay-tools-list"' in r.body for r in posts)
     else:
-        assert len(calls) == 1 and calls[0].headers.get("mcp-param-region") == "eu-west-1"
+        assert (
+            len(calls) == 1 and calls[0].headers.get("mcp-param-region") == "eu-west-1"
+        )
 
 
 def test_a_request_profile_steps_up_on_insufficient_scope(
@@ -642,3 +653,199 @@ def test_the_scope_of_a_401_is_asked_for_with_the_held_ones(
     authorizes = server.requests_to("/authorize", "GET")
     assert len(authorizes) == 2
     assert {"mcp", "extra"} <= set(authorizes[1].query["scope"][0].split())
+
+
+class RawProxy:
+    """A proxy driven over raw stdio, so every line it writes is seen (SPEC §9.6: each request
+    answered exactly once)."""
+
+    def __init__(self, host: Host, url: str, *extra: str) -> None:
+        import queue
+        import subprocess
+        import threading
+
+        self.errlog = host.errlog()
+        self.process = subprocess.Popen(
+            [binary(), "mcp-proxy", url, "--browser", *extra],
+            env={**os.environ, **host.env},
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self.errlog,
+        )
+        self.lines: "queue.Queue[bytes]" = queue.Queue()
+        self.seen: list[dict[str, Any]] = []
+
+        def pump() -> None:
+            assert self.process.stdout
+            for line in self.process.stdout:
+                self.lines.put(line)
+            self.lines.put(b"")
+
+        self.reader = threading.Thread(target=pump, daemon=True)
+        self.reader.start()
+
+    def send(self, message: dict[str, Any]) -> None:
+        self.write((json.dumps(message) + "\n").encode())
+
+    def write(self, data: bytes) -> None:
+        assert self.process.stdin
+        self.process.stdin.write(data)
+        self.process.stdin.flush()
+
+    def answer(self, id: Any) -> dict[str, Any]:
+        """Reads until the answer to `id` (a 5-minute hang net, not a timed assertion)."""
+        while True:
+            line = self.lines.get(timeout=300)
+            assert line, f"stdout ended before the answer to {id}"
+            message = json.loads(line)
+            self.seen.append(message)
+            if message.get("id") == id and "method" not in message:
+                return message
+
+    def initialize(self) -> None:
+        self.send(
+            {
+                "jsonrpc": "2.0",
+                "id": "init",
+                "method": "initialize",
+                "params": {
+                    "protocolVersion": "2025-11-25",
+                    "capabilities": {},
+                    "clientInfo": {"name": "raw", "version": "1"},
+                },
+            }
+        )
+        assert "result" in self.answer("init")
+        self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+
+    def call(self, id: Any, tool: str, arguments: dict[str, Any]) -> None:
+        self.send(
+            {
+                "jsonrpc": "2.0",
+                "id": id,
+                "method": "tools/call",
+                "params": {"name": tool, "arguments": arguments},
+            }
+        )
+
+    def close(self) -> list[dict[str, Any]]:
+        """Ends stdin, reads stdout to its end; every message seen."""
+        assert self.process.stdin
+        self.process.stdin.close()
+        while line := self.lines.get(timeout=300):
+            self.seen.append(json.loads(line))
+        self.process.wait(timeout=300)
+        self.errlog.close()
+        return self.seen
+
+    def answers_by_id(self) -> dict[Any, int]:
+        counts: dict[Any, int] = {}
+        for message in self.seen:
+            if "method" not in message and "id" in message:
+                key = json.dumps(message["id"])
+                counts[key] = counts.get(key, 0) + 1
+        return counts
+
+
+@pytest.mark.parametrize("server", [Options(token_lifetime=1)], indirect=True)
+def test_every_request_is_answered_once_when_its_token_expired_50_times(
+    host: Host, server: OAuthMCPServer
+) -> None:
+    """Tokens of 1 s: the proxy renews them as they expire, and the server refuses some that
+    expire on the way (401), which the proxy renews and sends again."""
+    proxy = RawProxy(host, server.url)
+    proxy.initialize()
+    for index in range(50):
+        proxy.call(index, "echo", {"text": f"call {index}"})
+        answer = proxy.answer(index)
+        assert "result" in answer, (answer, host.stderr()[-3000:])
+        assert answer["result"]["content"][0]["text"] == f"echo: call {index}", answer
+    proxy.close()
+    counts = proxy.answers_by_id()
+    assert all(count == 1 for count in counts.values()), counts
+    assert len(counts) == 51
+    assert len(host.logins()) == 1
+
+
+@pytest.mark.parametrize("server", [Options(break_after_answer=True)], indirect=True)
+def test_a_stream_that_breaks_right_after_the_answer_is_answered_once(
+    host: Host, server: OAuthMCPServer
+) -> None:
+    proxy = RawProxy(host, server.url)
+    proxy.initialize()
+    for index in range(3):
+        proxy.call(index, "echo", {"text": "once"})
+        assert proxy.answer(index)["result"]["content"][0]["text"] == "echo: once"
+    proxy.close()
+    counts = proxy.answers_by_id()
+    assert all(count == 1 for count in counts.values()), (counts, proxy.seen)
+
+
+def test_a_3_mb_answer_on_one_event_stream_line_is_relayed_whole(
+    host: Host, server: OAuthMCPServer
+) -> None:
+    proxy = RawProxy(host, server.url)
+    proxy.initialize()
+    size = 3 * 1024 * 1024
+    proxy.call(1, "big", {"size": size})
+    answer = proxy.answer(1)
+    proxy.close()
+    assert answer["result"]["content"][0]["text"] == "x" * size
+    assert proxy.answers_by_id() == {'"init"': 1, "1": 1}
+
+
+def test_a_10_mb_line_and_10000_unread_requests_leave_the_proxy_up_and_bounded(
+    host: Host, server: OAuthMCPServer
+) -> None:
+    proxy = RawProxy(host, server.url)
+    proxy.initialize()
+    # One 10 MB line: read (within serve's 64 MiB line bound), forwarded and answered once (the
+    # SDK's server refuses so large a body: an error answer that says its kind).
+    proxy.call("huge", "echo", {"text": "y" * (10 * 1024 * 1024)})
+    huge = proxy.answer("huge")
+    assert "result" in huge or huge["error"]["data"]["kind"] == "http_status", huge
+    # 10,000 requests written at once while nothing is read: at most
+    # max_concurrent_requests (256) POSTs in flight, stdin paused while they are all taken.
+    before = len(server.requests_to("/mcp", "POST"))
+    batch = b"".join(
+        (
+            json.dumps(
+                {
+                    "jsonrpc": "2.0",
+                    "id": f"n{index}",
+                    "method": "tools/call",
+                    "params": {"name": "echo", "arguments": {"text": "n"}},
+                }
+            )
+            + "\n"
+        ).encode()
+        for index in range(10_000)
+    )
+    import threading
+
+    writer = threading.Thread(target=proxy.write, args=(batch,), daemon=True)
+    writer.start()
+    writer.join(
+        timeout=300
+    )  # all written while nothing is read (the answers fit the output bound)
+    assert not writer.is_alive(), "the proxy stopped reading its stdin"
+    assert proxy.process.poll() is None, "the proxy stopped"
+    status = Path(f"/proc/{proxy.process.pid}/status").read_text()
+    rss_kib = int(
+        next(x for x in status.splitlines() if x.startswith("VmRSS:")).split()[1]
+    )
+    seen = 0
+    while seen < 10_000:
+        line = proxy.lines.get(timeout=300)
+        assert line, "stdout ended"
+        message = json.loads(line)
+        proxy.seen.append(message)
+        if str(message.get("id", "")).startswith("n"):
+            seen += 1
+    proxy.close()
+    assert len(server.requests_to("/mcp", "POST")) - before >= 10_000
+    assert all(count == 1 for count in proxy.answers_by_id().values())
+    # The proxy holds at most 256; the server counts a call until its handler returns, a little
+    # after its last byte was sent, so a few more may overlap there.
+    assert server.most_calls_in_flight <= 256 + 8, server.most_calls_in_flight
+    assert rss_kib < 256 * 1024, f"{rss_kib} KiB resident"

@@ -33,6 +33,9 @@ public struct DiscoveredCredentialSource: CredentialSource {
 
     public var isRenewable: Bool { true }
 
+    /// No session resolved yet: the resource's own answer starts discovery (SPEC §9.1).
+    public var awaitsChallenge: Bool { get async { await authorization.currentKey == nil } }
+
     public func invalidate(stamp: CredentialStamp) async throws {
         guard let key = await authorization.currentKey else { return }
         try await authorization.manager.invalidate(key, stamp: stamp)

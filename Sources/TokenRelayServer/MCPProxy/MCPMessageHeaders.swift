@@ -76,10 +76,8 @@ struct MCPMessage: Sendable {
         return value.utf8.allSatisfy { $0 >= 0x20 && $0 <= 0x7E }
     }
 
-    /// The JSON-RPC error answer to `id`, for a request that could not be delivered.
-    static func errorAnswer(id: JSONValue, code: Int, message: String) -> [UInt8] {
-        let error = JSONObject([("code", .int(code)), ("message", .string(message))])
-        return JSONValue.object(JSONObject([("jsonrpc", .string("2.0")), ("id", id), ("error", .object(error))]))
-            .serialized()
+    /// The JSON-RPC error answer to `id` the proxy makes itself (its `data.kind` included).
+    static func errorAnswer(id: JSONValue, error: RPCError) -> [UInt8] {
+        JSONValue.object(JSONObject([("jsonrpc", .string("2.0")), ("id", id), ("error", error.jsonValue)])).serialized()
     }
 }

@@ -39,10 +39,11 @@ public enum MCPProxy {
     /// the input has ended, what the client has not read within `gracePeriod` (and the allowance
     /// `serve` gives its cancelled requests' answers) is abandoned, as `serve` does
     /// (``RelayServer/boundOutput(_:gracePeriod:)``). Returns nil, or the error that kept it from
-    /// starting.
+    /// starting. At most `flights.limit` messages are forwarded at once (the reader of `input`
+    /// asks ``MCPProxyFlights/hasRoom(orWhenRoom:)`` before each read).
     public static func run(
         settings: Settings, environment: String?, profile: String?, openBrowser: Bool,
-        input: AsyncStream<[UInt8]>, output: StdioWriter, gracePeriod: Duration,
+        input: AsyncStream<[UInt8]>, output: StdioWriter, flights: MCPProxyFlights, gracePeriod: Duration,
         notice: @escaping @Sendable (String) -> Void
     ) async -> RPCError? {
         let runtime: RelayRuntime
@@ -56,13 +57,17 @@ public enum MCPProxy {
         do {
             let environmentRuntime = try runtime.environment(nil)
             guard let profileRuntime = try runtime.profile(profile, in: environmentRuntime),
-                let credentials = profileRuntime.credentials
+                profileRuntime.credentials != nil
             else {
                 throw RPCError(code: .unknownProfile, message: "the environment has no usable profile")
             }
+            let client = environmentRuntime.forwardingClient(
+                for: profileRuntime,
+                logIn: { try await logIn(runtime: runtime, profile: profileRuntime, openBrowser: openBrowser) })
             connection = MCPProxyConnection(
-                runtime: runtime, environment: environmentRuntime, profile: profileRuntime, credentials: credentials,
-                openBrowser: openBrowser, output: { await output.send($0) })
+                client: client, endpoint: environmentRuntime.settings.baseURL,
+                maxResponseBytes: environmentRuntime.settings.maxResponseBytes, flights: flights,
+                output: { await output.send($0) })
         } catch {
             await runtime.close()
             return ErrorMapping.rpcError(error)
@@ -76,7 +81,11 @@ public enum MCPProxy {
         }
         await withDiscardingTaskGroup { group in
             for await message in input {
-                group.addTask(executorPreference: Placement.ownTasks) { await connection.forward(message) }
+                await flights.begin()
+                group.addTask(executorPreference: Placement.ownTasks) {
+                    await connection.forward(message)
+                    flights.end()
+                }
             }
             RelayServer.boundOutput(output, gracePeriod: gracePeriod)
             group.cancelAll()
@@ -87,5 +96,28 @@ public enum MCPProxy {
         await runtime.close()
         await output.finish()
         return nil
+    }
+
+    /// The forwarding policy's login (SPEC §9.6): the person logs in to the profile's session
+    /// (joining a login in progress in this or another process); a refused code exchange drops a
+    /// discovered profile's registration, so the next attempt registers again.
+    static func logIn(runtime: RelayRuntime, profile: ProfileRuntime, openBrowser: Bool) async throws {
+        guard profile.typeName == "authorization_code" || profile.typeName == "device_code" else {
+            throw AuthError.interactionRequired("the profile needs a login but is not interactive")
+        }
+        let key: SessionKey
+        if let session = profile.session {
+            key = session
+        } else if let discovery = profile.discovery {
+            key = try await discovery.key()
+        } else {
+            throw AuthError.interactionRequired("the profile has no session")
+        }
+        do {
+            _ = try await runtime.manager.login(key, openBrowser: openBrowser)
+        } catch let error as AuthError where error.oauthError != nil {
+            await profile.discovery?.tokenRequestRefused(error)
+            throw error
+        }
     }
 }

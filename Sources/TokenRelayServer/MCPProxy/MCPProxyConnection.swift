@@ -6,9 +6,12 @@ import TokenRelayHTTP
 import TokenRelayJSONRPC
 import TokenRelayLogging
 
-/// One proxied connection to a remote MCP server: the transport session (`Mcp-Session-Id`, the
-/// negotiated version, the server's GET stream) and the forwarding of each message with the
-/// profile's credentials, renewing, logging in or stepping up once when the server asks.
+/// One proxied connection to a remote MCP server: what is MCP about it, and only that. The
+/// transport session (`Mcp-Session-Id`, the negotiated version, the server's GET stream), the
+/// `Mcp-*` headers, re-listing tools, and every request of the host answered exactly once
+/// (``MCPProxyFlights``). Credentials, renewals, DPoP nonces, logins and step-ups are the
+/// environment's middleware stack's, under the forwarding policy (``CredentialsMiddleware``);
+/// every answer the proxy makes itself is an ``ErrorMapping`` error with `data.kind`.
 final class MCPProxyConnection: Sendable {
     private struct State {
         var sessionID: String?
@@ -22,43 +25,32 @@ final class MCPProxyConnection: Sendable {
 
     /// Tools whose header declarations are kept at once.
     static let toolCapacity = 4096
+    /// Times an event stream that closed before its answers is resumed in a row without an event.
+    static let resumptionLimit = 5
+    /// The wait before resuming a stream that named no `retry` delay.
+    static let defaultRetry: Duration = .seconds(1)
 
-    let runtime: RelayRuntime
-    let environment: EnvironmentRuntime
-    let profile: ProfileRuntime
-    let credentials: any CredentialSource
-    let openBrowser: Bool
+    /// Sends with the profile's credentials under the forwarding policy.
+    let client: HTTPClient
+    let flights: MCPProxyFlights
+    /// The bound on one event stream line and one event's data: the environment's bound on an answer.
+    let eventBound: Int
+    let maxResponseBytes: Int
     private let output: @Sendable ([UInt8]) async -> Void
     /// The MCP endpoint.
     let endpoint: String
     private let state = Mutex(State())
 
     init(
-        runtime: RelayRuntime, environment: EnvironmentRuntime, profile: ProfileRuntime,
-        credentials: any CredentialSource, openBrowser: Bool, output: @escaping @Sendable ([UInt8]) async -> Void
+        client: HTTPClient, endpoint: String, maxResponseBytes: Int, flights: MCPProxyFlights,
+        output: @escaping @Sendable ([UInt8]) async -> Void
     ) {
-        self.runtime = runtime
-        self.environment = environment
-        self.profile = profile
-        self.credentials = credentials
-        self.openBrowser = openBrowser
+        self.client = client
+        self.endpoint = endpoint
+        self.maxResponseBytes = maxResponseBytes
+        eventBound = maxResponseBytes
+        self.flights = flights
         self.output = output
-        endpoint = environment.settings.baseURL
-    }
-
-    /// Why a message could not be delivered.
-    private struct Undelivered: Error {
-        let message: String
-    }
-
-    /// What the proxy may still do for one message.
-    private struct Recovery {
-        var renewed = false
-        var steppedUp = false
-        /// The tools were listed again after a `HeaderMismatch`.
-        var relisted = false
-        /// The message was signed again with a DPoP nonce the server asked for.
-        var resigned = false
     }
 
     /// What became of a relayed answer.
@@ -68,46 +60,38 @@ final class MCPProxyConnection: Sendable {
         case headerMismatch
     }
 
-    /// Forwards one message from the client and relays the answer.
+    /// Forwards one message from the client and relays the answer; a request that got none (it
+    /// could not be delivered, or its stream ended first) is answered with an error.
     func forward(_ bytes: [UInt8]) async {
         guard let message = MCPMessage(bytes) else {
-            await output(
-                MCPMessage.errorAnswer(id: .null, code: -32700, message: "the message is not one JSON-RPC object"))
+            let error = RPCError(kind: .parse, message: "the message is not one JSON-RPC object")
+            await output(MCPMessage.errorAnswer(id: .null, error: error))
             return
         }
-        var recovery = Recovery()
+        let awaited = message.isRequest ? message.id : nil
+        if let awaited { flights.awaitAnswer(awaited) }
+        var failure: RPCError?
         do {
-            while true {
-                if let retry = try await attempt(message, recovery: &recovery), retry { continue }
-                return
+            try await send(message, relist: true)
+            if let awaited, flights.isAwaited(awaited) {
+                failure = RPCError(kind: .protocol, message: "the server's answer ended without answering the request")
             }
         } catch is CancellationError {
-            return
-        } catch let error as Undelivered {
-            await answerUndelivered(message, error.message)
+            failure = .shuttingDown
         } catch {
-            await answerUndelivered(message, Self.describe(error))
+            failure = ErrorMapping.rpcError(error)
         }
+        guard let failure else { return }
+        log.warn("mcp-proxy: a message could not be delivered: \(failure.message)")
+        guard let awaited, flights.settle(awaited) else { return }
+        var answered = failure
+        answered.message = "tokenrelay could not deliver the request: \(failure.message)"
+        await output(MCPMessage.errorAnswer(id: awaited, error: answered))
     }
 
-    private func answerUndelivered(_ message: MCPMessage, _ reason: String) async {
-        log.warn("mcp-proxy: a message could not be delivered: \(reason)")
-        guard message.isRequest, let id = message.id else { return }
-        await output(
-            MCPMessage.errorAnswer(id: id, code: -32603, message: "tokenrelay could not deliver the request: \(reason)")
-        )
-    }
-
-    static func describe(_ error: any Error) -> String {
-        if let error = error as? any KindedError {
-            return "\(error.errorKind.rawValue): \(String(describing: error))"
-        }
-        return String(describing: error)
-    }
-
-    /// Sends `message` once; true when it should be sent again (after a renewal, login, step-up or
-    /// a new tool list). `deliver`: the answer goes to the client (false: the proxy's own request).
-    private func attempt(_ message: MCPMessage, recovery: inout Recovery, deliver: Bool = true) async throws -> Bool? {
+    /// Sends `message` and relays its answer (`deliver`: to the client; false: the proxy's own
+    /// request); a `tools/call` refused for its headers lists the tools and goes once more.
+    private func send(_ message: MCPMessage, deliver: Bool = true, relist: Bool) async throws {
         let (sessionID, negotiated, declared) = state.withLock { state in
             (state.sessionID, state.negotiatedVersion, message.name.flatMap { state.toolHeaders[$0] })
         }
@@ -118,46 +102,14 @@ final class MCPProxyConnection: Sendable {
         }
         var request = HTTPRequest(method: "POST", url: endpoint, headers: headers, body: message.bytes)
         request.delivery = .streamed(idleTimeout: nil)
-        let stamp = try await applyCredentials(to: &request)
-        let response = try await environment.plainClient.send(request)
-        // A DPoP profile: the server's nonce is kept; a use_dpop_nonce challenge is answered by
-        // signing again with it (RFC 9449 §9: the server did not act on the message), once.
-        if credentials.signsAgain(after: response.status, headers: response.headers, request: request),
-            !recovery.resigned
-        {
-            response.cancel()
-            recovery.resigned = true
-            return true
-        }
-        switch response.status {
-        case 401:
-            response.cancel()
-            guard !recovery.renewed else { throw Undelivered(message: "the server refused the renewed token (401)") }
-            recovery.renewed = true
-            try await recoverFromUnauthorized(response.headers, stamp: stamp)
-            return true
-        case 403:
-            let challenge = Self.bearerChallenge(response.headers)
-            guard challenge?.parameter("error") == "insufficient_scope" else { break }
-            response.cancel()
-            guard !recovery.steppedUp else {
-                throw Undelivered(message: "the server still asks for more scope (403 insufficient_scope)")
-            }
-            recovery.steppedUp = true
-            try await stepUp(challenge)
-            return true
-        default:
-            break
-        }
-        if try await relay(response, for: message, deliver: deliver, relist: !recovery.relisted) == .headerMismatch {
+        let response = try await client.send(request)
+        if try await relay(response, for: message, deliver: deliver, relist: relist) == .headerMismatch {
             // MCP 2026-07-28: the tool's x-mcp-header declarations changed (or were never seen):
             // list the tools again and send the call once more with the headers they ask for.
-            recovery.relisted = true
             log.info("mcp-proxy: the server refused the call's Mcp-Param headers; listing its tools again")
             try await relistTools(like: message)
-            return true
+            try await send(message, deliver: deliver, relist: false)
         }
-        return nil
     }
 
     /// Lists the server's tools as the proxy's own request (its answer learnt, never relayed),
@@ -169,96 +121,12 @@ final class MCPProxyConnection: Sendable {
             "jsonrpc": "2.0", "id": "tokenrelay-tools-list", "method": "tools/list", "params": .object(params),
         ]
         guard let list = MCPMessage(request.serialized()) else { return }
-        var recovery = Recovery()
-        while try await attempt(list, recovery: &recovery, deliver: false) == true {}
-    }
-
-    /// Attaches the profile's credential; a session that needs a person logs in first (joining a
-    /// login in progress in this or another process).
-    @discardableResult
-    private func applyCredentials(to request: inout HTTPRequest) async throws -> CredentialStamp {
-        do {
-            return try await credentials.apply(to: &request)
-        } catch let error as AuthError where error.oauthError == "invalid_client" && profile.discovery != nil {
-            // The registration was refused (expired, or forgotten by the server): the source dropped
-            // it, so the next attempt registers again (and logs in with the new client).
-            log.info("mcp-proxy: the client registration was refused; registering again")
-        } catch let error as any KindedError where error.errorKind == .interactionRequired {
-            try await logIn()
-            return try await credentials.apply(to: &request)
-        }
-        do {
-            return try await credentials.apply(to: &request)
-        } catch let error as any KindedError where error.errorKind == .interactionRequired {
-            try await logIn()
-            return try await credentials.apply(to: &request)
-        }
-    }
-
-    /// The session of the profile (resolved by discovery for a discovered profile).
-    private func sessionKey() async throws -> SessionKey {
-        if let key = profile.session { return key }
-        guard let discovery = profile.discovery else { throw Undelivered(message: "the profile has no session") }
-        return try await discovery.key()
-    }
-
-    private func logIn() async throws {
-        guard profile.typeName == "authorization_code" || profile.typeName == "device_code" else {
-            throw Undelivered(message: "the profile needs a login but is not interactive")
-        }
-        let key = try await sessionKey()
-        do {
-            _ = try await runtime.manager.login(key, openBrowser: openBrowser)
-        } catch let error as AuthError where error.oauthError != nil {
-            // A refused code exchange (`invalid_client`: the registration is gone): discover and
-            // register again on the next attempt.
-            await profile.discovery?.tokenRequestRefused(error)
-            throw error
-        }
-    }
-
-    /// A 401: a discovered profile follows the challenge's `resource_metadata` (and `scope`); the
-    /// token the request carried is invalidated; the next attempt renews or logs in.
-    private func recoverFromUnauthorized(_ headers: HTTPHeaders, stamp: CredentialStamp) async throws {
-        let challenge = Self.bearerChallenge(headers)
-        if let discovery = profile.discovery {
-            let scopes = challenge?.parameter("scope").map { $0.split(separator: " ").map(String.init) }
-            let key = try await discovery.key(
-                metadataHint: challenge?.parameter("resource_metadata"), challengeScopes: scopes)
-            // The challenge's scopes are authoritative for this request (MCP authorization): when
-            // the session lacks some, it asks for the union from now on (bounded like a step-up).
-            if let scopes, !Set(scopes).isSubset(of: Set(key.scopes)) {
-                do {
-                    _ = try await discovery.stepUp(scopes: scopes)
-                    return
-                } catch {
-                    log.info("mcp-proxy: the 401's scope was not added: \(Self.describe(error))")
-                }
-            }
-        }
-        try await credentials.invalidate(stamp: stamp)
-    }
-
-    /// A 403 `insufficient_scope`: the session asks for the union of its scopes and the
-    /// challenge's (SPEC §9.2); an interactive one logs in again for it.
-    private func stepUp(_ challenge: WWWAuthenticateChallenge?) async throws {
-        guard let discovery = profile.discovery else {
-            throw Undelivered(message: "the server asks for more scope (403 insufficient_scope)")
-        }
-        let scopes = challenge?.parameter("scope").map { $0.split(separator: " ").map(String.init) } ?? []
-        let key = try await discovery.stepUp(scopes: scopes)
-        if profile.typeName == "authorization_code" || profile.typeName == "device_code" {
-            _ = try await runtime.manager.login(key, openBrowser: openBrowser)
-        }
-    }
-
-    static func bearerChallenge(_ headers: HTTPHeaders) -> WWWAuthenticateChallenge? {
-        WWWAuthenticateChallenge.parse(headers: headers).first { $0.isScheme("Bearer") }
+        try await send(list, deliver: false, relist: false)
     }
 
     /// Relays an answer: a JSON body as one message, an event stream event by event, in order.
     private func relay(
-        _ response: HTTPStreamingResponse, for message: MCPMessage, deliver: Bool = true, relist: Bool = false
+        _ response: HTTPStreamingResponse, for message: MCPMessage, deliver: Bool, relist: Bool
     ) async throws -> Relayed {
         if let sessionID = response.headers["Mcp-Session-Id"], MCPMessage.isHeaderSafe(sessionID) {
             state.withLock { $0.sessionID = sessionID }
@@ -270,15 +138,10 @@ final class MCPProxyConnection: Sendable {
             return .delivered
         }
         if contentType.hasPrefix("text/event-stream") && (200..<300).contains(response.status) {
-            var parser = ServerSentEventParser()
-            for try await chunk in response.body {
-                for event in try parser.feed(chunk) {
-                    await emit(Array(event.data.utf8), for: message, deliver: deliver)
-                }
-            }
+            try await relayStream(response, for: message, deliver: deliver)
             return .delivered
         }
-        let collected = try await response.collect(upTo: environment.settings.maxResponseBytes)
+        let collected = try await response.collect(upTo: maxResponseBytes)
         if let text = try? JSONParser.compact(collected.body), text.value.objectValue?["jsonrpc"] != nil {
             if relist, message.method == "tools/call", response.status == 400,
                 text.value["error"]?["code"]?.numberValue?.intValue == Self.headerMismatch
@@ -289,7 +152,94 @@ final class MCPProxyConnection: Sendable {
             return .delivered
         }
         if (200..<300).contains(response.status) && collected.body.isEmpty { return .delivered }
-        throw Undelivered(message: "the server answered HTTP \(response.status)")
+        throw RPCError(kind: .httpStatus, message: "the server answered HTTP \(response.status)")
+    }
+
+    /// Relays a POST's event stream; when it closes (or breaks) before the request's answer, it is
+    /// resumed as the 2025-11-25 transport says: a GET with `Last-Event-ID` after the stream's
+    /// `retry` delay, as long as the server named event ids.
+    private func relayStream(_ response: HTTPStreamingResponse, for message: MCPMessage, deliver: Bool) async throws {
+        var parser = ServerSentEventParser(maxLineLength: eventBound, maxEventSize: eventBound)
+        var failure = await follow(response, with: &parser) { await self.emit($0, for: message, deliver: deliver) }
+        guard deliver, message.isRequest, let id = message.id else {
+            if let failure { throw failure }
+            return
+        }
+        var idle = 0
+        while flights.isAwaited(id) {
+            guard let lastEventID = parser.lastEventID, idle < Self.resumptionLimit else {
+                if let failure { throw failure }
+                throw RPCError(kind: .protocol, message: "the server's event stream ended before the answer")
+            }
+            idle += 1
+            let before = lastEventID
+            failure = try await resume(after: lastEventID, with: &parser) {
+                await self.emit($0, for: message, deliver: deliver)
+            }
+            if parser.lastEventID != before { idle = 0 }
+        }
+        // Answered: whatever broke the stream after the answer is only logged (never a second answer).
+        if let failure { log.info("mcp-proxy: the server's stream ended after the answer: \(Self.describe(failure))") }
+    }
+
+    /// Waits the stream's `retry` delay, opens it again with `Last-Event-ID` and follows it.
+    private func resume(
+        after lastEventID: String, with parser: inout ServerSentEventParser, emit: ([UInt8]) async -> Void
+    ) async throws -> (any Error)? {
+        try await Task.sleep(for: parser.retry.map { .milliseconds($0) } ?? Self.defaultRetry)
+        parser.finish()
+        let resumed = try await client.send(streamRequest(lastEventID: lastEventID))
+        guard resumed.status == 200,
+            resumed.headers["Content-Type"]?.lowercased().hasPrefix("text/event-stream") == true
+        else {
+            resumed.cancel()
+            throw RPCError(kind: .httpStatus, message: "the server did not resume its stream (HTTP \(resumed.status))")
+        }
+        return await follow(resumed, with: &parser, emit: emit)
+    }
+
+    /// Reads an event stream to its end, handing each event's data to `emit`; the error that
+    /// ended it, if any (events before it are handed on).
+    private func follow(
+        _ response: HTTPStreamingResponse, with parser: inout ServerSentEventParser,
+        emit: ([UInt8]) async -> Void
+    ) async -> (any Error)? {
+        do {
+            for try await chunk in response.body {
+                var events: [ServerSentEvent] = []
+                do {
+                    try parser.feed(chunk, into: &events)
+                } catch {
+                    for event in events { await emit(Array(event.data.utf8)) }
+                    response.cancel()
+                    return error
+                }
+                for event in events { await emit(Array(event.data.utf8)) }
+            }
+            return nil
+        } catch {
+            return error
+        }
+    }
+
+    /// A GET for the server's stream, resuming after `lastEventID` when given.
+    private func streamRequest(lastEventID: String?) -> HTTPRequest {
+        let (sessionID, negotiated) = state.withLock { ($0.sessionID, $0.negotiatedVersion) }
+        var headers = HTTPHeaders()
+        headers.add(name: "Accept", value: "text/event-stream")
+        if let sessionID { headers.add(name: "Mcp-Session-Id", value: sessionID) }
+        if let negotiated { headers.add(name: "MCP-Protocol-Version", value: negotiated) }
+        if let lastEventID, MCPMessage.isHeaderSafe(lastEventID) {
+            headers.add(name: "Last-Event-ID", value: lastEventID)
+        }
+        var request = HTTPRequest(method: "GET", url: endpoint, headers: headers)
+        request.delivery = .streamed(idleTimeout: nil)
+        return request
+    }
+
+    static func describe(_ error: any Error) -> String {
+        let mapped = ErrorMapping.rpcError(error)
+        return "\(mapped.kind.rawValue): \(mapped.message)"
     }
 
     /// The 2026-07-28 error code of a request whose headers do not match its body.
@@ -307,10 +257,23 @@ final class MCPProxyConnection: Sendable {
         if message.method == "tools/list", let value = text.value.objectValue, value["id"] == message.id,
             let listed = learnToolHeaders(value)
         {
-            if deliver { await output(listed) }
+            if deliver { await write(listed, value: text.value) }
             return
         }
-        if deliver { await output(text.bytes) }
+        if deliver { await write(text.bytes, value: text.value) }
+    }
+
+    /// Writes one server message to the host; an answer only once, to a request the host sent
+    /// and that awaits it (SPEC §9.6): a second answer, or one to an id never forwarded, is
+    /// dropped and logged.
+    private func write(_ bytes: [UInt8], value: JSONValue) async {
+        if let object = value.objectValue, object["method"] == nil, let id = object["id"], id != .null,
+            !flights.settle(id)
+        {
+            log.warn("mcp-proxy: dropped an answer to a request that was answered already or never forwarded")
+            return
+        }
+        await output(bytes)
     }
 
     /// Keeps the `x-mcp-header` declarations of a `tools/list` answer's tools. A tool whose
@@ -368,26 +331,14 @@ final class MCPProxyConnection: Sendable {
         state.withLock { $0.serverStream }?.cancel()
     }
 
+    /// Follows the server's own stream (its requests and notifications), resumed with
+    /// `Last-Event-ID` after its `retry` delay, else reconnected with a growing delay.
     private func followServerStream() async {
         var delay: Duration = .seconds(1)
-        var renewed = false
+        var parser = ServerSentEventParser(maxLineLength: eventBound, maxEventSize: eventBound)
         while !Task.isCancelled {
             do {
-                let (sessionID, negotiated) = state.withLock { ($0.sessionID, $0.negotiatedVersion) }
-                var headers = HTTPHeaders()
-                headers.add(name: "Accept", value: "text/event-stream")
-                if let sessionID { headers.add(name: "Mcp-Session-Id", value: sessionID) }
-                if let negotiated { headers.add(name: "MCP-Protocol-Version", value: negotiated) }
-                var request = HTTPRequest(method: "GET", url: endpoint, headers: headers)
-                request.delivery = .streamed(idleTimeout: nil)
-                let stamp = try await applyCredentials(to: &request)
-                let response = try await environment.plainClient.send(request)
-                if response.status == 401 && !renewed {
-                    response.cancel()
-                    renewed = true
-                    try await recoverFromUnauthorized(response.headers, stamp: stamp)
-                    continue
-                }
+                let response = try await client.send(streamRequest(lastEventID: parser.lastEventID))
                 guard response.status == 200,
                     response.headers["Content-Type"]?.lowercased().hasPrefix("text/event-stream") == true
                 else {
@@ -395,25 +346,26 @@ final class MCPProxyConnection: Sendable {
                     log.debug("mcp-proxy: the server offers no stream of its own (HTTP \(response.status))")
                     return
                 }
-                renewed = false
                 delay = .seconds(1)
-                var parser = ServerSentEventParser()
-                for try await chunk in response.body {
-                    for event in try parser.feed(chunk) {
-                        guard !event.data.isEmpty, let text = try? JSONParser.compact(Array(event.data.utf8)) else {
-                            continue
-                        }
-                        await output(text.bytes)
-                    }
+                if let failure = await follow(response, with: &parser, emit: { await self.emitServerMessage($0) }) {
+                    throw failure
                 }
             } catch is CancellationError {
                 return
             } catch {
                 log.info("mcp-proxy: the server's stream failed: \(Self.describe(error)); reconnecting")
             }
-            do { try await Task.sleep(for: delay) } catch { return }
+            parser.finish()
+            let wait = parser.retry.map { Duration.milliseconds($0) } ?? delay
+            do { try await Task.sleep(for: wait) } catch { return }
             delay = min(delay * 2, .seconds(30))
         }
+    }
+
+    /// A message of the server's own stream.
+    private func emitServerMessage(_ data: [UInt8]) async {
+        guard !data.isEmpty, let text = try? JSONParser.compact(data) else { return }
+        await write(text.bytes, value: text.value)
     }
 
     /// Ends the server's session (DELETE with its `Mcp-Session-Id`), if it gave one.
@@ -424,10 +376,9 @@ final class MCPProxyConnection: Sendable {
         if let version = state.withLock({ $0.negotiatedVersion }) {
             headers.add(name: "MCP-Protocol-Version", value: version)
         }
-        var request = HTTPRequest(method: "DELETE", url: endpoint, headers: headers, timeout: .seconds(5))
+        let request = HTTPRequest(method: "DELETE", url: endpoint, headers: headers, timeout: .seconds(5))
         do {
-            _ = try await credentials.apply(to: &request)
-            let response = try await environment.plainClient.send(request)
+            let response = try await client.send(request)
             response.cancel()
             log.debug("mcp-proxy: session ended (HTTP \(response.status))")
         } catch {

@@ -77,7 +77,7 @@ package final class EnvironmentRuntime: Sendable {
             guard let credentials = profile.credentials else { continue }
             clients[name] = makeClient(
                 transport: transport, environmentHeaders: environmentHeaders, logging: logging,
-                credentials: CredentialsMiddleware(source: credentials, origins: origins), discovery: profile.discovery)
+                credentials: CredentialsMiddleware(source: credentials, origins: origins, discovery: profile.discovery))
         }
         return EnvironmentRuntime(
             settings: settings, origins: origins, headers: headers, transport: transport, profiles: profiles,
@@ -87,20 +87,15 @@ package final class EnvironmentRuntime: Sendable {
             clients: clients)
     }
 
-    /// The one middleware stack of the environment, for `request` and `subscribe` alike: environment headers and
-    /// credentials (each only for the environment's origins), then logging of every attempt the transport makes.
+    /// The one middleware stack of the environment, for `request`, `subscribe` and `mcp-proxy` alike: environment
+    /// headers and credentials (each only for the environment's origins; the credentials middleware also acts on a
+    /// discovered profile's challenges, SPEC §9.1, §9.2), then logging of every attempt the transport makes.
     private static func makeClient(
         transport: LazyTransport, environmentHeaders: EnvironmentHeadersMiddleware, logging: LoggingMiddleware,
-        credentials: CredentialsMiddleware?, discovery: ResourceAuthorization? = nil
+        credentials: CredentialsMiddleware?
     ) -> HTTPClient {
-        // A discovered profile's challenges (SPEC §9.1, §9.2) are read on the final answer.
-        let challenges: [any HTTPMiddleware] =
-            if let discovery, let credentials {
-                [ResourceChallengeMiddleware(authorization: discovery, origins: credentials.origins)]
-            } else { [] }
-        return HTTPClient(
-            transport: transport,
-            middlewares: [environmentHeaders] + challenges + (credentials.map { [$0] } ?? []) + [logging])
+        HTTPClient(
+            transport: transport, middlewares: [environmentHeaders] + (credentials.map { [$0] } ?? []) + [logging])
     }
 
     /// The client that sends with `profile`'s credentials (`nil`: none). With `recoveryBudget` (a subscription's,
@@ -110,7 +105,21 @@ package final class EnvironmentRuntime: Sendable {
         guard let recoveryBudget else { return clients[profile.name] ?? plainClient }
         return Self.makeClient(
             transport: transport, environmentHeaders: environmentHeaders, logging: logging,
-            credentials: CredentialsMiddleware(source: credentials, origins: origins, budget: recoveryBudget),
-            discovery: profile.discovery)
+            credentials: CredentialsMiddleware(
+                source: credentials, origins: origins, budget: recoveryBudget, discovery: profile.discovery))
+    }
+
+    /// The client that forwards with `profile`'s credentials under the forwarding policy (`mcp-proxy`, SPEC §9.6):
+    /// the same stack, where any method is sent again after a 401 and `logIn` is started when the session needs a
+    /// person.
+    func forwardingClient(for profile: ProfileRuntime, logIn: @escaping @Sendable () async throws -> Void)
+        -> HTTPClient
+    {
+        guard let credentials = profile.credentials else { return plainClient }
+        return Self.makeClient(
+            transport: transport, environmentHeaders: environmentHeaders, logging: logging,
+            credentials: CredentialsMiddleware(
+                source: credentials, origins: origins, discovery: profile.discovery,
+                forwarding: CredentialsMiddleware.Forwarding(logIn: logIn)))
     }
 }

@@ -55,10 +55,11 @@ import TokenRelayJSONRPC
         #expect(MCPMessage(Array("not json".utf8)) == nil)
     }
 
-    @Test func theErrorAnswerKeepsTheRequestID() throws {
-        let answer = MCPMessage.errorAnswer(id: .string("x"), code: -32603, message: "m")
+    @Test func theErrorAnswerKeepsTheRequestIDAndSaysItsKind() throws {
+        let answer = MCPMessage.errorAnswer(id: .string("x"), error: RPCError(kind: .httpStatus, message: "m"))
         let value = try JSONParser.parse(answer)
         #expect(value["id"] == .string("x"))
-        #expect(value["error"]?["code"] == .int(-32603))
+        #expect(value["error"]?["code"] == .int(ErrorCode(kind: .httpStatus).rawValue))
+        #expect(value["error"]?["data"]?["kind"] == .string("http_status"))
     }
 }
