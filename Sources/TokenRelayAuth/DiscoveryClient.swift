@@ -5,6 +5,11 @@ import TokenRelayPlatform
 
 /// Fetches and caches verified metadata per issuer (single-flight, with a time to live).
 public actor DiscoveryClient {
+    private enum LegacyIssuer {
+        case document(url: String)
+        case defaults(AuthorizationServerMetadata)
+    }
+
     private struct Entry {
         var metadata: AuthorizationServerMetadata
         var fetchedAt: Date
@@ -21,6 +26,9 @@ public actor DiscoveryClient {
     private let taskExecutor: (any TaskExecutor)?
     /// Verified metadata by issuer.
     private var cache: [String: Entry] = [:]
+    /// Issuers met at an older server's origin (SPEC §9.7): their metadata is fetched again where
+    /// it was found, or they are the default endpoints (nothing to fetch).
+    private var legacy: [String: LegacyIssuer] = [:]
     /// Fetches in progress by issuer; callers share them.
     private var inFlight: [String: Task<(AuthorizationServerMetadata, TimeInterval), any Error>] = [:]
 
@@ -46,9 +54,15 @@ public actor DiscoveryClient {
             return entry.metadata
         }
         if let task = inFlight[issuer] { return try await task.value.0 }
+        let urls: [String]
+        switch legacy[issuer] {
+        case .defaults(let metadata)?: return metadata
+        case .document(let url)?: urls = [url]
+        case nil: urls = try AuthorizationServerMetadata.discoveryURLs(for: issuer)
+        }
         let task = Task(executorPreference: taskExecutor) { [transport, clock, random, retryPolicy] in
             try await Self.fetch(
-                issuer: issuer, transport: transport, clock: clock, deadline: deadline, random: random,
+                issuer: issuer, urls: urls, transport: transport, clock: clock, deadline: deadline, random: random,
                 retryPolicy: retryPolicy)
         }
         inFlight[issuer] = task
@@ -56,6 +70,51 @@ public actor DiscoveryClient {
         let (metadata, lifetime) = try await task.value
         cache[issuer] = Entry(metadata: metadata, fetchedAt: clock.now, lifetime: lifetime)
         return metadata
+    }
+
+    /// The authorization server of an MCP 2025-03-26 server that publishes no protected resource
+    /// metadata (SPEC §9.7): the RFC 8414 metadata at its `origin`, taken with the issuer it names
+    /// (that revision did not tie it to the origin; that issuer is then the one every later check
+    /// uses, and its metadata is fetched again there); when the origin has none, the default
+    /// endpoints `/authorize`, `/token` and `/register` there, with the origin as the issuer.
+    public func legacyMetadata(origin: String, deadline: Date) async throws -> AuthorizationServerMetadata {
+        let url = origin + "/.well-known/oauth-authorization-server"
+        guard let timeout = clock.requestTimeout(until: deadline) else { throw AuthError.timeout }
+        var headers = HTTPHeaders()
+        headers.add(name: "Accept", value: "application/json")
+        let request = HTTPRequest(
+            method: "GET", parsedURL: try EndpointPolicy.check(url, what: "the origin's metadata"), headers: headers,
+            timeout: timeout)
+        let response: HTTPResponse
+        do {
+            response = try await transport.send(collecting: request)
+        } catch let error as HTTPError {
+            if case .cancelled = error { throw CancellationError() }
+            throw AuthError.endpoint("the origin's metadata", error)
+        }
+        switch response.status {
+        case 200:
+            guard let named = (try? TokenResponseParser.jsonObject(response.body))?["issuer"]?.stringValue else {
+                throw AuthError.discovery("the origin's metadata has no issuer")
+            }
+            let metadata = try AuthorizationServerMetadata.parse(response.body, expectedIssuer: named)
+            legacy[named] = .document(url: url)
+            cache[named] = Entry(
+                metadata: metadata, fetchedAt: clock.now,
+                lifetime: ResourceAuthorization.lifetime(cacheControl: response.headers["Cache-Control"]))
+            return metadata
+        case 404:
+            var metadata = AuthorizationServerMetadata(
+                issuer: origin, tokenEndpoint: origin + "/token", tokenEndpointAuthMethodsSupported: nil,
+                revocationEndpoint: nil, authorizationEndpoint: origin + "/authorize")
+            metadata.registration.registrationEndpoint = origin + "/register"
+            // PKCE is required by that revision as by this one.
+            metadata.registration.codeChallengeMethodsSupported = ["S256"]
+            legacy[origin] = .defaults(metadata)
+            return metadata
+        default:
+            throw AuthError.discovery("the origin's metadata could not be fetched (HTTP \(response.status))")
+        }
     }
 
     /// Forgets cached metadata (all issuers).
@@ -70,10 +129,9 @@ public actor DiscoveryClient {
     }
 
     private static func fetch(
-        issuer: String, transport: any HTTPTransport, clock: any AuthClock, deadline: Date,
+        issuer: String, urls: [String], transport: any HTTPTransport, clock: any AuthClock, deadline: Date,
         random: @Sendable () -> Double, retryPolicy: RetryPolicy
     ) async throws -> (AuthorizationServerMetadata, TimeInterval) {
-        let urls = try AuthorizationServerMetadata.discoveryURLs(for: issuer)
         var attempt = 0
         while true {
             attempt += 1

@@ -171,6 +171,9 @@ public struct OAuthClientConfiguration: Sendable {
     /// The tokens are bound to the client certificate (RFC 8705 §3): the profile's API requests
     /// present it too. Also decided by a token's own `cnf` `x5t#S256`.
     public var mtlsBound: Bool
+    /// The client and its authentication come from a registration the server accepted (SPEC
+    /// §9.4): its method is used as registered, not checked against the server's list.
+    public var clientAuthRegistered = false
 
     /// Creates a configuration; scopes and resources are sorted and deduplicated.
     public init(

@@ -575,7 +575,9 @@ extension TokenManager {
         let metadata = try await discovery.metadata(for: issuer, deadline: deadline)
         // A public client (`none`) sends no secret, so there is nothing to agree on: servers often
         // leave `none` out of the list yet accept PKCE public clients (Django OAuth Toolkit does).
-        if configuration.clientAuth != .none, let methods = metadata.tokenEndpointAuthMethodsSupported,
+        // A registration the server accepted is never refused afterwards (SPEC §9.4).
+        if configuration.clientAuth != .none, !configuration.clientAuthRegistered,
+            let methods = metadata.tokenEndpointAuthMethodsSupported,
             !methods.contains(configuration.clientAuth.rawValue)
         {
             throw AuthError.configuration(

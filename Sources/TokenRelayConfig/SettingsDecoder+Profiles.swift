@@ -502,7 +502,9 @@ extension SettingsDecoder {
                 choices: ClientKeySettings.Audience.allCases.map(\.rawValue)),
             let audience = ClientKeySettings.Audience(rawValue: value)
         {
-            if audience == .issuer && keys["issuer"] == nil {
+            // A discovered profile's issuer comes from the resource (SPEC §9.1).
+            let discovers = keys["discover"]?.value.scalar?.value.lowercased() == "true"
+            if audience == .issuer && keys["issuer"] == nil && !discovers {
                 sink.error("'client_assertion_audience: issuer' needs an 'issuer'", at: entry.value.mark)
             }
             settings.audience = audience

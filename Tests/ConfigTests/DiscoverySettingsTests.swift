@@ -24,6 +24,22 @@ import Testing
         #expect(result.errors.contains { $0.message.contains("client_id") })
     }
 
+    /// A discovered profile's issuer comes from the resource: an assertion addressed to it is
+    /// valid (SEP-1046 servers want it). Before: "'client_assertion_audience: issuer' needs an
+    /// 'issuer'".
+    @Test func aDiscoveredProfileMayAddressItsAssertionToTheIssuer() async {
+        let result = await decodeConfig(
+            profileConfig(
+                "type: client_credentials\ndiscover: true\nclient_id: svc\nclient_auth: private_key_jwt\n"
+                    + "client_key: { env: KEY }\nclient_assertion_audience: issuer"))
+        #expect(result.errors.isEmpty, "\(result.diagnostics.map(\.rendered))")
+        let plain = await decodeConfig(
+            profileConfig(
+                "type: client_credentials\ntoken_url: http://127.0.0.1:1/t\nclient_id: svc\n"
+                    + "client_auth: private_key_jwt\nclient_key: { env: KEY }\nclient_assertion_audience: issuer"))
+        #expect(plain.errors.contains { $0.message.contains("needs an 'issuer'") })
+    }
+
     @Test func withoutDiscoverAnIssuerOrTokenURLIsRequired() async {
         let result = await decodeConfig(profileConfig("type: authorization_code\nclient_id: x"))
         #expect(result.errors.contains { $0.message.contains("discover: true") })

@@ -71,6 +71,16 @@ public struct ClientRegistration: Sendable, Equatable, CustomStringConvertible {
         return Set(wanted).isSubset(of: Set(redirectURIs))
     }
 
+    /// How the client authenticates at the token endpoint: the registered method when tokenrelay
+    /// can use it (a secret-based one only with a secret); else `none`, the secret kept, not sent.
+    public var clientAuthMethod: ClientAuthMethod {
+        switch ClientAuthMethod(rawValue: tokenEndpointAuthMethod) {
+        case .clientSecretBasic?: clientSecret == nil ? .none : .clientSecretBasic
+        case .clientSecretPost?: clientSecret == nil ? .none : .clientSecretPost
+        default: .none
+        }
+    }
+
     /// Redacted.
     public var description: String {
         "ClientRegistration(issuer: \(issuer), secret: \(clientSecret == nil ? "none" : "[REDACTED]"))"
@@ -126,10 +136,21 @@ enum DynamicClientRegistration {
         return supported.first { $0 == "client_secret_basic" || $0 == "client_secret_post" } ?? "none"
     }
 
+    /// The method of a registration answer (SPEC §9.4): the one it names; for a secret without
+    /// one, the first of `client_secret_basic` and `client_secret_post` the server lists (in that
+    /// order), else `none` (the secret is kept, not sent); without a secret, `none`.
+    static func answeredMethod(named: String?, issuedSecret: Bool, supported: [String]?) -> String {
+        if let named { return named }
+        guard issuedSecret, let supported else { return "none" }
+        return ["client_secret_basic", "client_secret_post"].first { supported.contains($0) } ?? "none"
+    }
+
     /// Registers at `endpoint`; the answer must be a 201 (or 200) JSON object with a `client_id`.
+    /// The answer is authoritative: its client id, its secret and its method (``answeredMethod``;
+    /// `supported`: the server's `token_endpoint_auth_methods_supported`).
     static func register(
-        endpoint: String, issuer: String, redirectURIs: [String], authMethod: String, scopes: [String],
-        transport: any HTTPTransport, timeout: Duration
+        endpoint: String, issuer: String, redirectURIs: [String], authMethod: String, supported: [String]?,
+        scopes: [String], transport: any HTTPTransport, timeout: Duration
     ) async throws -> ClientRegistration {
         let parsed = try EndpointPolicy.check(endpoint, what: "registration_endpoint")
         var headers = HTTPHeaders()
@@ -171,7 +192,8 @@ enum DynamicClientRegistration {
         if let expiry = object["client_secret_expires_at"]?.numberValue.flatMap({ Double($0.literal) }), expiry > 0 {
             expiresAt = Date(timeIntervalSince1970: expiry)
         }
-        let method = object["token_endpoint_auth_method"]?.stringValue ?? authMethod
+        let method = answeredMethod(
+            named: object["token_endpoint_auth_method"]?.stringValue, issuedSecret: secret != nil, supported: supported)
         return ClientRegistration(
             issuer: issuer, clientID: clientID, clientSecret: secret, expiresAt: expiresAt,
             redirectURIs: object["redirect_uris"]?.stringArray ?? redirectURIs, tokenEndpointAuthMethod: method,

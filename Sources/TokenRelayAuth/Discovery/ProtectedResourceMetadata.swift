@@ -12,10 +12,14 @@ public struct ProtectedResourceMetadata: Sendable, Equatable {
     /// The scopes the resource names, if any.
     public let scopesSupported: [String]?
 
-    /// Verifies a document: one JSON object whose `resource` equals `expectedResource` (both in
-    /// canonical form, SPEC §9.3) and whose `authorization_servers` are https (or loopback http)
-    /// issuer identifiers.
-    static func parse(_ body: [UInt8], expectedResource: String) throws(AuthError) -> ProtectedResourceMetadata {
+    /// Verifies a document: one JSON object whose `resource` is the identifier its URL was built
+    /// from (SPEC §9.1): `expectedResource`, or with `prefixAllowed` (the root well-known document)
+    /// an origin or path prefix of it at a segment boundary, as the MCP SDKs accept (both in
+    /// canonical form, SPEC §9.3); and whose `authorization_servers` are https (or loopback http)
+    /// issuer identifiers. The document's `resource` is what RFC 8707 then sends.
+    static func parse(_ body: [UInt8], expectedResource: String, prefixAllowed: Bool = false) throws(AuthError)
+        -> ProtectedResourceMetadata
+    {
         let object: JSONObject
         do {
             object = try TokenResponseParser.jsonObject(body)
@@ -25,7 +29,10 @@ public struct ProtectedResourceMetadata: Sendable, Equatable {
         guard let resource = object["resource"]?.stringValue else {
             throw .discovery("the protected resource metadata has no resource")
         }
-        guard let canonical = ResourceIdentifier.canonical(resource), canonical == expectedResource else {
+        guard let canonical = ResourceIdentifier.canonical(resource),
+            canonical == expectedResource
+                || (prefixAllowed && ResourceIdentifier.isPrefix(canonical, of: expectedResource))
+        else {
             throw .discovery("the protected resource metadata names another resource than the one requested")
         }
         guard let servers = object["authorization_servers"]?.stringArray, !servers.isEmpty else {
@@ -55,8 +62,14 @@ public struct ProtectedResourceMetadata: Sendable, Equatable {
         let parsed = try EndpointPolicy.check(resource, what: "resource")
         var path = parsed.path
         while path.hasSuffix("/") { path.removeLast() }
-        let root = parsed.root + "/.well-known/oauth-protected-resource"
+        let root = try rootURL(for: resource)
         return path.isEmpty ? [root] : [root + path, root]
+    }
+
+    /// The root well-known URL of the origin of `resource`: its document may name the origin or
+    /// a path prefix of the resource.
+    static func rootURL(for resource: String) throws(AuthError) -> String {
+        try EndpointPolicy.check(resource, what: "resource").root + "/.well-known/oauth-protected-resource"
     }
 }
 
@@ -79,5 +92,14 @@ public enum ResourceIdentifier {
             while tail.hasSuffix("/") { tail.removeLast() }
         }
         return scheme + "://" + authority.lowercased() + tail
+    }
+
+    /// Whether canonical `prefix` is `resource` or an origin or path prefix of it ending at a
+    /// segment boundary (`https://h/a` of `https://h/a/b`, never of `https://h/ab`); a prefix
+    /// with a query is none.
+    public static func isPrefix(_ prefix: String, of resource: String) -> Bool {
+        guard !prefix.contains("?"), resource.hasPrefix(prefix) else { return false }
+        let rest = resource.dropFirst(prefix.count)
+        return rest.isEmpty || rest.first == "/" || rest.first == "?"
     }
 }

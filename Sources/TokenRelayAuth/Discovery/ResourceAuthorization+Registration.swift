@@ -40,7 +40,8 @@ extension ResourceAuthorization {
         }
         let method = DynamicClientRegistration.authMethod(supported: metadata.tokenEndpointAuthMethodsSupported)
         let registration = try await DynamicClientRegistration.register(
-            endpoint: endpoint, issuer: issuer, redirectURIs: redirectURIs, authMethod: method, scopes: registering,
+            endpoint: endpoint, issuer: issuer, redirectURIs: redirectURIs, authMethod: method,
+            supported: metadata.tokenEndpointAuthMethodsSupported, scopes: registering,
             transport: transport, timeout: .seconds(30))
         try await store.saveRegistration(registration)
         log.info("registered tokenrelay as a client of \(ServerText(issuer).value) for \(environment)/\(profile)")

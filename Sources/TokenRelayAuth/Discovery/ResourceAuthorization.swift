@@ -6,49 +6,54 @@ import TokenRelayLogging
 public struct DiscoveryTemplate: Sendable {
     /// The resource the profile's requests go to (the environment's base URL).
     public var resourceURL: String
-    /// The configured issuer: it must be one of the resource's authorization servers.
-    public var issuer: String?
-    /// The configured client id (`nil`: an interactive profile registers itself).
-    public var clientID: String?
-    /// The configured client secret.
-    public var clientSecret: SecretProvider?
-    /// The configured client authentication.
-    public var clientAuth: ClientAuthMethod
-    /// Configured scopes (empty: from the challenge, else the resource's metadata).
-    public var scopes: [String]
-    /// The `audience` parameter, if any.
-    public var audience: String?
+    /// The profile's configuration as written. Discovery sets its issuer (kept when configured:
+    /// it must be one of the resource's authorization servers), its client when it registers
+    /// (an empty `clientID`), its scopes when none are configured, and its `resource`; every
+    /// other key the profile sets (`client_key`, `client_auth`, parameters, timeouts) is kept
+    /// (SPEC §9.4).
+    public var configuration: OAuthClientConfiguration
     /// Whether `resource` is sent (`resource_indicator`, default true).
     public var resourceIndicator: Bool
     /// Whether a `client_credentials` profile steps up on `insufficient_scope`.
     public var stepUp: Bool
     /// A Client ID Metadata Document URL used as the client id where the server supports it.
     public var clientMetadataURL: String?
-    /// The renewal margin.
-    public var expirySkew: Duration
-    /// The grant.
-    public var grant: Grant
 
-    /// Creates a template.
+    /// Creates a template from the profile's configuration.
+    public init(
+        resourceURL: String, configuration: OAuthClientConfiguration, resourceIndicator: Bool = true,
+        stepUp: Bool = false, clientMetadataURL: String? = nil
+    ) {
+        self.resourceURL = resourceURL
+        self.configuration = configuration
+        self.resourceIndicator = resourceIndicator
+        self.stepUp = stepUp
+        self.clientMetadataURL = clientMetadataURL
+    }
+
+    /// Creates a template of the keys most profiles set.
     public init(
         resourceURL: String, issuer: String? = nil, clientID: String? = nil, clientSecret: SecretProvider? = nil,
         clientAuth: ClientAuthMethod = .none, scopes: [String] = [], audience: String? = nil,
         resourceIndicator: Bool = true, stepUp: Bool = false, clientMetadataURL: String? = nil,
         expirySkew: Duration = .seconds(30), grant: Grant
     ) {
-        self.resourceURL = resourceURL
-        self.issuer = issuer
-        self.clientID = clientID
-        self.clientSecret = clientSecret
-        self.clientAuth = clientAuth
-        self.scopes = scopes
-        self.audience = audience
-        self.resourceIndicator = resourceIndicator
-        self.stepUp = stepUp
-        self.clientMetadataURL = clientMetadataURL
-        self.expirySkew = expirySkew
-        self.grant = grant
+        self.init(
+            resourceURL: resourceURL,
+            configuration: OAuthClientConfiguration(
+                issuer: issuer, clientID: clientID ?? "", clientSecret: clientSecret, clientAuth: clientAuth,
+                scopes: scopes, audience: audience, expirySkew: expirySkew, grant: grant),
+            resourceIndicator: resourceIndicator, stepUp: stepUp, clientMetadataURL: clientMetadataURL)
     }
+
+    /// The configured issuer: it must be one of the resource's authorization servers.
+    public var issuer: String? { configuration.issuer }
+    /// The configured client id (`nil`: an interactive profile registers itself).
+    public var clientID: String? { configuration.clientID.isEmpty ? nil : configuration.clientID }
+    /// Configured scopes (empty: from the challenge, else the resource's metadata).
+    public var scopes: [String] { configuration.scopes }
+    /// The grant.
+    public var grant: Grant { configuration.grant }
 }
 
 /// Resolves a `discover: true` profile into a token-manager session (SPEC §9.1–9.4): protected
@@ -157,18 +162,39 @@ public actor ResourceAuthorization {
         let deadline = clock.now.addingTimeInterval(30)
         let resource = try Self.canonicalResource(template.resourceURL)
         let urls = try hint.map { [$0] } ?? ProtectedResourceMetadata.wellKnownURLs(for: template.resourceURL)
-        let (document, used, lifetime) = try await fetchResourceMetadata(urls: urls, resource: resource)
-        let issuer: String
-        if let configured = template.issuer {
-            guard document.authorizationServers.contains(configured) else {
-                throw AuthError.discovery("the configured issuer is not one of the resource's authorization servers")
+        let discovery = manager.discoveryClient(environment: environment)
+        let document: ProtectedResourceMetadata
+        let used: String
+        let lifetime: TimeInterval
+        let metadata: AuthorizationServerMetadata
+        if let found = try await fetchResourceMetadata(urls: urls, resource: resource, hinted: hint != nil) {
+            (document, used, lifetime) = found
+            let issuer: String
+            if let configured = template.issuer {
+                guard document.authorizationServers.contains(configured) else {
+                    throw AuthError.discovery(
+                        "the configured issuer is not one of the resource's authorization servers")
+                }
+                issuer = configured
+            } else {
+                issuer = document.authorizationServers[0]
             }
-            issuer = configured
+            metadata = try await discovery.metadata(for: issuer, deadline: deadline)
         } else {
-            issuer = document.authorizationServers[0]
+            // An MCP 2025-03-26 server (SPEC §9.7): its origin is the authorization server and the
+            // resource.
+            let origin = try EndpointPolicy.check(template.resourceURL, what: "the resource URL").root
+            metadata = try await discovery.legacyMetadata(origin: origin, deadline: deadline)
+            if let configured = template.issuer, configured != metadata.issuer {
+                throw AuthError.discovery("the configured issuer is not the server's origin's authorization server")
+            }
+            log.info("\(environment)/\(profile): no protected resource metadata; the origin's authorization server")
+            document = ProtectedResourceMetadata(
+                resource: ResourceIdentifier.canonical(origin) ?? origin, authorizationServers: [metadata.issuer],
+                scopesSupported: nil)
+            (used, lifetime) = ("", Self.maximumLifetime)
         }
-        let metadata = try await manager.discoveryClient(environment: environment).metadata(
-            for: issuer, deadline: deadline)
+        let issuer = metadata.issuer
         var grant = template.grant
         if case .interactive(var login) = grant, case .authorizationCode(let ports, let path) = login.flow {
             // MCP authorization: PKCE must be advertised, else the client refuses to proceed.
@@ -193,10 +219,12 @@ public actor ResourceAuthorization {
         {
             scopes.append("offline_access")
         }
-        var clientID = template.clientID
-        var secret = template.clientSecret
-        var clientAuth = template.clientAuth
-        if clientID == nil {
+        var configuration = template.configuration
+        configuration.issuer = issuer
+        configuration.scopes = Array(Set(scopes)).sorted()
+        configuration.resources = template.resourceIndicator ? [document.resource] : []
+        configuration.grant = grant
+        if template.clientID == nil {
             guard let login = grant.interactive, case .authorizationCode(let ports, let path) = login.flow else {
                 throw AuthError.configuration(
                     "profile '\(profile)' needs a client_id (only authorization_code registers)")
@@ -208,20 +236,14 @@ public actor ResourceAuthorization {
             let registration = try await registration(
                 issuer: issuer, metadata: metadata, redirectURIs: ports.map { "http://127.0.0.1:\($0)\(path)" },
                 scopes: scopes, registering: offered.sorted(), deadline: deadline)
-            clientID = registration.clientID
-            if let value = registration.clientSecret {
-                secret = .value(value)
-                clientAuth =
-                    registration.tokenEndpointAuthMethod == "client_secret_post"
-                    ? .clientSecretPost : .clientSecretBasic
-            } else {
-                clientAuth = .none
-            }
+            // The registration answer is authoritative (SPEC §9.4): a configured client_auth (or
+            // key) is for configured clients only.
+            configuration.clientID = registration.clientID
+            configuration.clientAuth = registration.clientAuthMethod
+            configuration.clientSecret = registration.clientSecret.map { .value($0) }
+            configuration.clientKey = nil
+            configuration.clientAuthRegistered = true
         }
-        let configuration = OAuthClientConfiguration(
-            issuer: issuer, clientID: clientID ?? "", clientSecret: secret, clientAuth: clientAuth, scopes: scopes,
-            audience: template.audience, resources: template.resourceIndicator ? [resource] : [],
-            expirySkew: template.expirySkew, grant: grant)
         let key = try await manager.register(environment: environment, profile: profile, configuration: configuration)
         resolved = Resolved(
             key: key, metadataURL: used, validUntil: clock.now.addingTimeInterval(lifetime),
@@ -252,11 +274,14 @@ public actor ResourceAuthorization {
     }
 
     /// The first document found among `urls` (404s are skipped); one that fails a check ends the
-    /// search (nothing it names is used).
-    private func fetchResourceMetadata(urls: [String], resource: String) async throws
-        -> (ProtectedResourceMetadata, String, TimeInterval)
+    /// search (nothing it names is used). `nil` when every well-known URL answered 404 (an MCP
+    /// 2025-03-26 server); a `hinted` URL (a challenge's) that gives none is an error.
+    private func fetchResourceMetadata(urls: [String], resource: String, hinted: Bool) async throws
+        -> (ProtectedResourceMetadata, String, TimeInterval)?
     {
         var lastStatus = 0
+        var onlyNotFound = true
+        let rootURL = try ProtectedResourceMetadata.rootURL(for: template.resourceURL)
         for url in urls {
             let parsed = try EndpointPolicy.check(url, what: "resource_metadata")
             var headers = HTTPHeaders()
@@ -271,11 +296,14 @@ public actor ResourceAuthorization {
             }
             guard response.status == 200 else {
                 lastStatus = response.status
+                onlyNotFound = onlyNotFound && lastStatus == 404
                 continue
             }
-            let document = try ProtectedResourceMetadata.parse(response.body, expectedResource: resource)
+            let document = try ProtectedResourceMetadata.parse(
+                response.body, expectedResource: resource, prefixAllowed: url == rootURL)
             return (document, url, Self.lifetime(cacheControl: response.headers["Cache-Control"]))
         }
+        if !hinted && onlyNotFound { return nil }
         throw AuthError.discovery("no protected resource metadata found (last answer HTTP \(lastStatus))")
     }
 

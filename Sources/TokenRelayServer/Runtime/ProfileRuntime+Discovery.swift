@@ -25,13 +25,10 @@ extension ProfileRuntime {
         guard let options = client.discovery, let configuration = oauthConfiguration(settings, in: environment) else {
             return nil
         }
+        // The whole configuration: a discovered profile keeps every key it sets (SPEC §9.4).
         let template = DiscoveryTemplate(
-            resourceURL: resource.url, issuer: configuration.issuer,
-            clientID: client.clientID.isEmpty ? nil : client.clientID, clientSecret: configuration.clientSecret,
-            clientAuth: configuration.clientAuth, scopes: configuration.scopes, audience: configuration.audience,
-            resourceIndicator: options.resourceIndicator, stepUp: options.stepUp,
-            clientMetadataURL: options.clientMetadataURL, expirySkew: configuration.expirySkew,
-            grant: configuration.grant)
+            resourceURL: resource.url, configuration: configuration, resourceIndicator: options.resourceIndicator,
+            stepUp: options.stepUp, clientMetadataURL: options.clientMetadataURL)
         let authorization = ResourceAuthorization(
             manager: manager, transport: resource.transport, environment: environment.name,
             profile: settings.name, template: template)
