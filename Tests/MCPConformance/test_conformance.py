@@ -39,12 +39,6 @@ if shutil.which("node") is None:
         "node is not installed: the conformance suite needs it", allow_module_level=True
     )
 
-# Send-without-credentials-first (SPEC §9.1: discovery starts from the resource's own 401) and
-# resumed event streams (§9.6) are the forwarding spine's (issue 45, items 1–2), not discovery's.
-NO_AUTH = "the proxy discovers before the first request; a server that needs no authorization is not used without it (SPEC §9.1, the forwarding spine)"
-FROM_401 = "the challenge's resource_metadata is only read from a 401, and the proxy sends no request before discovery (SPEC §9.1, the forwarding spine)"
-RESUME = "event streams closed before their answer are not resumed with Last-Event-ID after retry (SPEC §9.6, the forwarding spine)"
-SCOPE_401 = "the first login cannot use the 401's scope: the proxy sends no request before discovery, so it logs in without it, then again with it (SPEC §9.1–9.2, the forwarding spine)"
 ID_JAG = "enterprise-managed authorization (ID-JAG, SPEC §9.9) is not offered yet"
 
 
@@ -53,16 +47,16 @@ def xfail(reason: str) -> pytest.MarkDecorator:
 
 
 SCENARIOS = [
-    pytest.param("initialize", marks=xfail(NO_AUTH)),
-    pytest.param("tools_call", marks=xfail(NO_AUTH)),
-    pytest.param("elicitation-sep1034-client-defaults", marks=xfail(NO_AUTH)),
-    pytest.param("sse-retry", marks=xfail(NO_AUTH + "; " + RESUME)),
+    "initialize",
+    "tools_call",
+    "elicitation-sep1034-client-defaults",
+    "sse-retry",
     "auth/metadata-default",
     "auth/metadata-var1",
     "auth/metadata-var2",
-    pytest.param("auth/metadata-var3", marks=xfail(FROM_401)),
+    "auth/metadata-var3",
     "auth/basic-cimd",
-    pytest.param("auth/scope-from-www-authenticate", marks=xfail(SCOPE_401)),
+    "auth/scope-from-www-authenticate",
     "auth/scope-from-scopes-supported",
     "auth/scope-omitted-when-undefined",
     "auth/scope-step-up",
