@@ -286,7 +286,8 @@ public struct MCPPath: Sendable, Equatable, CustomStringConvertible {
         let upper = segment.uppercased()
         if upper.contains("%2F") { return "an encoded '/' (%2F)" }
         if upper.contains("%25") {
-            return "an encoded '%' (%25): a server or proxy that decodes twice reads it as another escape (%252F is '/')"
+            return
+                "an encoded '%' (%25): a server or proxy that decodes twice reads it as another escape (%252F is '/')"
         }
         if upper.contains("%5C") || segment.contains("\\") { return "a '\\' (or %5C)" }
         if upper.contains("%3B") || segment.contains(";") {

@@ -77,7 +77,12 @@ struct MCPMessage: Sendable {
     }
 
     /// The JSON-RPC error answer to `id` the proxy makes itself (its `data.kind` included).
+    /// An answer the proxy makes itself: its code is mapped as the MCP face maps its own
+    /// (``MCPProtocol/mapError(_:)``), so a tokenrelay code in the range MCP reserves (-32020 is
+    /// `http_status` here, HeaderMismatch to a 2026-07-28 client) cannot be misread; `data.kind` says it.
     static func errorAnswer(id: JSONValue, error: RPCError) -> [UInt8] {
-        JSONValue.object(JSONObject([("jsonrpc", .string("2.0")), ("id", id), ("error", error.jsonValue)])).serialized()
+        let mapped = MCPProtocol.mapError(error)
+        return JSONValue.object(JSONObject([("jsonrpc", .string("2.0")), ("id", id), ("error", mapped.jsonValue)]))
+            .serialized()
     }
 }
