@@ -15,7 +15,7 @@ public enum FuzzDriver {
     /// Hands the process to libFuzzer (with `-DFUZZING`) or replays the named files, then exits.
     public static func run(_ target: @escaping @Sendable ([UInt8]) -> Void) -> Never {
         #if FUZZING
-            installedTarget.withLock { $0 = target }
+            installedTarget.withLock { $0 = InstalledTarget(run: target) }
             var argc = CommandLine.argc
             var argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>? = CommandLine.unsafeArgv
             exit(LLVMFuzzerRunDriver(&argc, &argv, fuzzTestOneInput))
@@ -48,8 +48,17 @@ public enum FuzzDriver {
 }
 
 #if FUZZING
+    /// The target, boxed: a function value kept directly in the generic `Mutex` was re-abstracted
+    /// at every `withLock` (its `inout` written back through one more thunk), so each input called
+    /// through one more layer and the stack overflowed after ~87,000 executions (issue 44's fuzz
+    /// campaign; the 30 s runs of CI never got that far). A class reference is stored as it is.
+    private final class InstalledTarget: Sendable {
+        let run: @Sendable ([UInt8]) -> Void
+        init(run: @escaping @Sendable ([UInt8]) -> Void) { self.run = run }
+    }
+
     /// The target `FuzzDriver.run` installed before starting libFuzzer; set once, read per input.
-    private let installedTarget = Mutex<(@Sendable ([UInt8]) -> Void)?>(nil)
+    private let installedTarget = Mutex<InstalledTarget?>(nil)
 
     @_silgen_name("LLVMFuzzerRunDriver")
     private func LLVMFuzzerRunDriver(
@@ -62,7 +71,7 @@ public enum FuzzDriver {
     @_cdecl("LLVMFuzzerTestOneInput")
     public func fuzzTestOneInput(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
         let bytes = data.map { Array(UnsafeBufferPointer(start: $0, count: size)) } ?? []
-        installedTarget.withLock { $0 }?(bytes)
+        installedTarget.withLock { $0 }?.run(bytes)
         return 0
     }
 #endif
