@@ -30,7 +30,8 @@ public struct ServerText: Sendable, Hashable, CustomStringConvertible, Expressib
     /// (U+0080–U+009F), a bidirectional formatting character (U+061C, U+200E, U+200F,
     /// U+202A–U+202E, U+2066–U+2069), an invisible formatting character (the soft hyphen U+00AD,
     /// the zero-width U+200B–U+200D, U+2060–U+2064, U+206A–U+206F, the byte order mark U+FEFF,
-    /// the tag characters U+E0000–U+E007F, which can spell out text a person does not see) or a
+    /// the tag characters U+E0000–U+E007F, which can spell out text a person does not see, and the
+    /// variation selectors U+FE00–U+FE0F and U+E0100–U+E01EF, which can carry hidden bytes) or a
     /// line or paragraph separator (U+2028, U+2029). Text that must be used as it is (a URL shown
     /// to a person) is refused when this is true.
     public static func containsUnsafeCharacter(_ text: String) -> Bool {
@@ -47,7 +48,8 @@ public struct ServerText: Sendable, Hashable, CustomStringConvertible, Expressib
 
     /// The UTF-8 length of the unsafe character starting at `index` of `bytes` (valid UTF-8), or 0.
     /// A C1 control is `C2 80`...`C2 9F`, U+00AD `C2 AD`, U+061C `D8 9C`, U+FEFF `EF BB BF`, a
-    /// tag character `F3 A0 80 xx` / `F3 A0 81 xx`, the others `E2 80 xx` / `E2 81 xx`; no other
+    /// variation selector `EF B8 80`...`EF B8 8F` or `F3 A0 84 xx`...`F3 A0 87 xx`, a tag
+    /// character `F3 A0 80 xx` / `F3 A0 81 xx`, the others `E2 80 xx` / `E2 81 xx`; no other
     /// character's encoding holds those bytes in that order.
     @inline(__always)
     static func unsafeLength(_ bytes: UnsafeBufferPointer<UInt8>, at index: Int) -> Int {
@@ -60,12 +62,13 @@ public struct ServerText: Sendable, Hashable, CustomStringConvertible, Expressib
         case 0xc2: return second <= 0x9f || second == 0xad ? 2 : 0
         case 0xd8: return second == 0x9c ? 2 : 0
         case 0xef:
-            guard second == 0xbb, index + 2 < bytes.count else { return 0 }
-            return bytes[index + 2] == 0xbf ? 3 : 0
+            guard second == 0xbb || second == 0xb8, index + 2 < bytes.count else { return 0 }
+            let third = bytes[index + 2]
+            return (second == 0xbb && third == 0xbf) || (second == 0xb8 && (0x80...0x8f).contains(third)) ? 3 : 0
         case 0xf3:
             guard second == 0xa0, index + 3 < bytes.count else { return 0 }
             let third = bytes[index + 2]
-            return third == 0x80 || third == 0x81 ? 4 : 0
+            return third == 0x80 || third == 0x81 || (0x84...0x87).contains(third) ? 4 : 0
         default:
             guard index + 2 < bytes.count else { return 0 }
             let third = bytes[index + 2]

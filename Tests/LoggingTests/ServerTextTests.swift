@@ -63,7 +63,9 @@ import Testing
             "a\u{200B}b\u{200C}c\u{200D}d\u{2060}e\u{2064}f\u{206F}g\u{FEFF}h\u{AD}i\u{E0041}\u{E007F}j"
         #expect(ServerText(raw, redactor: Redactor()).value == "a b c d e f g h i  j")
         #expect(ServerText.containsUnsafeCharacter("send\u{E0020}x"))
-        let kept = "\u{200A}\u{2010}\u{2065}\u{FEFE}\u{FFFD}\u{AC}\u{AE}\u{E0100}\u{F0000}"
+        // Variation selectors carry hidden bytes too (one per byte: U+FE00–FE0F, U+E0100–E01EF).
+        #expect(ServerText("x\u{FE00}\u{FE0F}y\u{E0100}\u{E01EF}z", redactor: Redactor()).value == "x  y  z")
+        let kept = "\u{200A}\u{2010}\u{2065}\u{FEFE}\u{FFFD}\u{AC}\u{AE}\u{FE10}\u{E01F0}\u{F0000}"
         #expect(ServerText(kept, redactor: Redactor()).value == kept)
         #expect(!ServerText.containsUnsafeCharacter(kept))
     }
