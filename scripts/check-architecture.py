@@ -105,6 +105,11 @@ CREDENTIAL_HEADER_EXCEPTIONS = {
         "the client's own authentication at the token endpoint (client_secret_basic, RFC 6749 "
         "§2.3.1) and the DPoP proof of a token request (RFC 9449 §5): no access token is applied",
     ),
+    "Sources/TokenRelayAuth/FormBody.swift": (
+        1,
+        "`FormBody.basicAuthorization`: the client_secret_basic value (RFC 6749 §2.3.1) that "
+        "TokenEndpointClient sends to authenticate the client; no access token",
+    ),
     "Sources/TokenRelayAuth/AssertionGrants.swift": (
         1,
         "the GitHub Actions runner's ACTIONS_ID_TOKEN_REQUEST_TOKEN, presented to the runner's own "
@@ -121,7 +126,7 @@ CREDENTIAL_CALL = re.compile(r"\.\s*(apply\(\s*to:|invalidate\(\s*stamp:|signsAg
 CREDENTIAL_SOURCE = re.compile(r"\bfunc\s+apply\(\s*to\s+\w+\s*:\s*inout\s+HTTPRequest\b")
 CREDENTIAL_HEADER = re.compile(
     r"(?:set|add|append|replace)\(\s*name:\s*\"(?:authorization|proxy-authorization|dpop)\"|"
-    r"\"(?:authorization:\s*)?(?:bearer|dpop|basic) \\\(",
+    r"\"(?:authorization:\s*)?(?:bearer|dpop|basic) (?:\\\(|\"\s*\+)",
     re.IGNORECASE,
 )
 
@@ -362,8 +367,12 @@ def check_rules(
                 )
         if path == CREDENTIAL_MIDDLEWARE or CREDENTIAL_SOURCE.search(code):
             continue
+        lines = set()
         for m in CREDENTIAL_HEADER.finditer(code):
-            headers.setdefault(path, []).append((line_of(code, m.start()), f"writes a credential: {m.group(0)}"))
+            line = line_of(code, m.start())
+            if line not in lines:  # one site per line
+                lines.add(line)
+                headers.setdefault(path, []).append((line, f"writes a credential: {m.group(0)}"))
     breaches += listed(
         "credentials", calls, {},
         "send the request through the environment's middleware stack (CredentialsMiddleware performs "
@@ -484,6 +493,7 @@ SELF_TEST_BREACHES = {
         "if credentials.signsAgain(after: status, headers: headers, request: request) {}",
         'request.headers.set(name: "Authorization", value: "Bearer \\(token.accessToken)")',
         'headers.add(name: "DPoP", value: proof)',
+        'request.headers.set(name: credentialHeader, value: "Bearer " + token.accessToken)',
     ],
     "threads": [
         "Task { await work() }",
