@@ -1,18 +1,28 @@
 #!/usr/bin/env python3
-"""Checks that ARCHITECTURE.md names only things that exist.
+"""Checks that ARCHITECTURE.md names only things that exist, and the rules it states.
 
-Every `code span` in the map that looks like a path (has a `/` or a file suffix) must be a file
-or folder of the repository (or the end of one, e.g. `RelayRuntime.swift`), and every one that
-looks like a Swift name (`TypeName`, `TypeName.member`, `TypeName.member(for:)`) must be
+The map: every `code span` in the map that looks like a path (has a `/` or a file suffix) must
+be a file or folder of the repository (or the end of one, e.g. `RelayRuntime.swift`), and every
+one that looks like a Swift name (`TypeName`, `TypeName.member`, `TypeName.member(for:)`) must be
 declared in Sources/ or Tests/: the type as a type, the member as a member. Names that belong to
-the toolchain (Foundation, `TaskExecutor`, ...) are listed below. Exits 1 with one line per name
-that is missing, so the map cannot quietly drift from the code.
+the toolchain (Foundation, `TaskExecutor`, ...) are listed below.
+
+The rules (ARCHITECTURE.md, "Rules the checker enforces"), over the Swift files of Sources/:
+  credentials  only CredentialsMiddleware applies a resource credential to a request;
+  threads      only TokenRelayPlatform starts threads or unstructured tasks;
+  wire-errors  only ErrorMapping (and the MCP mapping) turns a foreign error into a wire error;
+  file-size    no file over 500 lines without a stated reason.
+Each exception is listed below with its reason. Exits 1 with one line per breach (rule,
+file:line, what to do), so neither the map nor the rules can quietly drift from the code.
     scripts/check-architecture.py [ARCHITECTURE.md]
+    scripts/check-architecture.py --self-test   (each rule fails on a synthetic breach)
 """
 
 import pathlib
 import re
+import shutil
 import sys
+import tempfile
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 # Names the map uses that the toolchain or the protocol owns, not this repository.
@@ -27,6 +37,10 @@ EXTERNAL = {
     "Mutex",
     "Atomic",
     "Task",
+    "Task.detached",
+    "Thread",
+    "DispatchQueue",
+    "DispatchSource",
     "Sendable",
 }
 SWIFT_NAME = re.compile(r"^([A-Z][A-Za-z0-9]*)(?:\.([a-z][A-Za-z0-9]*|[A-Z][A-Za-z0-9]*)(\(.*\))?)?$")
@@ -73,7 +87,476 @@ def declared(type_name: str, member: str | None, code: str) -> bool:
     )
 
 
+# ---------------------------------------------------------------------------------------------
+# The rules. Paths are relative to the repository; an exception names a file, how many sites it
+# holds (a new site in a listed file fails as a new file would) and why it may.
+
+RULES_DOC = "ARCHITECTURE.md, \"Rules the checker enforces\""
+
+# credentials: a resource credential (the session's access token, a DPoP proof for it, a static
+# API key, Basic or bearer secret) reaches a request only through `CredentialSource.apply(to:)`,
+# and only the credentials middleware calls it (and `invalidate(stamp:)`, `signsAgain(after:)`),
+# performing what `CredentialRecovery` decides. The files that declare `apply(to:)` (the
+# credential sources) may write the headers; so may these, which authenticate tokenrelay itself
+# to an authorization server or hand a token out, never a resource request:
+CREDENTIAL_HEADER_EXCEPTIONS = {
+    "Sources/TokenRelayAuth/TokenEndpointClient.swift": (
+        2,
+        "the client's own authentication at the token endpoint (client_secret_basic, RFC 6749 "
+        "§2.3.1) and the DPoP proof of a token request (RFC 9449 §5): no access token is applied",
+    ),
+    "Sources/TokenRelayAuth/FormBody.swift": (
+        1,
+        "`FormBody.basicAuthorization`: the client_secret_basic value (RFC 6749 §2.3.1) that "
+        "TokenEndpointClient sends to authenticate the client; no access token",
+    ),
+    "Sources/TokenRelayAuth/AssertionGrants.swift": (
+        1,
+        "the GitHub Actions runner's ACTIONS_ID_TOKEN_REQUEST_TOKEN, presented to the runner's own "
+        "OIDC token service to obtain a client assertion; not a session's credential",
+    ),
+    "Sources/TokenRelayServer/CredentialHelper/TokenFormat.swift": (
+        1,
+        "`token --format header` prints the header line for the caller that asked for the token "
+        "(expose_token); it is output, never put on a request",
+    ),
+}
+CREDENTIAL_MIDDLEWARE = "Sources/TokenRelayAuth/CredentialsMiddleware.swift"
+CREDENTIAL_CALL = re.compile(r"\.\s*(apply\(\s*to:|invalidate\(\s*stamp:|signsAgain\(\s*after:)")
+CREDENTIAL_SOURCE = re.compile(r"\bfunc\s+apply\(\s*to\s+\w+\s*:\s*inout\s+HTTPRequest\b")
+CREDENTIAL_HEADER = re.compile(
+    r"(?:set|add|append|replace)\(\s*name:\s*\"(?:authorization|proxy-authorization|dpop)\"|"
+    r"\"(?:authorization:\s*)?(?:bearer|dpop|basic) (?:\\\(|\"\s*\+)",
+    re.IGNORECASE,
+)
+
+# threads: only TokenRelayPlatform starts a thread (Thread, pthread_create), a dispatch queue's
+# work (DispatchQueue, DispatchSource) or an unstructured task (`Task {`, `Task(...)`,
+# `Task.detached`); elsewhere, `Placement.task`, `SerialThread`, `SystemThread` or a task group.
+# Issue 46 moves these behind Placement; until then each is listed with its reason.
+THREAD_PLATFORM = "Sources/TokenRelayPlatform/"
+THREAD_START = re.compile(
+    r"\bTask\s*(?:<[^>{}]*>\s*)?[({]|\bTask\.detached\b|(?<!\w)Thread\s*[({]|\bThread\.detachNewThread\b|"
+    r"\bpthread_create\b|\bDispatchQueue\b|\bDispatchSource\.make"
+)
+THREAD_EXCEPTIONS: dict[str, tuple[int, str]] = {
+    "Sources/TokenRelayAuth/Discovery/ResourceAuthorization.swift": (
+        1, "one resolution of a discovered profile shared by its concurrent callers: a caller's "
+        "cancellation must not cancel the others' resolution",
+    ),
+    "Sources/TokenRelayAuth/DiscoveryClient.swift": (
+        1, "one metadata fetch per issuer shared by concurrent callers (on Placement.ownTasks)",
+    ),
+    "Sources/TokenRelayAuth/FetchedBearerCredentialSource.swift": (
+        1, "one fetch of a fetched bearer token shared by concurrent requests",
+    ),
+    "Sources/TokenRelayAuth/PostgresSharedTier.swift": (
+        1, "the timer that bounds a blocking libpq call on its SerialThread (the call cannot be "
+        "cancelled; the waiter is answered nil when the timer wins)",
+    ),
+    "Sources/TokenRelayAuth/TokenManager+AuthorizationCode.swift": (
+        1, "the OpenID Connect JWKS fetched while the code is exchanged, awaited later or cancelled "
+        "(on the manager's Placement.ownTasks executor)",
+    ),
+    "Sources/TokenRelayAuth/TokenManager+Flight.swift": (
+        1, "a renewal flight outlives any one caller, who joins and may leave it (RenewalFlight); on "
+        "the manager's Placement.ownTasks executor",
+    ),
+    "Sources/TokenRelayAuth/TokenManager+Login.swift": (
+        3, "a login flight outlives any one caller; a cancellation handler is synchronous, so it "
+        "hops to the actor in a task; the browser is opened without waiting for it",
+    ),
+    "Sources/TokenRelayAuth/TokenManager.swift": (
+        2, "a cancellation handler is synchronous, so it hops to the actor in a task; a waiter's "
+        "deadline timer (both on the manager's Placement.ownTasks executor)",
+    ),
+    "Sources/TokenRelayBench/RPCConnection.swift": (
+        1, "the benchmark program's reader of the child's answers, a measuring harness and not the "
+        "product: a blocking read on a thread of its own, as a load generator does",
+    ),
+    "Sources/TokenRelayJSONRPC/Dispatcher.swift": (
+        2, "each request runs as a task the in-flight table can cancel by id, on the executor "
+        "Placement chose for it; a notification's handler runs detached from the reader (nobody awaits it)",
+    ),
+    "Sources/TokenRelayJSONRPC/IO/StdioWriter.swift": (
+        1, "the one-shot timer that lets a stopping server abandon a peer that stopped reading: it "
+        "must fire while every task may be waiting on that peer",
+    ),
+    "Sources/TokenRelayServer/MCP/MCPFace.swift": (
+        1, "the login a tools/call asked for runs past that call: cancelling the call must not "
+        "cancel the person's login",
+    ),
+    "Sources/TokenRelayServer/MCPProxy/MCPProxyConnection.swift": (
+        1, "the server's GET event stream, followed for the life of the proxy's MCP session",
+    ),
+    "Sources/TokenRelayServer/Methods/Subscriptions.swift": (
+        1, "a subscription's pump lives until it is unsubscribed, past the subscribe call that started it",
+    ),
+    "Sources/TokenRelayServer/RelayServer.swift": (
+        1, "the parent-process watchdog (--parent-pid), for the life of the server",
+    ),
+    "Sources/TokenRelayServer/RelaySession.swift": (
+        1, "forwards the token manager's login prompts for the life of the library's session",
+    ),
+    "Sources/TokenRelayServer/Runtime/CurrentRuntime.swift": (
+        1, "after a reload, the retired runtime's sessions and transports are dropped once its last "
+        "call ends, without holding up that call",
+    ),
+    "Sources/tokenrelay/CommandLineTool.swift": (
+        1, "SIGHUP's handler is synchronous (on the signal source's queue): it starts the reload as a task",
+    ),
+    "Sources/tokenrelay/ProcessSetup.swift": (
+        1, "the binary's signal sources (SIGTERM, SIGINT, SIGHUP): libdispatch delivers signals on a "
+        "queue; the only way to take them over without a window where one is lost",
+    ),
+}
+
+# wire-errors: an RPCError is made from a foreign error (its description, kind or type) only by
+# ErrorMapping.rpcError; a JSON-RPC code is a literal only in ErrorCode and the MCP mapping;
+# only ErrorMapping has a function from `any Error` to RPCError. Building one from a known kind
+# and a message of its own is fine.
+WIRE_ERROR_OWNERS = (
+    "Sources/TokenRelayServer/ErrorMapping.swift",
+    "Sources/TokenRelayServer/MCP/MCPProtocol.swift",
+    "Sources/TokenRelayJSONRPC/ErrorCode.swift",
+)
+WIRE_ERROR_EXCEPTIONS: dict[str, tuple[int, str]] = {}
+FOREIGN_ERROR = re.compile(
+    r"(?:\\\(|\+)\s*(?:error|err|failure|underlying|cause)\b(?!\s*:)|String\(\s*describing:|"
+    r"\blocalizedDescription\b|\berrorKind\b|\btype\(\s*of:"
+)
+RAW_CODE = re.compile(r"\bcode:\s*-32\d{3}\b|ErrorCode\(\s*rawValue:\s*-32\d{3}")
+ERROR_TO_RPC = re.compile(r"\bfunc\s+\w+\s*(?:<[^>]*>)?\([^)]*:\s*(?:any\s+)?Error\b[^)]*\)[^{]*->\s*RPCError\b")
+
+# file-size: a Swift file of Sources/ over this many lines needs a reason here (and a ceiling:
+# growing past it fails as a new one would).
+FILE_LINES = 500
+LONG_FILES: dict[str, tuple[int, str]] = {
+    "Sources/TokenRelayAuth/SQLiteTokenStore.swift": (
+        600, "the store's opening, records and seeds on its one SerialThread; files, leases, "
+        "registrations and sealing are already extensions of their own",
+    ),
+    "Sources/TokenRelayAuth/TokenManager+Flight.swift": (
+        650, "a renewal flight from start to stored token (grant, DPoP, store key and seed, commit, "
+        "adoption of stored tokens), which RenewalFlight decides and this file performs in order",
+    ),
+    "Sources/TokenRelayConfig/Settings.swift": (
+        600, "the settings types (declarations with their defaults, next to no logic): one per config "
+        "section, each documented",
+    ),
+    "Sources/TokenRelayConfig/SettingsDecoder+Profiles.swift": (
+        650, "the decoding of every profile type and its grant, client authentication and discovery "
+        "members, which check each other",
+    ),
+    "Sources/TokenRelayHTTP/Transport/CurlEventLoop.swift": (
+        750, "the curl-multi loop: the socket and timer callbacks libcurl calls and the transfer table "
+        "they share, all on the loop thread (the inbox is the only state another thread touches)",
+    ),
+    "Sources/TokenRelayJSONRPC/Dispatcher.swift": (
+        650, "the in-flight table: input, execution with its bounds, batches, cancellation and "
+        "lifecycle share one Mutex-guarded state",
+    ),
+    "Sources/TokenRelayServer/MCP/HTTPRequestTool.swift": (
+        550, "the MCP http_request tool: the call, its header checks, the person's confirmation and "
+        "the answer's encoding",
+    ),
+}
+
+
+def strip_comments(text: str) -> str:
+    """`text` with // and /* */ comments blanked (line numbers kept); string literals kept."""
+    out = []
+    i, n = 0, len(text)
+    in_string = in_block = False
+    while i < n:
+        c = text[i]
+        if in_block:
+            if text.startswith("*/", i):
+                in_block = False
+                i += 2
+                continue
+            out.append("\n" if c == "\n" else " ")
+        elif in_string:
+            out.append(c)
+            if c == "\\" and i + 1 < n:
+                out.append(text[i + 1])
+                i += 1
+            elif c == '"' or c == "\n":
+                in_string = False
+        elif text.startswith("//", i):
+            end = text.find("\n", i)
+            i = n if end < 0 else end
+            continue
+        elif text.startswith("/*", i):
+            in_block = True
+            i += 2
+            continue
+        else:
+            if c == '"':
+                in_string = True
+            out.append(c)
+        i += 1
+    return "".join(out)
+
+
+def call_arguments(text: str, start: int) -> str:
+    """The text from `start` (just after an opening parenthesis) to its closing one."""
+    depth, i = 1, start
+    while depth and i < len(text):
+        depth += {"(": 1, ")": -1}.get(text[i], 0)
+        i += 1
+    return text[start : i - 1]
+
+
+class Breach:
+    def __init__(self, rule: str, path: str, line: int, what: str, todo: str):
+        self.rule, self.path, self.line, self.what, self.todo = rule, path, line, what, todo
+
+    def __str__(self) -> str:
+        self.what = " ".join(self.what.split())
+        return f"rule {self.rule}: {self.path}:{self.line}: {self.what}; {self.todo} ({RULES_DOC})"
+
+
+def line_of(text: str, offset: int) -> int:
+    return text.count("\n", 0, offset) + 1
+
+
+def listed(
+    rule: str, sites: dict[str, list[tuple[int, str]]], exceptions: dict[str, tuple[int, str]], todo: str
+) -> list[Breach]:
+    """Breaches of `rule` from `sites` (path -> [(line, what)]) beyond what `exceptions` allow."""
+    breaches = []
+    for path, found in sorted(sites.items()):
+        allowed = exceptions.get(path, (0, ""))[0]
+        if len(found) > allowed:
+            extra = f" (the list allows {allowed} here)" if allowed else ""
+            for line, what in found:
+                breaches.append(Breach(rule, path, line, what + extra, todo))
+    for path, (count, _) in sorted(exceptions.items()):
+        have = len(sites.get(path, []))
+        if have < count:
+            breaches.append(
+                Breach(
+                    rule, path, 1, f"listed as an exception with {count} site(s) but has {have}",
+                    "lower or remove its entry in scripts/check-architecture.py",
+                )
+            )
+    return breaches
+
+
+def check_rules(
+    root: pathlib.Path,
+    credential_exceptions: dict[str, tuple[int, str]],
+    thread_exceptions: dict[str, tuple[int, str]],
+    wire_exceptions: dict[str, tuple[int, str]],
+    long_files: dict[str, tuple[int, str]],
+) -> list[Breach]:
+    files = {}
+    for path in sorted((root / "Sources").rglob("*.swift")):
+        files[path.relative_to(root).as_posix()] = path.read_text(encoding="utf-8", errors="replace")
+    breaches: list[Breach] = []
+
+    # credentials
+    calls, headers = {}, {}
+    for path, raw in files.items():
+        code = strip_comments(raw)
+        if path != CREDENTIAL_MIDDLEWARE:
+            for m in CREDENTIAL_CALL.finditer(code):
+                calls.setdefault(path, []).append(
+                    (line_of(code, m.start()), f"calls CredentialSource.{m.group(1).split('(')[0]}")
+                )
+        if path == CREDENTIAL_MIDDLEWARE or CREDENTIAL_SOURCE.search(code):
+            continue
+        lines = set()
+        for m in CREDENTIAL_HEADER.finditer(code):
+            line = line_of(code, m.start())
+            if line not in lines:  # one site per line
+                lines.add(line)
+                headers.setdefault(path, []).append((line, f"writes a credential: {m.group(0)}"))
+    breaches += listed(
+        "credentials", calls, {},
+        "send the request through the environment's middleware stack (CredentialsMiddleware performs "
+        "CredentialRecovery's decision) instead of applying or invalidating a credential here",
+    )
+    breaches += listed(
+        "credentials", headers, credential_exceptions,
+        "let a CredentialSource attach it (reached only through CredentialsMiddleware), or, if it "
+        "authenticates tokenrelay itself rather than a resource request, list the file with its reason",
+    )
+
+    # threads
+    starts = {}
+    for path, raw in files.items():
+        if path.startswith(THREAD_PLATFORM):
+            continue
+        code = strip_comments(raw)
+        for m in THREAD_START.finditer(code):
+            starts.setdefault(path, []).append((line_of(code, m.start()), f"starts `{m.group(0).strip()}`"))
+    breaches += listed(
+        "threads", starts, thread_exceptions,
+        "start it through TokenRelayPlatform (Placement.task, SerialThread, SystemThread) or a task "
+        "group, or list the file with its reason",
+    )
+
+    # wire-errors
+    wire = {}
+    for path, raw in files.items():
+        if path in WIRE_ERROR_OWNERS:
+            continue
+        code = strip_comments(raw)
+        for m in re.finditer(r"\bRPCError\s*\(", code):
+            arguments = call_arguments(code, m.end())
+            foreign = FOREIGN_ERROR.search(arguments)
+            if foreign:
+                wire.setdefault(path, []).append(
+                    (line_of(code, m.start()), f"builds an RPCError from an error (`{foreign.group(0).strip()}`)")
+                )
+        for m in RAW_CODE.finditer(code):
+            wire.setdefault(path, []).append((line_of(code, m.start()), f"a literal wire code `{m.group(0)}`"))
+        for m in ERROR_TO_RPC.finditer(code):
+            wire.setdefault(path, []).append((line_of(code, m.start()), "a function from an error to an RPCError"))
+    breaches += listed(
+        "wire-errors", wire, wire_exceptions,
+        "throw or map the error with ErrorMapping.rpcError (then MCPProtocol.mapError on the MCP "
+        "faces), or build the RPCError from a known kind and a message of your own",
+    )
+
+    # file-size
+    for path, raw in files.items():
+        lines = raw.count("\n") + (0 if raw.endswith("\n") or not raw else 1)
+        ceiling, _ = long_files.get(path, (FILE_LINES, ""))
+        if lines > ceiling:
+            what = f"{lines} lines" + (f", past its stated ceiling of {ceiling}" if path in long_files else "")
+            breaches.append(
+                Breach(
+                    "file-size", path, lines, what,
+                    f"split it by responsibility (an extension per concern) below {FILE_LINES} lines, or "
+                    "list it with its reason",
+                )
+            )
+    for path in sorted(long_files):
+        if path not in files:
+            breaches.append(
+                Breach("file-size", path, 1, "listed as a long file but missing", "remove its entry")
+            )
+        elif files[path].count("\n") <= FILE_LINES:
+            breaches.append(
+                Breach(
+                    "file-size", path, 1, f"listed as a long file but has at most {FILE_LINES} lines",
+                    "remove its entry",
+                )
+            )
+    return breaches
+
+
+def check_repository() -> list[Breach]:
+    return check_rules(ROOT, CREDENTIAL_HEADER_EXCEPTIONS, THREAD_EXCEPTIONS, WIRE_ERROR_EXCEPTIONS, LONG_FILES)
+
+
+SELF_TEST_BASE = {
+    # What each rule allows: the middleware applies; a source writes the header; the platform
+    # starts threads; a known kind with a message of its own; mentions in comments.
+    CREDENTIAL_MIDDLEWARE: """
+        let stamp = try await source.apply(to: &request)
+        try await source.invalidate(stamp: stamp)
+    """,
+    "Sources/TokenRelayAuth/SomeCredentialSource.swift": """
+        public func apply(to request: inout HTTPRequest) async throws -> CredentialStamp {
+            request.headers.set(name: "Authorization", value: "Bearer \\(token.accessToken)")
+        }
+    """,
+    "Sources/TokenRelayPlatform/Threads.swift": """
+        Task.detached { await body() }
+        pthread_create(&thread, nil, start, box)
+    """,
+    "Sources/TokenRelayServer/Fine.swift": """
+        // Task { } and credentials.apply(to: &request) in a comment do not count.
+        Placement.task { await work() }
+        await withTaskGroup(of: Void.self) { group in group.addTask { await work() } }
+        if Task.isCancelled { try await Task.sleep(for: .seconds(1)) }
+        var pending: Task<Void, Never>?
+        let thread = SerialThread(named: "x")
+        throw RPCError(kind: .timeout, message: "no answer from \\(name)")
+        throw ErrorMapping.rpcError(error)
+        let value = response.headers["Authorization"]
+    """,
+    "Sources/TokenRelayServer/ErrorMapping.swift": """
+        public static func rpcError(_ error: any Error) -> RPCError {
+            RPCError(kind: .internal, message: String(describing: error))
+        }
+    """,
+}
+SELF_TEST_BREACHES = {
+    "credentials": [
+        "_ = try await credentials.apply(to: &request)",
+        "try await credentials.invalidate(stamp: stamp)",
+        "if credentials.signsAgain(after: status, headers: headers, request: request) {}",
+        'request.headers.set(name: "Authorization", value: "Bearer \\(token.accessToken)")',
+        'headers.add(name: "DPoP", value: proof)',
+        'request.headers.set(name: credentialHeader, value: "Bearer " + token.accessToken)',
+    ],
+    "threads": [
+        "Task { await work() }",
+        "let task = Task(executorPreference: nil) { await work() }",
+        "let task = Task<Void, Never> { await work() }",
+        "Task.detached { await work() }",
+        "let reader = Thread { read() }",
+        "Foundation.Thread.detachNewThread { read() }",
+        "DispatchQueue.global().async { work() }",
+        "pthread_create(&thread, nil, start, nil)",
+    ],
+    "wire-errors": [
+        'throw RPCError(code: .internal, message: "it failed: \\(error)")',
+        "throw RPCError(\n    kind: .internal,\n    message: String(describing: error))",
+        "return RPCError(kind: error.errorKind, message: text)",
+        'output(errorAnswer(id: id, code: -32603, message: "could not deliver"))',
+        "static func wire(_ error: any Error) -> RPCError { .cancelled }",
+    ],
+    "file-size": ["let x = 1\n" * (FILE_LINES + 1)],
+}
+
+
+def self_test() -> int:
+    """Runs the rules on synthetic trees: the base passes; each breach fails its rule (and only
+    it); the exception lists allow what they list, fail on one site more and on a stale entry."""
+    failures = []
+
+    def run(files: dict[str, str], threads: dict[str, tuple[int, str]] | None = None) -> list[Breach]:
+        root = pathlib.Path(tempfile.mkdtemp(prefix="check-architecture-"))
+        try:
+            for path, text in files.items():
+                (root / path).parent.mkdir(parents=True, exist_ok=True)
+                (root / path).write_text(text, encoding="utf-8")
+            return check_rules(root, {}, threads or {}, {}, {})
+        finally:
+            shutil.rmtree(root)
+
+    def expect(name: str, breaches: list[Breach], rule: str | None) -> None:
+        rules = {b.rule for b in breaches}
+        if rule is None and breaches:
+            failures.append(f"{name}: expected no breach, got: " + "; ".join(map(str, breaches)))
+        elif rule is not None and rules != {rule}:
+            failures.append(f"{name}: expected a breach of rule {rule}, got {sorted(rules) or 'none'}")
+
+    expect("the base tree", run(SELF_TEST_BASE), None)
+    breach_path = "Sources/TokenRelayServer/NextFrontDoor.swift"
+    for rule, snippets in SELF_TEST_BREACHES.items():
+        for snippet in snippets:
+            expect(f"{rule}: {snippet.splitlines()[0][:60]}", run({**SELF_TEST_BASE, breach_path: snippet}), rule)
+    two = "Task { await a() }\nTask { await b() }\n"
+    expect("a listed exception", run({**SELF_TEST_BASE, breach_path: two}, {breach_path: (2, "why")}), None)
+    expect("one site past a listed exception", run({**SELF_TEST_BASE, breach_path: two}, {breach_path: (1, "why")}), "threads")
+    expect("a stale exception", run(SELF_TEST_BASE, {breach_path: (1, "why")}), "threads")
+    for line in failures:
+        print(line)
+    cases = sum(len(s) for s in SELF_TEST_BREACHES.values()) + 4
+    print(f"architecture rules self-test: {cases - len(failures)} of {cases} cases hold")
+    return 1 if failures else 0
+
+
 def main() -> int:
+    if sys.argv[1:] == ["--self-test"]:
+        return self_test()
     doc = pathlib.Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT / "ARCHITECTURE.md"
     text = doc.read_text(encoding="utf-8")
     code = sources()
@@ -94,7 +577,11 @@ def main() -> int:
     for line in missing:
         print(line)
     print(f"architecture map: {len(missing)} missing name(s)")
-    return 1 if missing else 0
+    breaches = check_repository()
+    for breach in breaches:
+        print(breach)
+    print(f"architecture rules: {len(breaches)} breach(es)")
+    return 1 if missing or breaches else 0
 
 
 if __name__ == "__main__":

@@ -136,8 +136,10 @@ package final class RelayRuntime: Sendable {
         do {
             try ProfileRuntime.oauthConfiguration(profile, in: environment)?.validate()
         } catch {
-            throw RPCError(
-                code: .config, message: "profile '\(profile.name)' of environment '\(environment.name)': \(error)")
+            // ErrorMapping turns the error into the wire error (its kind, redacted); the message names the profile.
+            var mapped = ErrorMapping.rpcError(error)
+            mapped.message = "profile '\(profile.name)' of environment '\(environment.name)': " + mapped.message
+            throw mapped
         }
     }
 
