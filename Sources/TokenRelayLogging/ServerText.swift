@@ -68,7 +68,8 @@ public struct ServerText: Sendable, Hashable, CustomStringConvertible, Expressib
         case 0xf3:
             guard second == 0xa0, index + 3 < bytes.count else { return 0 }
             let third = bytes[index + 2]
-            return third == 0x80 || third == 0x81 || (0x84...0x87).contains(third) ? 4 : 0
+            let selector = (0x84...0x86).contains(third) || (third == 0x87 && bytes[index + 3] <= 0xaf)
+            return third == 0x80 || third == 0x81 || selector ? 4 : 0
         default:
             guard index + 2 < bytes.count else { return 0 }
             let third = bytes[index + 2]
