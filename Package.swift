@@ -28,6 +28,9 @@ let package = Package(
         // CPostgres loads libpq with dlopen on first use (Sources/CPostgres/shim.h), like CCurl: only a
         // config with a shared tier (store.shared) maps it.
         .systemLibrary(name: "CPostgres", path: "Sources/CPostgres", providers: [.apt(["libpq-dev"])]),
+        // CSecret loads libsecret with dlopen on first use (Sources/CSecret/shim.h), like CCurl: only a
+        // process that opens a store without a configured key maps it (the secret service's store key).
+        .systemLibrary(name: "CSecret", path: "Sources/CSecret", providers: [.apt(["libsecret-1-0"])]),
         // CSystem shows the libc calls Swift's Glibc module does not (eventfd, pwritev2).
         .systemLibrary(name: "CSystem", path: "Sources/CSystem"),
 
@@ -41,8 +44,8 @@ let package = Package(
         .target(
             name: "TokenRelayAuth",
             dependencies: [
-                "TokenRelayHTTP", "TokenRelayHTTPFields", "TokenRelayJSONRPC", "CCrypto", "CSQLite", "CPostgres", "TokenRelayErrorKinds",
-                "TokenRelayLogging", "TokenRelayPlatform",
+                "TokenRelayHTTP", "TokenRelayHTTPFields", "TokenRelayJSONRPC", "CCrypto", "CSQLite", "CPostgres", "CSecret",
+                "TokenRelayErrorKinds", "TokenRelayLogging", "TokenRelayPlatform",
             ]),
         .target(
             name: "TokenRelayServer", dependencies: ["TokenRelayJSONRPC", "TokenRelayConfig", "TokenRelayHTTP", "TokenRelayHTTPFields", "TokenRelayAuth", "TokenRelayErrorKinds", "TokenRelayLogging", "TokenRelayPlatform"]),

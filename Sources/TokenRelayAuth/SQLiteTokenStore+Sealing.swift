@@ -29,12 +29,25 @@ extension SQLiteTokenStore {
                 let sealedRows =
                     try connection.query("SELECT count(*) FROM sessions WHERE sealed = 1").first?.first?
                     .integerValue ?? 0
+                if try Self.keyKind(connection) == .secretService {
+                    throw AuthError.store(
+                        "the store \(path) was sealed with a key from the secret service; remove store.key: none "
+                            + "to open it with that key")
+                }
                 if check != nil || sealedRows > 0 {
                     throw AuthError.store("the store \(path) is encrypted; configure store.encryption_key to open it")
                 }
                 return nil
             }
             if let check {
+                if try Self.keyKind(connection) == .secretService,
+                    cipher.open(check, associatedData: Self.checkAssociatedData) != Self.checkPlaintext
+                {
+                    throw AuthError.store(
+                        "the store \(path) was sealed with a key from the secret service, not with "
+                            + "store.encryption_key: remove store.encryption_key to open it with that key "
+                            + "(nothing was read or written)")
+                }
                 try verifyCheck(check, cipher: cipher)
                 return check
             }
@@ -65,10 +78,7 @@ extension SQLiteTokenStore {
                         + "to seal a plain store you trust, run `tokenrelay store rekey --new-key-env NAME` with "
                         + "store.encryption_key unset; otherwise move the file away to start afresh")
             }
-            guard let check = cipher.seal(Self.checkPlaintext, associatedData: Self.checkAssociatedData) else {
-                throw AuthError.store("sealing failed (libcrypto)")
-            }
-            try connection.query("INSERT INTO meta (name, value) VALUES ('check', ?1)", [.blob(check)])
+            let check = try Self.writeCheck(connection, cipher: cipher, kind: .configured)
             try connection.execute("COMMIT")
             return check
         } catch {
@@ -148,7 +158,7 @@ extension SQLiteTokenStore {
     /// interleaves): checks the store is still as `opened` knows it, opens every record with its
     /// key (a plain store: every record is plain), seals it with `new`, and writes the check
     /// record of `new`. Returns that check record.
-    private func reseal(_ opened: inout Opened, to new: StoreCipher) throws -> [UInt8] {
+    private func reseal(_ opened: inout Opened, to new: StoreCipher, kind: StoreKeyKind) throws -> [UInt8] {
         let connection = opened.connection
         try connection.execute("BEGIN IMMEDIATE")
         do {
@@ -196,10 +206,7 @@ extension SQLiteTokenStore {
                     "UPDATE registrations SET payload = ?1, sealed = 1 WHERE issuer = ?2",
                     [.blob(stored), .text(issuer)])
             }
-            guard let check = new.seal(Self.checkPlaintext, associatedData: Self.checkAssociatedData) else {
-                throw AuthError.store("sealing failed (libcrypto)")
-            }
-            try connection.query("INSERT OR REPLACE INTO meta (name, value) VALUES ('check', ?1)", [.blob(check)])
+            let check = try Self.writeCheck(connection, cipher: new, kind: kind)
             try connection.execute("COMMIT")
             // The write-ahead log still holds the pages as they were (old key, or plain text): copy
             // them into the file (whose freed pages `secure_delete` zeroes) and empty the log.
@@ -213,27 +220,44 @@ extension SQLiteTokenStore {
     }
 
     /// `tokenrelay store rekey`: re-seals every record under `newKey` (base64 or hex) in one
-    /// transaction. The store must open with its current key first (none: a plain store, sealed
-    /// now on purpose). Every session's renewal lease is taken first (SPEC §5.6), waiting up to
-    /// `leaseWait` for renewals under way elsewhere (`waiting` says which), so no rotated refresh
-    /// token is committed under the old key after the re-sealing, nor sent meanwhile.
+    /// transaction (``rekey(to:leaseWait:waiting:)-(NewStoreKey,_,_)``).
+    @discardableResult
     public func rekey(
         to newKey: String, leaseWait: Duration = .seconds(30), waiting: @escaping @Sendable (String) -> Void = { _ in }
-    ) async throws {
-        guard let bytes = Self.decodeKey(newKey), let cipher = StoreCipher(key: bytes) else {
+    ) async throws -> [String] {
+        try await rekey(to: .text(newKey), leaseWait: leaseWait, waiting: waiting)
+    }
+
+    /// `tokenrelay store rekey`: re-seals every record under `newKey` in one transaction. The
+    /// store must open with its current key first (none: a plain store, sealed now on purpose).
+    /// Every session's renewal lease is taken first (SPEC §5.6), waiting up to `leaseWait` for
+    /// renewals under way elsewhere (`waiting` says which), so no rotated refresh token is
+    /// committed under the old key after the re-sealing, nor sent meanwhile. A key for the
+    /// secret service is created there just before the re-sealing; the secret service's item of
+    /// a store moved away from it is removed just after. Returns what else it did, in sentences.
+    @discardableResult
+    public func rekey(
+        to newKey: NewStoreKey, leaseWait: Duration = .seconds(30),
+        waiting: @escaping @Sendable (String) -> Void = { _ in }
+    ) async throws -> [String] {
+        if case .text(let text) = newKey, Self.decodeKey(text) == nil {
             throw AuthError.store("the new key \(StoreKeyText.requirement)")
         }
         try await open()
         let deadline = Date().addingTimeInterval(Double(leaseWait.components.seconds))
         let leases = try await takeEveryRenewalLease(until: deadline, waiting: waiting)
         defer { releaseLeaseRows(leases, what: "the rekey") }
-        try await onQueue {
-            let result = self.state.withLock { opened -> Result<Void, AuthError> in
-                guard var current = opened else { return .success(()) }
+        return try await onQueue {
+            let result = self.state.withLock { opened -> Result<[String], AuthError> in
+                guard var current = opened else { return .success([]) }
+                let previous = current.keyKind
                 do {
-                    let check = try self.reseal(&current, to: cipher)
+                    let (cipher, kind) = try self.rekeyTarget(newKey, current: previous)
+                    let check = try self.reseal(&current, to: cipher, kind: kind)
                     current.cipher = cipher
                     current.checkRecord = check
+                    current.keyKind = kind
+                    current.note = kind == .secretService ? Self.sealedBySecretService : Self.sealedByConfiguredKey
                     opened = current
                 } catch let error as AuthError {
                     return .failure(error)
@@ -242,10 +266,20 @@ extension SQLiteTokenStore {
                         AuthError.store("the store \(self.path) could not be re-sealed (\(error)); nothing was changed")
                     )
                 }
-                self.openedInfo.withLock { $0 = (current.schemaVersion, true) }
-                return .success(())
+                self.publishInfo(current)
+                guard previous == .secretService, current.keyKind != .secretService else { return .success([]) }
+                // The secret service's key seals nothing any more.
+                switch SecretServiceKeyring.delete(store: self.path) {
+                case .done, .absent:
+                    return .success(["the secret service's key for the store was removed"])
+                default:
+                    return .success([
+                        "the secret service's key for the store could not be removed: remove it with `secret-tool "
+                            + "clear application \(SecretServiceKeyring.application) store \(self.path)`"
+                    ])
+                }
             }
-            try result.get()
+            return try result.get()
         }
     }
 }

@@ -52,7 +52,8 @@ public final class SQLiteTokenStore: TokenStore {
 
     /// Where the database is.
     public let path: String
-    let encryptionKey: SecretProvider?
+    /// Where the key comes from.
+    public let keySource: StoreKeySource
     let busyTimeoutMilliseconds: Int32
 
     struct Opened {
@@ -63,6 +64,19 @@ public final class SQLiteTokenStore: TokenStore {
         /// With a key: the check record this process verified opens under it (compared with the
         /// stored one in every write transaction: another one means the store was re-keyed).
         var checkRecord: [UInt8]?
+        /// What sealed the store (`nil`: plain text).
+        var keyKind: StoreKeyKind?
+        /// Which it is, in a sentence (``TokenStoreInfo/note``).
+        var note: String
+        /// Whether the first write of this process said which it is.
+        var announced = false
+    }
+
+    /// What `info` shows of the opened store.
+    struct OpenedInfo {
+        var schemaVersion: Int
+        var keyKind: StoreKeyKind?
+        var note: String
     }
 
     /// Locked on `queue` only, apart from ``changedElsewhere()``'s non-waiting look (so a
@@ -71,22 +85,35 @@ public final class SQLiteTokenStore: TokenStore {
     /// Runs every statement, one at a time, off the cooperative pool, on the store's own thread
     /// (``prepare()`` can start it before libcurl's load, during which no thread can be made).
     let queue = SerialThread(named: "relay-store")
-    /// What `info` shows of the opened store (schema version, encrypted), readable from any thread.
-    let openedInfo = Mutex<(schemaVersion: Int, encrypted: Bool)?>(nil)
+    /// What `info` shows of the opened store (schema version, sealing), readable from any thread.
+    let openedInfo = Mutex<OpenedInfo?>(nil)
 
     /// A store at `path` (opened on first use), sealing tokens under the key from `encryptionKey`
-    /// (base64 or hex of 32 bytes) when given.
-    public init(path: String, encryptionKey: SecretProvider? = nil, busyTimeout: Duration = .seconds(5)) {
+    /// (base64 or hex of 32 bytes) when given, in plain text otherwise.
+    public convenience init(path: String, encryptionKey: SecretProvider? = nil, busyTimeout: Duration = .seconds(5)) {
+        self.init(path: path, key: encryptionKey.map { .configured($0) } ?? .none, busyTimeout: busyTimeout)
+    }
+
+    /// A store at `path` (opened on first use) whose key comes from `key`.
+    public init(path: String, key: StoreKeySource, busyTimeout: Duration = .seconds(5)) {
         self.path = path
-        self.encryptionKey = encryptionKey
+        self.keySource = key
         busyTimeoutMilliseconds = Int32(busyTimeout.components.seconds * 1000)
     }
 
+    /// The configured key, if the store has one.
+    var encryptionKey: SecretProvider? {
+        if case .configured(let provider) = keySource { return provider }
+        return nil
+    }
+
     public var info: TokenStoreInfo {
-        let opened = openedInfo.withLock { $0 }
+        guard let opened = openedInfo.withLock({ $0 }) else {
+            return TokenStoreInfo(type: "sqlite", path: path, encrypted: encryptionKey != nil)
+        }
         return TokenStoreInfo(
-            type: "sqlite", path: path, encrypted: opened?.encrypted ?? (encryptionKey != nil),
-            schemaVersion: opened?.schemaVersion)
+            type: "sqlite", path: path, encrypted: opened.keyKind != nil, schemaVersion: opened.schemaVersion,
+            key: opened.keyKind?.rawValue, note: opened.note)
     }
 
     // MARK: - Opening
@@ -95,8 +122,11 @@ public final class SQLiteTokenStore: TokenStore {
     /// or key. Idempotent.
     public func open() async throws {
         if openedInfo.withLock({ $0 != nil }) { return }
-        var cipher: StoreCipher?
-        if let encryptionKey {
+        var plan = KeyPlan.plain
+        switch keySource {
+        case .none: break
+        case .secretService(let required): plan = .secretService(required: required)
+        case .configured(let encryptionKey):
             let text: String
             do {
                 text = try await encryptionKey.resolve()
@@ -106,24 +136,31 @@ public final class SQLiteTokenStore: TokenStore {
             guard let bytes = Self.decodeKey(text), let made = StoreCipher(key: bytes) else {
                 throw AuthError.store("the encryption key of the store \(path) \(StoreKeyText.requirement)")
             }
-            cipher = made
+            plan = .configured(made)
         }
-        try await onQueue { [cipher] in try self.openOnQueue(cipher: cipher).get() }
+        try await onQueue { [plan] in try self.openOnQueue(plan).get() }
     }
 
     /// For a one-shot command that will read the store: loads libsqlite3 and libcrypto (the store
     /// key's digest) on the caller's thread (a `dlopen` each), starts the store's thread
     /// and queues the opening on it, then returns without waiting for the opening, which runs
     /// beside whatever the command does next (`call` loads libcurl then). A store sealed with a
-    /// key is opened on first use instead (its key may take a command to resolve). Nothing is
+    /// key is opened on first use instead (its key may take a command to resolve); one whose key
+    /// the secret service holds is opened here, on the store's thread. Nothing is
     /// reported here: a library that cannot be loaded or an opening that fails is met again, and
     /// reported, by the first use (so a command that fails before it uses the store may still
     /// have created or migrated the file).
     public func prepare() {
         guard tr_sqlite_load() == 1, LibCrypto.load() else { return }
         queue.start()
-        guard encryptionKey == nil, openedInfo.withLock({ $0 == nil }) else { return }
-        queue.async { _ = self.openOnQueue(cipher: nil) }
+        guard openedInfo.withLock({ $0 == nil }) else { return }
+        let plan: KeyPlan
+        switch keySource {
+        case .configured: return
+        case .none: plan = .plain
+        case .secretService(let required): plan = .secretService(required: required)
+        }
+        queue.async { _ = self.openOnQueue(plan) }
     }
 
     /// Waits until everything queued on the store's thread so far has run (tests: what
@@ -133,13 +170,13 @@ public final class SQLiteTokenStore: TokenStore {
     }
 
     /// Opens the connection unless it is open. Only on `queue`.
-    private func openOnQueue(cipher: StoreCipher?) -> Result<Void, AuthError> {
+    private func openOnQueue(_ plan: KeyPlan) -> Result<Void, AuthError> {
         state.withLock { opened -> Result<Void, AuthError> in
             if opened != nil { return .success(()) }
             do throws(AuthError) {
-                let made = try openConnection(cipher: cipher)
+                let made = try openConnection(plan)
                 opened = made
-                openedInfo.withLock { $0 = (made.schemaVersion, made.cipher != nil) }
+                publishInfo(made)
                 return .success(())
             } catch {
                 return .failure(error)
@@ -167,7 +204,7 @@ public final class SQLiteTokenStore: TokenStore {
         LibCrypto.randomBytes(StoreCipher.keyLength).map { Data($0).base64EncodedString() }
     }
 
-    private func openConnection(cipher: StoreCipher?) throws(AuthError) -> Opened {
+    private func openConnection(_ plan: KeyPlan) throws(AuthError) -> Opened {
         let checked = try Self.prepareFile(path)
         let connection: SQLiteConnection
         do {
@@ -193,11 +230,18 @@ public final class SQLiteTokenStore: TokenStore {
             throw AuthError.store("the store \(path) could not be opened (\(error))")
         }
         let version = try migrate(connection)
-        let check = try checkKey(connection, cipher: cipher)
+        let sealing = try sealing(connection, plan)
         let dataVersion = (try? Self.dataVersion(connection)) ?? 0
         return Opened(
-            connection: connection, cipher: cipher, schemaVersion: version, dataVersion: dataVersion,
-            checkRecord: check)
+            connection: connection, cipher: sealing.cipher, schemaVersion: version, dataVersion: dataVersion,
+            checkRecord: sealing.check, keyKind: sealing.kind, note: sealing.note)
+    }
+
+    /// Makes what `info` shows of the store `opened`.
+    func publishInfo(_ opened: Opened) {
+        openedInfo.withLock {
+            $0 = OpenedInfo(schemaVersion: opened.schemaVersion, keyKind: opened.keyKind, note: opened.note)
+        }
     }
 
     /// Runs `body` again, after a short pause, while SQLite answers busy, up to
@@ -365,6 +409,7 @@ public final class SQLiteTokenStore: TokenStore {
                         .integer(sealed ? 1 : 0), .real(Date().timeIntervalSince1970),
                     ])
                 try connection.execute("COMMIT")
+                self.announceFirstWrite(&opened)
                 return rows.first?.first?.integerValue ?? 0
             } catch {
                 try? connection.execute("ROLLBACK")

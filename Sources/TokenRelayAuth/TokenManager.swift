@@ -255,6 +255,16 @@ public actor TokenManager {
     /// What `status` shows about the store.
     public nonisolated var storeInfo: TokenStoreInfo { store.info }
 
+    /// `logout --all --forget-key`: removes the secret service's key of the store (an empty
+    /// store only, ``SQLiteTokenStore/forgetSecretServiceKey()``); says what was done.
+    public nonisolated func forgetStoreKey() async throws -> String {
+        guard let sqlite = store as? SQLiteTokenStore else {
+            throw AuthError.store(
+                "the store's key is not kept by the secret service (the store is not a plain SQLite file)")
+        }
+        return try await sqlite.forgetSecretServiceKey()
+    }
+
     /// Starts opening the store in the background (``TokenStore/prepare()``): for a one-shot
     /// command whose profile keeps its session there.
     public nonisolated func prepareStore() { store.prepare() }

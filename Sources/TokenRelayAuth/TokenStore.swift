@@ -116,17 +116,25 @@ public struct TokenStoreInfo: Sendable, Equatable {
     public var schemaVersion: Int?
     /// The shared tier beside the store (`store.shared`), if any.
     public var shared: SharedTierInfo?
+    /// What sealed the opened store (``StoreKeyKind``'s raw value: `secret_service`,
+    /// `encryption_key`); `nil` when it is plain or not opened yet.
+    public var key: String?
+    /// Which it is, in a sentence ("sealed with a key from the secret service", "plain text: no
+    /// secret service here (…); set store.encryption_key"); `nil` until the store is opened.
+    public var note: String?
 
     /// Creates a description.
     public init(
         type: String, path: String? = nil, encrypted: Bool = false, schemaVersion: Int? = nil,
-        shared: SharedTierInfo? = nil
+        shared: SharedTierInfo? = nil, key: String? = nil, note: String? = nil
     ) {
         self.type = type
         self.path = path
         self.encrypted = encrypted
         self.schemaVersion = schemaVersion
         self.shared = shared
+        self.key = key
+        self.note = note
     }
 }
 

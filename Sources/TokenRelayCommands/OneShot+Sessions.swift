@@ -18,11 +18,18 @@ extension OneShot {
 
     /// `tokenrelay logout`: the `logout` method (params `{environment?, profile?, all?}`) in a
     /// process of its own; the sessions are removed from the store, so every process sees it.
+    /// `forgetKey` (`--all --forget-key`): then the secret service's key of the store is removed
+    /// (`forgotten` in the result says what was done).
     public static func logout(
-        settings: Settings, environment: String?, params: JSONValue
+        settings: Settings, environment: String?, params: JSONValue, forgetKey: Bool = false
     ) async -> Result<JSONValue, RPCError> {
-        await withTokenMethods(settings: settings, environment: environment) {
-            try await $0.logout(try SessionSelection(decoding: params)).resultValue
+        await withTokenMethods(settings: settings, environment: environment) { methods in
+            var result = try await methods.logout(try SessionSelection(decoding: params)).resultValue
+            if forgetKey, case .object(var object) = result {
+                object["forgotten"] = .string(try await methods.runtime.manager.forgetStoreKey())
+                result = .object(object)
+            }
+            return result
         }
     }
 
@@ -41,14 +48,14 @@ extension OneShot {
     /// `newKey` (base64 or hex of 32 bytes) in one transaction, once no renewal is under way in
     /// any process (`waiting` is told of each it waits for).
     public static func rekeyStore(
-        settings: Settings, newKey: String, waiting: @escaping @Sendable (String) -> Void = { _ in }
-    ) async -> Result<String, RPCError> {
+        settings: Settings, newKey: NewStoreKey, waiting: @escaping @Sendable (String) -> Void = { _ in }
+    ) async -> Result<(path: String, notes: [String]), RPCError> {
         guard let store = RelayRuntime.makeStore(settings.store) as? SQLiteTokenStore else {
             return .failure(RPCError(code: .config, message: "the store is not SQLite: nothing to re-seal"))
         }
         do {
-            try await store.rekey(to: newKey, waiting: waiting)
-            return .success(store.path)
+            let notes = try await store.rekey(to: newKey, waiting: waiting)
+            return .success((store.path, notes))
         } catch {
             return .failure(ErrorMapping.rpcError(error))
         }

@@ -138,11 +138,11 @@ public struct ConfigLoader: Sendable {
                     values[secret.identity] = value
                     // The store key is read by the parser `serve` reads it with: what one refuses,
                     // so does the other.
-                    if secret.keyPath == Self.storeKeyPath, StoreKeyText.decode(value) == nil {
+                    if Self.storeKeyPaths.contains(secret.keyPath), StoreKeyText.decode(value) == nil {
                         result.diagnostics.append(
                             ConfigDiagnostic(
                                 file: file, mark: secret.mark, severity: .error,
-                                message: "'\(Self.storeKeyPath)' \(StoreKeyText.requirement)"))
+                                message: "'\(secret.keyPath)' \(StoreKeyText.requirement)"))
                     }
                 } catch {
                     result.diagnostics.append(
@@ -160,8 +160,9 @@ public struct ConfigLoader: Sendable {
         return result
     }
 
-    /// The key path of the store's encryption key (checked as a key once resolved).
-    static let storeKeyPath = "store.encryption_key"
+    /// The key paths of the store's encryption key, as either spelling gives it (checked as a
+    /// key once resolved).
+    static let storeKeyPaths: Set<String> = ["store.encryption_key", "store.key"]
 
     /// Parses and validates without resolving any secret or running anything (synchronous;
     /// used by the fuzzer and by `decode`).

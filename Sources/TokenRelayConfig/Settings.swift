@@ -72,8 +72,11 @@ public struct StoreSettings: Sendable, Hashable {
     /// The SQLite file (absolute, `~` expanded); `nil` for memory, or for the default
     /// (``defaultPath(environment:)``, resolved when the store is made).
     public var path: String?
-    /// The key sealing tokens at rest (32 bytes, base64 or hex); `nil`: stored in plain text.
+    /// The key sealing tokens at rest (32 bytes, base64 or hex: `encryption_key`, or `key` given a
+    /// secret source); `nil`: ``key`` says.
     public var encryptionKey: SecretSource?
+    /// Without ``encryptionKey``: the secret service's key (``KeyChoice``).
+    public var key: KeyChoice = .automatic
     /// A tier shared by a fleet of hosts (SPEC §11), if configured.
     public var shared: SharedTierSettings?
 
@@ -84,6 +87,16 @@ public struct StoreSettings: Sendable, Hashable {
         self.path = path
         self.encryptionKey = encryptionKey
         self.shared = shared
+    }
+
+    /// Where the key comes from when no secret source is configured (`store.key`).
+    public enum KeyChoice: String, Sendable, Hashable {
+        /// Not said: the secret service's key where there is one, plain text (said) elsewhere.
+        case automatic
+        /// `key: keyring`: the secret service's key, or the store is refused.
+        case keyring
+        /// `key: none`: plain text.
+        case none
     }
 
     /// `$XDG_STATE_HOME/tokenrelay/sessions.db`, else `~/.local/state/tokenrelay/sessions.db`.
@@ -100,13 +113,14 @@ public struct StoreSettings: Sendable, Hashable {
     /// Equal when the type, path and key source (as written, not as resolved) are.
     public static func == (lhs: StoreSettings, rhs: StoreSettings) -> Bool {
         lhs.type == rhs.type && lhs.path == rhs.path && lhs.encryptionKey?.origin == rhs.encryptionKey?.origin
-            && lhs.shared == rhs.shared
+            && lhs.key == rhs.key && lhs.shared == rhs.shared
     }
 
     public func hash(into hasher: inout Hasher) {
         hasher.combine(type)
         hasher.combine(path)
         hasher.combine(encryptionKey?.origin)
+        hasher.combine(key)
         hasher.combine(shared)
     }
 }

@@ -58,10 +58,21 @@ extension SettingsDecoder {
             environment.profiles.contains { Self.tokenProfileTypes.contains($0.typeName) }
         }
         if settings.store.type == .sqlite && settings.store.encryptionKey == nil && !mode.isServe && keepsTokens {
-            sink.warning(
-                "the token store has no 'encryption_key': tokens are kept in plain text in its 0600 file "
-                    + "(set store.encryption_key to seal them, or store: {type: memory}; tokenrelay store new-key prints a key)",
-                at: top["store"]?.key.mark ?? SourceMark(line: 1, column: 1))
+            let mark = top["store"]?.key.mark ?? SourceMark(line: 1, column: 1)
+            switch settings.store.key {
+            case .automatic:
+                sink.warning(
+                    "the token store has no key configured: tokens are sealed with a key from the desktop's secret "
+                        + "service where one is reachable (tokenrelay status says which), and kept in plain text in "
+                        + "its 0600 file where there is none (set store.encryption_key, or store.key: keyring to "
+                        + "require the secret service, or store.key: none to say plain text is meant)",
+                    at: mark)
+            case .none:
+                sink.warning(
+                    "store.key is none: tokens are kept in plain text in the store's 0600 file", at: mark)
+            case .keyring:
+                break
+            }
         }
         return settings
     }
@@ -120,13 +131,34 @@ extension SettingsDecoder {
                 sink.error("'store.encryption_key' only applies to 'type: sqlite'", at: pair.key.mark)
             }
         }
+        if let pair = keys["key"] {
+            if keys["encryption_key"] != nil {
+                sink.error(
+                    "'store.key' and 'store.encryption_key' both give the store's key: keep one "
+                        + "(store.key: {env: NAME} is store.encryption_key: {env: NAME})",
+                    at: pair.key.mark)
+            } else if store.type != .sqlite {
+                sink.error("'store.key' only applies to 'type: sqlite'", at: pair.key.mark)
+            } else if pair.value.pairs != nil {
+                store.encryptionKey = secretSource(pair.value, path: "store.key")
+            } else if let word = pair.value.scalar?.value, let choice = StoreSettings.KeyChoice(rawValue: word),
+                choice != .automatic
+            {
+                store.key = choice
+            } else {
+                sink.error(
+                    "'store.key' must be keyring (the desktop's secret service), none (plain text) or a secret "
+                        + "source: { env: NAME }, { file: path } or { command: [argv] }",
+                    at: pair.value.mark)
+            }
+        }
         if let pair = keys["shared"] {
             store.shared = decodeSharedTier(pair.value)
             if store.shared != nil, store.type != .sqlite {
                 sink.error("'store.shared' needs the host's store to be 'type: sqlite'", at: pair.key.mark)
             } else if store.shared != nil, store.encryptionKey == nil {
                 sink.error(
-                    "'store.shared' needs 'store.encryption_key': rows in the shared tier are sealed with the store key "
+                    "'store.shared' needs 'store.encryption_key' (not the secret service's key: every host needs the same one): rows in the shared tier are sealed with the store key "
                         + "(tokenrelay store new-key prints one; every host of the fleet uses the same key)",
                     at: pair.key.mark)
             }

@@ -48,7 +48,7 @@ struct SettingsDecoder {
     /// Keys allowed under `server`.
     static let serverKeys: Set<String> = ["max_concurrent_requests", "max_queued_requests", "max_message_bytes"]
     /// Keys allowed under `store`.
-    static let storeKeys: Set<String> = ["type", "path", "encryption_key", "shared"]
+    static let storeKeys: Set<String> = ["type", "path", "encryption_key", "key", "shared"]
     static let sharedTierKeys: Set<String> = ["type", "url", "password", "timeout", "schema"]
     /// Keys allowed in an environment.
     static let environmentKeys: Set<String> = [

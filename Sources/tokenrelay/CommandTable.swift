@@ -199,7 +199,12 @@ enum CommandTable {
             options: [config, environment, OptionSpec(["--json"], "print the status as JSON")]),
         CommandSpec(
             "logout", summary: "forget a session (and revoke its tokens at the server when it can)",
-            options: [config, environment, profile, OptionSpec(["--all"], "every session of the config")]),
+            options: [
+                config, environment, profile, OptionSpec(["--all"], "every session of the config"),
+                OptionSpec(
+                    ["--forget-key"],
+                    "with --all: then remove the store's key from the secret service (the store must hold no session)"),
+            ]),
         CommandSpec(
             "invalidate", summary: "expire a session's access token so every process renews it (token-invalidate)",
             details: "Refresh state is kept; use it after a token was revoked.",
@@ -209,11 +214,13 @@ enum CommandTable {
             options: []),
         CommandSpec(
             "store rekey", summary: "seal every record of the store under a new key",
-            details: "Give the new key one way; then set store.encryption_key to it.",
+            details:
+                "Give the new key one way; then set store.encryption_key to it (--new-key-keyring: a new key kept by the secret service).",
             options: [
                 config,
                 OptionSpec(["--new-key-env"], value: "NAME", "the new key is in this environment variable"),
                 OptionSpec(["--new-key-file"], value: "PATH", completion: .file, "the new key is in this file"),
+                OptionSpec(["--new-key-keyring"], "a new random key, kept by the desktop's secret service"),
             ]),
     ]
 

@@ -60,7 +60,13 @@ enum SessionCommands {
             var line = "store: \(store["type"]?.stringValue ?? "?")"
             if let path = store["path"]?.stringValue { line += " \(path)" }
             if store["type"]?.stringValue == "sqlite" {
-                line += store["encrypted"] == .bool(true) ? " (encrypted" : " (not encrypted: tokens in plain text"
+                if let note = store["note"]?.stringValue {
+                    line += " (\(note)"
+                } else if store["error"] != nil {
+                    line += " (not opened"
+                } else {
+                    line += store["encrypted"] == .bool(true) ? " (encrypted" : " (not encrypted: tokens in plain text"
+                }
                 if let version = store["schemaVersion"]?.numberValue { line += ", schema \(version)" }
                 line += ")"
             }
@@ -80,14 +86,22 @@ enum SessionCommands {
         return lines.joined(separator: "\n")
     }
 
-    /// `tokenrelay logout [--config PATH] [--env E] [--profile P] [--all]`.
+    /// `tokenrelay logout [--config PATH] [--env E] [--profile P] [--all [--forget-key]]`.
     static func logout(arguments: [String], environment: [String: String]) async
         -> Int32
     {
-        await selection("logout", arguments: arguments, environment: environment) { settings, params in
-            switch await OneShot.logout(settings: settings, environment: nil, params: params) {
+        let forgetKey = arguments.contains("--forget-key")
+        let rest = arguments.filter { $0 != "--forget-key" }
+        if forgetKey, !rest.contains("--all") {
+            return CommandLineTool.usageError("--forget-key needs --all", command: "logout")
+        }
+        return await selection("logout", arguments: rest, environment: environment) { settings, params in
+            switch await OneShot.logout(settings: settings, environment: nil, params: params, forgetKey: forgetKey) {
             case .failure(let error): .failure(error)
-            case .success(let result): .success("logged out \(count(result["loggedOut"])) session(s)")
+            case .success(let result):
+                .success(
+                    "logged out \(count(result["loggedOut"])) session(s)"
+                        + (result["forgotten"]?.stringValue.map { "; \($0)" } ?? ""))
             }
         }
     }
@@ -172,7 +186,7 @@ enum SessionCommands {
     private static func rekey(arguments: [String], environment: [String: String]) async -> Int32 {
         var parser = ArgumentParser(arguments, for: "store rekey")
         var configPath: String?
-        var newKey: String?
+        var newKey: NewStoreKey?
         do throws(ArgumentError) {
             while let argument = try parser.next() {
                 switch argument {
@@ -182,25 +196,27 @@ enum SessionCommands {
                     guard let value = environment[name], !value.isEmpty else {
                         throw ArgumentError("--new-key-env: the variable \(name) is not set")
                     }
-                    newKey = value
+                    newKey = .text(value)
+                case "--new-key-keyring":
+                    newKey = .secretService
                 case "--new-key-file":
                     let path = try parser.value(for: argument)
                     guard let value = try? String(contentsOfFile: path, encoding: .utf8) else {
                         throw ArgumentError("--new-key-file: \(path) cannot be read")
                     }
-                    newKey = value
+                    newKey = .text(value)
                 default: throw ArgumentError("unknown option '\(argument)'")
                 }
             }
             guard newKey != nil else {
-                throw ArgumentError("store rekey needs --new-key-env NAME or --new-key-file PATH")
+                throw ArgumentError("store rekey needs --new-key-env NAME, --new-key-file PATH or --new-key-keyring")
             }
         } catch {
             return CommandLineTool.usageError(error.message, command: "store rekey")
         }
         log.configure(level: .warn, format: .text)
         guard let newKey else { return ExitCodes.usage }
-        Redactor.shared.register(SQLiteTokenStore.trimmedKeyText(newKey))
+        if case .text(let text) = newKey { Redactor.shared.register(SQLiteTokenStore.trimmedKeyText(text)) }
         guard let settings = await CommandLineTool.loadSettings(path: configPath, environment: environment) else {
             return ExitCodes.config
         }
@@ -208,9 +224,16 @@ enum SessionCommands {
         switch await OneShot.rekeyStore(settings: settings, newKey: newKey, waiting: waiting) {
         case .failure(let error):
             return fail(error)
-        case .success(let path):
+        case .success(let (path, notes)):
+            let next =
+                if case .secretService = newKey {
+                    "the secret service keeps it (no store.encryption_key or store.key: keyring opens it)"
+                } else {
+                    "set store.encryption_key to it"
+                }
             CommandLineTool.writeStandardError(
-                "tokenrelay: every record of \(path) is sealed under the new key; set store.encryption_key to it")
+                "tokenrelay: every record of \(path) is sealed under the new key; \(next)")
+            for note in notes { CommandLineTool.writeStandardError("tokenrelay: \(note)") }
             return ExitCodes.success
         }
     }

@@ -208,7 +208,8 @@ import Testing
         let plain = await decodeConfig(
             profileConfig("type: client_credentials\ntoken_url: https://a.example.com/t\nclient_id: x"),
             mode: .check(resolveSecrets: false))
-        #expect(plain.warnings.contains { $0.message.contains("tokens are kept in plain text") })
+        #expect(
+            plain.warnings.contains { $0.message.contains("kept in plain text in its 0600 file where there is none") })
         let memory = await decodeConfig(
             "store: { type: memory }\n"
                 + profileConfig("type: client_credentials\ntoken_url: https://a.example.com/t\nclient_id: x"),

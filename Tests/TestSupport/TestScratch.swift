@@ -68,14 +68,18 @@ public enum TestScratch {
     }
 
     /// `environment` with every home or XDG folder variable that is missing, or that names the
-    /// user's own folder (as the test process has it), pointed at the private home. A variable a
-    /// test set to a folder of its own is kept.
+    /// user's own folder (as the test process has it), pointed at the private home, and without
+    /// the user's session bus. A variable a test set to a folder or bus of its own is kept.
     public static func isolatingHome(_ environment: [String: String]) -> [String: String] {
         let own = ProcessInfo.processInfo.environment
         var isolated = environment
         for (name, value) in privateHomeVariables {
             let given = environment[name]
             if given == nil || given == own[name] { isolated[name] = value }
+        }
+        // Nor the user's session bus: its secret service would keep a store key of the test's.
+        if let bus = own["DBUS_SESSION_BUS_ADDRESS"], environment["DBUS_SESSION_BUS_ADDRESS"] == bus {
+            isolated["DBUS_SESSION_BUS_ADDRESS"] = nil
         }
         return isolated
     }

@@ -22,6 +22,8 @@ package enum StatusMethod: RelayMethod {
             var storeObject: JSONObject = ["type": .string(store.type), "encrypted": .bool(store.encrypted)]
             if let path = store.path { storeObject["path"] = .string(path) }
             if let version = store.schemaVersion { storeObject["schemaVersion"] = .int(version) }
+            if let key = store.key { storeObject["key"] = .string(key) }
+            if let note = store.note { storeObject["note"] = .string(note) }
             if let storeError { storeObject["error"] = Self.errorValue(storeError) }
             if let shared = store.shared {
                 var sharedObject: JSONObject = ["type": .string(shared.type), "state": .string(shared.state)]
@@ -95,6 +97,13 @@ package enum StatusMethod: RelayMethod {
             "type": Schema.oneOf(["memory", "sqlite"]), "path": Schema.string,
             "encrypted": ["type": "boolean", "description": "false: tokens are kept in plain text in the 0600 file."],
             "schemaVersion": Schema.integer, "error": Schema.error,
+            "key": [
+                "enum": ["secret_service", "encryption_key"],
+                "description":
+                    "What sealed the store: a key from the desktop's secret service, or store.encryption_key.",
+            ],
+            "note": Schema.string(
+                "Which it is, in a sentence: sealed with a key from the secret service, or plain text and why."),
             "shared": Schema.object(
                 [
                     "type": Schema.oneOf(["postgres"]),

@@ -23,7 +23,7 @@ package struct SessionSelection: MethodParams {
 /// What `token-invalidate`, `logout`, `status` and `token-get` (TokenMethods+CredentialHelper.swift)
 /// do, for the method types and the one-shot commands alike.
 package struct TokenMethods: Sendable {
-    let runtime: RelayRuntime
+    package let runtime: RelayRuntime
     let subscriptionCount: @Sendable () -> Int
 
     package init(runtime: RelayRuntime, subscriptionCount: @escaping @Sendable () -> Int) {

@@ -151,7 +151,14 @@ package final class RelayRuntime: Sendable {
         case .sqlite:
             let path = settings.path ?? StoreSettings.defaultPath(environment: ProcessEnvironment.current())
             let key = settings.encryptionKey.map { source in SecretProvider { try await source.resolve() } }
-            let host = SQLiteTokenStore(path: path, encryptionKey: key)
+            let source: StoreKeySource
+            switch (key, settings.key) {
+            case (let key?, _): source = .configured(key)
+            case (nil, .automatic): source = .secretService(required: false)
+            case (nil, .keyring): source = .secretService(required: true)
+            case (nil, .none): source = .none
+            }
+            let host = SQLiteTokenStore(path: path, key: source)
             guard let shared = settings.shared, let key else { return host }
             let password = shared.password.map { source in SecretProvider { try await source.resolve() } }
             let tier = PostgresSharedTier(
