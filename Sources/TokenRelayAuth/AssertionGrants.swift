@@ -12,6 +12,11 @@ public enum AssertionSource: Sendable {
     /// The GitHub Actions OIDC token: `GET $ACTIONS_ID_TOKEN_REQUEST_URL&audience=...` with
     /// `Authorization: bearer $ACTIONS_ID_TOKEN_REQUEST_TOKEN`, answering `{"value": JWT}`.
     case githubActions(audience: String?, requestURL: SecretProvider, requestToken: SecretProvider)
+    /// `{ profile: P }`: P's current access token, renewed as it renews (SPEC §10), e.g. an ID-JAG
+    /// from the person's IdP (SPEC §9.9). P's `audience` and `resource`, when it sets none, are
+    /// this profile's authorization server and resource (known only after discovery), so P's
+    /// session is keyed by them too.
+    indirect case session(environment: String, profile: String, configuration: OAuthClientConfiguration)
 }
 
 extension TokenManager {
@@ -23,6 +28,14 @@ extension TokenManager {
         switch configuration.grant {
         case .clientCredentials:
             return .clientCredentials(configuration)
+        case .jwtBearer(.session(let environment, let profile, var source)):
+            if source.audience == nil { source.audience = configuration.issuer }
+            if source.resources.isEmpty { source.resources = configuration.resources }
+            let key = try await register(environment: environment, profile: profile, configuration: source)
+            // A refusal there is final: an IdP that will not issue the grant is not a reason to
+            // ask the person to log in at this server (SPEC §9.9).
+            let assertion = try await token(for: key, deadline: deadline).accessToken
+            return .jwtBearer(assertion, configuration)
         case .jwtBearer(let source):
             let assertion = try await Self.assertion(source, endpointClient: endpointClient, deadline: deadline)
             return .jwtBearer(assertion, configuration)
@@ -50,6 +63,8 @@ extension TokenManager {
             } catch {
                 throw AuthError.configuration("the assertion could not be resolved")
             }
+        case .session:
+            throw AuthError.configuration("an assertion from a profile is that profile's token")
         case .githubActions(let audience, let requestURL, let requestToken):
             let base: String
             let token: String

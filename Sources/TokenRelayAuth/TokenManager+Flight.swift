@@ -256,7 +256,10 @@ extension TokenManager {
                 response, previousRefreshToken: spent, session: session, storeKey: storeKey,
                 logoutEpoch: logoutEpoch, generation: flight.generation, subject: identity?.rawSubject,
                 signedWith: dpop?.key)
-            if let identity { session.identity = identity }
+            if let identity {
+                session.identity = identity
+                session.idToken = response.idToken
+            }
             return token
         }
     }
@@ -474,6 +477,7 @@ extension TokenManager {
         session.tokenFromStore = false
         session.invalidated = false
         session.identity = nil
+        session.idToken = nil
     }
 
     /// Forgets a refused refresh token (memory and store), unless another one replaced it.
@@ -522,6 +526,7 @@ extension TokenManager {
                 session.invalidated = false
                 session.tokenFromStore = false
                 session.identity = nil
+                session.idToken = nil
             }
             return
         }
