@@ -28,10 +28,8 @@ extension TokenManager {
         switch configuration.grant {
         case .clientCredentials:
             return .clientCredentials(configuration)
-        case .jwtBearer(.session(let environment, let profile, var source)):
-            if source.audience == nil { source.audience = configuration.issuer }
-            if source.resources.isEmpty { source.resources = configuration.resources }
-            let key = try await register(environment: environment, profile: profile, configuration: source)
+        case .jwtBearer(.session):
+            guard let key = try await assertionSession(configuration) else { return nil }
             // A refusal there is final: an IdP that will not issue the grant is not a reason to
             // ask the person to log in at this server (SPEC §9.9).
             let assertion = try await token(for: key, deadline: deadline).accessToken
@@ -47,6 +45,34 @@ extension TokenManager {
         case .refreshToken, .interactive:
             return nil
         }
+    }
+
+    /// The session whose token is `configuration`'s assertion (`assertion: { profile }`), declared
+    /// with the manager: that profile's configuration with, when it sets none, this profile's
+    /// issuer as `audience` and its resources (both known only after discovery). `nil` for an
+    /// assertion of another kind.
+    nonisolated func assertionSession(_ configuration: OAuthClientConfiguration) async throws -> SessionKey? {
+        guard case .jwtBearer(.session(let environment, let profile, var source)) = configuration.grant else {
+            return nil
+        }
+        if source.audience == nil { source.audience = configuration.issuer }
+        if source.resources.isEmpty { source.resources = configuration.resources }
+        return try await register(environment: environment, profile: profile, configuration: source)
+    }
+
+    /// Whether `grant`, refused with `invalid_grant`, presented another session's token as its
+    /// assertion (an ID-JAG expired or spent while that session still holds it, e.g. of unknown
+    /// lifetime) that is now invalidated there: then the grant may be made and sent once more with
+    /// a fresh one. Any other refusal is final.
+    func invalidateRefusedAssertion(_ configuration: OAuthClientConfiguration, _ grant: GrantRequest) async throws
+        -> Bool
+    {
+        guard let key = try await assertionSession(configuration),
+            let assertion = grant.form.fields.first(where: { $0.name == "assertion" })?.value,
+            try await invalidate(key, ifAccessToken: assertion)
+        else { return false }
+        log.info("the assertion from \(key) was refused; asking for a new one")
+        return true
     }
 
     /// Reads the assertion now. A source that cannot be read is a `config` error; a GitHub Actions

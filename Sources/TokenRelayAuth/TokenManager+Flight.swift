@@ -218,6 +218,16 @@ extension TokenManager {
             else { throw decisions.nothingToSend }
             return grant
         }
+        /// The own grant sent; a refused assertion from another session is asked for again once.
+        func ownGrantResponse(beforeFirstSend: @Sendable () async throws -> Void) async throws -> TokenResponse {
+            let grant = try await ownGrant()
+            do {
+                return try await request(grant, beforeFirstSend: beforeFirstSend)
+            } catch let error as AuthError where error.oauthError == "invalid_grant" {
+                guard try await invalidateRefusedAssertion(configuration, grant) else { throw error }
+                return try await request(ownGrant(), beforeFirstSend: {})
+            }
+        }
         let response: TokenResponse
         if let refreshToken = send.refreshToken {
             do {
@@ -232,14 +242,13 @@ extension TokenManager {
                     throw ended
                 case .fallBackToOwnGrant:
                     try await dropRefreshState(session, refused: refreshToken)
-                    let grant = try await ownGrant()
                     log.info("refresh token refused for \(key); acquiring afresh with \(configuration.grant.name)")
                     send = .ownGrant
-                    response = try await request(grant, beforeFirstSend: {})
+                    response = try await ownGrantResponse(beforeFirstSend: {})
                 }
             }
         } else {
-            response = try await request(ownGrant(), beforeFirstSend: beforeSend)
+            response = try await ownGrantResponse(beforeFirstSend: beforeSend)
         }
         switch decisions.answered(send, snapshot(session, flight)) {
         case .revokeAndFail(let error):

@@ -72,6 +72,42 @@ struct EnterpriseAuthorizationTests {
         #expect(transport.tokenRequests.filter { $0.url == "https://idp.example/token" }.count == 1)
     }
 
+    /// An ID-JAG of unknown lifetime is held until the server refuses it: then it is asked for
+    /// again, once; a server that refuses the fresh one too gets no third.
+    @Test func aRefusedIDJAGIsAskedForAgainOnce() async throws {
+        let transport = Self.transport {
+            json(
+                #"{"access_token":"\#(Self.idJAG)","issued_token_type":"urn:ietf:params:oauth:token-type:id-jag","#
+                    + #""token_type":"N_A"}"#)
+        }
+        let h = try await Harness(configuration: Self.server, transport: transport)
+        _ = try await h.token()
+        _ = await h.manager.invalidate(environment: "staging", profile: "service")
+        transport.enqueue(
+            .success(oauthError("invalid_grant")),
+            .success(
+                json(
+                    #"{"access_token":"jag-2.x.y","issued_token_type":"urn:ietf:params:oauth:token-type:id-jag","token_type":"N_A"}"#
+                )),
+            .success(tokenResponse("at-mcp-2")))
+        #expect(try await h.token().accessToken == "at-mcp-2")
+        let grants = transport.tokenRequests.filter { $0.url == "https://as.example/token" }.map {
+            Harness.form($0)["assertion"]
+        }
+        #expect(grants == [Self.idJAG, Self.idJAG, "jag-2.x.y"])
+
+        _ = await h.manager.invalidate(environment: "staging", profile: "service")
+        transport.enqueue(
+            .success(oauthError("invalid_grant")),
+            .success(
+                json(
+                    #"{"access_token":"jag-3.x.y","issued_token_type":"urn:ietf:params:oauth:token-type:id-jag","token_type":"N_A"}"#
+                )),
+            .success(oauthError("invalid_grant")))
+        await #expect(throws: AuthError.self) { try await h.token() }
+        #expect(transport.tokenRequests.count == 8)
+    }
+
     @Test func anIdPRefusalIsTheErrorAndNothingGoesToTheServer() async throws {
         let transport = Self.transport { oauthError("invalid_grant", description: "Invalid ID token") }
         let h = try await Harness(configuration: Self.server, transport: transport)
