@@ -1,3 +1,4 @@
+import CCrypto
 import Foundation
 import Testing
 import TokenRelayErrorKinds
@@ -106,6 +107,77 @@ struct EnterpriseAuthorizationTests {
             .success(oauthError("invalid_grant")))
         await #expect(throws: AuthError.self) { try await h.token() }
         #expect(transport.tokenRequests.count == 8)
+    }
+
+    /// `subject: { profile, token: id_token }`: the ID token validated at the person's last
+    /// renewal (or login) in this process is exchanged; a process that has seen none says so
+    /// (`interaction_required`) rather than present anything else.
+    @Test func theIDTokenOfAPersonsSessionIsExchangedAndNeverInvented() async throws {
+        let signer = try TestSigningKey(.p256, kid: "idp-1")
+        let claims = #"{"iss":"https://idp.example","aud":"cli","sub":"alice","exp":1800000300,"iat":1800000000}"#
+        let idToken = signer.sign(claims, alg: "ES256")
+        let jwks = #"{"keys":[\#(signer.jwk)]}"#
+        let route: @Sendable (HTTPRequest) -> Result<HTTPResponse, HTTPError> = { request in
+            let form = Harness.form(request)
+            switch (request.method, request.url) {
+            case ("GET", "https://idp.example/.well-known/oauth-authorization-server"):
+                return .success(
+                    json(
+                        #"{"issuer":"https://idp.example","token_endpoint":"https://idp.example/token","#
+                            + #""jwks_uri":"https://idp.example/jwks"}"#))
+            case ("GET", "https://idp.example/jwks"): return .success(json(jwks))
+            case ("POST", "https://idp.example/token") where form["grant_type"] == "refresh_token":
+                return .success(
+                    json(
+                        #"{"access_token":"person-at","token_type":"Bearer","expires_in":3600,"#
+                            + #""refresh_token":"rt-2","id_token":"\#(idToken)"}"#))
+            case ("POST", "https://idp.example/token"):
+                return .success(
+                    json(
+                        #"{"access_token":"\#(Self.idJAG)","token_type":"N_A","#
+                            + #""issued_token_type":"urn:ietf:params:oauth:token-type:id-jag"}"#))
+            case ("POST", "https://as.example/token"): return .success(tokenResponse("at-mcp"))
+            case ("GET", "https://as.example/.well-known/oauth-authorization-server"):
+                return .success(json(#"{"issuer":"https://as.example","token_endpoint":"https://as.example/token"}"#))
+            default: return .success(HTTPResponse(status: 404))
+            }
+        }
+        let transport = FakeTransport(fallback: route)
+        let person = OAuthClientConfiguration(
+            issuer: "https://idp.example", clientID: "cli", clientAuth: .none, scopes: ["openid"],
+            grant: .refreshToken(seed: .value("rt-seed-3c9b")))
+        let personKey = SessionKey(environment: "staging", profile: "person", configuration: person)
+        let idp = OAuthClientConfiguration(
+            tokenURL: "https://idp.example/token", clientID: "cli", clientAuth: .none,
+            grant: .tokenExchange(
+                TokenExchange(
+                    subject: .sessionIDToken(personKey), subjectTokenType: "urn:ietf:params:oauth:token-type:id_token",
+                    requestedTokenType: "urn:ietf:params:oauth:token-type:id-jag")))
+        var server = Self.server
+        server.grant = .jwtBearer(.session(environment: "staging", profile: "idp", configuration: idp))
+
+        let h = try await Harness(configuration: server, transport: transport)
+        try await h.manager.register(environment: "staging", profile: "person", configuration: person)
+        #expect(try await h.token().accessToken == "at-mcp")
+        let exchange = try #require(
+            transport.tokenRequests.first { Harness.form($0)["grant_type"]?.hasSuffix("token-exchange") == true })
+        #expect(Harness.form(exchange)["subject_token"] == idToken)
+        #expect(Harness.form(exchange)["subject_token_type"] == "urn:ietf:params:oauth:token-type:id_token")
+
+        // Another process with the same store holds the person's access token but no ID token.
+        let later = FakeTransport(fallback: route)
+        let h2 = try await Harness(configuration: server, transport: later, store: h.store)
+        try await h2.manager.register(environment: "staging", profile: "person", configuration: person)
+        _ = await h2.manager.invalidate(environment: "staging", profile: "service")
+        _ = try await h2.manager.assertionSession(server)  // declared as the first grant would
+        _ = await h2.manager.invalidate(environment: "staging", profile: "idp")
+        do {
+            _ = try await h2.token()
+            Issue.record("an exchange without the ID token gave a token")
+        } catch let error as AuthError {
+            #expect(error.errorKind == .interactionRequired, "\(error)")
+        }
+        #expect(!later.tokenRequests.contains { Harness.form($0)["grant_type"]?.hasSuffix("token-exchange") == true })
     }
 
     @Test func anIdPRefusalIsTheErrorAndNothingGoesToTheServer() async throws {
