@@ -180,6 +180,21 @@ struct EnterpriseAuthorizationTests {
         #expect(!later.tokenRequests.contains { Harness.form($0)["grant_type"]?.hasSuffix("token-exchange") == true })
     }
 
+    /// The IdP profile itself, used for an API request, sends nothing: an ID-JAG is an assertion.
+    @Test func anIDJAGIsNeverSentToAnAPI() async throws {
+        let transport = Self.transport {
+            json(
+                #"{"access_token":"\#(Self.idJAG)","issued_token_type":"urn:ietf:params:oauth:token-type:id-jag","#
+                    + #""token_type":"N_A"}"#)
+        }
+        let h = try await Harness(configuration: Self.idp, transport: transport)
+        var request = HTTPRequest(method: "GET", url: "https://api.example/x")
+        await #expect(throws: AuthError.self) {
+            _ = try await TokenCredentialSource(manager: h.manager, key: h.key).apply(to: &request)
+        }
+        #expect(request.headers["Authorization"] == nil)
+    }
+
     @Test func anIdPRefusalIsTheErrorAndNothingGoesToTheServer() async throws {
         let transport = Self.transport { oauthError("invalid_grant", description: "Invalid ID token") }
         let h = try await Harness(configuration: Self.server, transport: transport)
