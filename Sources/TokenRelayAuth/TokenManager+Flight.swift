@@ -557,6 +557,8 @@ extension TokenManager {
         }
         if let subject = stored.subject, session.identity?.rawSubject != subject {
             session.identity = LoginIdentity(subject: subject)
+            // Another person's login (in another process): this process's ID token is not theirs.
+            session.idToken = nil
         }
         // One registration for both, so the redactor rebuilds its matcher once.
         Redactor.shared.registerTokens([stored.refreshToken, stored.accessToken].compactMap { $0 })

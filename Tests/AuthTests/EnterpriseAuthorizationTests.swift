@@ -164,6 +164,18 @@ struct EnterpriseAuthorizationTests {
         #expect(Harness.form(exchange)["subject_token"] == idToken)
         #expect(Harness.form(exchange)["subject_token_type"] == "urn:ietf:params:oauth:token-type:id_token")
 
+        // Another process logs another person in: this process's ID token (alice's) is not theirs.
+        h.store.put(
+            StoredTokens(
+                accessToken: "bob-at", receivedAt: h.clock.now, expiresAt: h.clock.now.addingTimeInterval(3600),
+                refreshToken: "rt-bob", subject: "bob"), for: personKey)
+        _ = try await h.manager.invalidate(personKey, ifAccessToken: "not-held")  // reads the store again
+        _ = await h.manager.invalidate(environment: "staging", profile: "service")
+        _ = await h.manager.invalidate(environment: "staging", profile: "idp")
+        let exchanges = transport.tokenRequests.count
+        await #expect(throws: AuthError.self) { try await h.token() }
+        #expect(transport.tokenRequests.count == exchanges)
+
         // Another process with the same store holds the person's access token but no ID token.
         let later = FakeTransport(fallback: route)
         let h2 = try await Harness(configuration: server, transport: later, store: h.store)
