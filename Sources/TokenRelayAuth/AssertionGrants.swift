@@ -12,6 +12,11 @@ public enum AssertionSource: Sendable {
     /// The GitHub Actions OIDC token: `GET $ACTIONS_ID_TOKEN_REQUEST_URL&audience=...` with
     /// `Authorization: bearer $ACTIONS_ID_TOKEN_REQUEST_TOKEN`, answering `{"value": JWT}`.
     case githubActions(audience: String?, requestURL: SecretProvider, requestToken: SecretProvider)
+    /// `{ profile: P }`: P's current access token, renewed as it renews (SPEC §10), e.g. an ID-JAG
+    /// from the person's IdP (SPEC §9.9). P's `audience` and `resource`, when it sets none, are
+    /// this profile's authorization server and resource (known only after discovery), so P's
+    /// session is keyed by them too.
+    indirect case session(environment: String, profile: String, configuration: OAuthClientConfiguration)
 }
 
 extension TokenManager {
@@ -23,6 +28,12 @@ extension TokenManager {
         switch configuration.grant {
         case .clientCredentials:
             return .clientCredentials(configuration)
+        case .jwtBearer(.session):
+            guard let key = try await assertionSession(configuration) else { return nil }
+            // A refusal there is final: an IdP that will not issue the grant is not a reason to
+            // ask the person to log in at this server (SPEC §9.9).
+            let assertion = try await token(for: key, deadline: deadline).accessToken
+            return .jwtBearer(assertion, configuration)
         case .jwtBearer(let source):
             let assertion = try await Self.assertion(source, endpointClient: endpointClient, deadline: deadline)
             return .jwtBearer(assertion, configuration)
@@ -34,6 +45,34 @@ extension TokenManager {
         case .refreshToken, .interactive:
             return nil
         }
+    }
+
+    /// The session whose token is `configuration`'s assertion (`assertion: { profile }`), declared
+    /// with the manager: that profile's configuration with, when it sets none, this profile's
+    /// issuer as `audience` and its resources (both known only after discovery). `nil` for an
+    /// assertion of another kind.
+    nonisolated func assertionSession(_ configuration: OAuthClientConfiguration) async throws -> SessionKey? {
+        guard case .jwtBearer(.session(let environment, let profile, var source)) = configuration.grant else {
+            return nil
+        }
+        if source.audience == nil { source.audience = configuration.issuer }
+        if source.resources.isEmpty { source.resources = configuration.resources }
+        return try await register(environment: environment, profile: profile, configuration: source)
+    }
+
+    /// Whether `grant`, refused with `invalid_grant`, presented another session's token as its
+    /// assertion (an ID-JAG expired or spent while that session still holds it, e.g. of unknown
+    /// lifetime) that is now invalidated there: then the grant may be made and sent once more with
+    /// a fresh one. Any other refusal is final.
+    func invalidateRefusedAssertion(_ configuration: OAuthClientConfiguration, _ grant: GrantRequest) async throws
+        -> Bool
+    {
+        guard let key = try await assertionSession(configuration),
+            let assertion = grant.form.fields.first(where: { $0.name == "assertion" })?.value,
+            try await invalidate(key, ifAccessToken: assertion)
+        else { return false }
+        log.info("the assertion from \(key) was refused; asking for a new one")
+        return true
     }
 
     /// Reads the assertion now. A source that cannot be read is a `config` error; a GitHub Actions
@@ -50,6 +89,8 @@ extension TokenManager {
             } catch {
                 throw AuthError.configuration("the assertion could not be resolved")
             }
+        case .session:
+            throw AuthError.configuration("an assertion from a profile is that profile's token")
         case .githubActions(let audience, let requestURL, let requestToken):
             let base: String
             let token: String

@@ -72,8 +72,11 @@ public enum Grant: Sendable {
 
     /// What else the token depends on (see ``SessionKey/variant``).
     public var variant: String? {
-        if case .tokenExchange(let exchange) = self { return exchange.variant }
-        return nil
+        switch self {
+        case .tokenExchange(let exchange): return exchange.variant
+        case .jwtBearer(.session(_, let profile, _)): return "assertion=profile(" + profile + ")"
+        default: return nil
+        }
     }
 
     /// The interactive login settings, for interactive grants.

@@ -56,7 +56,11 @@ public struct SessionKey: Sendable, Hashable, CustomStringConvertible {
 
     private static func isMachineIdentity(_ grant: Grant) -> Bool {
         switch grant {
-        case .clientCredentials, .jwtBearer: return true
+        case .clientCredentials: return true
+        // An assertion from a profile is as much a machine's as that profile's token is (an ID-JAG
+        // for a person's ID token is the person's).
+        case .jwtBearer(.session(_, _, let configuration)): return isMachineIdentity(configuration.grant)
+        case .jwtBearer: return true
         case .refreshToken, .interactive: return false
         case .tokenExchange(let exchange):
             return [exchange.subject, exchange.actor].allSatisfy { source in
@@ -64,6 +68,7 @@ public struct SessionKey: Sendable, Hashable, CustomStringConvertible {
                 case .none: return true
                 case .secret: return false
                 case .session(let key): return key.isMachineIdentity
+                case .sessionIDToken: return false
                 }
             }
         }

@@ -22,6 +22,13 @@ public struct TokenCredentialSource: CredentialSource {
     public func apply(to request: inout HTTPRequest) async throws -> CredentialStamp {
         let deadline = request.effectiveTimeout(now: .now).map { clock.now.addingTimeInterval($0.timeInterval) }
         let token = try await manager.token(for: key, deadline: deadline)
+        // RFC 8693 §2.2.1: `N_A` is not an access token (an ID-JAG is an assertion for the
+        // authorization server that asked for it, SPEC §9.9): never sent to an API.
+        guard token.tokenType != "N_A" else {
+            throw AuthError.configuration(
+                "the token of \(key) is not an access token (token_type N_A): it is an assertion, for a jwt_bearer "
+                    + "profile's 'assertion: { profile: \(key.profile) }'")
+        }
         // In use: kept among the redactor's recent tokens (registered again if it was dropped).
         Redactor.shared.registerToken(token.accessToken)
         if token.certificateBound {

@@ -7,6 +7,9 @@ public struct TokenExchange: Sendable {
     public enum Source: Sendable {
         /// Another profile's current access token (renewed as that session renews).
         case session(SessionKey)
+        /// The ID token of another profile's login (OpenID Connect; SPEC §9.9), renewed as that
+        /// session renews.
+        case sessionIDToken(SessionKey)
         /// A token from a secret source, read for every exchange.
         case secret(SecretProvider, description: String)
     }
@@ -43,6 +46,7 @@ public struct TokenExchange: Sendable {
         func describe(_ source: Source?) -> String {
             switch source {
             case .session(let key): "session(" + key.identity + ")"
+            case .sessionIDToken(let key): "id_token(" + key.identity + ")"
             case .secret(_, let description): "secret(" + description + ")"
             case nil: "-"
             }
@@ -61,6 +65,14 @@ extension TokenManager {
         switch source {
         case .session(let key):
             return try await token(for: key, deadline: deadline).accessToken
+        case .sessionIDToken(let key):
+            _ = try await token(for: key, deadline: deadline)
+            guard let idToken = sessions[key]?.idToken else {
+                throw AuthError.interactionRequired(
+                    "the ID token of profile '\(key.profile)' is kept only from a login or renewal in this process: "
+                        + "log in to it again")
+            }
+            return idToken
         case .secret(let provider, _):
             do {
                 return try await provider.resolve()

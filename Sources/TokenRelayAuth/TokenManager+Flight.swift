@@ -218,6 +218,16 @@ extension TokenManager {
             else { throw decisions.nothingToSend }
             return grant
         }
+        /// The own grant sent; a refused assertion from another session is asked for again once.
+        func ownGrantResponse(beforeFirstSend: @Sendable () async throws -> Void) async throws -> TokenResponse {
+            let grant = try await ownGrant()
+            do {
+                return try await request(grant, beforeFirstSend: beforeFirstSend)
+            } catch let error as AuthError where error.oauthError == "invalid_grant" {
+                guard try await invalidateRefusedAssertion(configuration, grant) else { throw error }
+                return try await request(ownGrant(), beforeFirstSend: {})
+            }
+        }
         let response: TokenResponse
         if let refreshToken = send.refreshToken {
             do {
@@ -232,14 +242,13 @@ extension TokenManager {
                     throw ended
                 case .fallBackToOwnGrant:
                     try await dropRefreshState(session, refused: refreshToken)
-                    let grant = try await ownGrant()
                     log.info("refresh token refused for \(key); acquiring afresh with \(configuration.grant.name)")
                     send = .ownGrant
-                    response = try await request(grant, beforeFirstSend: {})
+                    response = try await ownGrantResponse(beforeFirstSend: {})
                 }
             }
         } else {
-            response = try await request(ownGrant(), beforeFirstSend: beforeSend)
+            response = try await ownGrantResponse(beforeFirstSend: beforeSend)
         }
         switch decisions.answered(send, snapshot(session, flight)) {
         case .revokeAndFail(let error):
@@ -256,7 +265,10 @@ extension TokenManager {
                 response, previousRefreshToken: spent, session: session, storeKey: storeKey,
                 logoutEpoch: logoutEpoch, generation: flight.generation, subject: identity?.rawSubject,
                 signedWith: dpop?.key)
-            if let identity { session.identity = identity }
+            if let identity {
+                session.identity = identity
+                session.idToken = response.idToken
+            }
             return token
         }
     }
@@ -474,6 +486,7 @@ extension TokenManager {
         session.tokenFromStore = false
         session.invalidated = false
         session.identity = nil
+        session.idToken = nil
     }
 
     /// Forgets a refused refresh token (memory and store), unless another one replaced it.
@@ -522,6 +535,7 @@ extension TokenManager {
                 session.invalidated = false
                 session.tokenFromStore = false
                 session.identity = nil
+                session.idToken = nil
             }
             return
         }
@@ -543,6 +557,8 @@ extension TokenManager {
         }
         if let subject = stored.subject, session.identity?.rawSubject != subject {
             session.identity = LoginIdentity(subject: subject)
+            // Another person's login (in another process): this process's ID token is not theirs.
+            session.idToken = nil
         }
         // One registration for both, so the redactor rebuilds its matcher once.
         Redactor.shared.registerTokens([stored.refreshToken, stored.accessToken].compactMap { $0 })

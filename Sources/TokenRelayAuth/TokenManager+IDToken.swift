@@ -135,6 +135,7 @@ extension TokenManager {
         try await dropRefreshState(session, refused: spent)
         session.token = nil
         session.identity = nil
+        session.idToken = nil
         session.interactionRequired = true
         let ended = AuthError.loginRequired("the ID token of the renewal was refused (\(reason))")
         session.lastError = ended

@@ -372,6 +372,7 @@ extension TokenManager {
         session.interactionRequired = false
         session.lastError = nil
         session.identity = identity
+        session.idToken = identity == nil ? nil : response.idToken
         session.counters.acquisitions += 1
         return LoginResult(expiresAt: token.expiresAt, identity: identity)
     }

@@ -84,6 +84,9 @@ public actor TokenManager {
         /// Who logged in (OpenID Connect), when known: from this process's login or renewal, or
         /// (its `sub` only) from the store.
         var identity: LoginIdentity?
+        /// The validated ID token of this process's last login or renewal (memory only, never
+        /// stored): what a token exchange with `subject: { profile, token: id_token }` presents.
+        var idToken: String?
         /// DPoP: the session's key, made before its first token request and kept with its tokens
         /// (read from the store, shared by the host's processes); dropped with them (`logout`).
         var dpopKey: DPoPKey?

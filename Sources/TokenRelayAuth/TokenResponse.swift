@@ -90,8 +90,11 @@ enum TokenResponseParser {
             guard ["dpop", "bearer"].contains(tokenType.lowercased()) else {
                 throw .invalidTokenResponse("token_type is neither DPoP nor Bearer")
             }
-        } else {
-            guard tokenType.lowercased() == "bearer" else {
+        } else if tokenType.lowercased() != "bearer" {
+            // RFC 8693 §2.2.1: a token exchange that issues something other than an access token
+            // (an ID-JAG, SPEC §9.9) says `N_A`; that token is an assertion, never a bearer token.
+            let issued = object["issued_token_type"]?.stringValue
+            guard tokenType == "N_A", let issued, issued != TokenExchange.accessTokenType else {
                 throw .invalidTokenResponse("token_type is not Bearer")
             }
         }

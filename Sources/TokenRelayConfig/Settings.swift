@@ -318,12 +318,16 @@ public enum AssertionSettings: Sendable {
     /// `{ github_actions: { audience } }`: the job's OIDC token, asked of the Actions runtime at
     /// `ACTIONS_ID_TOKEN_REQUEST_URL` with `ACTIONS_ID_TOKEN_REQUEST_TOKEN`.
     case githubActions(audience: String?, requestURL: SecretSource, requestToken: SecretSource)
+    /// `{ profile: P }`: profile P's current access token (same environment), e.g. an ID-JAG
+    /// (SPEC §9.9).
+    case profile(String)
 
     /// Equal as written (sources by origin).
     public func isSameAsWritten(_ other: AssertionSettings) -> Bool {
         switch (self, other) {
         case (.secret(let a), .secret(let b)): a.isSameAsWritten(b)
         case (.githubActions(let a, _, _), .githubActions(let b, _, _)): a == b
+        case (.profile(let a), .profile(let b)): a == b
         default: false
         }
     }
@@ -333,14 +337,15 @@ public enum AssertionSettings: Sendable {
 public struct TokenExchangeSettings: Sendable {
     /// A token presented in the exchange.
     public enum Token: Sendable {
-        /// `{ profile: P }`: profile P's current access token (same environment).
-        case profile(String)
+        /// `{ profile: P }`: profile P's current access token (same environment); with `token:
+        /// id_token` (`idToken`), the ID token of P's login instead.
+        case profile(String, idToken: Bool = false)
         /// A secret source holding the token.
         case secret(SecretSource)
 
         func isSameAsWritten(_ other: Token) -> Bool {
             switch (self, other) {
-            case (.profile(let a), .profile(let b)): a == b
+            case (.profile(let a, let aID), .profile(let b, let bID)): a == b && aID == bID
             case (.secret(let a), .secret(let b)): a.isSameAsWritten(b)
             default: false
             }
@@ -360,6 +365,8 @@ public struct TokenExchangeSettings: Sendable {
 
     /// The RFC 8693 §3 URI prefix of the short type names (`access_token`, `jwt`, `id_token`...).
     public static let typePrefix = "urn:ietf:params:oauth:token-type:"
+    /// The RFC 8693 §3 URI of an OpenID Connect ID token.
+    public static let idTokenType = typePrefix + "id_token"
 
     public init(
         subject: Token, subjectTokenType: String = typePrefix + "access_token", requestedTokenType: String? = nil,
@@ -382,7 +389,7 @@ public struct TokenExchangeSettings: Sendable {
 
     /// The profiles whose tokens this exchange presents.
     public var profileReferences: [String] {
-        [subject, actor].compactMap { if case .profile(let name)? = $0 { return name } else { return nil } }
+        [subject, actor].compactMap { if case .profile(let name, _)? = $0 { return name } else { return nil } }
     }
 }
 

@@ -292,26 +292,49 @@ extension SettingsDecoder {
 }
 
 extension SettingsDecoder {
-    /// A token exchange's `subject`/`actor` profiles exist in the same environment, are OAuth
-    /// profiles, and no chain of exchanges comes back to where it started.
+    /// A token exchange's `subject`/`actor` profiles and a jwt-bearer's `assertion: { profile }`
+    /// exist in the same environment and are OAuth profiles, an ID token is asked only of a
+    /// profile that logs a person in with OpenID Connect, and no chain of such references comes
+    /// back to where it started.
     mutating func checkExchangeReferences(_ environment: EnvironmentSettings, node: YAMLNode) {
         let byName = Dictionary(environment.profiles.map { ($0.name, $0) }, uniquingKeysWith: { first, _ in first })
         func references(_ profile: ProfileSettings) -> [String] {
-            if case .tokenExchange(_, let exchange) = profile.kind { return exchange.profileReferences }
-            return []
+            switch profile.kind {
+            case .tokenExchange(_, let exchange): return exchange.profileReferences
+            case .jwtBearer(_, .profile(let name)): return [name]
+            default: return []
+            }
+        }
+        func idTokenReferences(_ profile: ProfileSettings) -> [String] {
+            guard case .tokenExchange(_, let exchange) = profile.kind else { return [] }
+            return [exchange.subject, exchange.actor].compactMap {
+                if case .profile(let name, idToken: true)? = $0 { return name } else { return nil }
+            }
         }
         for profile in environment.profiles {
+            let verb =
+                if case .jwtBearer = profile.kind { "takes its assertion from" } else { "exchanges the token of" }
             for reference in references(profile) {
                 guard let target = byName[reference] else {
                     sink.error(
-                        "profile '\(profile.name)' exchanges the token of profile '\(reference)', which environment "
+                        "profile '\(profile.name)' \(verb) profile '\(reference)', which environment "
                             + "'\(environment.name)' does not have", at: profile.mark)
                     continue
                 }
                 if ["api_key", "basic", "bearer"].contains(target.typeName) {
                     sink.error(
-                        "profile '\(profile.name)' exchanges the token of '\(reference)', a \(target.typeName) "
-                            + "profile; use subject_token with a secret source instead", at: profile.mark)
+                        "profile '\(profile.name)' \(verb) '\(reference)', a \(target.typeName) profile; use a "
+                            + "secret source instead", at: profile.mark)
+                }
+            }
+            for reference in idTokenReferences(profile) {
+                guard let target = byName[reference] else { continue }
+                let openID = target.isInteractive && target.kind.oauthClient?.scopes.contains("openid") == true
+                if !openID {
+                    sink.error(
+                        "profile '\(profile.name)' exchanges the ID token of '\(reference)', which has none: only an "
+                            + "authorization_code or device_code profile with scope openid logs a person in with "
+                            + "OpenID Connect", at: profile.mark)
                 }
             }
             // A cycle: following references from this profile reaches it again.
@@ -319,7 +342,9 @@ extension SettingsDecoder {
             var queue = references(profile)
             while let next = queue.popLast() {
                 if next == profile.name {
-                    sink.error("profile '\(profile.name)' is part of a cycle of token exchanges", at: profile.mark)
+                    sink.error(
+                        "profile '\(profile.name)' is part of a cycle of profiles that use each other's tokens",
+                        at: profile.mark)
                     break
                 }
                 guard seen.insert(next).inserted, let target = byName[next] else { continue }

@@ -84,11 +84,11 @@ extension SettingsDecoder {
             let client = decodeOAuth(keys, node: node, path: path)
             var assertion: AssertionSettings?
             if let pair = keys["assertion"] {
-                assertion = decodeAssertion(pair.value, path: "\(path).assertion")
+                assertion = decodeAssertion(pair.value, path: "\(path).assertion", name: name)
             } else {
                 sink.error(
                     "profile '\(name)' of type jwt_bearer needs an 'assertion': a secret source holding the JWT, "
-                        + "or { github_actions: { audience: ... } }",
+                        + "{ github_actions: { audience: ... } } or { profile: NAME }",
                     at: node.mark)
             }
             if let client, let assertion { kind = .jwtBearer(client, assertion: assertion) } else { kind = nil }
@@ -400,7 +400,15 @@ extension SettingsDecoder {
                     sink.error("profile '\(name)' cannot exchange its own token", at: entry.value.mark)
                     return nil
                 }
-                return .some(.profile(profile.text))
+                var idToken = false
+                if let kind = fields["token"] {
+                    guard
+                        let value = choice(
+                            kind.value, path: "\(rolePath).token", choices: Self.exchangeProfileTokens)
+                    else { return nil }
+                    idToken = value == "id_token"
+                }
+                return .some(.profile(profile.text, idToken: idToken))
             case (nil, let pair?):
                 return secretSource(pair.value, path: "\(path).\(role)_token").map { .some(.secret($0)) }
             }
@@ -421,6 +429,9 @@ extension SettingsDecoder {
         guard let actor = token("actor") else { return nil }
         var settings = TokenExchangeSettings(
             subject: subject, requestedTokenType: type("requested_token_type"), actor: actor)
+        // An ID token is presented as one (RFC 8693 §3) unless the type is written.
+        if case .profile(_, idToken: true) = subject { settings.subjectTokenType = TokenExchangeSettings.idTokenType }
+        if case .profile(_, idToken: true)? = actor { settings.actorTokenType = TokenExchangeSettings.idTokenType }
         if let value = type("subject_token_type") { settings.subjectTokenType = value }
         if let value = type("actor_token_type") { settings.actorTokenType = value }
         if actor == nil, let stray = keys["actor_token_type"] {
@@ -429,8 +440,19 @@ extension SettingsDecoder {
         return settings
     }
 
-    /// `assertion`: a secret source, or `{ github_actions: { audience } }`.
-    private mutating func decodeAssertion(_ node: YAMLNode, path: String) -> AssertionSettings? {
+    /// `assertion`: a secret source, `{ github_actions: { audience } }` or `{ profile: P }`.
+    private mutating func decodeAssertion(_ node: YAMLNode, path: String, name: String) -> AssertionSettings? {
+        if node.pairs?.contains(where: { $0.key.scalar?.value == "profile" }) == true {
+            guard
+                let keys = fields(node, path: path, context: "'\(path)'", allowed: Self.assertionProfileKeys),
+                let entry = keys["profile"], let profile = nonEmptyString(entry.value, path: "\(path).profile")
+            else { return nil }
+            if profile.text == name {
+                sink.error("profile '\(name)' cannot take its own token as its assertion", at: entry.value.mark)
+                return nil
+            }
+            return .profile(profile.text)
+        }
         guard let actions = node.pairs?.first(where: { $0.key.scalar?.value == "github_actions" }) else {
             return secretSource(node, path: path).map { .secret($0) }
         }

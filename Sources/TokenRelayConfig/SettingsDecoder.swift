@@ -70,8 +70,9 @@ struct SettingsDecoder {
         "client_key", "client_key_alg", "client_key_id", "client_assertion_audience", "dpop",
         "client_cert", "mtls_bound",
     ])
-    /// Keys only a grant that discovery can resolve takes (SPEC §9): `jwt_bearer` and
-    /// `token_exchange` name their server themselves.
+    /// Keys only a grant that discovery can resolve takes (SPEC §9): `token_exchange` names its
+    /// server itself, and `jwt_bearer` takes `discover` (a resource's server that accepts an
+    /// ID-JAG, SPEC §9.9) but never steps up.
     static let discoveryOnlyKeys: Set<String> = ["discover", "step_up"]
     /// Keys of both interactive profile types.
     static let interactiveKeys: Set<String> = ["open_browser", "login_timeout", "parameters"]
@@ -85,7 +86,7 @@ struct SettingsDecoder {
             "authorization_url", "redirect", "client_metadata_url",
         ]),
         "device_code": oauthKeys.union(interactiveKeys).union(["device_authorization_url"]),
-        "jwt_bearer": oauthKeys.subtracting(discoveryOnlyKeys).union(["assertion"]),
+        "jwt_bearer": oauthKeys.subtracting(["step_up"]).union(["assertion"]),
         "token_exchange": oauthKeys.subtracting(discoveryOnlyKeys).union([
             "subject", "subject_token", "subject_token_type", "requested_token_type", "actor", "actor_token",
             "actor_token_type",
@@ -100,7 +101,11 @@ struct SettingsDecoder {
         "api_key", "basic", "bearer",
     ]
     /// Keys of a token exchange's `subject` / `actor`.
-    static let exchangeProfileKeys: Set<String> = ["profile"]
+    static let exchangeProfileKeys: Set<String> = ["profile", "token"]
+    /// Which of a profile's tokens `subject: { profile, token }` presents.
+    static let exchangeProfileTokens = ["access_token", "id_token"]
+    /// Keys of `assertion: { profile }`.
+    static let assertionProfileKeys: Set<String> = ["profile"]
     /// Keys of `assertion: { github_actions: {...} }`.
     static let githubActionsKeys: Set<String> = ["audience"]
 

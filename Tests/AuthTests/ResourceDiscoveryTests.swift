@@ -114,6 +114,20 @@ import TokenRelayHTTP
         #expect(configuration?.grant.interactive?.flow == .authorizationCode(ports: [0], path: "/callback"))
     }
 
+    /// A discovered jwt-bearer profile (an ID-JAG's server, SPEC §9.9) may name no client (RFC 7523
+    /// §3.1): it registers nothing and its session names none.
+    @Test func aDiscoveredJWTBearerProfileWithoutAClientRegistersNothing() async throws {
+        let transport = Self.server()
+        let manager = TokenManager(transport: transport)
+        let template = DiscoveryTemplate(
+            resourceURL: Self.resource, grant: .jwtBearer(.secret(.value("eyJhbGciOiJFUzI1NiJ9.e30.c2ln"))))
+        let resolver = ResourceAuthorization(
+            manager: manager, transport: transport, environment: "e", profile: "p", template: template)
+        let key = try await resolver.key()
+        #expect(key.issuer == Self.issuer && key.clientID == "" && key.resources == [Self.resource])
+        #expect(!transport.requests.contains { $0.url.hasSuffix("/register") })
+    }
+
     /// Past the step-up limit (SPEC §9.2) the error says what happened: the resource server
     /// refused the token for lack of scope, after how many step-ups, asking for which scope;
     /// kind `limit`. The token endpoint was not asked, and the error does not say it was.

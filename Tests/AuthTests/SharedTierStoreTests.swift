@@ -125,13 +125,20 @@ final class FakeSharedTier: SharedTokenTier {
                     tokenURL: "https://as.example/token", clientID: "svc", clientAuth: clientAuth, grant: grant,
                     dpop: dpop))
         }
-        let machine = key("svc", .clientCredentials)
+        let machineConfiguration = OAuthClientConfiguration(
+            tokenURL: "https://as.example/token", clientID: "svc", grant: .clientCredentials)
+        let machine = SessionKey(environment: "dev", profile: "svc", configuration: machineConfiguration)
+        let idJAG = OAuthClientConfiguration(
+            tokenURL: "https://idp.example/token", clientID: "svc",
+            grant: .tokenExchange(TokenExchange(subject: .secret(keyProvider("id-token"), description: "env"))))
         let person = key("me", .interactive(InteractiveLogin(flow: .deviceCode)))
         let secret = TokenExchange.Source.secret(keyProvider("subject"), description: "env")
         let shared: [SessionKey] = [
             machine, key("ci", .jwtBearer(.secret(keyProvider("jwt")))),
             key("x1", .tokenExchange(TokenExchange(subject: .session(machine)))),
             key("x2", .tokenExchange(TokenExchange(subject: .session(machine), actor: .session(machine)))),
+            // An assertion that is a machine's token (SPEC §10 `assertion: { profile }`).
+            key("a1", .jwtBearer(.session(environment: "dev", profile: "svc", configuration: machineConfiguration))),
         ]
         let hostOnly: [SessionKey] = [
             person, key("seeded", .refreshToken(seed: keyProvider("rt"))),
@@ -139,6 +146,9 @@ final class FakeSharedTier: SharedTokenTier {
             key("x4", .tokenExchange(TokenExchange(subject: .session(machine), actor: .session(person)))),
             // A secret source's token: whose it is cannot be told from the key.
             key("x5", .tokenExchange(TokenExchange(subject: secret))),
+            // An ID-JAG for a person's ID token (SPEC §9.9), from a login or a secret source.
+            key("x6", .tokenExchange(TokenExchange(subject: .sessionIDToken(person)))),
+            key("a2", .jwtBearer(.session(environment: "dev", profile: "idp", configuration: idJAG))),
             // Bound to what only this host holds (SPEC §11): a DPoP key, a client certificate.
             key("dpop", .clientCredentials, dpop: true), key("mtls", .clientCredentials, clientAuth: .tlsClientAuth),
         ]

@@ -114,6 +114,25 @@ def config_for(
         profile["client_assertion_audience"] = "issuer"
     elif "client_secret" in context:
         profile["client_secret"] = {"env": "CONFORMANCE_CLIENT_SECRET"}
+    profiles: dict[str, Any] = {"mcp": profile}
+    if "idp_id_token" in context:
+        # Enterprise-managed authorization (SPEC §9.9): the MCP server's authorization server
+        # takes an ID-JAG that the person's IdP issues for their ID token. The scenario hands out
+        # the ID token of a login that already happened, so a secret source stands in for the
+        # person's IdP profile (`subject: { profile, token: id_token }`).
+        profile["type"] = "jwt_bearer"
+        profile.pop("redirect", None)
+        profile["client_auth"] = "client_secret_basic"
+        profile["assertion"] = {"profile": "idp"}
+        profiles["idp"] = {
+            "type": "token_exchange",
+            "token_url": context["idp_token_endpoint"],
+            "client_id": context["idp_client_id"],
+            "client_auth": "none",
+            "subject_token": {"env": "CONFORMANCE_IDP_ID_TOKEN"},
+            "subject_token_type": "id_token",
+            "requested_token_type": "id-jag",
+        }
     config = {
         "version": 1,
         "default_environment": "conformance",
@@ -121,7 +140,7 @@ def config_for(
             "conformance": {
                 "base_url": url,
                 "default_profile": "mcp",
-                "profiles": {"mcp": profile},
+                "profiles": profiles,
             }
         },
     }
@@ -145,6 +164,8 @@ async def drive(url: str, directory: Path) -> int:
     }
     if "client_secret" in context:
         env["CONFORMANCE_CLIENT_SECRET"] = context["client_secret"]
+    if "idp_id_token" in context:
+        env["CONFORMANCE_IDP_ID_TOKEN"] = context["idp_id_token"]
     config = config_for(scenario, url, context, directory)
     args = ["mcp-proxy", "--log-level", "debug"]
     args += ["--config", str(config), "--env", "conformance"] if config else [url]

@@ -39,8 +39,6 @@ if shutil.which("node") is None:
         "node is not installed: the conformance suite needs it", allow_module_level=True
     )
 
-ID_JAG = "enterprise-managed authorization (ID-JAG, SPEC §9.9) is not offered yet"
-
 
 def xfail(reason: str) -> pytest.MarkDecorator:
     return pytest.mark.xfail(strict=True, reason=reason)
@@ -72,7 +70,7 @@ SCENARIOS = [
     "auth/offline-access-not-supported",
     "auth/client-credentials-jwt",
     "auth/client-credentials-basic",
-    pytest.param("auth/cross-app-access-complete-flow", marks=xfail(ID_JAG)),
+    "auth/cross-app-access-complete-flow",
 ]
 
 

@@ -224,7 +224,9 @@ public actor ResourceAuthorization {
         configuration.scopes = Array(Set(scopes)).sorted()
         configuration.resources = template.resourceIndicator ? [document.resource] : []
         configuration.grant = grant
-        if template.clientID == nil {
+        // A jwt-bearer grant may name no client (RFC 7523 §3.1): nothing to register.
+        let anonymous = if case .jwtBearer = grant { true } else { false }
+        if template.clientID == nil && !anonymous {
             guard let login = grant.interactive, case .authorizationCode(let ports, let path) = login.flow else {
                 throw AuthError.configuration(
                     "profile '\(profile)' needs a client_id (only authorization_code registers)")

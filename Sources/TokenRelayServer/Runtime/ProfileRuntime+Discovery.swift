@@ -17,9 +17,9 @@ extension ProfileRuntime {
         let client: OAuthClientSettings
         switch settings.kind {
         case .clientCredentials(let value), .refreshToken(let value, _), .authorizationCode(let value, _),
-            .deviceCode(let value, _):
+            .deviceCode(let value, _), .jwtBearer(let value, _):
             client = value
-        case .apiKey, .basic, .bearer, .jwtBearer, .tokenExchange:
+        case .apiKey, .basic, .bearer, .tokenExchange:
             return nil
         }
         guard let options = client.discovery, let configuration = oauthConfiguration(settings, in: environment) else {

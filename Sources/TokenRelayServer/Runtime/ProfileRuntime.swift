@@ -105,6 +105,11 @@ extension ProfileRuntime {
             case .secret(let secret): source = .secret(provider(secret))
             case .githubActions(let audience, let url, let token):
                 source = .githubActions(audience: audience, requestURL: provider(url), requestToken: provider(token))
+            case .profile(let name):
+                guard depth < 16, let other = environment.profile(named: name),
+                    let configuration = oauthConfiguration(other, in: environment, depth: depth + 1)
+                else { return nil }
+                source = .session(environment: environment.name, profile: name, configuration: configuration)
             }
             return configuration(client, grant: .jwtBearer(source))
         case .tokenExchange(let client, let exchange):
@@ -112,12 +117,12 @@ extension ProfileRuntime {
                 switch token {
                 case .secret(let secret):
                     return .secret(provider(secret), description: secret.keyPath + "@" + secret.originDescription)
-                case .profile(let name):
+                case .profile(let name, let idToken):
                     guard depth < 16, let other = environment.profile(named: name),
                         let configuration = oauthConfiguration(other, in: environment, depth: depth + 1)
                     else { return nil }
-                    return .session(
-                        SessionKey(environment: environment.name, profile: name, configuration: configuration))
+                    let key = SessionKey(environment: environment.name, profile: name, configuration: configuration)
+                    return idToken ? .sessionIDToken(key) : .session(key)
                 }
             }
             guard let subject = source(exchange.subject) else { return nil }

@@ -15,6 +15,10 @@ Clients are registered by files the tests write, read again at every request:
   $POP_STATE/anonymous-jwt-bearer                # present: a jwt-bearer grant may name no client at
                                                  # all (RFC 7523 §3.1: client authentication is optional)
   $POP_STATE/gha-request-token                   # what GET /gha/token wants as its bearer token
+A token exchange for requested_token_type ...:id-jag plays the person's enterprise IdP (SPEC §9.9): the
+subject is an ID token (subject_token_type ...:id_token) signed by a trusted issuer, whose aud is
+the exchanging client; the answer is an ID-JAG (typ oauth-id-jag+jwt, iss "idjag", trusted for
+jwt-bearer, aud the requested audience) with token_type N_A and no expires_in.
 GET /gha/token?audience=A plays the GitHub Actions OIDC token service (ACTIONS_ID_TOKEN_REQUEST_URL):
 it answers {"value": JWT} signed by issuer "gha" (trusted for jwt-bearer).
 Every decision is appended to $POP_STATE/ledger.jsonl (one JSON object a line, never a secret
@@ -50,6 +54,8 @@ ASSERTION_TYPE = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
 JWT_BEARER = "urn:ietf:params:oauth:grant-type:jwt-bearer"
 TOKEN_EXCHANGE = "urn:ietf:params:oauth:grant-type:token-exchange"
 ACCESS_TOKEN_TYPE = "urn:ietf:params:oauth:token-type:access_token"
+ID_TOKEN_TYPE = "urn:ietf:params:oauth:token-type:id_token"
+ID_JAG_TYPE = "urn:ietf:params:oauth:token-type:id-jag"
 
 _lock = threading.Lock()
 _seen_jti: dict[str, float] = {}  # (kind:iss:jti) -> expiry; replay refused while it could be valid
@@ -87,6 +93,9 @@ _GHA_KEY = ECKey.generate_key("P-256")
 if os.environ.get("POP_STATE"):
     (STATE / "issuers").mkdir(parents=True, exist_ok=True)
     (STATE / "issuers" / "gha.pem").write_bytes(_GHA_KEY.as_pem(private=False))
+_ID_JAG_KEY = ECKey.generate_key("P-256")
+if os.environ.get("POP_STATE"):
+    (STATE / "issuers" / "idjag.pem").write_bytes(_ID_JAG_KEY.as_pem(private=False))
 
 
 def digest(value: str) -> str:
@@ -341,6 +350,8 @@ async def token(request: Request):
                 "jti": verified.claims["jti"]})
         return JSONResponse(issue(client_id, client, subject=verified.claims["sub"], scope=scope, jkt=jkt,
                                   extra={"grant": "jwt_bearer"}))
+    if grant == TOKEN_EXCHANGE and form.get("requested_token_type") == ID_JAG_TYPE:
+        return id_jag(form, client_id)
     if grant == TOKEN_EXCHANGE:
         subject_token = form.get("subject_token")
         if form.get("subject_token_type") != ACCESS_TOKEN_TYPE or not subject_token:
@@ -364,6 +375,35 @@ async def token(request: Request):
             extra["actor"] = digest(actor)
         return JSONResponse(issue(client_id, client, subject=info["sub"], scope=scope, jkt=jkt, extra=extra))
     return oauth_error(400, "unsupported_grant_type", f"grant_type {grant!r}")
+
+
+def id_jag(form: Form, client_id: str | None) -> JSONResponse:
+    """The IdP's exchange of a person's ID token for an ID-JAG (SPEC §9.9)."""
+    subject = form.get("subject_token") or ""
+    if form.get("subject_token_type") != ID_TOKEN_TYPE or not subject:
+        return oauth_error(400, "invalid_request", "an ID-JAG is issued for an id_token subject")
+    audience, resource = form.getlist("audience"), form.getlist("resource")
+    if len(audience) != 1 or len(resource) != 1:
+        return oauth_error(400, "invalid_request", "one audience and one resource needed")
+    try:
+        unverified = json.loads(base64.urlsafe_b64decode(subject.split(".")[1] + "=="))
+        issuer = unverified.get("iss")
+        if not isinstance(issuer, str) or "/" in issuer or issuer.startswith("."):
+            raise ValueError
+        key = import_public((STATE / "issuers" / f"{issuer}.pem").read_text())
+        verified = verify_signed_jwt(subject, key, ["ES256", "RS256", "PS256"])
+    except (JoseError, ValueError, OSError, IndexError) as e:
+        return oauth_error(400, "invalid_grant", f"the ID token does not verify ({type(e).__name__})")
+    problem = check_claims(verified.claims, iss=issuer, sub=None, audiences=[client_id], max_lifetime=None)
+    if problem:
+        return oauth_error(400, "invalid_grant", problem)
+    now = int(time.time())
+    claims = {"iss": "idjag", "sub": verified.claims["sub"], "aud": audience[0], "resource": resource[0],
+              "client_id": client_id, "iat": now, "exp": now + 300, "jti": secrets.token_urlsafe(12)}
+    value = jwt.encode({"alg": "ES256", "typ": "oauth-id-jag+jwt"}, claims, _ID_JAG_KEY)
+    ledger({"event": "id_jag", "client": client_id, "sub": claims["sub"], "audience": audience[0],
+            "resource": resource[0], "subject_token": digest(subject)})
+    return JSONResponse({"access_token": value, "issued_token_type": ID_JAG_TYPE, "token_type": "N_A"})
 
 
 async def revoke(request: Request):
