@@ -243,15 +243,24 @@ extension SQLiteTokenStore {
         }
     }
 
-    /// Says once per process, at its first write, which the store is: a warning when it is plain
-    /// for want of a secret service, a line at `info` otherwise.
+    /// Says at a process's first write which the store is: a line at `info`, and, the first time
+    /// a store is written plain for want of a secret service, a warning, once per store (recorded
+    /// in its `meta` table within the write's transaction, so a loop of `tokenrelay call`s on a
+    /// server warns once, not at every call). Only inside a write transaction.
     func announceFirstWrite(_ opened: inout Opened) {
         guard !opened.announced else { return }
         opened.announced = true
-        if opened.keyKind == nil, case .secretService = keySource {
-            log.warn("the store \(path) keeps tokens in \(opened.note)")
-        } else {
+        guard opened.keyKind == nil, case .secretService = keySource else {
             log.info("the store \(path) is \(opened.note)")
+            return
+        }
+        let connection = opened.connection
+        let warned = (try? connection.query("SELECT 1 FROM meta WHERE name = 'plain_warned'").first) != nil
+        if warned {
+            log.info("the store \(path) keeps tokens in \(opened.note)")
+        } else {
+            log.warn("the store \(path) keeps tokens in \(opened.note)")
+            _ = try? connection.query("INSERT OR IGNORE INTO meta (name, value) VALUES ('plain_warned', x'01')")
         }
     }
 

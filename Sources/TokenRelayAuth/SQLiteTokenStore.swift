@@ -408,8 +408,8 @@ public final class SQLiteTokenStore: TokenStore {
                         .text(id), .text(key.session.environment), .text(key.session.profile), .blob(stored),
                         .integer(sealed ? 1 : 0), .real(Date().timeIntervalSince1970),
                     ])
-                try connection.execute("COMMIT")
                 self.announceFirstWrite(&opened)
+                try connection.execute("COMMIT")
                 return rows.first?.first?.integerValue ?? 0
             } catch {
                 try? connection.execute("ROLLBACK")

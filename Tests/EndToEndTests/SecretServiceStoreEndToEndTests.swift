@@ -1,29 +1,42 @@
 import Foundation
+import TestSupport
 import Testing
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// A private session bus with gnome-keyring's secret service on it, its keyring files in a folder
 /// of the test's: what a desktop gives tokenrelay (issue 50).
 final class PrivateSecretService: Sendable {
     static let tools = [
         "/usr/bin/dbus-daemon", "/usr/bin/dbus-send", "/usr/bin/gnome-keyring-daemon", "/usr/bin/secret-tool",
+        "/usr/bin/gdbus",
     ]
     /// Whether the tools are installed (scripts/setup installs them; CI has them).
     static let available = tools.allSatisfy { FileManager.default.isExecutableFile(atPath: $0) }
 
     let folder: String
     let address: String
-    let bus: pid_t
+    let bus: ChildProcess
+
+    private init(folder: String, address: String, bus: ChildProcess) {
+        self.folder = folder
+        self.address = address
+        self.bus = bus
+    }
 
     /// Starts a bus on which nothing is activatable; `keyring`: gnome-keyring's daemon on it, its
-    /// login collection created and unlocked with a password from stdin.
-    init(keyring: Bool = true) throws {
-        folder = try TemporaryDirectory.make().path
+    /// login collection created and unlocked with a password from stdin, and owning the secret
+    /// service's name before this returns.
+    static func start(keyring: Bool = true) async throws -> PrivateSecretService {
+        let folder = try TemporaryDirectory.make().path
         for sub in ["/home", "/data", "/run"] {
             try FileManager.default.createDirectory(
                 atPath: folder + sub, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         }
         let config = folder + "/bus.conf"
-        try Data(
+        try OffPool.write(
             """
             <!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
              "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
@@ -35,43 +48,43 @@ final class PrivateSecretService: Sendable {
                 <allow send_destination="*" eavesdrop="true"/><allow eavesdrop="true"/><allow own="*"/>
               </policy>
             </busconfig>
-            """.utf8
-        ).write(to: URL(fileURLWithPath: config))
-        // The address is printed once the bus listens.
-        var fds: [Int32] = [0, 0]
-        guard pipe(&fds) == 0 else { throw CocoaError(.fileWriteUnknown) }
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_adddup2(&actions, fds[1], 1)
-        posix_spawn_file_actions_addclose(&actions, fds[0])
-        posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
-        let words = ["/usr/bin/dbus-daemon", "--config-file=\(config)", "--nofork", "--print-address=1"]
-        let argv: [UnsafeMutablePointer<CChar>?] = words.map { strdup($0) } + [nil]
-        defer { argv.forEach { free($0) } }
-        var pid: pid_t = 0
-        let started = posix_spawn(&pid, "/usr/bin/dbus-daemon", &actions, nil, argv, environ)
-        close(fds[1])
-        defer { close(fds[0]) }
-        guard started == 0 else { throw CocoaError(.executableLoad) }
-        bus = pid
-        var printed: [UInt8] = []
-        var byte: UInt8 = 0
-        while !printed.contains(0x0A), read(fds[0], &byte, 1) == 1 { printed.append(byte) }
-        address = String(decoding: printed, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
-        if keyring {
-            // It forks a daemon that keeps its descriptors: its output goes nowhere, and its exit
-            // says the daemon is ready.
-            let daemon = try run(
-                "/usr/bin/gnome-keyring-daemon", ["--unlock", "--components=secrets"], stdin: "test-pw", quiet: true)
-            #expect(daemon.status == 0)
+            """, to: config)
+        // The address is printed once the bus listens (read off the cooperative pool).
+        let output = try ChildProcess.makePipe()
+        let bus: ChildProcess
+        do {
+            bus = try ChildProcess(
+                "/usr/bin/dbus-daemon", ["--config-file=\(config)", "--nofork", "--print-address=1"],
+                environment: ["PATH": "/usr/bin:/bin"], stdout: .descriptor(output.write), stderr: .null)
+        } catch {
+            close(output.read)
+            close(output.write)
+            throw error
         }
+        close(output.write)
+        let address = try await OffPool.run { () -> String in
+            defer { close(output.read) }
+            var printed: [UInt8] = []
+            var byte: UInt8 = 0
+            while !printed.contains(0x0A), read(output.read, &byte, 1) == 1 { printed.append(byte) }
+            return String(decoding: printed, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        }
+        let desktop = PrivateSecretService(folder: folder, address: address, bus: bus)
+        if keyring {
+            let daemon = try await desktop.run(
+                "/usr/bin/gnome-keyring-daemon", ["--unlock", "--components=secrets"], stdin: "test-pw")
+            #expect(daemon.status == 0, "\(daemon.output)")
+            // Its first process can exit before the daemon owns the secret service's name: wait for
+            // the name (gdbus watches the bus; the bound is a safety net).
+            let named = try await desktop.run(
+                "/usr/bin/gdbus", ["wait", "--session", "--timeout", "60", "org.freedesktop.secrets"])
+            try #require(named.status == 0, "the secret service never came up: \(named.output)")
+        }
+        return desktop
     }
 
     deinit {
-        kill(bus, SIGKILL)  // the keyring daemon leaves with its bus
-        var status: Int32 = 0
-        while waitpid(bus, &status, 0) < 0, errno == EINTR {}
+        _ = bus.signal(SIGKILL)  // the keyring daemon leaves with its bus
     }
 
     /// What a process of this desktop gets: the bus and the private home.
@@ -82,44 +95,29 @@ final class PrivateSecretService: Sendable {
         ]
     }
 
-    /// Runs `tool` on this desktop; its exit status and output.
+    /// Runs `tool` on this desktop to its end; its exit status and output (stdout, then stderr).
+    /// Its output goes to files: gnome-keyring-daemon's first process exits once its daemon is
+    /// ready, and the daemon keeps the descriptors it was given.
     @discardableResult
-    func run(_ tool: String, _ arguments: [String], stdin: String? = nil, quiet: Bool = false) throws -> (
+    func run(_ tool: String, _ arguments: [String], stdin: String? = nil) async throws -> (
         status: Int32, output: String
     ) {
-        // posix_spawn and waitpid: gnome-keyring-daemon's first process exits once its daemon is
-        // ready, and the daemon keeps the descriptors it was given (so output goes to a file).
-        let input = folder + "/stdin", output = folder + "/output"
-        try Data((stdin ?? "").utf8).write(to: URL(fileURLWithPath: input))
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_addopen(&actions, 0, input, O_RDONLY, 0)
-        posix_spawn_file_actions_addopen(&actions, 1, quiet ? "/dev/null" : output, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
-        posix_spawn_file_actions_adddup2(&actions, 1, 2)
-        let argv = ([tool] + arguments).map { strdup($0) } + [nil]
-        let envp = environment.merging(["PATH": "/usr/bin:/bin"]) { $1 }.map { strdup("\($0.key)=\($0.value)") } + [nil]
-        defer {
-            argv.forEach { free($0) }
-            envp.forEach { free($0) }
-        }
-        var pid: pid_t = 0
-        guard posix_spawn(&pid, tool, &actions, nil, argv, envp) == 0 else { return (-1, "could not start \(tool)") }
-        var status: Int32 = 0
-        while waitpid(pid, &status, 0) < 0, errno == EINTR {}
-        let text = quiet ? "" : (try? String(contentsOfFile: output, encoding: .utf8)) ?? ""
-        return ((status >> 8) & 0xff, text)
+        let result = try await InteropStack.run(
+            tool, arguments, in: URL(fileURLWithPath: folder), timeout: .seconds(120), stdin: stdin,
+            environment: environment.merging(["PATH": "/usr/bin:/bin"]) { $1 })
+        return (result.status, result.stdout + result.stderr)
     }
 
     /// The store key the secret service holds for `store` (`secret-tool lookup`), if any.
-    func key(for store: String) throws -> String? {
-        let found = try run("/usr/bin/secret-tool", ["lookup", "application", "tokenrelay", "store", store])
+    func key(for store: String) async throws -> String? {
+        let found = try await run("/usr/bin/secret-tool", ["lookup", "application", "tokenrelay", "store", store])
         return found.status == 0 && !found.output.isEmpty ? found.output : nil
     }
 
     /// How many items name `store` (locked or not).
-    func items(for store: String) throws -> Int {
-        let found = try run("/usr/bin/secret-tool", ["search", "--all", "application", "tokenrelay", "store", store])
+    func items(for store: String) async throws -> Int {
+        let found = try await run(
+            "/usr/bin/secret-tool", ["search", "--all", "application", "tokenrelay", "store", store])
         return found.output.components(separatedBy: "\n").filter { $0.hasPrefix("[/") }.count
     }
 }
@@ -179,18 +177,14 @@ struct SecretServiceStoreEndToEndTests {
 
         /// What the store holds: every session row and meta row (a refused open may still
         /// checkpoint the write-ahead log, so the file's bytes are not compared).
-        func storeBytes() throws -> Data {
+        func storeBytes() async throws -> Data {
             let script =
                 "import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); "
                 + "print(repr(c.execute('SELECT * FROM sessions ORDER BY id').fetchall()), "
                 + "repr(c.execute('SELECT * FROM meta ORDER BY name').fetchall()))"
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
-            process.arguments = ["-c", script, database]
-            let output = Pipe()
-            process.standardOutput = output
-            try process.run()
-            return output.fileHandleForReading.readDataToEndOfFile()
+            let result = try await InteropStack.run(
+                "/usr/bin/python3", ["-c", script, database], in: URL(fileURLWithPath: state), timeout: .seconds(60))
+            return Data(result.stdout.utf8)
         }
     }
 
@@ -205,7 +199,7 @@ struct SecretServiceStoreEndToEndTests {
 
     @Test func aNewStoreIsSealedWithTheSecretServicesKeyAndRefusedWhereItIsNotReachable() async throws {
         let setup = try await Setup()
-        let desktop = try PrivateSecretService()
+        let desktop = try await PrivateSecretService.start()
         let config = try setup.config()
         let token = try await setup.run(["token"], on: desktop, config: config)
         #expect(token.code == 0, "\(token.output)")
@@ -213,42 +207,42 @@ struct SecretServiceStoreEndToEndTests {
         #expect(status.code == 0, "\(status.output)")
         #expect(status.output.contains(#""key":"secret_service""#), "\(status.output)")
         #expect(status.output.contains("sealed with a key from the secret service"))
-        let key = try #require(try desktop.key(for: setup.database))
+        let key = try #require(try await desktop.key(for: setup.database))
         #expect(Data(base64Encoded: key.trimmingCharacters(in: .whitespacesAndNewlines))?.count == 32)
-        #expect(try desktop.items(for: setup.database) == 1)
+        #expect(try await desktop.items(for: setup.database) == 1)
         let issued = try #require(token.output.split(separator: "\n").first.map(String.init))
-        #expect(try setup.storeBytes().range(of: Data(issued.utf8)) == nil, "the token is sealed")
+        #expect(try await setup.storeBytes().range(of: Data(issued.utf8)) == nil, "the token is sealed")
         // Where no secret service is reachable the sealed store is refused, and left as it was.
-        let before = try setup.storeBytes()
+        let before = try await setup.storeBytes()
         let noBus = try await setup.run(["token"], on: nil, config: config)
         #expect(noBus.code == 3, "\(noBus.output)")
         #expect(noBus.output.contains("sealed with a key from the secret service, which is not reachable here"))
         #expect(noBus.output.contains("no session bus"), "\(noBus.output)")
-        let noService = try PrivateSecretService(keyring: false)
+        let noService = try await PrivateSecretService.start(keyring: false)
         let elsewhere = try await setup.run(["status"], on: noService, config: config)
         #expect(elsewhere.code == 3, "\(elsewhere.output)")
         #expect(elsewhere.output.contains("which is not reachable here (no secret service on the session bus"))
-        #expect(try setup.storeBytes() == before)
+        #expect(try await setup.storeBytes() == before)
         Self.expectNoKey(key, in: [token.output, status.output, noBus.output, elsewhere.output])
     }
 
     @Test func aVanishedKeyRefusesTheStoreAndNothingIsOverwritten() async throws {
         let setup = try await Setup()
-        let desktop = try PrivateSecretService()
+        let desktop = try await PrivateSecretService.start()
         let config = try setup.config()
         let token = try await setup.run(["token"], on: desktop, config: config)
         #expect(token.code == 0, "\(token.output)")
-        let key = try #require(try desktop.key(for: setup.database))
-        try desktop.run("/usr/bin/secret-tool", ["clear", "application", "tokenrelay", "store", setup.database])
-        let before = try setup.storeBytes()
+        let key = try #require(try await desktop.key(for: setup.database))
+        try await desktop.run("/usr/bin/secret-tool", ["clear", "application", "tokenrelay", "store", setup.database])
+        let before = try await setup.storeBytes()
         for command in [["token"], ["status"]] {
             let refused = try await setup.run(command, on: desktop, config: config)
             #expect(refused.code == 3, "\(refused.output)")
             #expect(refused.output.contains("the secret service holds no key for it"), "\(refused.output)")
             Self.expectNoKey(key, in: [refused.output])
         }
-        #expect(try setup.storeBytes() == before)
-        #expect(try desktop.items(for: setup.database) == 0, "no new key was made for a sealed store")
+        #expect(try await setup.storeBytes() == before)
+        #expect(try await desktop.items(for: setup.database) == 0, "no new key was made for a sealed store")
     }
 
     @Test func withoutASecretServiceANewStoreStaysPlainAndSaysSo() async throws {
@@ -257,15 +251,19 @@ struct SecretServiceStoreEndToEndTests {
         let token = try await setup.run(["token"], on: nil, config: config)
         #expect(token.code == 0, "\(token.output)")
         #expect(token.output.contains("keeps tokens in plain text: no secret service here (no session bus"))
+        // Said once per store: the next process's write (a renewal) does not warn again.
+        let again = try await setup.run(["token", "--min-valid", "2h"], on: nil, config: config)
+        #expect(again.code == 0, "\(again.output)")
+        #expect(!again.output.contains("keeps tokens in plain text"), "\(again.output)")
         let status = try await setup.run(["status"], on: nil, config: config)
         #expect(token.output.contains("set store.encryption_key"))
         #expect(status.output.contains("(plain text: the store was written without a key"), "\(status.output)")
         // A plain store that holds records stays plain where a secret service appears.
-        let desktop = try PrivateSecretService()
+        let desktop = try await PrivateSecretService.start()
         let later = try await setup.run(["status"], on: desktop, config: config)
         #expect(later.code == 0, "\(later.output)")
         #expect(later.output.contains("store rekey --new-key-keyring"), "\(later.output)")
-        #expect(try desktop.items(for: setup.database) == 0)
+        #expect(try await desktop.items(for: setup.database) == 0)
         // `key: keyring` requires the secret service's key: a plain store with records is refused.
         let required = try await setup.run(
             ["status"], on: desktop, config: try setup.config("{ path: STORE, key: keyring }"))
@@ -274,8 +272,8 @@ struct SecretServiceStoreEndToEndTests {
 
     @Test func aLockedCollectionIsNeverUnlockedAndANewStoreStaysPlain() async throws {
         let setup = try await Setup()
-        let desktop = try PrivateSecretService()
-        let lock = try desktop.run(
+        let desktop = try await PrivateSecretService.start()
+        let lock = try await desktop.run(
             "/usr/bin/dbus-send",
             [
                 "--session", "--print-reply", "--dest=org.freedesktop.secrets", "/org/freedesktop/secrets",
@@ -286,7 +284,7 @@ struct SecretServiceStoreEndToEndTests {
         #expect(token.code == 0, "\(token.output)")
         #expect(token.output.contains("plain text: no secret service here"), "\(token.output)")
         #expect(token.output.contains("locked"), "\(token.output)")
-        #expect(try desktop.items(for: setup.database) == 0)
+        #expect(try await desktop.items(for: setup.database) == 0)
         let required = try await setup.run(
             ["status"], on: desktop, config: try setup.config("{ path: STORE, key: keyring }"))
         #expect(required.code == 3, "\(required.output)")
@@ -294,14 +292,14 @@ struct SecretServiceStoreEndToEndTests {
 
     @Test func twoProcessesCreatingTheKeyAtOnceMakeOneKey() async throws {
         let setup = try await Setup()
-        let desktop = try PrivateSecretService()
+        let desktop = try await PrivateSecretService.start()
         let config = try setup.config()
         async let first = setup.run(["token"], on: desktop, config: config)
         async let second = setup.run(["token"], on: desktop, config: config)
         let (one, two) = try await (first, second)
         #expect(one.code == 0, "\(one.output)")
         #expect(two.code == 0, "\(two.output)")
-        #expect(try desktop.items(for: setup.database) == 1)
+        #expect(try await desktop.items(for: setup.database) == 1)
         let status = try await setup.run(["status"], on: desktop, config: config)
         #expect(
             status.code == 0 && status.output.contains("sealed with a key from the secret service"), "\(status.output)")
@@ -309,12 +307,12 @@ struct SecretServiceStoreEndToEndTests {
 
     @Test func rekeyMovesAStoreToTheSecretServiceAndBackAndLogoutForgetsTheKey() async throws {
         let setup = try await Setup()
-        let desktop = try PrivateSecretService()
+        let desktop = try await PrivateSecretService.start()
         let plain = try setup.config("{ path: STORE, key: none }")
         #expect(try await setup.run(["token"], on: desktop, config: plain).code == 0)
         let toKeyring = try await setup.run(["store", "rekey", "--new-key-keyring"], on: desktop, config: plain)
         #expect(toKeyring.code == 0, "\(toKeyring.output)")
-        let key = try #require(try desktop.key(for: setup.database))
+        let key = try #require(try await desktop.key(for: setup.database))
         let automatic = try setup.config()
         let sealed = try await setup.run(["status"], on: desktop, config: automatic)
         #expect(
@@ -326,7 +324,7 @@ struct SecretServiceStoreEndToEndTests {
             ["store", "rekey", "--new-key-env", "NEW_KEY"], on: desktop, config: automatic,
             environment: ["NEW_KEY": newKey])
         #expect(away.code == 0, "\(away.output)")
-        #expect(try desktop.items(for: setup.database) == 0)
+        #expect(try await desktop.items(for: setup.database) == 0)
         let configured = try setup.config("{ path: STORE, encryption_key: { env: NEW_KEY } }")
         let opened = try await setup.run(["status"], on: desktop, config: configured, environment: ["NEW_KEY": newKey])
         #expect(opened.code == 0 && opened.output.contains("valid"), "\(opened.output)")
@@ -336,11 +334,11 @@ struct SecretServiceStoreEndToEndTests {
                 ["store", "rekey", "--new-key-keyring"], on: desktop, config: configured,
                 environment: ["NEW_KEY": newKey]
             ).code == 0)
-        let second = try #require(try desktop.key(for: setup.database))
+        let second = try #require(try await desktop.key(for: setup.database))
         let logout = try await setup.run(["logout", "--all", "--forget-key"], on: desktop, config: automatic)
         #expect(logout.code == 0, "\(logout.output)")
         #expect(logout.output.contains("the secret service's key for"), "\(logout.output)")
-        #expect(try desktop.items(for: setup.database) == 0)
+        #expect(try await desktop.items(for: setup.database) == 0)
         let afresh = try await setup.run(["token"], on: desktop, config: automatic)
         #expect(afresh.code == 0, "\(afresh.output)")
         Self.expectNoKey(key, in: [toKeyring.output, sealed.output, away.output, opened.output, logout.output])
