@@ -18,9 +18,11 @@ headers; the same messages are also replayed as NDJSON.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import json
 import os
 import pathlib
+import shutil
 import subprocess
 import tempfile
 import threading
@@ -31,6 +33,7 @@ import pytest
 HERE = pathlib.Path(__file__).resolve().parent
 # The binaries run here keep whatever session state they make in a private directory.
 STATE_HOME = tempfile.mkdtemp(prefix="tokenrelay-compat-state-")
+atexit.register(shutil.rmtree, STATE_HOME, ignore_errors=True)
 ROOT = HERE.parent.parent
 FRAMES = HERE / "frames"
 

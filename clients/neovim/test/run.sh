@@ -13,9 +13,10 @@ if [ ! -r "${TOKENRELAY_STACK_ENV:-}" ]; then
 fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-mkdir -p "$work/home"
+mkdir -p "$work/home" "$work/tmp"
+# TMPDIR too: Neovim keeps its nvim.USER folder there after it exits.
 export HOME=$work/home XDG_CONFIG_HOME=$work/config XDG_STATE_HOME=$work/state XDG_DATA_HOME=$work/data \
-  XDG_CACHE_HOME=$work/cache
+  XDG_CACHE_HOME=$work/cache TMPDIR=$work/tmp
 status=0
 "${NVIM:-nvim}" --headless -u NONE -i NONE -c "luafile $here/run.lua" >"$work/out" 2>&1 || status=$?
 "$here/canary.sh" "$work/out" "$status"

@@ -5,11 +5,10 @@
 // in stdin's buffer (against the real binary's test/wait).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Relay } from '../index.js';
-import { realBin, stackEnv, logSink, testEnviron, isolatedEnviron } from './helpers.js';
+import { realBin, stackEnv, logSink, testEnviron, isolatedEnviron, scratchDir } from './helpers.js';
 
 const stack = stackEnv();
 const binary = realBin();
@@ -25,7 +24,7 @@ function publicConfig() {
   const s = /** @type {Record<string, string>} */ (stack);
   const config = { version: 1, default_environment: 'stack',
     environments: { stack: { base_url: s.RS_URL, profiles: { none: { type: 'bearer', token: 'unused' } } } } };
-  const path = join(mkdtempSync(join(tmpdir(), 'tokenrelay-node-bp-')), 'config.yaml');
+  const path = join(scratchDir('tokenrelay-node-bp-'), 'config.yaml');
   writeFileSync(path, JSON.stringify(config));
   return path;
 }

@@ -16,10 +16,25 @@ export function realBin() {
   try { accessSync(candidate, constants.X_OK); return candidate; } catch { return null; }
 }
 
+/** Folders the tests made, removed when the test process exits. */
+const scratch = /** @type {string[]} */ ([]);
+process.on('exit', () => { for (const dir of scratch) rmSync(dir, { recursive: true, force: true }); });
+
+/**
+ * A new folder under the temporary directory, removed when the test process exits (a run
+ * leaves nothing behind: scripts/test checks).
+ * @param {string} prefix
+ * @returns {string}
+ */
+export function scratchDir(prefix) {
+  const dir = mkdtempSync(join(tmpdir(), prefix));
+  scratch.push(dir);
+  return dir;
+}
+
 // Every real tokenrelay a test starts keeps its default session store here, never in the
 // user's ~/.local/state.
-const stateHome = mkdtempSync(join(tmpdir(), 'tokenrelay-node-state-'));
-process.on('exit', () => rmSync(stateHome, { recursive: true, force: true }));
+const stateHome = scratchDir('tokenrelay-node-state-');
 /** The environment for the real binary: the test process's, with a private XDG_STATE_HOME. */
 export const isolatedEnviron = { ...process.env, XDG_STATE_HOME: stateHome };
 export const testEnviron = { ...isolatedEnviron, TOKENRELAY_ENABLE_TEST_METHODS: '1' };

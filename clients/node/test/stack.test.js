@@ -4,13 +4,12 @@
 // stack_config.py); paths: STACK_PATH (default /whoami), STACK_SSE_PATH (default /events).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { Relay, UnknownEnvironment, UnknownProfile, AuthError, TransportError, InvalidParams, NotSupported, InteractionRequired, RelayTimeout } from '../index.js';
-import { realBin, stackEnv, logSink, isolatedEnviron } from './helpers.js';
+import { realBin, stackEnv, logSink, isolatedEnviron, scratchDir } from './helpers.js';
 
 const stack = stackEnv();
 const binary = realBin();
@@ -31,7 +30,7 @@ function configPath() {
       closed: { base_url: 'http://127.0.0.1:9', profiles: { none: { type: 'bearer', token: 'x' } } },
     },
   };
-  const dir = mkdtempSync(join(tmpdir(), 'tokenrelay-node-'));
+  const dir = scratchDir('tokenrelay-node-');
   // A person's login: device code as the AS's public client `tv` (approve_device.py plays the person).
   if (s.AS_URL) {
     /** @type {Record<string, any>} */ (config.environments.stack.profiles).tv = { type: 'device_code', issuer: client.issuer,
@@ -104,7 +103,7 @@ test('tokenGet and logout', { skip }, async () => {
     client_secret: s.CLIENT_SECRET || 'svc-secret', ...(s.TOKEN_URL ? { token_url: s.TOKEN_URL } : {}) };
   const config = { version: 1, default_environment: 'stack', environments: { stack: { base_url: s.RS_URL,
     default_profile: 'exposed', profiles: { exposed: { ...client, expose_token: true }, hidden: client } } } };
-  const file = join(mkdtempSync(join(tmpdir(), 'tokenrelay-node-')), 'config.yaml');
+  const file = join(scratchDir('tokenrelay-node-'), 'config.yaml');
   writeFileSync(file, JSON.stringify(config));
   const relay = new Relay({ config: file, binary: /** @type {string} */ (binary), environ: isolatedEnviron, onLog: logSink().onLog });
   try {

@@ -2,11 +2,10 @@
 // loop over it finishes after the last event (against the interop stack's /public/events).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Relay } from '../index.js';
-import { realBin, stackEnv, logSink, isolatedEnviron } from './helpers.js';
+import { realBin, stackEnv, logSink, isolatedEnviron, scratchDir } from './helpers.js';
 
 const stack = stackEnv();
 const binary = realBin();
@@ -17,7 +16,7 @@ test('a for-await loop ends when the server ends the stream', { skip }, async ()
   const s = /** @type {Record<string, string>} */ (stack);
   const config = { version: 1, default_environment: 'stack',
     environments: { stack: { base_url: s.RS_URL, profiles: { none: { type: 'bearer', token: 'unused' } } } } };
-  const path = join(mkdtempSync(join(tmpdir(), 'tokenrelay-node-uc-')), 'config.yaml');
+  const path = join(scratchDir('tokenrelay-node-uc-'), 'config.yaml');
   writeFileSync(path, JSON.stringify(config));
   const relay = new Relay({ config: path, binary: /** @type {string} */ (binary), environ: isolatedEnviron, onLog: logSink().onLog });
   try {
