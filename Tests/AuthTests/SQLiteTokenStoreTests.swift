@@ -71,7 +71,7 @@ func expectStoreError(_ text: String, _ body: () async throws -> Void) async {
             reader.info
                 == TokenStoreInfo(
                     type: "sqlite", path: directory.database, encrypted: false,
-                    schemaVersion: SQLiteTokenStore.schemaVersion))
+                    schemaVersion: SQLiteTokenStore.schemaVersion, note: "plain text (store.key: none)"))
     }
 
     /// Another process that opens the store and closes it again must see this process's open

@@ -158,7 +158,7 @@ import Testing
         #expect(try await complete(["tokenrelay", "store", ""]).sorted() == ["new-key", "rekey"])
         #expect(
             try await complete(["tokenrelay", "store", "rekey", "--new-key-"]).sorted() == [
-                "--new-key-env", "--new-key-file",
+                "--new-key-env", "--new-key-file", "--new-key-keyring",
             ])
         for (shell, binary) in [("zsh", "/usr/bin/zsh"), ("fish", "/usr/bin/fish")]
         where FileManager.default.isExecutableFile(atPath: binary) {

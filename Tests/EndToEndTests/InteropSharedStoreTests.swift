@@ -366,7 +366,7 @@ import Testing
             }
             let (statusCode, status) = try await Self.run(["status", "--config", config], environment: environment)
             #expect(statusCode == 0)
-            #expect(status.stdoutText.contains("(encrypted, schema 5)"), "\(status.stdoutText)")
+            #expect(status.stdoutText.contains("(sealed with store.encryption_key, schema 5)"), "\(status.stdoutText)")
             // The wrong key is a config error naming the store, and changes nothing.
             var wrong = environment
             wrong["STORE_KEY"] = String(repeating: "00", count: 32)

@@ -30,7 +30,13 @@ final class PrivateSecretService: Sendable {
     /// login collection created and unlocked with a password from stdin, and owning the secret
     /// service's name before this returns.
     static func start(keyring: Bool = true) async throws -> PrivateSecretService {
-        let folder = try TemporaryDirectory.make().path
+        // Directly under /tmp: the bus's socket and the keyring's control socket live in it, and a
+        // Unix socket's path holds 107 bytes (the test scratch folder's paths are longer on CI).
+        var template = Array("/tmp/tr-desktop-XXXXXX".utf8CString)
+        let folder = try template.withUnsafeMutableBufferPointer { buffer -> String in
+            guard let base = buffer.baseAddress, mkdtemp(base) != nil else { throw POSIXError(.EIO) }
+            return String(cString: base)
+        }
         for sub in ["/home", "/data", "/run"] {
             try FileManager.default.createDirectory(
                 atPath: folder + sub, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
@@ -85,6 +91,7 @@ final class PrivateSecretService: Sendable {
 
     deinit {
         _ = bus.signal(SIGKILL)  // the keyring daemon leaves with its bus
+        try? FileManager.default.removeItem(atPath: folder)
     }
 
     /// What a process of this desktop gets: the bus and the private home.

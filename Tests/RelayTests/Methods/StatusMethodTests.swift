@@ -22,7 +22,8 @@ import TokenRelayJSONRPC
         store: TokenStoreInfo(
             type: "sqlite", path: "/x.db", encrypted: true, schemaVersion: 3,
             shared: SharedTierInfo(
-                type: "postgres", state: "unavailable", since: Date(timeIntervalSince1970: 1_700_000_000))),
+                type: "postgres", state: "unavailable", since: Date(timeIntervalSince1970: 1_700_000_000)),
+            key: "secret_service", note: "sealed with a key from the secret service"),
         storeError: (kind: .config, message: "locked"))
 
     static let minimal = StatusMethod.Result(
@@ -35,7 +36,7 @@ import TokenRelayJSONRPC
     @Test func everyMemberInTheOrderTheWireAlwaysHadIt() {
         #expect(
             Self.full.resultValue.jsonText
-                == #"{"sessions":[{"environment":"e","profile":"p","type":"authorization_code","state":"valid","expiresAt":"2027-01-15T08:00:00Z","refreshable":true,"fromStore":true,"subject":"s","email":"m@example.com","name":"N","lastError":{"kind":"auth","message":"refused"},"counters":{"acquisitions":1,"renewals":2,"recoveries":3,"requests":4}}],"subscriptions":2,"store":{"type":"sqlite","encrypted":true,"path":"/x.db","schemaVersion":3,"error":{"kind":"config","message":"locked"},"shared":{"type":"postgres","state":"unavailable","since":"2023-11-14T22:13:20Z"}}}"#
+                == #"{"sessions":[{"environment":"e","profile":"p","type":"authorization_code","state":"valid","expiresAt":"2027-01-15T08:00:00Z","refreshable":true,"fromStore":true,"subject":"s","email":"m@example.com","name":"N","lastError":{"kind":"auth","message":"refused"},"counters":{"acquisitions":1,"renewals":2,"recoveries":3,"requests":4}}],"subscriptions":2,"store":{"type":"sqlite","encrypted":true,"path":"/x.db","schemaVersion":3,"key":"secret_service","note":"sealed with a key from the secret service","error":{"kind":"config","message":"locked"},"shared":{"type":"postgres","state":"unavailable","since":"2023-11-14T22:13:20Z"}}}"#
         )
     }
 
