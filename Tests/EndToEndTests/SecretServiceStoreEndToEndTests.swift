@@ -37,6 +37,8 @@ final class PrivateSecretService: Sendable {
             guard let base = buffer.baseAddress, mkdtemp(base) != nil else { throw POSIXError(.EIO) }
             return String(cString: base)
         }
+        // The keyring daemon ends a moment after its bus and may write meanwhile: at exit too.
+        TestScratch.removeAtExit(folder)
         for sub in ["/home", "/data", "/run"] {
             try FileManager.default.createDirectory(
                 atPath: folder + sub, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])

@@ -84,7 +84,19 @@ public enum TestScratch {
         return isolated
     }
 
+    /// Folders outside the scratch folder (a socket's short path) removed at exit too.
+    private static let others = Mutex<[String]>([])
+
+    /// Removes `path` when the process exits, with the scratch folder: for a folder that must
+    /// live elsewhere (a Unix socket's path holds 107 bytes) and that a daemon a test started may
+    /// write into until it has ended.
+    public static func removeAtExit(_ path: String) {
+        _ = directory  // registers the removal at exit
+        others.withLock { $0.append(path) }
+    }
+
     private static func removeAtExit() {
+        for path in others.withLock({ $0 }) { try? FileManager.default.removeItem(atPath: path) }
         guard let path = root.withLock({ $0 }) else { return }
         try? FileManager.default.removeItem(atPath: path)
     }
