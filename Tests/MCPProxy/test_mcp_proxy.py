@@ -22,6 +22,7 @@ import pytest
 from mcp import ClientSession, StdioServerParameters, stdio_client
 
 sys.path.insert(0, str(Path(__file__).parent))
+from dpop_mcp_server import DPoPMCPServer  # noqa: E402
 from oauth_mcp_server import OAuthMCPServer, Options, Recorded  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -659,14 +660,16 @@ class RawProxy:
     """A proxy driven over raw stdio, so every line it writes is seen (SPEC §9.6: each request
     answered exactly once)."""
 
-    def __init__(self, host: Host, url: str, *extra: str) -> None:
+    def __init__(
+        self, host: Host, url: str, *extra: str, args: list[str] | None = None
+    ) -> None:
         import queue
         import subprocess
         import threading
 
         self.errlog = host.errlog()
         self.process = subprocess.Popen(
-            [binary(), "mcp-proxy", url, "--browser", *extra],
+            [binary(), "mcp-proxy", *(args or [url, "--browser", *extra])],
             env={**os.environ, **host.env},
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
@@ -849,3 +852,77 @@ def test_a_10_mb_line_and_10000_unread_requests_leave_the_proxy_up_and_bounded(
     # after its last byte was sent, so a few more may overlap there.
     assert server.most_calls_in_flight <= 256 + 8, server.most_calls_in_flight
     assert rss_kib < 256 * 1024, f"{rss_kib} KiB resident"
+
+
+@pytest.fixture
+def dpop_server() -> Iterator[DPoPMCPServer]:
+    running = DPoPMCPServer().start()
+    yield running
+    running.stop()
+
+
+def dpop_proxy(host: Host, server: DPoPMCPServer) -> RawProxy:
+    """`mcp-proxy --env dp` with a client_credentials profile that has `dpop: true`."""
+    config = host.directory / "config.yaml"
+    config.write_text(
+        textwrap.dedent(
+            f"""\
+            version: 1
+            store: {{ path: {host.state}/tokenrelay/sessions.db }}
+            environments:
+              dp:
+                base_url: {server.url}
+                profiles:
+                  svc:
+                    type: client_credentials
+                    token_url: {server.token_url}
+                    client_id: mcp-dpop
+                    client_auth: none
+                    dpop: true
+            """
+        )
+    )
+    return RawProxy(
+        host,
+        server.url,
+        args=["--env", "dp", "--config", str(config), "--log-level", "trace"],
+    )
+
+
+def test_a_dpop_bound_session_proves_every_request_and_answers_one_nonce_challenge(
+    host: Host, dpop_server: DPoPMCPServer
+) -> None:
+    proxy = dpop_proxy(host, dpop_server)
+    proxy.initialize()
+    proxy.call(1, "echo", {"text": "bound"})
+    answer = proxy.answer(1)
+    proxy.close()
+    assert answer["result"]["content"][0]["text"] == "echo: bound", (
+        answer,
+        host.stderr()[-3000:],
+    )
+    assert proxy.answers_by_id() == {'"init"': 1, "1": 1}
+    # One nonce challenge, answered by one re-signed retry; nothing else refused.
+    assert dpop_server.refusals == ["use_dpop_nonce"], dpop_server.refusals
+    token_proofs = [p for p in dpop_server.proofs if p.path == "/token"]
+    mcp_proofs = [p for p in dpop_server.proofs if p.path == "/mcp"]
+    assert len(token_proofs) == 1 and "ath" not in token_proofs[0].claims
+    # POSTs: initialize (refused for its nonce, then signed again), notifications/initialized,
+    # tools/call; and the GET of the server's own stream. Each with `ath` and its own `jti`.
+    posts = [p for p in mcp_proofs if p.claims["htm"] == "POST"]
+    assert len(posts) == 4, [p.claims for p in mcp_proofs]
+    assert all(p.claims.get("ath") for p in mcp_proofs)
+    assert "nonce" not in mcp_proofs[0].claims
+    assert all(p.claims.get("nonce") == dpop_server.nonce for p in mcp_proofs[1:])
+    assert len({p.claims["jti"] for p in mcp_proofs}) == len(mcp_proofs)
+    # Each message reached the server once (the refused one was not acted on).
+    methods = [m.get("method") for m in dpop_server.messages]
+    assert methods == ["initialize", "notifications/initialized", "tools/call"]
+    # Canary: no token and no proof on stdout or stderr (trace level).
+    everything = json.dumps(proxy.seen) + host.stderr()
+    for token in dpop_server.tokens:
+        assert token not in everything
+    for proof in dpop_server.proofs:
+        assert proof.claims["jti"] not in everything
+    assert "dpop+jwt" not in everything and "eyJ" not in everything
+

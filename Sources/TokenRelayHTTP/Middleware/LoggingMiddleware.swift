@@ -7,7 +7,7 @@ import TokenRelayLogging
 ///
 /// Masked: query parameters named in ``secretQueryParameters`` plus ``commonSecretParameters``,
 /// URL user-info passwords, and the fields `Authorization`, `Proxy-Authorization`, `Cookie`,
-/// `Set-Cookie` plus ``secretHeaders`` (API-key headers). Everything also passes through the
+/// `Set-Cookie`, `DPoP` (a proof of possession, RFC 9449) plus ``secretHeaders`` (API-key headers). Everything also passes through the
 /// logger's ``Redactor``.
 public struct LoggingMiddleware: HTTPMiddleware {
     /// Query parameter names (case-insensitive) masked in every logged URL.
@@ -16,7 +16,9 @@ public struct LoggingMiddleware: HTTPMiddleware {
         "password", "code", "sig", "signature",
     ]
     /// Header names always masked.
-    public static let credentialHeaders: Set<String> = ["authorization", "proxy-authorization", "cookie", "set-cookie"]
+    public static let credentialHeaders: Set<String> = [
+        "authorization", "proxy-authorization", "cookie", "set-cookie", "dpop",
+    ]
 
     /// Query parameter names masked, lower case: ``commonSecretParameters`` and the profiles'.
     public let secretQueryParameters: Set<String>
