@@ -926,3 +926,30 @@ def test_a_dpop_bound_session_proves_every_request_and_answers_one_nonce_challen
         assert proof.claims["jti"] not in everything
     assert "dpop+jwt" not in everything and "eyJ" not in everything
 
+
+def test_a_cancelled_request_is_relayed_to_the_server_and_never_answered_by_the_proxy(
+    host: Host, dpop_server: DPoPMCPServer
+) -> None:
+    """MCP: `notifications/cancelled` is a notification the proxy relays, and no response SHOULD
+    be sent for a cancelled request: the server closes the held call's stream unanswered, and the
+    proxy does not answer it with an error of its own."""
+    proxy = dpop_proxy(host, dpop_server)
+    proxy.initialize()
+    proxy.call("held", "hold", {})
+    assert dpop_server.held_started.wait(300), "the server never held the call"
+    proxy.send(
+        {
+            "jsonrpc": "2.0",
+            "method": "notifications/cancelled",
+            "params": {"requestId": "held", "reason": "the person gave up"},
+        }
+    )
+    # A later call is answered: everything before it on stdout has been seen by then.
+    proxy.call(2, "echo", {"text": "after"})
+    assert proxy.answer(2)["result"]["content"][0]["text"] == "echo: after"
+    proxy.close()
+    cancels = [
+        m for m in dpop_server.messages if m.get("method") == "notifications/cancelled"
+    ]
+    assert cancels and cancels[0]["params"]["requestId"] == "held"
+    assert proxy.answers_by_id() == {'"init"': 1, "2": 1}, proxy.seen

@@ -20,6 +20,8 @@ struct MCPMessage: Sendable {
     let arguments: JSONValue?
     /// `params._meta` (2026-07-28: the protocol version and the client's capabilities and info).
     let meta: JSONValue?
+    /// The request a `notifications/cancelled` cancels (its `requestId`).
+    let cancelledID: JSONValue?
 
     /// The protocol version key of a message's `_meta`.
     static let protocolVersionMetaKey = "io.modelcontextprotocol/protocolVersion"
@@ -39,6 +41,7 @@ struct MCPMessage: Sendable {
         protocolVersion = params?["_meta"]?[Self.protocolVersionMetaKey]?.stringValue
         arguments = method == "tools/call" ? params?["arguments"] : nil
         meta = params?["_meta"]
+        cancelledID = method == "notifications/cancelled" && id == nil ? params?["requestId"] : nil
     }
 
     /// A request: it has a method and an id, and the client waits for an answer.

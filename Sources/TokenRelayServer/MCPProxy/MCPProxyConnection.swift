@@ -70,6 +70,9 @@ final class MCPProxyConnection: Sendable {
         }
         let awaited = message.isRequest ? message.id : nil
         if let awaited { flights.awaitAnswer(awaited) }
+        // MCP: no answer is sent for a request the host cancelled. Its cancellation is relayed to
+        // the server; the proxy answers it no more (a later answer from the server is dropped).
+        if let cancelled = message.cancelledID { _ = flights.settle(cancelled) }
         var failure: RPCError?
         do {
             try await send(message, relist: true)
@@ -82,8 +85,12 @@ final class MCPProxyConnection: Sendable {
             failure = ErrorMapping.rpcError(error)
         }
         guard let failure else { return }
+        if let awaited, !flights.settle(awaited) {
+            log.debug("mcp-proxy: a cancelled request ended: \(failure.message)")
+            return
+        }
         log.warn("mcp-proxy: a message could not be delivered: \(failure.message)")
-        guard let awaited, flights.settle(awaited) else { return }
+        guard let awaited else { return }
         var answered = failure
         answered.message = "tokenrelay could not deliver the request: \(failure.message)"
         await output(MCPMessage.errorAnswer(id: awaited, error: answered))
