@@ -118,6 +118,11 @@ def main():
            else round(get("mcp_1", "p50_us") - get("relay_1", "p50_us"), 1), "info", None,
            f"tools/call@64 {get('mcp_64', 'throughput') or 0:,.0f} req/s vs request@64 {get('relay_64', 'throughput') or 0:,.0f}",
            needs=("mcp_1", "relay_1"))
+    target("mcp-proxy tools/call p50@1 / direct tools/call p50@1 (same local MCP server)",
+           get("mcp_proxy", "p50_ratio"), "info", None,
+           f"{get('mcp_proxy', 'proxy_p50_ms')} ms vs {get('mcp_proxy', 'direct_p50_ms')} ms; @16 "
+           f"{get('mcp_proxy', 'proxy_rps') or 0:,.0f} req/s vs {get('mcp_proxy', 'direct_rps') or 0:,.0f}",
+           needs=("mcp_proxy",))
     target("request@64 / wrk@64 (req/s)", ratio(get("relay_64", "throughput"), get("wrk_64", "throughput")),
            ">= 0.3", lambda v: v >= 0.3, needs=("relay_64", "wrk_64"))
     target("request@64 / libcurl@64 (req/s)", ratio(get("relay_64", "throughput"), get("curl_64", "throughput")),
