@@ -81,6 +81,13 @@ public enum MCPProxy {
         }
         await withDiscardingTaskGroup { group in
             for await message in input {
+                // A notification is forwarded in order, before the next message is read: the
+                // server sees `notifications/initialized`, and answers the GET stream it opens,
+                // before any later request.
+                if let parsed = MCPMessage(message), parsed.method != nil, parsed.id == nil {
+                    await connection.forward(message)
+                    continue
+                }
                 await flights.begin()
                 group.addTask(executorPreference: Placement.ownTasks) {
                     await connection.forward(message)

@@ -141,7 +141,7 @@ final class MCPProxyConnection: Sendable {
         let contentType = response.headers["Content-Type"]?.lowercased() ?? ""
         if response.status == 202 || (response.status == 200 && contentType.isEmpty) {
             response.cancel()
-            if message.method == "notifications/initialized" { startServerStream() }
+            if message.method == "notifications/initialized" { await startServerStream() }
             return .delivered
         }
         if contentType.hasPrefix("text/event-stream") && (200..<300).contains(response.status) {
@@ -319,8 +319,17 @@ final class MCPProxyConnection: Sendable {
 
     // MARK: - The server's own stream (handshake era)
 
-    /// Opens the GET stream for server messages once, when the server gave a session.
-    func startServerStream() {
+    /// How long the first message after `notifications/initialized` waits for the server's GET
+    /// stream to answer (its head), at most.
+    static let serverStreamOpeningBound: Duration = .seconds(5)
+
+    /// Opens the GET stream for server messages once, when the server gave a session, and returns
+    /// once the server answered its GET (or refused it, or ``serverStreamOpeningBound`` passed):
+    /// the host's messages after `notifications/initialized` are forwarded after it (MCPProxy
+    /// forwards notifications in order), so the server's stream is open before the first request
+    /// and a resumption GET of a request's stream is never mistaken for it (the conformance
+    /// suite's sse-retry times the first GET after a request).
+    func startServerStream() async {
         let start = state.withLock { state -> Bool in
             guard !state.serverStreamStarted, state.sessionID != nil || state.negotiatedVersion != nil else {
                 return false
@@ -329,8 +338,10 @@ final class MCPProxyConnection: Sendable {
             return true
         }
         guard start else { return }
-        let task = Task { await self.followServerStream() }
+        let opened = OneShotSignal()
+        let task = Task { await self.followServerStream(opened: opened) }
         state.withLock { $0.serverStream = task }
+        await opened.wait(atMost: Self.serverStreamOpeningBound)
     }
 
     /// Stops the GET stream.
@@ -340,12 +351,20 @@ final class MCPProxyConnection: Sendable {
 
     /// Follows the server's own stream (its requests and notifications), resumed with
     /// `Last-Event-ID` after its `retry` delay, else reconnected with a growing delay.
-    private func followServerStream() async {
+    private func followServerStream(opened: OneShotSignal) async {
+        defer { opened.fire() }
         var delay: Duration = .seconds(1)
         var parser = ServerSentEventParser(maxLineLength: eventBound, maxEventSize: eventBound)
         while !Task.isCancelled {
             do {
-                let response = try await client.send(streamRequest(lastEventID: parser.lastEventID))
+                let response: HTTPStreamingResponse
+                do {
+                    response = try await client.send(streamRequest(lastEventID: parser.lastEventID))
+                } catch {
+                    opened.fire()
+                    throw error
+                }
+                opened.fire()
                 guard response.status == 200,
                     response.headers["Content-Type"]?.lowercased().hasPrefix("text/event-stream") == true
                 else {
@@ -390,6 +409,40 @@ final class MCPProxyConnection: Sendable {
             log.debug("mcp-proxy: session ended (HTTP \(response.status))")
         } catch {
             log.debug("mcp-proxy: the session could not be ended: \(Self.describe(error))")
+        }
+    }
+}
+
+/// Fired once (later fires do nothing); ``wait(atMost:)`` returns when it was fired or the bound
+/// passed, whichever comes first.
+final class OneShotSignal: Sendable {
+    private let state = Mutex<(fired: Bool, waiters: [CheckedContinuation<Void, Never>])>((false, []))
+
+    func fire() {
+        let waiters = state.withLock { state -> [CheckedContinuation<Void, Never>] in
+            guard !state.fired else { return [] }
+            state.fired = true
+            defer { state.waiters = [] }
+            return state.waiters
+        }
+        for waiter in waiters { waiter.resume() }
+    }
+
+    func wait(atMost bound: Duration) async {
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask {
+                await withCheckedContinuation { continuation in
+                    let fired = self.state.withLock { state -> Bool in
+                        if !state.fired { state.waiters.append(continuation) }
+                        return state.fired
+                    }
+                    if fired { continuation.resume() }
+                }
+            }
+            group.addTask { try? await Task.sleep(for: bound) }
+            await group.next()
+            group.cancelAll()
+            self.fire()  // releases the waiter when the bound passed first
         }
     }
 }
