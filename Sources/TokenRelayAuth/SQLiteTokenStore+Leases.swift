@@ -80,22 +80,33 @@ extension SQLiteTokenStore {
         -> StoreLease
     {
         try await open()
+        let owner = try await waitForLease(
+            Self.leaseRow(key, purpose), purpose: purpose, what: "\(key)", deadline: deadline, expiresAt: expiresAt
+        ) { _ in log.debug("the lease of \(key) is held elsewhere; waiting (\(purpose.rawValue))") }
+        log.debug("lease taken for \(key) (\(purpose.rawValue))")
+        return StoreLease(key: key, owner: owner, purpose: purpose)
+    }
+
+    /// Takes the lease row `row` for a new owner (returned), waiting for a live holder until
+    /// `deadline` without spinning (``LeaseWait``; `AuthError.timeout` past it); `firstWait` is
+    /// told the holder's pid the first time it waits.
+    private func waitForLease(
+        _ row: String, purpose: LeasePurpose, what: String, deadline: Date, expiresAt: Date,
+        firstWait: (Int64) -> Void
+    ) async throws -> Int64 {
         let owner = Int64.random(in: 1...Int64.max)
-        let row = Self.leaseRow(key, purpose)
         var delay = 0.005
-        var waiting = false
+        var waited = false
         while true {
             try Task.checkCancellation()
-            let taken = try await onQueue {
-                try self.tryTakeLease(row, owner: owner, purpose: purpose, expiresAt: expiresAt, what: "\(key)") == nil
-            }
-            if taken {
-                log.debug("lease taken for \(key) (\(purpose.rawValue))")
-                return StoreLease(key: key, owner: owner, purpose: purpose)
-            }
-            if !waiting {
-                waiting = true
-                log.debug("the lease of \(key) is held elsewhere; waiting (\(purpose.rawValue))")
+            guard
+                let holder = try await onQueue({
+                    try self.tryTakeLease(row, owner: owner, purpose: purpose, expiresAt: expiresAt, what: what)
+                })
+            else { return owner }
+            if !waited {
+                waited = true
+                firstWait(holder)
             }
             try await LeaseWait.pause(&delay, deadline: deadline)
         }
@@ -181,23 +192,19 @@ extension SQLiteTokenStore {
         var taken: [String: Int64] = [:]
         do {
             for (row, purpose, what) in rows {
-                let owner = Int64.random(in: 1...Int64.max)
-                var delay = 0.005
-                var told = false
-                while let holder = try await onQueue({
-                    try self.tryTakeLease(row, owner: owner, purpose: purpose, expiresAt: expiresAt, what: what)
-                }) {
-                    if !told {
-                        told = true
-                        waiting("waiting for the renewal of \(what) in process \(holder) to end")
+                var holder: Int64 = 0
+                let owner: Int64
+                do {
+                    owner = try await waitForLease(
+                        row, purpose: purpose, what: what, deadline: deadline, expiresAt: expiresAt
+                    ) { pid in
+                        holder = pid
+                        waiting("waiting for the renewal of \(what) in process \(pid) to end")
                     }
-                    do {
-                        try await LeaseWait.pause(&delay, deadline: deadline)
-                    } catch AuthError.timeout {
-                        throw AuthError.store(
-                            "the store \(path) was not re-keyed: the renewal of \(what) in process \(holder) did not "
-                                + "end in time; nothing was changed. Run the rekey again when it has ended")
-                    }
+                } catch AuthError.timeout {
+                    throw AuthError.store(
+                        "the store \(path) was not re-keyed: the renewal of \(what) in process \(holder) did not "
+                            + "end in time; nothing was changed. Run the rekey again when it has ended")
                 }
                 taken[row] = owner
             }

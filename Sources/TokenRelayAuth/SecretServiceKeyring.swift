@@ -1,6 +1,7 @@
 import CSecret
 import FoundationEssentials
 import Glibc
+import TokenRelayLogging
 
 /// The freedesktop Secret Service (D-Bus `org.freedesktop.secrets`: GNOME Keyring, KeePassXC,
 /// KWallet) holding one store key per store (SPEC §5.6): an item of the default collection whose
@@ -84,7 +85,10 @@ public enum SecretServiceKeyring {
     }
 
     private static func answer(_ status: Int32, _ message: [CChar]) -> Answer {
-        let text = String(decoding: message.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        // Another process's words (the bus, the secret service): cleaned and bounded as server text is.
+        let text = ServerText(
+            String(decoding: message.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        ).value
         switch Int(status) {
         case Int(TR_SECRET_FOUND): return .done
         case Int(TR_SECRET_ABSENT): return .absent

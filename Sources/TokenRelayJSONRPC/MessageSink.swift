@@ -41,6 +41,18 @@ public final class OneShotSignal: Sendable {
         state.withLock { if case .fired = $0 { true } else { false } }
     }
 
+    /// Waits until the signal fires or `bound` has passed, whichever comes first (past the
+    /// bound the signal is fired: it is one-shot, and no waiter is left behind).
+    public func wait(atMost bound: Duration) async {
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { await self.wait() }
+            group.addTask { try? await Task.sleep(for: bound) }
+            await group.next()
+            group.cancelAll()
+            fire()
+        }
+    }
+
     /// Waits until the signal fires (returns at once if it has).
     public func wait() async {
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in

@@ -21,22 +21,8 @@ import Testing
             wire = try await WireServer(["api"])
             state = try TemporaryDirectory.make().path
             try FileManager.default.setAttributes([.posixPermissions: 0o700], ofItemAtPath: state)
-            config = try TemporaryDirectory.file(
-                """
-                version: 1
-                store: { type: sqlite, path: \(state)/sessions.db, encryption_key: { env: E2E_STORE_KEY } }
-                default_environment: local
-                environments:
-                  local:
-                    base_url: \(wire.origin("api"))
-                    default_profile: svc
-                    profiles:
-                      svc:
-                        type: client_credentials
-                        token_url: \(wire.origin("api"))/token
-                        client_id: svc
-                        client_secret: { env: E2E_SECRET }
-                """)
+            config = try wire.clientCredentialsConfig(
+                store: "{ type: sqlite, path: \(state)/sessions.db, encryption_key: { env: E2E_STORE_KEY } }")
         }
 
         func run(_ arguments: [String], key: String = SealedStoreEndToEndTests.key) async throws

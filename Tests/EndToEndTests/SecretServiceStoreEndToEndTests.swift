@@ -151,23 +151,8 @@ struct SecretServiceStoreEndToEndTests {
 
         /// A config whose `store` line is `store`.
         func config(_ store: String = "{ path: STORE }") throws -> String {
-            try TemporaryDirectory.file(
-                """
-                version: 1
-                store: \(store.replacingOccurrences(of: "STORE", with: database))
-                default_environment: local
-                environments:
-                  local:
-                    base_url: \(wire.origin("api"))
-                    default_profile: svc
-                    profiles:
-                      svc:
-                        type: client_credentials
-                        token_url: \(wire.origin("api"))/token
-                        client_id: svc
-                        client_secret: { env: E2E_SECRET }
-                        expose_token: true
-                """)
+            try wire.clientCredentialsConfig(
+                store: store.replacingOccurrences(of: "STORE", with: database), exposeToken: true)
         }
 
         /// Runs tokenrelay on `desktop` (no session bus at all when `nil`).

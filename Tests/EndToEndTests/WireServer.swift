@@ -130,3 +130,27 @@ struct PrivateCA {
         }
     }
 }
+
+extension WireServer {
+    /// A config file of one environment `local` on the `api` origin whose profile `svc` is a
+    /// client-credentials client (its secret from `E2E_SECRET`), with `store` as its store line.
+    func clientCredentialsConfig(store: String, exposeToken: Bool = false) throws -> String {
+        try TemporaryDirectory.file(
+            """
+            version: 1
+            store: \(store)
+            default_environment: local
+            environments:
+              local:
+                base_url: \(origin("api"))
+                default_profile: svc
+                profiles:
+                  svc:
+                    type: client_credentials
+                    token_url: \(origin("api"))/token
+                    client_id: svc
+                    client_secret: { env: E2E_SECRET }
+            \(exposeToken ? "        expose_token: true" : "")
+            """)
+    }
+}

@@ -19,7 +19,6 @@ import base64
 import hashlib
 import json
 import secrets
-import socket
 import threading
 import time
 from dataclasses import dataclass, field
@@ -27,7 +26,7 @@ from typing import Any
 from urllib.parse import parse_qsl
 
 import jwt
-import uvicorn
+from loopback_server import ServerThread, free_port
 from jwt.algorithms import ECAlgorithm
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -66,9 +65,7 @@ class DPoPMCPServer:
     seen_jti: set[str] = field(default_factory=set)
 
     def __post_init__(self) -> None:
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            self.port = probe.getsockname()[1]
+        self.port = free_port()
         self.origin = f"http://127.0.0.1:{self.port}"
         self.url = self.origin + "/mcp"
         self.token_url = self.origin + "/token"
@@ -80,24 +77,14 @@ class DPoPMCPServer:
                 Route("/mcp", self.mcp, methods=["POST", "GET", "DELETE"]),
             ]
         )
-        config = uvicorn.Config(
-            app, host="127.0.0.1", port=self.port, log_level="warning", lifespan="off"
-        )
-        self.server = uvicorn.Server(config)
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.serving = ServerThread(app, self.port, lifespan="off")
 
     def start(self) -> "DPoPMCPServer":
-        self.thread.start()
-        deadline = time.monotonic() + 30
-        while not self.server.started:
-            if time.monotonic() > deadline or not self.thread.is_alive():
-                raise RuntimeError("the DPoP MCP server did not start")
-            time.sleep(0.02)
+        self.serving.start("the DPoP MCP server")
         return self
 
     def stop(self) -> None:
-        self.server.should_exit = True
-        self.thread.join(10)
+        self.serving.stop()
 
     def verify(
         self, request: Request, htu: str, access_token: str | None

@@ -11,14 +11,13 @@ from __future__ import annotations
 import asyncio
 import json
 import secrets
-import socket
 import threading
 import time
 from dataclasses import dataclass, field
 from typing import Annotated, Any
 from urllib.parse import parse_qs
 
-import uvicorn
+from loopback_server import ServerThread, free_port
 from pydantic import Field
 from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.auth.provider import (
@@ -193,9 +192,7 @@ class OAuthMCPServer:
     most_calls_in_flight: int = 0
 
     def __post_init__(self) -> None:
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            self.port = probe.getsockname()[1]
+        self.port = free_port()
         self.origin = f"http://127.0.0.1:{self.port}"
         self.url = self.origin + "/mcp"
         self.provider = Provider(self.options)
@@ -247,29 +244,14 @@ class OAuthMCPServer:
             return "admin ok"
 
         self.inner = server.streamable_http_app()
-        config = uvicorn.Config(
-            self.app,
-            host="127.0.0.1",
-            port=self.port,
-            log_level="warning",
-            lifespan="on",
-            interface="asgi3",
-        )
-        self.server = uvicorn.Server(config)
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.serving = ServerThread(self.app, self.port, lifespan="on")
 
     def start(self) -> "OAuthMCPServer":
-        self.thread.start()
-        deadline = time.monotonic() + 30
-        while not self.server.started:
-            if time.monotonic() > deadline or not self.thread.is_alive():
-                raise RuntimeError("the MCP server did not start")
-            time.sleep(0.02)
+        self.serving.start("the MCP server")
         return self
 
     def stop(self) -> None:
-        self.server.should_exit = True
-        self.thread.join(10)
+        self.serving.stop()
 
     def requests_to(self, path: str, method: str | None = None) -> list[Recorded]:
         return [

@@ -412,37 +412,3 @@ final class MCPProxyConnection: Sendable {
         }
     }
 }
-
-/// Fired once (later fires do nothing); ``wait(atMost:)`` returns when it was fired or the bound
-/// passed, whichever comes first.
-final class OneShotSignal: Sendable {
-    private let state = Mutex<(fired: Bool, waiters: [CheckedContinuation<Void, Never>])>((false, []))
-
-    func fire() {
-        let waiters = state.withLock { state -> [CheckedContinuation<Void, Never>] in
-            guard !state.fired else { return [] }
-            state.fired = true
-            defer { state.waiters = [] }
-            return state.waiters
-        }
-        for waiter in waiters { waiter.resume() }
-    }
-
-    func wait(atMost bound: Duration) async {
-        await withTaskGroup(of: Void.self) { group in
-            group.addTask {
-                await withCheckedContinuation { continuation in
-                    let fired = self.state.withLock { state -> Bool in
-                        if !state.fired { state.waiters.append(continuation) }
-                        return state.fired
-                    }
-                    if fired { continuation.resume() }
-                }
-            }
-            group.addTask { try? await Task.sleep(for: bound) }
-            await group.next()
-            group.cancelAll()
-            self.fire()  // releases the waiter when the bound passed first
-        }
-    }
-}
