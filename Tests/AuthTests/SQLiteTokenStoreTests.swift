@@ -165,9 +165,10 @@ func expectStoreError(_ text: String, _ body: () async throws -> Void) async {
 
     @Test func callersWaitingForAnotherProcessesWriteLockLeaveTheCooperativePoolFree() async throws {
         let directory = try StoreDirectory()
-        // Generous for a loaded machine; on the cooperative pool the saves would fail one by one
-        // after it instead.
-        let store = SQLiteTokenStore(path: directory.database, busyTimeout: .seconds(10))
+        // Longer than any stall of a loaded test process's pool (the probe below runs on that
+        // pool, shared with every other test: CI once took more than 10 s to start it). On the
+        // cooperative pool the saves would hold its threads until this bound and then fail.
+        let store = SQLiteTokenStore(path: directory.database, busyTimeout: .seconds(120))
         try await store.open()
         // Another process holds the write lock: every save waits for it (up to busy_timeout).
         let other = try SQLiteConnection(path: directory.database, create: false, busyTimeoutMilliseconds: 1000)

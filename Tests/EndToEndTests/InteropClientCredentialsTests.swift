@@ -175,7 +175,7 @@ import Testing
             #expect(paused["error"]?["code"]?.intValue == -32010, "\(paused.jsonText)")
             #expect(paused["error"]?["data"]?["kind"]?.stringValue == "auth")
             #expect(try await stack.issuedCount(client: "svc") == 6, "the first token and five recoveries")
-            let notification = try await relay.firstLine(timeout: .seconds(30), what: "auth-failed") {
+            let notification = try await relay.firstLine(timeout: .seconds(60), what: "auth-failed") {
                 $0["method"]?.stringValue == "auth-failed"
             }
             #expect(notification["params"]?["kind"]?.stringValue == "auth", "\(notification.jsonText)")

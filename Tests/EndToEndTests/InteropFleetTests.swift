@@ -226,7 +226,7 @@ struct PostgresServer: Sendable {
                 hosts[0].signal(SIGKILL)
                 // ...and takes it over once the holder's connection drops with it.
                 for id in 0..<3 {
-                    let answer = try await hosts[1].answer(id: "w\(id)", timeout: .seconds(30))
+                    let answer = try await hosts[1].answer(id: "w\(id)")
                     #expect(answer["result"]?["status"]?.intValue == 200, "\(answer.jsonText)")
                 }
                 #expect(hosts[1].stderrText.contains("took the fleet's renewal lock"))

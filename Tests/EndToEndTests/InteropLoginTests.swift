@@ -59,12 +59,12 @@ import Testing
             #expect(url.contains("redirect_uri=http%3A%2F%2F127.0.0.1%3A"))
 
             // While the login waits for the person, a non-interactive call fails at once.
-            let early = try await relay.call("request", ["path": "/whoami"], timeout: .seconds(10))
+            let early = try await relay.call("request", ["path": "/whoami"])
             #expect(early["error"]?["data"]?["kind"]?.stringValue == "interaction_required", "\(early.jsonText)")
             #expect(early["error"]?["data"]?["login"]?.boolValue == true)
             // What the login would ask for (SPEC §9.2: after a step-up, the union).
             #expect(early["error"]?["data"]?["scopes"]?.arrayValue?.compactMap(\.stringValue) == ["openid", "read"])
-            let stream = try await relay.call("subscribe", ["path": "/events"], timeout: .seconds(10))
+            let stream = try await relay.call("subscribe", ["path": "/events"])
             #expect(stream["error"]?["data"]?["login"]?.boolValue == true, "\(stream.jsonText)")
 
             // A callback with the wrong state, and one to another path, are refused; the login goes on.
@@ -102,7 +102,7 @@ import Testing
                 port: try LoginListenerEndToEndTests.listenerPort(url))
             let browser = try await Self.agent(stack, ["browser", url])
             #expect(browser["page"]?.stringValue?.contains("Login succeeded") == true, "\(browser.jsonText)")
-            let answer = try await relay.answer(id: "login-1", timeout: .seconds(10))
+            let answer = try await relay.answer(id: "login-1")
             #expect(answer["result"]?["subject"]?.stringValue == "1", "\(answer.jsonText)")
             try relay.closeStdin()
             #expect(try await relay.exitCode(timeout: .seconds(2)) == 0)
@@ -253,7 +253,7 @@ import Testing
             let first = try await relay.call("request", ["path": "/whoami"])
             #expect(first["result"]?["status"]?.intValue == 200, "\(first.jsonText)")
             // Wait (on status, not a fixed sleep) until the short-lived token is due for renewal.
-            try await relay.waitForSession(state: "expired", timeout: .seconds(30))
+            try await relay.waitForSession(state: "expired", timeout: .seconds(60))
             let second = try await relay.call("request", ["path": "/whoami"])
             #expect(second["result"]?["json"]?["username"]?.stringValue == "alice", "\(second.jsonText)")
             let session = try await relay.call("status")["result"]?["sessions"]?.arrayValue?.first
@@ -287,7 +287,7 @@ import Testing
             let answer = try await relay.call("request", ["path": "/whoami"])
             #expect(answer["error"]?["data"]?["kind"]?.stringValue == "interaction_required", "\(answer.jsonText)")
             #expect(answer["error"]?["data"]?["login"]?.boolValue == true)
-            let failed = try await relay.firstLine(timeout: .seconds(30), what: "auth-failed") {
+            let failed = try await relay.firstLine(timeout: .seconds(60), what: "auth-failed") {
                 $0["method"]?.stringValue == "auth-failed"
             }
             #expect(failed["params"]?["kind"]?.stringValue == "interaction_required", "\(failed.jsonText)")

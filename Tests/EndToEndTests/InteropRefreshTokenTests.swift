@@ -164,7 +164,7 @@ import Testing
             let failed = try await relay.call("request", ["path": "/whoami"])
             #expect(failed["error"]?["code"]?.intValue == -32011, "\(failed.jsonText)")
             #expect(failed["error"]?["data"]?["kind"]?.stringValue == "interaction_required")
-            let notification = try await relay.firstLine(timeout: .seconds(30), what: "auth-failed") {
+            let notification = try await relay.firstLine(timeout: .seconds(60), what: "auth-failed") {
                 $0["method"]?.stringValue == "auth-failed"
             }
             #expect(notification["id"] == nil)

@@ -181,19 +181,19 @@ final class ScriptedIdP: Sendable {
         let second = try await Self.startLogin(relay, id: "login-2")
         let more = try await HostileConnections(port: try Self.listenerPort(second))
         try relay.send(#"{"jsonrpc":"2.0","method":"$/cancelRequest","params":{"id":"login-2"}}"#)
-        let cancelled = try await relay.answer(id: "login-2", timeout: .seconds(30))
+        let cancelled = try await relay.answer(id: "login-2")
         #expect(cancelled["error"]?["data"]?["kind"]?.stringValue == "cancelled", "\(cancelled.jsonText)")
         // Were the second login's lease still held, the third would wait for it past its own
         // login_timeout and never prompt.
         let third = try await Self.startLogin(relay, id: "login-3")
         let callback = try await idp.authorize(third)
         async let page = LoopbackHTTP.get(callback, timeout: 30)
-        let answer = try await relay.answer(id: "login-3", timeout: .seconds(30))
+        let answer = try await relay.answer(id: "login-3")
         #expect(answer["result"]?["loggedIn"]?.boolValue == true, "\(answer.jsonText)")
         #expect(try await page.status == 200)
         _ = (hostile, more)
         try relay.closeStdin()
-        #expect(try await relay.exitCode(timeout: .seconds(30)) == 0)
+        #expect(try await relay.exitCode() == 0)
     }
 }
 
@@ -481,7 +481,7 @@ func unsafeBytes(in text: String) -> [String] {
         let renewal = try await relay.call("request", ["path": "/whoami", "profile": "me"])
         #expect(renewal["error"]?["data"]?["kind"]?.stringValue == "interaction_required", "\(renewal.jsonText)")
         #expect(renewal["error"]?["data"]?["login"]?.boolValue == true)
-        let failed = try await relay.firstLine(timeout: .seconds(30), what: "auth-failed") {
+        let failed = try await relay.firstLine(timeout: .seconds(60), what: "auth-failed") {
             $0["method"]?.stringValue == "auth-failed"
         }
         #expect(failed["params"]?["kind"]?.stringValue == "interaction_required", "\(failed.jsonText)")
