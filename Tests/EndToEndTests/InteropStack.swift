@@ -247,9 +247,11 @@ struct InteropStack: Sendable {
     // MARK: - Configuration for tokenrelay
 
     /// Writes a config with one environment `interop` (base URL: the RS) and the given profiles
-    /// (each a list of `key: value` lines); returns its path.
+    /// (each a list of `key: value` lines); returns its path. The default `timeout` is a safety
+    /// net, not a bound a test measures: it also bounds token requests, which a test may hold
+    /// while other processes take their steps, slow on a loaded machine.
     func writeConfig(
-        profiles: [(name: String, lines: [String])], timeout: String = "30s", store: String? = nil,
+        profiles: [(name: String, lines: [String])], timeout: String = "300s", store: String? = nil,
         baseURL: String? = nil
     ) throws -> String {
         var text = """
@@ -285,7 +287,7 @@ struct InteropStack: Sendable {
     /// Starts tokenrelay on a config with these profiles (`serve`, NDJSON over pipes).
     func startRelay(
         profiles: [(name: String, lines: [String])], environment: [String: String] = [:], logLevel: String = "debug",
-        timeout: String = "30s"
+        timeout: String = "300s"
     ) throws -> RelayProcess {
         let config = try writeConfig(profiles: profiles, timeout: timeout)
         return try RelayProcess(

@@ -123,6 +123,8 @@ import Testing
             environments:
               local:
                 base_url: \(wire.origin("api"))
+                # A safety net (it bounds the held token request too), not a bound measured here.
+                timeout: 300s
                 default_profile: svc
                 profiles:
                   svc:

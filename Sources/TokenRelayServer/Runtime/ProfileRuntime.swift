@@ -76,7 +76,8 @@ extension ProfileRuntime {
 
     /// The OAuth client configuration of `settings`, a profile of `environment`; `nil` for a
     /// profile that is not OAuth. A token exchange's subject and actor profiles are keyed here
-    /// from their own settings (the decoder refused cycles; `depth` bounds the walk anyway).
+    /// from their own settings (the decoder refused cycles; `depth` bounds the walk anyway). A
+    /// token request is bounded by the environment's `timeout`, as the requests it serves are.
     static func oauthConfiguration(_ settings: ProfileSettings, in environment: EnvironmentSettings, depth: Int = 0)
         -> OAuthClientConfiguration?
     {
@@ -86,7 +87,7 @@ extension ProfileRuntime {
                 clientSecret: client.clientSecret.map(provider), clientAuth: clientAuth(client.clientAuth),
                 clientKey: client.clientKey.map(clientKey), scopes: client.scopes, audience: client.audience,
                 resources: client.resource,
-                expirySkew: client.expirySkew, grant: grant, dpop: client.dpop,
+                expirySkew: client.expirySkew, grant: grant, acquisitionTimeout: environment.timeout, dpop: client.dpop,
                 clientCertificate: client.clientCertificate.map(provider), mtlsBound: client.mtlsBound)
         }
         switch settings.kind {

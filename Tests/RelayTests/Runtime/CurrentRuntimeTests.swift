@@ -47,3 +47,17 @@ import Testing
         await runtimes.close()
     }
 }
+
+/// A token request is bounded by its environment's `timeout` (it was a fixed 30 s: with a
+/// longer `timeout`, a slow token endpoint could still abandon a refresh it had been sent).
+@Suite struct TokenRequestBoundTests {
+    @Test func theAcquisitionTimeoutIsTheEnvironmentsTimeout() async throws {
+        var settings = try await CurrentRuntimeTests.settings(["slow", "default"])
+        settings.environments[0].timeout = .seconds(300)
+        for (environment, expected) in zip(settings.environments, [Duration.seconds(300), .seconds(30)]) {
+            let profile = try #require(environment.profiles.first)
+            let configuration = try #require(ProfileRuntime.oauthConfiguration(profile, in: environment))
+            #expect(configuration.acquisitionTimeout == expected, "\(environment.name)")
+        }
+    }
+}
