@@ -132,78 +132,22 @@ CREDENTIAL_HEADER = re.compile(
 
 # threads: only TokenRelayPlatform starts a thread (Thread, pthread_create), a dispatch queue's
 # work (DispatchQueue, DispatchSource) or an unstructured task (`Task {`, `Task(...)`,
-# `Task.detached`); elsewhere, `Placement.task`, `SerialThread`, `SystemThread` or a task group.
-# Issue 46 moves these behind Placement; until then each is listed with its reason.
+# `Task.detached`), or names a task's executor (`executorPreference:` other than one Placement
+# gives); elsewhere, `Placement.task`/`throwingTask`/`detached` with a place, `SerialThread`,
+# `SystemThread` or a task group. The few exceptions are listed with their reasons.
 THREAD_PLATFORM = "Sources/TokenRelayPlatform/"
 THREAD_START = re.compile(
     r"\bTask\s*(?:<[^>{}]*>\s*)?[({]|\bTask\.detached\b|(?<!\w)Thread\s*[({]|\bThread\.detachNewThread\b|"
-    r"\bpthread_create\b|\bDispatchQueue\b|\bDispatchSource\.make"
+    r"\bpthread_create\b|\bDispatchQueue\b|\bDispatchSource\.make|\bexecutorPreference\s*:(?!\s*Placement\.)"
 )
 THREAD_EXCEPTIONS: dict[str, tuple[int, str]] = {
-    "Sources/TokenRelayAuth/Discovery/ResourceAuthorization.swift": (
-        1, "one resolution of a discovered profile shared by its concurrent callers: a caller's "
-        "cancellation must not cancel the others' resolution",
-    ),
-    "Sources/TokenRelayAuth/DiscoveryClient.swift": (
-        1, "one metadata fetch per issuer shared by concurrent callers (on Placement.ownTasks)",
-    ),
-    "Sources/TokenRelayAuth/FetchedBearerCredentialSource.swift": (
-        1, "one fetch of a fetched bearer token shared by concurrent requests",
-    ),
-    "Sources/TokenRelayAuth/PostgresSharedTier.swift": (
-        1, "the timer that bounds a blocking libpq call on its SerialThread (the call cannot be "
-        "cancelled; the waiter is answered nil when the timer wins)",
-    ),
-    "Sources/TokenRelayAuth/TokenManager+AuthorizationCode.swift": (
-        1, "the OpenID Connect JWKS fetched while the code is exchanged, awaited later or cancelled "
-        "(on the manager's Placement.ownTasks executor)",
-    ),
-    "Sources/TokenRelayAuth/TokenManager+Flight.swift": (
-        1, "a renewal flight outlives any one caller, who joins and may leave it (RenewalFlight); on "
-        "the manager's Placement.ownTasks executor",
-    ),
-    "Sources/TokenRelayAuth/TokenManager+Login.swift": (
-        3, "a login flight outlives any one caller; a cancellation handler is synchronous, so it "
-        "hops to the actor in a task; the browser is opened without waiting for it",
-    ),
-    "Sources/TokenRelayAuth/TokenManager.swift": (
-        2, "a cancellation handler is synchronous, so it hops to the actor in a task; a waiter's "
-        "deadline timer (both on the manager's Placement.ownTasks executor)",
-    ),
     "Sources/TokenRelayBench/RPCConnection.swift": (
         1, "the benchmark program's reader of the child's answers, a measuring harness and not the "
         "product: a blocking read on a thread of its own, as a load generator does",
     ),
-    "Sources/TokenRelayJSONRPC/Dispatcher.swift": (
-        2, "each request runs as a task the in-flight table can cancel by id, on the executor "
-        "Placement chose for it; a notification's handler runs detached from the reader (nobody awaits it)",
-    ),
     "Sources/TokenRelayJSONRPC/IO/StdioWriter.swift": (
         1, "the one-shot timer that lets a stopping server abandon a peer that stopped reading: it "
         "must fire while every task may be waiting on that peer",
-    ),
-    "Sources/TokenRelayServer/MCP/MCPFace.swift": (
-        1, "the login a tools/call asked for runs past that call: cancelling the call must not "
-        "cancel the person's login",
-    ),
-    "Sources/TokenRelayServer/MCPProxy/MCPProxyConnection.swift": (
-        1, "the server's GET event stream, followed for the life of the proxy's MCP session",
-    ),
-    "Sources/TokenRelayServer/Methods/Subscriptions.swift": (
-        1, "a subscription's pump lives until it is unsubscribed, past the subscribe call that started it",
-    ),
-    "Sources/TokenRelayServer/RelayServer.swift": (
-        1, "the parent-process watchdog (--parent-pid), for the life of the server",
-    ),
-    "Sources/TokenRelayServer/RelaySession.swift": (
-        1, "forwards the token manager's login prompts for the life of the library's session",
-    ),
-    "Sources/TokenRelayServer/Runtime/CurrentRuntime.swift": (
-        1, "after a reload, the retired runtime's sessions and transports are dropped once its last "
-        "call ends, without holding up that call",
-    ),
-    "Sources/tokenrelay/CommandLineTool.swift": (
-        1, "SIGHUP's handler is synchronous (on the signal source's queue): it starts the reload as a task",
     ),
     "Sources/tokenrelay/ProcessSetup.swift": (
         1, "the binary's signal sources (SIGTERM, SIGINT, SIGHUP): libdispatch delivers signals on a "
@@ -472,7 +416,9 @@ SELF_TEST_BASE = {
     "Sources/TokenRelayServer/Fine.swift": """
         // Task { } and credentials.apply(to: &request) in a comment do not count.
         Placement.task { await work() }
+        Placement.detached(.pool) { await work() }
         await withTaskGroup(of: Void.self) { group in group.addTask { await work() } }
+        group.addTask(executorPreference: Placement.ownTasks) { await work() }
         if Task.isCancelled { try await Task.sleep(for: .seconds(1)) }
         var pending: Task<Void, Never>?
         let thread = SerialThread(named: "x")
@@ -504,6 +450,7 @@ SELF_TEST_BREACHES = {
         "Foundation.Thread.detachNewThread { read() }",
         "DispatchQueue.global().async { work() }",
         "pthread_create(&thread, nil, start, nil)",
+        "group.addTask(executorPreference: loop) { await work() }",
     ],
     "wire-errors": [
         'throw RPCError(code: .internal, message: "it failed: \\(error)")',

@@ -60,7 +60,7 @@ public actor DiscoveryClient {
         case .document(let url)?: urls = [url]
         case nil: urls = try AuthorizationServerMetadata.discoveryURLs(for: issuer)
         }
-        let task = Task(executorPreference: taskExecutor) { [transport, clock, random, retryPolicy] in
+        let task = Placement.throwingTask(.executor(taskExecutor)) { [transport, clock, random, retryPolicy] in
             try await Self.fetch(
                 issuer: issuer, urls: urls, transport: transport, clock: clock, deadline: deadline, random: random,
                 retryPolicy: retryPolicy)

@@ -2,6 +2,7 @@ import FoundationEssentials
 import Synchronization
 import TokenRelayHTTP
 import TokenRelayLogging
+import TokenRelayPlatform
 
 /// A bearer token fetched by a closure (e.g. a `command`) and cached for `cacheDuration`. Renewable:
 /// a 401 `invalid_token` drops the cached value (if it is still the one that failed) so the next
@@ -76,7 +77,7 @@ public final class FetchedBearerCredentialSource: CredentialSource, BearerTokenS
             }
             if let fetch = state.fetch { return .wait(fetch, state.fetchID) }
             let fetcher = self.fetcher
-            let task = Task { try await fetcher.resolve() }
+            let task = Placement.throwingTask { try await fetcher.resolve() }
             state.fetchID += 1
             state.fetch = task
             return .wait(task, state.fetchID)

@@ -338,7 +338,7 @@ public final class PostgresSharedTier: SharedTokenTier {
     ) async -> T? {
         await withCheckedContinuation { (continuation: CheckedContinuation<T?, Never>) in
             let once = OnceContinuation(continuation)
-            let timer = Task {
+            let timer = Placement.task {
                 // Cancelled: the job answered first.
                 guard (try? await Task.sleep(for: .seconds(max(0.001, seconds)))) != nil else { return }
                 once.resume(nil)

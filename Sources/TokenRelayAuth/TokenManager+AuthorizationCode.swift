@@ -1,6 +1,7 @@
 import FoundationEssentials
 import TokenRelayHTTP
 import TokenRelayLogging
+import TokenRelayPlatform
 
 extension TokenManager {
     /// The authorization-code login (SPEC §5.4): PKCE, the loopback listener, the person's browser,
@@ -74,7 +75,7 @@ extension TokenManager {
             // The JWKS is fetched while the code is exchanged (OpenID Connect).
             let keysTask: Task<JSONWebKeySet, any Error>? =
                 configuration.isOpenIDConnect
-                ? Task(executorPreference: taskExecutor) { [self, key = session.key] in
+                ? Placement.throwingTask(.executor(taskExecutor)) { [self, key = session.key] in
                     try await self.signingKeys(for: key, metadata: metadata, deadline: deadline, refresh: false)
                 }
                 : nil

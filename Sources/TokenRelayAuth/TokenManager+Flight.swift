@@ -1,6 +1,7 @@
 import FoundationEssentials
 import TokenRelayHTTP
 import TokenRelayLogging
+import TokenRelayPlatform
 
 extension TokenManager {
     /// What a flight produced.
@@ -37,7 +38,7 @@ extension TokenManager {
         session.flight = flight
         let key = session.key
         let flightID = flight.id
-        flight.task = Task(executorPreference: taskExecutor) { await self.runFlight(key, flightID: flightID) }
+        flight.task = Placement.task(.executor(taskExecutor)) { await self.runFlight(key, flightID: flightID) }
         return flight
     }
 

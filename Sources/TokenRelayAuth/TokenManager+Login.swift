@@ -1,6 +1,7 @@
 import FoundationEssentials
 import TokenRelayHTTP
 import TokenRelayLogging
+import TokenRelayPlatform
 
 /// What a person must do to log in: the `auth-prompt` notification (SPEC §5.4). Every text in it
 /// comes (in part) from the authorization server, so each is a ``ServerText``.
@@ -156,7 +157,7 @@ extension TokenManager {
                 generation: session.generation)
             session.login = flight
             let flightID = flight.id
-            flight.task = Task(executorPreference: taskExecutor) {
+            flight.task = Placement.task(.executor(taskExecutor)) {
                 await self.runLogin(key, flightID: flightID, openBrowser: openBrowser)
             }
         }
@@ -172,7 +173,7 @@ extension TokenManager {
                 }
             }
         } onCancel: {
-            Task(executorPreference: taskExecutor) {
+            Placement.task(.executor(taskExecutor)) {
                 await self.dropLoginWaiter(key, flightID: flightID, waiterID: waiterID)
             }
         }
@@ -332,7 +333,7 @@ extension TokenManager {
                     expiresAt: expiresAt ?? flight.deadline)))
         if let opener {
             let target = openURL ?? url
-            Task(executorPreference: taskExecutor) { await opener(target) }
+            Placement.task(.executor(taskExecutor)) { await opener(target) }
         }
     }
 

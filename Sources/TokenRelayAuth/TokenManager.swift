@@ -230,7 +230,7 @@ public actor TokenManager {
                     continuation: continuation)
             }
         } onCancel: {
-            Task(executorPreference: taskExecutor) {
+            Placement.task(.executor(taskExecutor)) {
                 await self.dropWaiter(key, waiterID: waiterID, error: CancellationError())
             }
         }
@@ -293,7 +293,7 @@ public actor TokenManager {
         var waiter = Waiter(continuation: continuation, timer: nil)
         if let deadline {
             let key = session.key
-            waiter.timer = Task(executorPreference: taskExecutor) { [clock] in
+            waiter.timer = Placement.task(.executor(taskExecutor)) { [clock] in
                 do { try await clock.sleep(until: deadline) } catch { return }
                 await self.dropWaiter(key, waiterID: waiterID, error: AuthError.timeout)
             }

@@ -1,5 +1,6 @@
 import Synchronization
 import TokenRelayLogging
+import TokenRelayPlatform
 
 /// Bounds on concurrent work (SPEC §7 "Concurrency limits").
 public struct DispatcherLimits: Sendable {
@@ -83,7 +84,7 @@ public final class Dispatcher: Sendable {
     private let limits: DispatcherLimits
     private let errorMapper: @Sendable (any Error) -> RPCError
     private let shutdownMethod: String?
-    private let executorPreference: @Sendable (RPCRequest) -> (any TaskExecutor)?
+    private let placement: MethodPlacement
     private let responseHandler: (@Sendable (RequestID, JSONValue?, JSONValue?) -> Void)?
     private let answersClientCancellation: Bool
     private let unboundedMethods: Set<String>
@@ -99,8 +100,7 @@ public final class Dispatcher: Sendable {
     ///   - shutdownMethod: the request after which every new request is refused with kind
     ///     `shutting_down` (decided when it is read, so the order of requests is respected).
     ///   - errorMapper: the one place that turns any thrown error into a wire error.
-    ///   - executorPreference: the executor a request's task prefers (`nil`: the global one): the
-    ///     server's placement decision (`Placement` and `RelayRuntime.executor(for:)`).
+    ///   - placement: where each method's requests run (the server's placement decision, as data).
     ///   - responses: where answers to the server's own requests go (id, `result`, `error`), on the
     ///     stdin reader; it must not block. `nil`: they are ignored.
     ///   - answersClientCancellation: whether a request cancelled by `notifications/cancelled` is
@@ -114,7 +114,7 @@ public final class Dispatcher: Sendable {
         readOrderNotifications: [String: @Sendable (RequestContext) -> Void] = [:], sink: MessageSink,
         limits: DispatcherLimits = DispatcherLimits(), shutdownMethod: String? = "shutdown",
         errorMapper: @escaping @Sendable (any Error) -> RPCError,
-        executorPreference: @escaping @Sendable (RPCRequest) -> (any TaskExecutor)? = { _ in nil },
+        placement: MethodPlacement = MethodPlacement(),
         responses: (@Sendable (RequestID, JSONValue?, JSONValue?) -> Void)? = nil,
         answersClientCancellation: Bool = true, unboundedMethods: Set<String> = []
     ) {
@@ -122,7 +122,7 @@ public final class Dispatcher: Sendable {
         self.unboundedMethods = unboundedMethods
         self.responseHandler = responses
         self.shutdownMethod = shutdownMethod
-        self.executorPreference = executorPreference
+        self.placement = placement
         self.methods = methods
         self.notificationHandlers = notifications
         self.readOrderNotificationHandlers = readOrderNotifications
@@ -227,7 +227,7 @@ public final class Dispatcher: Sendable {
                 log.debug("ignoring unknown notification \(request.method)")
                 return
             }
-            Task.detached {
+            Placement.detached(.pool) {
                 do {
                     _ = try await handler(request.params, context)
                 } catch {
@@ -294,7 +294,7 @@ public final class Dispatcher: Sendable {
         guard let id = pending.request.id else { return }
         var context = RequestContext(id: id, inBatch: pending.batch != nil, sink: sink)
         context.slot = ExecutionSlot(dispatcher: self, id: id)
-        let task = Task.detached(executorPreference: executorPreference(pending.request)) { [self] in
+        let task = Placement.detached(.executor(placement.executor(for: pending.request))) { [self] in
             let response: [UInt8]
             if Task.isCancelled {
                 response = MessageCodec.response(id: id, error: .cancelled)

@@ -42,12 +42,55 @@ public enum Placement {
         loop ?? ownTasks
     }
 
-    /// Starts a task of the process's own (on ``ownTasks``).
+    /// Where a task is placed: every unstructured task of the product is started through
+    /// ``task(_:_:)``, ``throwingTask(_:_:)`` or ``detached(_:_:)`` with one of these (the
+    /// architecture check refuses a `Task {}` anywhere else).
+    public enum Place: Sendable {
+        /// Where the process's own tasks run (``ownTasks``).
+        case ownTasks
+        /// The cooperative pool (the global concurrent executor), said explicitly: work that must
+        /// go on while the process's own place is busy (the main thread runs a command's body),
+        /// such as the parent watchdog or a subscription's pump.
+        case pool
+        /// The executor a component was made with (a token manager keeps the ``ownTasks`` of its
+        /// making), or a transfer loop (``forTransfer(loop:)``); `nil`: no preference.
+        case executor((any TaskExecutor)?)
+
+        /// The executor preference a task of this place is started with.
+        public var preference: (any TaskExecutor)? {
+            switch self {
+            case .ownTasks: Placement.ownTasks
+            case .pool: globalConcurrentExecutor
+            case .executor(let executor): executor
+            }
+        }
+    }
+
+    /// Starts an unstructured task at `place` (by default where the process's own tasks run).
     @discardableResult
     public static func task<Success: Sendable>(
-        _ operation: sending @escaping () async -> Success
+        _ place: Place = .ownTasks, _ operation: sending @escaping () async -> Success
     ) -> Task<Success, Never> {
-        Task(executorPreference: ownTasks, operation: operation)
+        Task(executorPreference: place.preference, operation: operation)
+    }
+
+    /// Starts an unstructured task that may throw at `place`: one piece of work shared by
+    /// concurrent callers, who each await its value (and may leave without cancelling it).
+    @discardableResult
+    public static func throwingTask<Success: Sendable>(
+        _ place: Place = .ownTasks, _ operation: sending @escaping () async throws -> Success
+    ) -> Task<Success, any Error> {
+        Task(executorPreference: place.preference, operation: operation)
+    }
+
+    /// Starts a detached task at `place`: it inherits nothing from its starter (priority, task
+    /// locals), for work that belongs to no caller (a served request, a subscription's pump, a
+    /// login a call asked for).
+    @discardableResult
+    public static func detached<Success: Sendable>(
+        _ place: Place, _ operation: sending @escaping () async -> Success
+    ) -> Task<Success, Never> {
+        Task.detached(executorPreference: place.preference, operation: operation)
     }
 
     /// Runs `command` on the calling thread (the main thread, which would otherwise only wait for

@@ -11,6 +11,11 @@ extension RelayServer {
         return Dictionary(uniqueKeysWithValues: handlers)
     }
 
+    /// Where each request method runs, as its type says.
+    static func methodPlaces() -> [String: MethodPlacement.Place] {
+        Dictionary(uniqueKeysWithValues: MethodCatalog.requests.map { ($0.method, $0.place) })
+    }
+
     /// Every notification the server acts on by name (`$/cancelRequest` and
     /// `notifications/cancelled` are handled by the dispatcher; `exit` by
     /// ``readOrderNotificationTable()``).

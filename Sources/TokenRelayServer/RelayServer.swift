@@ -97,7 +97,7 @@ public final class RelayServer: Sendable {
         let dispatcher = Dispatcher(
             methods: methods, notifications: notifications, readOrderNotifications: readOrder, sink: writer,
             limits: options.dispatcherLimits, shutdownMethod: face == nil ? "shutdown" : nil, errorMapper: errorMapper,
-            executorPreference: { [runtimes] request in runtimes.current.executor(for: request) },
+            placement: MethodPlacement(face == nil ? Self.methodPlaces() : MCPFace.methodPlaces, loops: runtimes),
             responses: responses, answersClientCancellation: face == nil,
             unboundedMethods: face == nil ? [] : MCPFace.unboundedMethods)
         let notifier = Notifier(sink: writer)
@@ -207,7 +207,7 @@ public final class RelayServer: Sendable {
     /// Stops when the parent process dies (checked every two seconds, as LSP servers do).
     func watchParent(_ pid: Int32) {
         guard pid > 0 else { return }
-        let watchdog = Task.detached { [termination] in
+        let watchdog = Placement.detached(.pool) { [termination] in
             while !Task.isCancelled {
                 try? await Task.sleep(for: .seconds(2))
                 if kill(pid, 0) != 0 && errno == ESRCH {

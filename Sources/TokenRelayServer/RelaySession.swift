@@ -4,6 +4,7 @@ import TokenRelayAuth
 import TokenRelayConfig
 import TokenRelayHTTP
 import TokenRelayJSONRPC
+import TokenRelayPlatform
 
 /// The runtime `serve` and the one-shot commands use, held open for a program that links
 /// tokenrelay (the `TokenRelay` module's client). Not a stable API: the `TokenRelay` module is.
@@ -18,7 +19,7 @@ import TokenRelayJSONRPC
     private init(runtime: RelayRuntime) {
         self.runtime = runtime
         let handler = promptHandler
-        events = Task {
+        events = Placement.task {
             for await event in runtime.manager.events {
                 guard case .prompt(let prompt) = event, let handle = handler.current.withLock({ $0 }) else {
                     continue

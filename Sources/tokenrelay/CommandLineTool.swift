@@ -270,7 +270,7 @@ enum CommandLineTool {
                 return
             }
             log.info("\(ProcessSetup.name(of: number)) received: reloading the configuration")
-            Task { await server.reloadOnSignal() }
+            Placement.task { await server.reloadOnSignal() }
         }
         defer { withExtendedLifetime(hangupSource) {} }
         options.testMethods = environment["TOKENRELAY_ENABLE_TEST_METHODS"] == "1"

@@ -1,6 +1,7 @@
 import FoundationEssentials
 import TokenRelayHTTP
 import TokenRelayLogging
+import TokenRelayPlatform
 
 /// What a `discover: true` profile configures (SPEC §9): the rest comes from the resource.
 public struct DiscoveryTemplate: Sendable {
@@ -109,7 +110,9 @@ public actor ResourceAuthorization {
             return resolved.key
         }
         if let resolving { return try await resolving.value }
-        let task = Task { try await self.resolve(hint: metadataHint, challengeScopes: challengeScopes) }
+        let task = Placement.throwingTask {
+            try await self.resolve(hint: metadataHint, challengeScopes: challengeScopes)
+        }
         resolving = task
         defer { resolving = nil }
         return try await task.value

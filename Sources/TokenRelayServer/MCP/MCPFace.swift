@@ -3,6 +3,7 @@ import Synchronization
 import TokenRelayAuth
 import TokenRelayJSONRPC
 import TokenRelayLogging
+import TokenRelayPlatform
 
 /// The MCP face of the server (`tokenrelay mcp`, SPEC §8): the MCP methods over the same
 /// dispatcher, runtime, token manager and request path as `serve`. Holds what the handshake
@@ -100,6 +101,12 @@ final class MCPFace: Sendable {
             "tools/call": { [self] params, context in try await callTool(params, context: context) },
         ]
     }
+
+    /// Where the methods run: a tools/call on the transfer loop of the environment its
+    /// arguments name (as a `request`); the rest where own tasks run.
+    static let methodPlaces: [String: MethodPlacement.Place] = [
+        "tools/call": .transfer(environmentAt: ["arguments", "environment"])
+    ]
 
     /// The methods answered at once however many calls run or wait (local answers: a host's
     /// liveness check and tool list never wait behind transfers or a person's consent).
@@ -293,7 +300,7 @@ final class MCPFace: Sendable {
         let prompt: LoginPrompt? = await withTaskGroup(of: Void.self) { group in
             let prompt = await withCheckedContinuation { (continuation: CheckedContinuation<LoginPrompt?, Never>) in
                 state.withLock { $0.loginWaiters[name, default: []].append(continuation) }
-                Task.detached { [self] in
+                Placement.detached(.pool) { [self] in
                     do {
                         _ = try await manager.login(session, openBrowser: false)
                         log.info("login of \(session.environment)/\(session.profile) completed")

@@ -5,6 +5,7 @@ import TokenRelayErrorKinds
 import TokenRelayHTTP
 import TokenRelayJSONRPC
 import TokenRelayLogging
+import TokenRelayPlatform
 
 /// One proxied connection to a remote MCP server: what is MCP about it, and only that. The
 /// transport session (`Mcp-Session-Id`, the negotiated version, the server's GET stream), the
@@ -339,7 +340,7 @@ final class MCPProxyConnection: Sendable {
         }
         guard start else { return }
         let opened = OneShotSignal()
-        let task = Task { await self.followServerStream(opened: opened) }
+        let task = Placement.task { await self.followServerStream(opened: opened) }
         state.withLock { $0.serverStream = task }
         await opened.wait(atMost: Self.serverStreamOpeningBound)
     }

@@ -11,10 +11,13 @@ protocol DescribedMethod: SendableMetatype {
     /// requirement rather than an `as? any RelayMethod.Type` cast: a cast is a conformance
     /// lookup that scans every loaded image at start.)
     static var requestHandler: (@Sendable (RelayServer) -> MethodHandler)? { get }
+    /// Where its requests run (``MethodPlacement``): where own tasks run unless it says otherwise.
+    static var place: MethodPlacement.Place { get }
 }
 
 extension DescribedMethod {
     static var requestHandler: (@Sendable (RelayServer) -> MethodHandler)? { nil }
+    static var place: MethodPlacement.Place { .ownTasks }
 }
 
 /// A request method: typed params decoded with JSON-Pointer diagnostics, a handler, a result.

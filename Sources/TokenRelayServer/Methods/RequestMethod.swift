@@ -104,6 +104,8 @@ package struct RequestMethod: Sendable {
 
 extension RequestMethod: RelayMethod {
     static let method = "request"
+    /// On the transfer loop of the environment it names (ARCHITECTURE.md, "Where code runs").
+    static let place = MethodPlacement.Place.transfer(environmentAt: ["environment"])
 
     static func decode(_ params: JSONValue?, context: RequestContext) throws -> RequestParams {
         try RequestParams.decode(params)

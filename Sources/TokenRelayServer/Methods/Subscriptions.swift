@@ -5,6 +5,7 @@ import TokenRelayConfig
 import TokenRelayHTTP
 import TokenRelayJSONRPC
 import TokenRelayLogging
+import TokenRelayPlatform
 
 /// `subscribe` / `unsubscribe`: each subscription is one task that pulls its ``EventSource`` and
 /// writes `event` and `subscription-state` notifications. The task pulls only as fast as the
@@ -44,7 +45,7 @@ package final class Subscriptions: Sendable {
         return try registry.register(
             environment: environment.name, profile: profile?.name, isCurrent: { runtimes.current === runtime }
         ) { id in
-            Task.detached {
+            Placement.detached(.pool) {
                 // The reply carrying the id goes out before any notification of the subscription.
                 await replyHandedOver.wait()
                 await Self.pump(source, id: id, notifier: notifier)

@@ -1,13 +1,15 @@
 import Synchronization
 import TokenRelayAuth
+import TokenRelayJSONRPC
 import TokenRelayLogging
+import TokenRelayPlatform
 
 /// The runtime the methods use, swappable by a configuration reload. Each method call reads it
 /// once at its start (``use(_:)``) and keeps that runtime to its end, so an in-flight request
 /// finishes with the configuration it started with. A runtime replaced by a reload is retired:
 /// once its last call ends, the sessions and transports no live runtime uses any more are
 /// dropped (a removed environment's transport is shut down after its last request).
-final class CurrentRuntime: Sendable {
+final class CurrentRuntime: TransferLoops {
     private struct State {
         var current: RelayRuntime
         /// Calls running per runtime (current and retired).
@@ -26,6 +28,9 @@ final class CurrentRuntime: Sendable {
 
     /// The runtime new calls use.
     var current: RelayRuntime { state.withLock { $0.current } }
+
+    /// The current runtime's loop of environment `name` (``RelayRuntime/loop(forEnvironment:)``).
+    func loop(forEnvironment name: String?) -> (any TaskExecutor)? { current.loop(forEnvironment: name) }
 
     /// Runs `body` with the current runtime, which stays alive (its sessions and transports) until
     /// `body` returns.
@@ -68,7 +73,7 @@ final class CurrentRuntime: Sendable {
         }
         guard let cleanup else { return }
         let manager = runtime.manager
-        Task {
+        Placement.task {
             let removed = await manager.removeSessions(except: cleanup.keep)
             manager.dropTransports(except: cleanup.environments)
             for transport in cleanup.drop { transport.shutdown() }

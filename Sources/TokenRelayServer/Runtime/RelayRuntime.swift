@@ -223,21 +223,11 @@ package final class RelayRuntime: Sendable {
         return environment
     }
 
-    /// Where a served call runs (``Placement``): a call that makes a transfer (`request`, an MCP
-    /// `tools/call`), on the transfer loop of the environment it names (else the default one)
-    /// once that loop exists, on the thread that will do its transfer; any other call (a reload,
-    /// a login, `status`...) where the process's own tasks run, never on a loop. A scheduling
-    /// choice only: a call that names no valid environment fails in its handler, wherever it runs.
-    func executor(for request: RPCRequest) -> (any TaskExecutor)? {
-        let named: JSONValue?
-        switch request.method {
-        case RequestMethod.method: named = request.params?["environment"]
-        case "tools/call": named = request.params?["arguments"]?["environment"]
-        default: return Placement.ownTasks
-        }
-        var name = defaultEnvironmentName
-        if case .string(let environment)? = named { name = environment }
-        return Placement.forTransfer(loop: name.flatMap { environmentTransports[$0] }?.startedExecutor)
+    /// The running transfer loop of environment `name` (`nil`: the default one), where a served
+    /// call that makes a transfer runs (``MethodPlacement``); `nil` until that environment's
+    /// first transfer, and for a name no environment has.
+    func loop(forEnvironment name: String?) -> (any TaskExecutor)? {
+        (name ?? defaultEnvironmentName).flatMap { environmentTransports[$0] }?.startedExecutor
     }
 
     /// A running transfer loop that may read stdin (``StdioReader``): the default environment's,
