@@ -38,7 +38,7 @@ let package = Package(
         .target(name: "TokenRelayPlatform", dependencies: ["CSystem"]),
         .target(name: "TokenRelayLogging", dependencies: ["TokenRelayPlatform"]),
         .target(name: "TokenRelayHTTPFields"),
-        .target(name: "TokenRelayJSONRPC", dependencies: ["CSystem", "TokenRelayErrorKinds", "TokenRelayLogging", "TokenRelayPlatform"]),
+        .target(name: "TokenRelayJSONRPC", dependencies: ["TokenRelayErrorKinds", "TokenRelayLogging", "TokenRelayPlatform"]),
         .target(name: "TokenRelayConfig", dependencies: ["CYAML", "TokenRelayErrorKinds", "TokenRelayHTTPFields", "TokenRelayLogging", "TokenRelayPlatform"]),
         .target(name: "TokenRelayHTTP", dependencies: ["CCurl", "CSystem", "TokenRelayErrorKinds", "TokenRelayHTTPFields", "TokenRelayLogging", "TokenRelayPlatform"]),
         .target(
