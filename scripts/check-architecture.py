@@ -200,10 +200,6 @@ LONG_FILES: dict[str, tuple[int, str]] = {
         650, "the in-flight table: input, execution with its bounds, batches, cancellation and "
         "lifecycle share one Mutex-guarded state",
     ),
-    "Sources/TokenRelayServer/MCP/HTTPRequestTool.swift": (
-        550, "the MCP http_request tool: the call, its header checks, the person's confirmation and "
-        "the answer's encoding",
-    ),
 }
 
 

@@ -70,9 +70,43 @@ struct HTTPRequestTool {
 
     // MARK: - The call
 
+    /// What an agent's call is aimed at: an exposed environment, maybe a profile, its rules.
+    private struct Target {
+        let name: String
+        let exposed: MCPExposure.Environment
+        let profile: MCPExposure.Profile?
+        let rules: MCPSettings
+        let profileRuntime: ProfileRuntime?
+        var scope: String { "environment '\(name)'" + (profile.map { ", profile '\($0.name)'" } ?? "") }
+    }
+
+    /// The call, in four steps: what it is aimed at, the request it makes, the rules' decision
+    /// (and the person's, when a rule asks), and the sending (a login when the session needs one).
     private func call(_ arguments: JSONObject, runtime: RelayRuntime, audit: inout Audit) async throws
         -> MCPToolOutcome
     {
+        let target = try aim(arguments, runtime: runtime, audit: &audit)
+        let (request, path) = try requestParams(arguments, target: target, audit: &audit)
+        if let pending = try await decide(request, path: path, target: target, audit: &audit) { return pending }
+        let response: HTTPResponse
+        let elapsed: Duration
+        switch try await send(request, target: target, runtime: runtime, audit: &audit) {
+        case .answered(let answer, let time): (response, elapsed) = (answer, time)
+        case .asked(let outcome): return outcome
+        }
+        if let coding = Self.undecodedCoding(response.headers) {
+            audit.outcome = "refused answer"
+            throw Refusal(
+                message:
+                    "the API answered HTTP \(response.status) with a body coded as '\(ServerText(coding, maximumBytes: 64).value)', which tokenrelay could not decode, so could not mask secrets in; the answer was withheld"
+            )
+        }
+        audit.outcome = "\(response.status)"
+        return Self.encode(response, limit: target.exposed.maxResponseBytes(for: target.profile), elapsed: elapsed)
+    }
+
+    /// The arguments' names and types, the exposed environment and profile they name, and its rules.
+    private func aim(_ arguments: JSONObject, runtime: RelayRuntime, audit: inout Audit) throws -> Target {
         for key in arguments.keys where !Self.members.contains(key) {
             if key == "url" {
                 throw Refusal(
@@ -123,8 +157,18 @@ struct HTTPRequestTool {
         audit.environment = environmentName
         audit.profile = profile?.name ?? "PROFILE"
         let environment = try runtime.environment(environmentName)
-        let profileRuntime = profile.flatMap { environment.profiles[$0.name] }
+        return Target(
+            name: environmentName, exposed: exposed, profile: profile, rules: rules,
+            profileRuntime: profile.flatMap { environment.profiles[$0.name] })
+    }
 
+    /// The request `request` would take for these arguments, every default explicit, and its path
+    /// normalised once (what the rules read); refused when it would carry or override what
+    /// tokenrelay decides.
+    private func requestParams(_ arguments: JSONObject, target: Target, audit: inout Audit) throws
+        -> (RequestParams, MCPPath)
+    {
+        let profileRuntime = target.profileRuntime
         guard case .string(let path)? = arguments["path"] else {
             throw Refusal(
                 message: "'path' is required: a path relative to the environment's base URL, starting with '/'")
@@ -152,8 +196,8 @@ struct HTTPRequestTool {
 
         // The request as `request` would take it, with every default made explicit.
         var members = arguments
-        members["environment"] = .string(environmentName)
-        if let profile { members["profile"] = .string(profile.name) } else { members["profile"] = nil }
+        members["environment"] = .string(target.name)
+        if let profile = target.profile { members["profile"] = .string(profile.name) } else { members["profile"] = nil }
         let method = MCPRule.canonicalMethod(arguments["method"]?.stringValue ?? "GET")
         members["method"] = .string(method)
         var request: RequestParams
@@ -179,10 +223,18 @@ struct HTTPRequestTool {
         request.target = .path(template: normalised.description, variables: [:])
         request.decodesContent = true
         audit.method = method
-        audit.url = Self.auditURL(base: exposed.baseURL, path: normalised.description, query: request.query)
+        audit.url = Self.auditURL(base: target.exposed.baseURL, path: normalised.description, query: request.query)
+        return (request, normalised)
+    }
 
+    /// The rules' decision on the normalised path: `nil` to send, an outcome when the person is
+    /// asked (a stateless client's first try); a refusal otherwise.
+    private func decide(_ request: RequestParams, path normalised: MCPPath, target: Target, audit: inout Audit)
+        async throws -> MCPToolOutcome?
+    {
+        let method = request.method
+        let (rules, scope) = (target.rules, target.scope)
         let decision = rules.decide(method: method, path: normalised)
-        let scope = "environment '\(environmentName)'" + (profile.map { ", profile '\($0.name)'" } ?? "")
         switch decision {
         case .denied(let rule):
             audit.rule = "deny \(rule.text)"
@@ -205,11 +257,24 @@ struct HTTPRequestTool {
                 return pending
             }
         }
+        return nil
+    }
 
-        let response: HTTPResponse
-        let elapsed: Duration
+    /// What sending a call came to: the API's answer, or a question to the person (a login).
+    private enum Sent {
+        case answered(HTTPResponse, Duration)
+        case asked(MCPToolOutcome)
+    }
+
+    /// Sends the request through `request`'s own path; a session that needs a person starts its
+    /// login and asks the person by URL elicitation when the client can be asked.
+    private func send(_ request: RequestParams, target: Target, runtime: RelayRuntime, audit: inout Audit)
+        async throws -> Sent
+    {
+        let (environmentName, profileRuntime) = (target.name, target.profileRuntime)
         do {
-            (response, elapsed) = try await RequestMethod(runtime: runtime).perform(request)
+            let (response, elapsed) = try await RequestMethod(runtime: runtime).perform(request)
+            return .answered(response, elapsed)
         } catch {
             let failure = ErrorMapping.rpcError(error)
             guard failure.kind == .interactionRequired, let session = profileRuntime?.session,
@@ -217,7 +282,7 @@ struct HTTPRequestTool {
                 let (prompt, started) = await face.startLogin(session, runtime: runtime)
             else { throw error }
             audit.outcome = started ? "login started" : "login pending"
-            let profileName = profile?.name ?? ""
+            let profileName = target.profile?.name ?? ""
             let url = (prompt.verificationURIComplete ?? prompt.url).value
             let message =
                 "Log in to \(environmentName) (profile \(profileName)) for tokenrelay"
@@ -239,21 +304,13 @@ struct HTTPRequestTool {
                     "mode": "url", "message": .string(message), "url": .string(url),
                     "elicitationId": .string("tokenrelay-login-\(session.environment)-\(session.profile)"),
                 ]
-                return .inputRequired(
-                    requests: ["login": ["method": "elicitation/create", "params": .object(elicitation)]],
-                    state: "login")
+                return .asked(
+                    .inputRequired(
+                        requests: ["login": ["method": "elicitation/create", "params": .object(elicitation)]],
+                        state: "login"))
             }
             throw Refusal(message: Self.loginText(prompt, environment: environmentName, profile: profileName))
         }
-        if let coding = Self.undecodedCoding(response.headers) {
-            audit.outcome = "refused answer"
-            throw Refusal(
-                message:
-                    "the API answered HTTP \(response.status) with a body coded as '\(ServerText(coding, maximumBytes: 64).value)', which tokenrelay could not decode, so could not mask secrets in; the answer was withheld"
-            )
-        }
-        audit.outcome = "\(response.status)"
-        return Self.encode(response, limit: exposed.maxResponseBytes(for: profile), elapsed: elapsed)
     }
 
     /// Headers some servers and frameworks take as the real method or path: with one of them,
@@ -331,84 +388,6 @@ struct HTTPRequestTool {
                 )
             }
         }
-    }
-
-    // MARK: - Confirmation
-
-    /// Asks the person to accept the call: `nil` when accepted (send it), an input-required
-    /// outcome for a stateless client's first try; throws a refusal otherwise.
-    private func confirm(summary: String, request: RequestParams, rule: MCPRule) async throws -> MCPToolOutcome? {
-        let capabilities = face.clientCapabilities(era)
-        guard MCPProtocol.supportsFormElicitation(capabilities) else {
-            throw Refusal(
-                message:
-                    "refused: the rule confirm '\(rule.text)' needs the person's consent, and consent could not be asked (this MCP client did not declare the elicitation capability); nothing was sent"
-            )
-        }
-        switch era {
-        case .handshake(let version):
-            // Waiting for a person is not work: the call leaves its concurrency slot meanwhile,
-            // so pending questions never stall other calls (or `ping`).
-            let answer = try await context.withoutExecutionSlot {
-                await face.elicit(message: summary, version: version)
-            }
-            switch answer {
-            case .success("accept"): return nil
-            case .success(let action):
-                throw Refusal(message: "not sent: the person did not accept (\(action.prefix(20)))")
-            case .failure(let error):
-                if error.kind == .cancelled { throw CancellationError() }
-                throw Refusal(message: "not sent: consent could not be asked: \(error.message)")
-            }
-        case .stateless:
-            let fingerprint = Self.fingerprint(request)
-            if case .object(let responses)? = params?["inputResponses"], let answer = responses["confirm"] {
-                guard case .string(let token)? = params?["requestState"],
-                    face.redeemConfirmation(token, fingerprint: fingerprint)
-                else {
-                    throw Refusal(
-                        message:
-                            "not sent: the confirmation does not match this call or has expired; call again to ask the person again"
-                    )
-                }
-                guard answer["action"]?.stringValue == "accept" else {
-                    throw Refusal(message: "not sent: the person did not accept")
-                }
-                return nil
-            }
-            let token = face.issueConfirmation(fingerprint: fingerprint)
-            var elicitation: JSONObject = ["mode": "form", "message": .string(summary)]
-            elicitation["requestedSchema"] = MCPTools.consentSchema
-            return .inputRequired(
-                requests: ["confirm": ["method": "elicitation/create", "params": .object(elicitation)]], state: token)
-        }
-    }
-
-    /// The bound on what the person is asked (UTF-8 bytes).
-    static let summaryBytes = 2048
-
-    /// What the person is asked: method, URL (query names only), body summary. The agent wrote
-    /// most of it, so it is cleaned as server text is (``ServerText``: no control, bidirectional
-    /// or invisible character can draw a line the request does not hold), masked and bounded.
-    static func summary(method: String, url: String, request: RequestParams, scope: String) -> String {
-        var text = "An agent asks tokenrelay to send \(method) \(url) (\(scope))."
-        if let body = request.body {
-            // Masked whole before it is cut: a secret across the cut never shows its start.
-            let masked = Redactor.shared.redact(bytes: body.bytes)
-            let preview = String(decoding: masked.prefix(300), as: UTF8.self)
-            text += " Body (\(body.bytes.count) bytes): \(preview)\(masked.count > 300 ? "…" : "")"
-        }
-        return ServerText(text + " Accept to send it once.", maximumBytes: summaryBytes).value
-    }
-
-    /// Identifies a call exactly (what would be sent), binding a confirmation to it.
-    static func fingerprint(_ request: RequestParams) -> String {
-        var parts = [request.environment ?? "", request.profile ?? "", request.method]
-        if case .path(let path, _) = request.target { parts.append(path) }
-        parts.append(request.query.map { "\($0.name)=\($0.value)" }.joined(separator: "&"))
-        parts.append(request.headers.map { "\($0.name):\($0.value)" }.joined(separator: "\n"))
-        parts.append(request.body.map { String(decoding: $0.bytes, as: UTF8.self) } ?? "")
-        return parts.joined(separator: "\u{0}")
     }
 
     // MARK: - Answers
