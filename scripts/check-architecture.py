@@ -192,10 +192,6 @@ LONG_FILES: dict[str, tuple[int, str]] = {
         650, "the decoding of every profile type and its grant, client authentication and discovery "
         "members, which check each other",
     ),
-    "Sources/TokenRelayHTTP/Transport/CurlEventLoop.swift": (
-        750, "the curl-multi loop: the socket and timer callbacks libcurl calls and the transfer table "
-        "they share, all on the loop thread (the inbox is the only state another thread touches)",
-    ),
     "Sources/TokenRelayJSONRPC/Dispatcher.swift": (
         650, "the in-flight table: input, execution with its bounds, batches, cancellation and "
         "lifecycle share one Mutex-guarded state",

@@ -257,8 +257,12 @@ import Testing
             let second = try await relay.call("request", ["path": "/whoami"])
             #expect(second["result"]?["json"]?["username"]?.stringValue == "alice", "\(second.jsonText)")
             let session = try await relay.call("status")["result"]?["sessions"]?.arrayValue?.first
-            #expect(session?["counters"]?["renewals"]?.intValue == 1, "\(session?.jsonText ?? "")")
-            #expect(try await stack.issuedCount(client: "cli", kind: "refresh") == 2)
+            // Renewed by refresh, never by a new login: one renewal, or more when a loaded machine
+            // took longer than the token's 3 s to use the renewed one (its 401 renews again).
+            let renewals = try #require(session?["counters"]?["renewals"]?.intValue, "\(session?.jsonText ?? "")")
+            #expect(renewals >= 1, "\(session?.jsonText ?? "")")
+            #expect(try await stack.issuedCount(client: "cli", kind: "refresh") == 1 + renewals)
+            #expect(Self.promptCount(relay) == 1, "one login")
 
             let tokens = try await stack.issuedValues(client: "cli", kind: "access")
             let current = try #require(tokens.last)
