@@ -236,10 +236,6 @@ LONG_FILES: dict[str, tuple[int, str]] = {
         600, "the store's opening, records and seeds on its one SerialThread; files, leases, "
         "registrations and sealing are already extensions of their own",
     ),
-    "Sources/TokenRelayAuth/TokenManager+Flight.swift": (
-        650, "a renewal flight from start to stored token (grant, DPoP, store key and seed, commit, "
-        "adoption of stored tokens), which RenewalFlight decides and this file performs in order",
-    ),
     "Sources/TokenRelayConfig/Settings.swift": (
         600, "the settings types (declarations with their defaults, next to no logic): one per config "
         "section, each documented",
