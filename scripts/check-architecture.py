@@ -42,6 +42,7 @@ EXTERNAL = {
     "DispatchQueue",
     "DispatchSource",
     "Sendable",
+    "CancellationError",
 }
 SWIFT_NAME = re.compile(r"^([A-Z][A-Za-z0-9]*)(?:\.([a-z][A-Za-z0-9]*|[A-Z][A-Za-z0-9]*)(\(.*\))?)?$")
 PATH_LIKE = re.compile(r"^[A-Za-z0-9_.+\-/]+$")

@@ -94,7 +94,7 @@ extension TokenManager {
             }
             return .saved(revision)
         } catch {
-            return .failed((error as? AuthError) ?? AuthError.storage("the new tokens could not be committed"))
+            return .failed(.fromStore(error, Self.commitFailure))
         }
     }
 
@@ -115,6 +115,9 @@ extension TokenManager {
         ])
         throw AuthError.loggedOut
     }
+
+    /// What a commit the store failed says (when the store's error is not its own).
+    static let commitFailure = "the new tokens could not be committed"
 
     /// How long ``close()`` keeps trying to commit rotated refresh tokens that are not stored yet
     /// (each try waits up to the store's busy timeout for its write lock).
@@ -171,7 +174,7 @@ extension TokenManager {
                     lastError = nil
                     break
                 } catch {
-                    lastError = (error as? AuthError) ?? AuthError.storage("the new tokens could not be committed")
+                    lastError = .fromStore(error, Self.commitFailure)
                     if lastError == .loggedOut { lastError = nil }
                     // A store that cannot be used as configured (re-keyed elsewhere) does not heal.
                     if case .store = lastError { break }

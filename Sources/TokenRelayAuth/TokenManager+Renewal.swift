@@ -122,14 +122,7 @@ extension TokenManager {
         if seed == nil { seed = try await resolveSeed(configuration) }
         guard let seed else { throw AuthError.configuration("the refresh_token seed could not be resolved") }
         let digest = Self.digest(seed)
-        let spentElsewhere: Bool
-        do {
-            spentElsewhere = try await store.isSeedSpent(StoreKey.hex(digest))
-        } catch let error as AuthError {
-            throw error
-        } catch {
-            throw AuthError.storage("the token store could not be read")
-        }
+        let spentElsewhere = try await storeCall { try await store.isSeedSpent(StoreKey.hex(digest)) }
         return (seed, consumedSeeds.contains(digest) || spentElsewhere)
     }
 

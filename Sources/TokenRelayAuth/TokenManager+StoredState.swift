@@ -19,13 +19,7 @@ extension TokenManager {
     /// The configured seed of a `refresh_token` grant (`nil` for other grants).
     func resolveSeed(_ configuration: OAuthClientConfiguration) async throws -> String? {
         guard case .refreshToken(let seed) = configuration.grant else { return nil }
-        do {
-            return try await seed.resolve()
-        } catch let error as AuthError {
-            throw error
-        } catch {
-            throw AuthError.configuration("the refresh_token seed could not be resolved")
-        }
+        return try await seed.resolve("the refresh_token seed")
     }
 
     /// Reads the session's entry and makes it the session's state.
@@ -33,14 +27,7 @@ extension TokenManager {
     /// logout, and the session stays logged out.
     func reload(_ session: Session, _ storeKey: StoreKey) async throws {
         let generation = session.generation
-        let stored: StoredTokens?
-        do {
-            stored = try await store.load(storeKey)
-        } catch let error as AuthError {
-            throw error
-        } catch {
-            throw AuthError.storage("the token store could not be read")
-        }
+        let stored = try await storeCall { try await store.load(storeKey) }
         guard session.generation == generation else { return }
         session.loaded = true
         adoptStored(stored, into: session)
@@ -48,12 +35,18 @@ extension TokenManager {
 
     /// The session's logout epoch in the store (see ``TokenStore/logoutEpoch(_:)``).
     func readLogoutEpoch(_ storeKey: StoreKey) async throws -> Int64 {
+        try await storeCall { try await store.logoutEpoch(storeKey) }
+    }
+
+    /// A call to the store (`call`); a failure is reported as ``AuthError/fromStore(_:_:)`` says,
+    /// with `failure` for one that is not the store's own.
+    func storeCall<T>(_ failure: String = "the token store could not be read", _ call: () async throws -> T)
+        async throws(AuthError) -> T
+    {
         do {
-            return try await store.logoutEpoch(storeKey)
-        } catch let error as AuthError {
-            throw error
+            return try await call()
         } catch {
-            throw AuthError.storage("the token store could not be read")
+            throw .fromStore(error, failure)
         }
     }
 
@@ -165,4 +158,12 @@ extension TokenManager {
 
     /// The SHA-256 digest of `value` (consumed seeds are remembered by digest, not by value).
     static func digest(_ value: String) -> [UInt8] { LibCrypto.sha256(Array(value.utf8)) }
+}
+
+extension AuthError {
+    /// What a failed store call is reported as: the store's own ``AuthError`` as it is (a store that
+    /// cannot be used as configured, say), anything else as ``storage(_:)`` saying `failure`.
+    static func fromStore(_ error: any Error, _ failure: String) -> AuthError {
+        (error as? AuthError) ?? .storage(failure)
+    }
 }
