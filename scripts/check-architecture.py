@@ -11,6 +11,8 @@ The rules (ARCHITECTURE.md, "Rules the checker enforces"), over the Swift files 
   credentials  only CredentialsMiddleware applies a resource credential to a request;
   threads      only TokenRelayPlatform starts threads or unstructured tasks;
   wire-errors  only ErrorMapping (and the MCP mapping) turns a foreign error into a wire error;
+  auth-calls   only AuthorizationServerCall sends TokenRelayAuth's requests to an authorization
+               server and turns the transport's errors into AuthErrors;
   file-size    no file over 500 lines without a stated reason.
 Each exception is listed below with its reason. Exits 1 with one line per breach (rule,
 file:line, what to do), so neither the map nor the rules can quietly drift from the code.
@@ -288,6 +290,13 @@ FOREIGN_ERROR = re.compile(
 RAW_CODE = re.compile(r"\bcode:\s*-32\d{3}\b|ErrorCode\(\s*rawValue:\s*-32\d{3}")
 ERROR_TO_RPC = re.compile(r"\bfunc\s+\w+\s*(?:<[^>]*>)?\([^)]*:\s*(?:any\s+)?Error\b[^)]*\)[^{]*->\s*RPCError\b")
 
+# auth-calls: every request TokenRelayAuth sends to an authorization server (token, discovery,
+# device authorization, revocation, registration, metadata, JWKS) goes through
+# AuthorizationServerCall.send, which alone catches the transport's HTTPError: so the same failure
+# gives the same kind at every endpoint.
+AUTH_CALL_OWNER = "Sources/TokenRelayAuth/AuthorizationServerCall.swift"
+AUTH_CALL = re.compile(r"\.send\(\s*collecting:|\bas\s+HTTPError\b|catch\s+HTTPError\.")
+
 # file-size: a Swift file of Sources/ over this many lines needs a reason here (and a ceiling:
 # growing past it fails as a new one would).
 FILE_LINES = 500
@@ -477,6 +486,20 @@ def check_rules(
         "faces), or build the RPCError from a known kind and a message of your own",
     )
 
+    # auth-calls
+    sends = {}
+    for path, raw in files.items():
+        if not path.startswith("Sources/TokenRelayAuth/") or path == AUTH_CALL_OWNER:
+            continue
+        code = strip_comments(raw)
+        for m in AUTH_CALL.finditer(code):
+            sends.setdefault(path, []).append((line_of(code, m.start()), f"`{m.group(0).strip()}`"))
+    breaches += listed(
+        "auth-calls", sends, {},
+        "send through AuthorizationServerCall.send (it wraps the transport's failures as AuthError.endpoint "
+        "and maps cancellation), and classify the answer with AuthorizationServerCall.isTransient/refusal",
+    )
+
     # file-size
     for path, raw in files.items():
         lines = raw.count("\n") + (0 if raw.endswith("\n") or not raw else 1)
@@ -535,6 +558,14 @@ SELF_TEST_BASE = {
         throw RPCError(kind: .timeout, message: "no answer from \\(name)")
         throw ErrorMapping.rpcError(error)
         let value = response.headers["Authorization"]
+        let answer = try await client.send(collecting: request)
+    """,
+    AUTH_CALL_OWNER: """
+        do {
+            return try await transport.send(collecting: request)
+        } catch let error as HTTPError {
+            throw AuthError.endpoint(endpoint, error)
+        }
     """,
     "Sources/TokenRelayServer/ErrorMapping.swift": """
         public static func rpcError(_ error: any Error) -> RPCError {
@@ -568,6 +599,10 @@ SELF_TEST_BREACHES = {
         'output(errorAnswer(id: id, code: -32603, message: "could not deliver"))',
         "static func wire(_ error: any Error) -> RPCError { .cancelled }",
     ],
+    "auth-calls": [
+        ("Sources/TokenRelayAuth/NextEndpoint.swift", "let response = try await transport.send(collecting: request)"),
+        ("Sources/TokenRelayAuth/NextEndpoint.swift", "} catch let error as HTTPError { throw .transport(\"x\") }"),
+    ],
     "file-size": ["let x = 1\n" * (FILE_LINES + 1)],
 }
 
@@ -597,8 +632,9 @@ def self_test() -> int:
     expect("the base tree", run(SELF_TEST_BASE), None)
     breach_path = "Sources/TokenRelayServer/NextFrontDoor.swift"
     for rule, snippets in SELF_TEST_BREACHES.items():
-        for snippet in snippets:
-            expect(f"{rule}: {snippet.splitlines()[0][:60]}", run({**SELF_TEST_BASE, breach_path: snippet}), rule)
+        for entry in snippets:
+            path, snippet = entry if isinstance(entry, tuple) else (breach_path, entry)
+            expect(f"{rule}: {snippet.splitlines()[0][:60]}", run({**SELF_TEST_BASE, path: snippet}), rule)
     two = "Task { await a() }\nTask { await b() }\n"
     expect("a listed exception", run({**SELF_TEST_BASE, breach_path: two}, {breach_path: (2, "why")}), None)
     expect("one site past a listed exception", run({**SELF_TEST_BASE, breach_path: two}, {breach_path: (1, "why")}), "threads")
