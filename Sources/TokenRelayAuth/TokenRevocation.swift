@@ -107,9 +107,10 @@ extension TokenManager {
         }
     }
 
-    /// A redacted description of a failure (an ``AuthError``'s own, or its type only).
+    /// A redacted description of a failure with its kind (an ``AuthError``'s own, or its type only).
     private nonisolated static func describe(_ error: any Error) -> String {
-        if let error = error as? AuthError { return error.description }
+        if let error = error as? AuthError { return "\(error.description) (kind \(error.errorKind.rawValue))" }
+        if error is CancellationError { return "cancelled (kind \(AuthError.cancelled.errorKind.rawValue))" }
         return "\(type(of: error))"
     }
 }

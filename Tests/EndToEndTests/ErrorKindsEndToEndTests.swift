@@ -135,4 +135,34 @@ import Testing
             #expect(!relay.stderrText.contains(canary) && !relay.stdoutText.contains(canary))
         }
     }
+
+    /// The same unusable endpoint as a session's revocation endpoint (named by the issuer's metadata): `logout`
+    /// stands, and what it logs of each token it could not revoke has the token endpoint's kind.
+    @Test(arguments: unusableEndpoints)
+    func anUnusableRevocationEndpointGivesTheSameKind(_ endpoint: UnusableEndpoint) async throws {
+        let server = try await RecordingServer()
+        let idp = try await ScriptedIdP(["metadata": ["revocation_endpoint": .string(endpoint.url(server))]])
+        let path = try idp.config([
+            (
+                "seeded",
+                [
+                    "type: refresh_token", "issuer: \(idp.origin)", "client_id: app", "refresh_token: { env: SEED }",
+                    "expose_token: true",
+                ]
+            )
+        ])
+        let relay = try RelayProcess(["serve", "--config", path], environment: ["SEED": "rt-seed-canary-46"])
+        let token = try await relay.call("token-get")
+        #expect(token["result"]?["access_token"]?.stringValue != nil, "\(token.jsonText)")
+        let logout = try await relay.call("logout")
+        #expect(logout["result"]?["loggedOut"]?.intValue == 1, "\(logout.jsonText)")
+        try relay.closeStdin()
+        #expect(try await relay.exitCode() == 0)
+        let warnings = relay.stderrText.split(separator: "\n").filter { $0.contains("was not revoked at the server") }
+        #expect(warnings.count == 2, "\(relay.stderrText)")
+        for warning in warnings {
+            #expect(warning.hasSuffix("(kind \(endpoint.kind))"), "\(warning)")
+        }
+        #expect(!relay.stderrText.contains("rt-seed-canary-46") && !relay.stdoutText.contains("rt-seed-canary-46"))
+    }
 }
