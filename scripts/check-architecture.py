@@ -11,6 +11,8 @@ The rules (ARCHITECTURE.md, "Rules the checker enforces"), over the Swift files 
   credentials  only CredentialsMiddleware applies a resource credential to a request;
   threads      only TokenRelayPlatform starts threads or unstructured tasks;
   wire-errors  only ErrorMapping (and the MCP mapping) turns a foreign error into a wire error;
+  auth-calls   only AuthorizationServerCall sends TokenRelayAuth's requests to an authorization
+               server and turns the transport's errors into AuthErrors;
   file-size    no file over 500 lines without a stated reason.
 Each exception is listed below with its reason. Exits 1 with one line per breach (rule,
 file:line, what to do), so neither the map nor the rules can quietly drift from the code.
@@ -42,18 +44,94 @@ EXTERNAL = {
     "DispatchQueue",
     "DispatchSource",
     "Sendable",
+    "CancellationError",
 }
 SWIFT_NAME = re.compile(r"^([A-Z][A-Za-z0-9]*)(?:\.([a-z][A-Za-z0-9]*|[A-Z][A-Za-z0-9]*)(\(.*\))?)?$")
 PATH_LIKE = re.compile(r"^[A-Za-z0-9_.+\-/]+$")
 SUFFIXES = (".swift", ".md", ".py", ".json", ".yaml", ".h", ".lua", ".el", ".js", ".ts", ".sh")
 
 
-def sources() -> str:
+def sources() -> list[str]:
+    """The Swift files of Sources/ and Tests/, comments and string literals blanked."""
     texts = []
     for folder in ("Sources", "Tests"):
         for path in (ROOT / folder).rglob("*.swift"):
-            texts.append(path.read_text(encoding="utf-8", errors="replace"))
-    return "\n".join(texts)
+            texts.append(blank_strings(strip_comments(path.read_text(encoding="utf-8", errors="replace"))))
+    return texts
+
+
+def blank_strings(text: str) -> str:
+    """`text` with the contents of its string literals ("...", multi-line \"\"\"...\"\"\") blanked, so
+    that a brace in a string does not count as code."""
+    out = []
+    i, n = 0, len(text)
+    while i < n:
+        if text.startswith('"""', i):
+            end = text.find('"""', i + 3)
+            end = n if end < 0 else end + 3
+            out.append(re.sub(r"[^\n]", " ", text[i:end]))
+            i = end
+        elif text[i] == '"':
+            j = i + 1
+            while j < n and text[j] not in '"\n':
+                j += 2 if text[j] == "\\" else 1
+            if j >= n or text[j] == "\n":  # unterminated on its line: blank to the line's end
+                out.append(" " * (j - i))
+                i = j
+                continue
+            out.append('"' + " " * (j - i - 1) + '"')
+            i = j + 1
+        else:
+            out.append(text[i])
+            i += 1
+    return "".join(out)
+
+
+def type_bodies(type_name: str, text: str) -> list[str]:
+    """The parts of `text` directly inside the declarations and extensions of `type_name` (the
+    members' own bodies and nested types' bodies left out: `struct Inner` and `func f(...)` are
+    kept, what is between their braces is not)."""
+    head = re.compile(
+        rf"\b(?:class|struct|enum|actor|protocol|extension)\s+(?:[A-Za-z0-9_]+\.)*{re.escape(type_name)}\b[^{{;]*\{{"
+    )
+    bodies = []
+    for match in head.finditer(text):
+        depth, kept = 1, []
+        for c in text[match.end() :]:
+            if c == "{":
+                depth += 1
+            elif c == "}":
+                depth -= 1
+                if depth == 0:
+                    break
+            elif depth == 1:
+                kept.append(c)
+        bodies.append("".join(kept))
+    return bodies
+
+
+def declared(type_name: str, member: str | None, code: list[str]) -> bool:
+    """Whether `type_name` is declared (a module, a type, or a function), and `member`, when
+    given, is declared in that type's own body or one of its extensions: a member of the same
+    name in another type does not count."""
+    if (ROOT / "Sources" / type_name).is_dir():  # a module
+        return member is None
+    kinds = r"(?:class|struct|enum|actor|protocol|typealias|extension)"
+    if not any(
+        re.search(rf"\b{kinds}\s+{re.escape(type_name)}\b", text)
+        or re.search(rf"\bfunc\s+{re.escape(type_name)}\b", text)
+        for text in code
+    ):
+        return False
+    if member is None:
+        return True
+    name = re.escape(member)
+    own = re.compile(
+        rf"\b(?:func|var|let|init|class|struct|enum|actor|protocol|typealias)\s+{name}\b"
+        rf"|\bcase\s+(?:[A-Za-z0-9_]+(?:\([^)]*\))?\s*,\s*)*{name}\b"
+        rf"|\b(?:var|let)\s+\(?(?:[A-Za-z0-9_]+\s*,\s*)*{name}\b"
+    )
+    return any(own.search(body) for text in code for body in type_bodies(type_name, text))
 
 
 def tracked_paths() -> list[str]:
@@ -69,22 +147,6 @@ def tracked_paths() -> list[str]:
 def path_exists(name: str, paths: list[str]) -> bool:
     name = name.rstrip("/")
     return any(p.rstrip("/") == name or p.rstrip("/").endswith("/" + name) for p in paths)
-
-
-def declared(type_name: str, member: str | None, code: str) -> bool:
-    if (ROOT / "Sources" / type_name).is_dir():  # a module
-        return member is None
-    kinds = r"(?:class|struct|enum|actor|protocol|typealias|extension)"
-    if not re.search(rf"\b{kinds}\s+{re.escape(type_name)}\b", code) and not re.search(
-        rf"\bfunc\s+{re.escape(type_name)}\b", code
-    ):
-        return False
-    if member is None:
-        return True
-    return bool(
-        re.search(rf"\b(?:func|var|let|case|init)\s+{re.escape(member)}\b", code)
-        or re.search(rf"\b(?:class|struct|enum|actor|protocol|typealias)\s+{re.escape(member)}\b", code)
-    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -172,6 +234,13 @@ FOREIGN_ERROR = re.compile(
 RAW_CODE = re.compile(r"\bcode:\s*-32\d{3}\b|ErrorCode\(\s*rawValue:\s*-32\d{3}")
 ERROR_TO_RPC = re.compile(r"\bfunc\s+\w+\s*(?:<[^>]*>)?\([^)]*:\s*(?:any\s+)?Error\b[^)]*\)[^{]*->\s*RPCError\b")
 
+# auth-calls: every request TokenRelayAuth sends to an authorization server (token, discovery,
+# device authorization, revocation, registration, metadata, JWKS) goes through
+# AuthorizationServerCall.send, which alone catches the transport's HTTPError: so the same failure
+# gives the same kind at every endpoint.
+AUTH_CALL_OWNER = "Sources/TokenRelayAuth/AuthorizationServerCall.swift"
+AUTH_CALL = re.compile(r"\.send\(\s*collecting:|\bas\s+HTTPError\b|catch\s+HTTPError\.")
+
 # file-size: a Swift file of Sources/ over this many lines needs a reason here (and a ceiling:
 # growing past it fails as a new one would).
 FILE_LINES = 500
@@ -179,10 +248,6 @@ LONG_FILES: dict[str, tuple[int, str]] = {
     "Sources/TokenRelayAuth/SQLiteTokenStore.swift": (
         600, "the store's opening, records and seeds on its one SerialThread; files, leases, "
         "registrations and sealing are already extensions of their own",
-    ),
-    "Sources/TokenRelayAuth/TokenManager+Flight.swift": (
-        650, "a renewal flight from start to stored token (grant, DPoP, store key and seed, commit, "
-        "adoption of stored tokens), which RenewalFlight decides and this file performs in order",
     ),
     "Sources/TokenRelayConfig/Settings.swift": (
         600, "the settings types (declarations with their defaults, next to no logic): one per config "
@@ -357,6 +422,20 @@ def check_rules(
         "faces), or build the RPCError from a known kind and a message of your own",
     )
 
+    # auth-calls
+    sends = {}
+    for path, raw in files.items():
+        if not path.startswith("Sources/TokenRelayAuth/") or path == AUTH_CALL_OWNER:
+            continue
+        code = strip_comments(raw)
+        for m in AUTH_CALL.finditer(code):
+            sends.setdefault(path, []).append((line_of(code, m.start()), f"`{m.group(0).strip()}`"))
+    breaches += listed(
+        "auth-calls", sends, {},
+        "send through AuthorizationServerCall.send (it wraps the transport's failures as AuthError.endpoint "
+        "and maps cancellation), and classify the answer with AuthorizationServerCall.isTransient/refusal",
+    )
+
     # file-size
     for path, raw in files.items():
         lines = raw.count("\n") + (0 if raw.endswith("\n") or not raw else 1)
@@ -417,6 +496,14 @@ SELF_TEST_BASE = {
         throw RPCError(kind: .timeout, message: "no answer from \\(name)")
         throw ErrorMapping.rpcError(error)
         let value = response.headers["Authorization"]
+        let answer = try await client.send(collecting: request)
+    """,
+    AUTH_CALL_OWNER: """
+        do {
+            return try await transport.send(collecting: request)
+        } catch let error as HTTPError {
+            throw AuthError.endpoint(endpoint, error)
+        }
     """,
     "Sources/TokenRelayServer/ErrorMapping.swift": """
         public static func rpcError(_ error: any Error) -> RPCError {
@@ -451,6 +538,10 @@ SELF_TEST_BREACHES = {
         'output(errorAnswer(id: id, code: -32603, message: "could not deliver"))',
         "static func wire(_ error: any Error) -> RPCError { .cancelled }",
     ],
+    "auth-calls": [
+        ("Sources/TokenRelayAuth/NextEndpoint.swift", "let response = try await transport.send(collecting: request)"),
+        ("Sources/TokenRelayAuth/NextEndpoint.swift", "} catch let error as HTTPError { throw .transport(\"x\") }"),
+    ],
     "file-size": ["let x = 1\n" * (FILE_LINES + 1)],
 }
 
@@ -480,17 +571,67 @@ def self_test() -> int:
     expect("the base tree", run(SELF_TEST_BASE), None)
     breach_path = "Sources/TokenRelayServer/NextFrontDoor.swift"
     for rule, snippets in SELF_TEST_BREACHES.items():
-        for snippet in snippets:
-            expect(f"{rule}: {snippet.splitlines()[0][:60]}", run({**SELF_TEST_BASE, breach_path: snippet}), rule)
+        for entry in snippets:
+            path, snippet = entry if isinstance(entry, tuple) else (breach_path, entry)
+            expect(f"{rule}: {snippet.splitlines()[0][:60]}", run({**SELF_TEST_BASE, path: snippet}), rule)
     two = "Task { await a() }\nTask { await b() }\n"
     expect("a listed exception", run({**SELF_TEST_BASE, breach_path: two}, {breach_path: (2, "why")}), None)
     expect("one site past a listed exception", run({**SELF_TEST_BASE, breach_path: two}, {breach_path: (1, "why")}), "threads")
     expect("a stale exception", run(SELF_TEST_BASE, {breach_path: (1, "why")}), "threads")
+    map_cases = self_test_map(failures)
     for line in failures:
         print(line)
-    cases = sum(len(s) for s in SELF_TEST_BREACHES.values()) + 4
+    cases = sum(len(s) for s in SELF_TEST_BREACHES.values()) + 4 + map_cases
     print(f"architecture rules self-test: {cases - len(failures)} of {cases} cases hold")
     return 1 if failures else 0
+
+
+SELF_TEST_MAP_CODE = [
+    """
+    struct Runtime {
+        let label = "} a brace in a string is not code {"
+        func swap() { if true { let inner = 1 } }
+        enum Kind { case nested, other }
+    }
+    extension Runtime { static func reload() {} }
+    """,
+    """
+    final class Mapping {
+        static let text = \"\"\"
+            { "json": "{" }
+            \"\"\"
+        func wire(_ error: any Error) -> Int { func helper() {}; return 0 }
+        var count = 0
+    }
+    enum Side { case left(Int), right }
+    """,
+]
+SELF_TEST_MAP = [
+    # (type, member, declared?): a member counts only in its own type's body or extensions.
+    ("Runtime", None, True),
+    ("Runtime", "swap", True),
+    ("Runtime", "reload", True),
+    ("Runtime", "Kind", True),
+    ("Mapping", "wire", True),
+    ("Mapping", "count", True),
+    ("Side", "right", True),
+    ("Runtime", "wire", False),
+    ("Mapping", "swap", False),
+    ("Runtime", "nested", False),
+    ("Mapping", "helper", False),
+    ("Runtime", "inner", False),
+    ("Missing", None, False),
+]
+
+
+def self_test_map(failures: list[str]) -> int:
+    """The map's names: `Type.member` holds only when the member is declared in that type."""
+    code = [blank_strings(strip_comments(text)) for text in SELF_TEST_MAP_CODE]
+    for type_name, member, expected in SELF_TEST_MAP:
+        if declared(type_name, member, code) != expected:
+            name = type_name + ("." + member if member else "")
+            failures.append(f"map: `{name}` should be {'declared' if expected else 'refused'}")
+    return len(SELF_TEST_MAP)
 
 
 def main() -> int:

@@ -82,13 +82,7 @@ extension TokenManager {
     {
         switch source {
         case .secret(let provider):
-            do {
-                return try await provider.resolve()
-            } catch let error as AuthError {
-                throw error
-            } catch {
-                throw AuthError.configuration("the assertion could not be resolved")
-            }
+            return try await provider.resolve("the assertion")
         case .session:
             throw AuthError.configuration("an assertion from a profile is that profile's token")
         case .githubActions(let audience, let requestURL, let requestToken):
@@ -122,15 +116,10 @@ extension TokenEndpointClient {
         headers.add(name: "Authorization", value: "bearer " + bearer)
         var request = HTTPRequest(method: "GET", url: checked, headers: headers, body: nil)
         request.timeout = timeout
-        let response: HTTPResponse
-        do {
-            response = try await transport.send(collecting: request)
-        } catch let error as HTTPError {
-            if case .cancelled = error { throw CancellationError() }
-            throw AuthError.endpoint("GitHub Actions OIDC token service", error)
-        }
+        let response = try await AuthorizationServerCall.send(
+            request, to: "GitHub Actions OIDC token service", over: transport)
         guard response.status == 200 else {
-            throw AuthError.transport("the GitHub Actions OIDC token request answered HTTP \(response.status)")
+            throw AuthorizationServerCall.refusal(response, from: "GitHub Actions OIDC token service")
         }
         guard response.body.count <= 64 << 10, let object = try? TokenResponseParser.jsonObject(response.body),
             let value = object["value"]?.stringValue, !value.isEmpty, value.utf8.count <= CompactJWS.maximumSize

@@ -136,13 +136,7 @@ extension ClientCredential {
             return nil
         case .clientSecretBasic, .clientSecretPost:
             guard let provider = configuration.clientSecret else { return nil }
-            do {
-                return .secret(try await provider.resolve())
-            } catch let error as AuthError {
-                throw error
-            } catch {
-                throw AuthError.configuration("the client secret could not be resolved")
-            }
+            return .secret(try await provider.resolve("the client secret"))
         case .privateKeyJWT:
             guard let settings = configuration.clientKey else {
                 throw AuthError.configuration("client_auth private_key_jwt needs a client_key")
@@ -172,7 +166,7 @@ extension ClientCredential {
                 "client_auth \(configuration.clientAuth.rawValue) needs a client_cert and a client_key")
         }
         let key = try await readKey(keySettings.key, what: "client_key")
-        let text = try await resolve(certificate, what: "client_cert")
+        let text = try await certificate.resolve("client_cert")
         do {
             return try identity(certificatePEM: Array(text.utf8), key: key)
         } catch {
@@ -235,21 +229,9 @@ extension ClientCredential {
 
     /// Reads a PEM private key from `provider`; `what` names its config key in errors.
     static func readKey(_ provider: SecretProvider, what: String) async throws -> JOSEPrivateKey {
-        let text = try await resolve(provider, what: what)
+        let text = try await provider.resolve(what)
         Redactor.shared.registerToken(text)
         return JOSEPrivateKey(bytes: Array(text.utf8), encoding: .pem)
-    }
-
-    /// `provider`'s value; a failure that is not already an ``AuthError`` becomes a `config` error
-    /// naming `what`.
-    private static func resolve(_ provider: SecretProvider, what: String) async throws -> String {
-        do {
-            return try await provider.resolve()
-        } catch let error as AuthError {
-            throw error
-        } catch {
-            throw AuthError.configuration("\(what) could not be resolved")
-        }
     }
 
     /// The algorithm `key` signs with: the configured one when it fits, else ES256 for P-256 and

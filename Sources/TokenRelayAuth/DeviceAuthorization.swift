@@ -82,23 +82,21 @@ extension TokenEndpointClient {
             guard let timeout = clock.requestTimeout(until: deadline) else { throw AuthError.timeout }
             var attemptRequest = request
             attemptRequest.timeout = timeout
-            let response: HTTPResponse
+            let failure: AuthError
             do {
-                response = try await transport.send(collecting: attemptRequest)
-            } catch let error as HTTPError {
-                if case .cancelled = error { throw CancellationError() }
+                let response = try await AuthorizationServerCall.send(
+                    attemptRequest, to: "device authorization endpoint", over: transport)
+                let status = response.status
+                if status == 200 { return try DeviceAuthorization.parse(response.body) }
+                let answer = AuthorizationServerCall.refusal(response, from: "device authorization endpoint")
+                guard AuthorizationServerCall.isTransient(status: status) else { throw answer }
+                failure = answer
+            } catch AuthError.endpoint(let endpoint, let cause) {
                 // The same rule as the token endpoint: a TLS failure or an unusable request is final.
-                guard error.isRetryable else { throw AuthError.endpoint("device authorization endpoint", error) }
-                response = HTTPResponse(status: 0, headers: HTTPHeaders(), body: [])
+                guard cause.isRetryable else { throw AuthError.endpoint(endpoint, cause) }
+                if case .timeout = cause, clock.now >= deadline { throw AuthError.timeout }
+                failure = .endpoint(endpoint, cause)
             }
-            let status = response.status
-            if status == 200 { return try DeviceAuthorization.parse(response.body) }
-            let failure =
-                status == 0
-                ? AuthError.transport("the device authorization endpoint could not be reached")
-                : TokenResponseParser.parseError(response.body, status: status)
-                    ?? .invalidTokenResponse("the device authorization endpoint answered HTTP \(status)")
-            guard status == 0 || status == 408 || status == 429 || status >= 500 else { throw failure }
             guard attempt < retryPolicy.maximumAttempts else { throw failure }
             let wake = clock.now.addingTimeInterval(retryPolicy.delay(retry: attempt, random: random()))
             guard wake < deadline else { throw failure }

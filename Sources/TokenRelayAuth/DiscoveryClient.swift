@@ -85,13 +85,7 @@ public actor DiscoveryClient {
         let request = HTTPRequest(
             method: "GET", parsedURL: try EndpointPolicy.check(url, what: "the origin's metadata"), headers: headers,
             timeout: timeout)
-        let response: HTTPResponse
-        do {
-            response = try await transport.send(collecting: request)
-        } catch let error as HTTPError {
-            if case .cancelled = error { throw CancellationError() }
-            throw AuthError.endpoint("the origin's metadata", error)
-        }
+        let response = try await AuthorizationServerCall.send(request, to: "the origin's metadata", over: transport)
         switch response.status {
         case 200:
             guard let named = (try? TokenResponseParser.jsonObject(response.body))?["issuer"]?.stringValue else {
@@ -172,20 +166,19 @@ public actor DiscoveryClient {
             let request = HTTPRequest(method: "GET", url: url, headers: headers, timeout: timeout)
             let response: HTTPResponse
             do {
-                response = try await transport.send(collecting: request)
-            } catch let error as HTTPError {
-                if case .cancelled = error { throw CancellationError() }
+                response = try await AuthorizationServerCall.send(request, to: "issuer's metadata", over: transport)
+            } catch AuthError.endpoint(let endpoint, let cause) {
                 // A TLS failure is final: every discovery URL is on the issuer's host, behind the
                 // same certificate.
-                guard error.isRetryable else { throw AuthError.endpoint("issuer's metadata", error) }
-                if case .timeout = error, clock.now >= deadline { throw AuthError.timeout }
-                transientFailure = .endpoint("issuer's metadata", error)
+                guard cause.isRetryable else { throw AuthError.endpoint(endpoint, cause) }
+                if case .timeout = cause, clock.now >= deadline { throw AuthError.timeout }
+                transientFailure = .endpoint(endpoint, cause)
                 continue
             }
             let status = response.status
             guard status == 200 else {
                 lastStatus = status
-                if status == 408 || status == 429 || status >= 500 {
+                if AuthorizationServerCall.isTransient(status: status) {
                     transientFailure = .discovery("the metadata could not be fetched (HTTP \(status))")
                     if status == 429 || status == 503 {
                         retryAfter = TokenResponseParser.parseRetryAfter(response.headers["Retry-After"]) ?? retryAfter

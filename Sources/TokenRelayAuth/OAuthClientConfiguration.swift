@@ -42,6 +42,19 @@ public struct SecretProvider: Sendable {
         Redactor.shared.registerToken(secret)
         return secret
     }
+
+    /// ``resolve()``, a failure that is not already an ``AuthError`` becoming a `config` error that
+    /// says `what` could not be resolved (the source's own error is not shown: its text may hold
+    /// what the source read).
+    func resolve(_ what: String) async throws(AuthError) -> String {
+        do {
+            return try await resolve()
+        } catch let error as AuthError {
+            throw error
+        } catch {
+            throw .configuration("\(what) could not be resolved")
+        }
+    }
 }
 
 /// Which grant a session uses to obtain tokens.

@@ -1,7 +1,7 @@
 /// The decisions of one flight (an acquisition or renewal of a session's token, run by ``TokenManager``) as pure
-/// functions of what the session holds: no store, no network, no clock. The manager reads a ``Snapshot`` after every
-/// await, asks the decision of the point it has reached, and does what the answer says (the effects: reading the
-/// store, taking its lease, sending, committing).
+/// functions of what the session holds: no store, no network, no clock. At each decision point the manager reads a
+/// ``Snapshot`` afresh, asks the decision of the point it has reached, and does what the answer says (the effects:
+/// reading the store, taking its lease, sending, committing).
 ///
 /// Rules, in the order a flight meets them:
 /// - Before the lease: a usable token found by the flight's own first read is used (nothing sent, no lease). A flight
@@ -21,6 +21,10 @@
 ///   a machine's profile tries its own grant once; other sessions need a person, or a new seed, until a logout.
 /// - An answer: logout wins (nothing of it is kept, what it issued is revoked); else it is committed, even when every
 ///   caller has left: **a rotated refresh token, once sent, is committed** (the one it replaces is spent).
+///
+/// Around the flight (``sending(current:callers:cancelled:)``, ``callerLeft(callersLeft:sent:)``,
+/// ``failure(_:loggedOut:)``) and at each commit, the answer's and an unsaved rotation's alike
+/// (``committed(_:_:loggedOut:)``): the same two rules, written once here.
 struct RenewalFlight: Sendable, Equatable {
     /// Where a session's token comes from when it holds no refresh token.
     enum Origin: Sendable, Equatable {
@@ -134,6 +138,55 @@ struct RenewalFlight: Sendable, Equatable {
         case commit(replacing: String?)
     }
 
+    /// What a commit writes to the store.
+    enum Committing: Sendable, Equatable {
+        /// The token endpoint's answer; `rotates`: it issued a new refresh token (the one sent is spent).
+        case answer(rotates: Bool)
+        /// A rotated refresh token whose earlier commit failed; `held`: the session still holds it (no logout, no
+        /// newer entry read, settled it meanwhile).
+        case unsavedRotation(held: Bool)
+    }
+
+    /// How the store took a commit's write.
+    enum Save: Sendable, Equatable {
+        /// Written, as this revision.
+        case saved(Int64)
+        /// Refused: the session was logged out (in any process) since the flight read the logout epoch.
+        case refusedAfterLogout
+        /// The store failed (its lock held too long, a disk failure): nothing is known to be written.
+        case failed(AuthError)
+    }
+
+    /// What a commit does after the store's answer.
+    enum Commit: Sendable, Equatable {
+        /// Make it the session's state, at this revision.
+        case adopt(Int64)
+        /// Keep the rotated refresh token in memory as an unsaved commit (tried again on the next use and at close),
+        /// and fail with this error: the refresh token it replaced is spent.
+        case keepUnsaved(AuthError)
+        /// Nothing rotated: keep the refresh token held (not spent), drop the token whose entry is unknown, and fail
+        /// with this error.
+        case keepRefreshToken(AuthError)
+        /// Logged out in another process (the store refused): forget the session's tokens, revoke what the commit
+        /// was to write, and fail with ``AuthError/loggedOut``.
+        case forgetAndRevoke
+        /// Logged out in this process during the save: revoke what the commit was to write (the logout could not
+        /// know of it) and fail with ``AuthError/loggedOut``.
+        case revoke
+        /// End with this error, changing nothing.
+        case fail(AuthError)
+        /// Another path settled the unsaved rotation meanwhile (a newer entry was read): nothing to do.
+        case superseded
+    }
+
+    /// What a waiting caller's leaving (its cancellation or deadline) does to the flight.
+    enum CallerLeft: Sendable, Equatable {
+        /// The flight goes on (other callers wait, or its request is sent).
+        case keepFlight
+        /// Cancel the flight and detach it: nothing was sent and nobody waits.
+        case cancelFlight
+    }
+
     /// The profile's name (for messages).
     let profile: String
     /// The session's scopes (what a login would ask for).
@@ -222,5 +275,48 @@ struct RenewalFlight: Sendable, Equatable {
     func answered(_ sent: Send, _ session: Snapshot) -> Answer {
         if session.loggedOut { return .revokeAndFail(.loggedOut) }
         return .commit(replacing: sent.refreshToken)
+    }
+
+    /// **A rotated refresh token, once sent, is committed**, and **logout wins**, at every commit: the answer's
+    /// (``answered(_:_:)`` said commit) and an unsaved rotation's (under the lease, or at close). `loggedOut`: the
+    /// session was logged out in this process since the flight started.
+    ///
+    /// A logout in this process wins whatever the store did: what the commit wrote (or the store refused) is revoked
+    /// when the logout could not know of it (an answer's tokens); an unsaved rotation is the session's, revoked by
+    /// the logout itself. A store that refused (a logout in another process) wins too. Else a store failure keeps a
+    /// rotated refresh token in memory, never lost.
+    static func committed(_ what: Committing, _ save: Save, loggedOut: Bool) -> Commit {
+        let failed = if case .failed = save { true } else { false }
+        if loggedOut {
+            if case .answer = what, !failed { return .revoke }
+            return .fail(.loggedOut)
+        }
+        switch save {
+        case .failed(let error):
+            return what == .answer(rotates: false) ? .keepRefreshToken(error) : .keepUnsaved(error)
+        case _ where what == .unsavedRotation(held: false): return .superseded
+        case .saved(let revision): return .adopt(revision)
+        case .refusedAfterLogout: return .forgetAndRevoke
+        }
+    }
+
+    /// The sent rule: a flight sends its first token request only while it is the session's `current` flight, some
+    /// caller waits (`callers`) and it is not `cancelled`; from then on it runs to its end, whoever leaves (its answer
+    /// is committed). `false`: it is abandoned, nothing is sent.
+    static func sending(current: Bool, callers: Bool, cancelled: Bool) -> Bool {
+        current && callers && !cancelled
+    }
+
+    /// A caller left (cancelled, or its deadline passed): the flight is cancelled only when it was the last one and
+    /// nothing was sent (a sent request runs on: see ``sending(current:callers:cancelled:)``).
+    static func callerLeft(callersLeft: Int, sent: Bool) -> CallerLeft {
+        callersLeft == 0 && !sent ? .cancelFlight : .keepFlight
+    }
+
+    /// What the flight's callers are told when it threw `error`: whatever failed after a logout of the session
+    /// (`loggedOut`), that logout; an error that is not the manager's own is the flight's cancellation.
+    static func failure(_ error: any Error, loggedOut: Bool) -> AuthError {
+        guard let error = error as? AuthError else { return .cancelled }
+        return loggedOut ? .loggedOut : error
     }
 }

@@ -65,14 +65,7 @@ public final class StaticCredentialSource: CredentialSource, BearerTokenSource {
 
     private func secret(_ provider: SecretProvider) async throws -> String {
         if let value = resolved.withLock({ $0 }) { return value }
-        let value: String
-        do {
-            value = try await provider.resolve()
-        } catch let error as AuthError {
-            throw error
-        } catch {
-            throw AuthError.configuration("the credential's secret could not be resolved")
-        }
+        let value = try await provider.resolve("the credential's secret")
         // Kept for the life of this source, so masked for the life of the process (a file or
         // command secret is registered by `resolve` only among the recent tokens, which a
         // stream of issued tokens could push out while this one is still being sent).

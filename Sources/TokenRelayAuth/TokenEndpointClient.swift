@@ -242,7 +242,8 @@ public struct TokenEndpointClient: Sendable {
             attempt += 1
             var retryAfter: Duration?
             do {
-                let response = try await transport.send(collecting: attemptRequest)
+                let response = try await AuthorizationServerCall.send(
+                    attemptRequest, to: "token endpoint", over: transport)
                 let newNonce = url.map { dpop?.nonces.remember(response.headers, from: $0) ?? false } ?? false
                 switch TokenResponseParser.classify(response, dpop: dpop != nil) {
                 case .success(let token):
@@ -259,11 +260,10 @@ public struct TokenEndpointClient: Sendable {
                     lastError = error
                     retryAfter = after
                 }
-            } catch let error as HTTPError {
-                if case .cancelled = error { throw CancellationError() }
-                lastError = AuthError.endpoint("token endpoint", error)
-                guard error.isRetryable else { throw lastError }
-                if case .timeout = error, clock.now >= deadline { throw AuthError.timeout }
+            } catch AuthError.endpoint(let endpoint, let cause) {
+                lastError = AuthError.endpoint(endpoint, cause)
+                guard cause.isRetryable else { throw lastError }
+                if case .timeout = cause, clock.now >= deadline { throw AuthError.timeout }
             }
             guard attempt < retryPolicy.maximumAttempts else { throw lastError }
             let delay = retryAfter?.timeInterval ?? retryPolicy.delay(retry: attempt, random: random())

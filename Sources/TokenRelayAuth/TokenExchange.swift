@@ -74,13 +74,7 @@ extension TokenManager {
             }
             return idToken
         case .secret(let provider, _):
-            do {
-                return try await provider.resolve()
-            } catch let error as AuthError {
-                throw error
-            } catch {
-                throw AuthError.configuration("the token to exchange could not be resolved")
-            }
+            return try await provider.resolve("the token to exchange")
         }
     }
 }

@@ -87,14 +87,10 @@ extension TokenManager {
     @discardableResult
     public func invalidate(_ key: SessionKey, ifAccessToken accessToken: String) async throws(AuthError) -> Bool {
         guard let session = sessions[key] else { return false }
-        let storeKey: StoreKey
-        do {
-            storeKey = try await resolveStoreKey(session).key
+        let storeKey = try await storeCall {
+            let storeKey = try await resolveStoreKey(session).key
             if session.flight == nil { try await reload(session, storeKey) }
-        } catch let error as AuthError {
-            throw error
-        } catch {
-            throw .storage("the token store could not be read")
+            return storeKey
         }
         guard let token = session.token, !session.invalidated,
             Self.digest(token.accessToken) == Self.digest(accessToken)

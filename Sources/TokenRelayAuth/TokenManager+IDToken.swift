@@ -17,19 +17,14 @@ extension TokenManager {
         var headers = HTTPHeaders()
         headers.add(name: "Accept", value: "application/json")
         let request = HTTPRequest(method: "GET", url: uri, headers: headers, timeout: timeout)
-        let response: HTTPResponse
-        do {
-            response = try await traffic(for: key).endpoint.transport.send(collecting: request)
-        } catch let error as HTTPError {
-            if case .cancelled = error { throw CancellationError() }
-            throw AuthError.endpoint("JWKS endpoint", error)
-        }
+        let response = try await AuthorizationServerCall.send(
+            request, to: "JWKS endpoint", over: traffic(for: key).endpoint.transport)
         guard response.status == 200 else {
             // An outage (5xx, 408, 429) is the network's kind: a renewal waiting for the keys fails
             // as unreachable, not as refused, and is tried again by the next caller.
             let reason = "the JWKS could not be fetched (HTTP \(response.status))"
             let status = response.status
-            throw status >= 500 || status == 408 || status == 429
+            throw AuthorizationServerCall.isTransient(status: status)
                 ? AuthError.transport(reason) : AuthError.invalidIDToken(reason)
         }
         let keys = try JSONWebKeySet.parse(response.body)

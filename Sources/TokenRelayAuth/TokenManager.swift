@@ -9,7 +9,7 @@ import TokenRelayPlatform
 /// recoveries (conditional invalidation, excessive-renewal protection).
 ///
 /// All state lives on this actor; network and store calls happen in one unstructured task per
-/// acquisition ("flight") whose state is re-checked after every `await`.
+/// acquisition ("flight") whose decisions (``RenewalFlight``) read the session afresh each time.
 public actor TokenManager {
     /// One waiting caller.
     struct Waiter {
@@ -302,13 +302,13 @@ public actor TokenManager {
     }
 
     /// Answers one waiter with `error` (cancellation or its deadline); when it was the last one and
-    /// nothing was sent yet, the flight is cancelled and detached.
+    /// nothing was sent yet, the flight is cancelled and detached (``RenewalFlight/callerLeft(callersLeft:sent:)``).
     func dropWaiter(_ key: SessionKey, waiterID: UInt64, error: any Error) {
         guard let session = sessions[key], let flight = session.flight,
             let waiter = flight.waiters.removeValue(forKey: waiterID)
         else { return }
         waiter.timer?.cancel()
-        if flight.waiters.isEmpty && !flight.sent {
+        if RenewalFlight.callerLeft(callersLeft: flight.waiters.count, sent: flight.sent) == .cancelFlight {
             flight.task?.cancel()
             detached[flight.id] = flight.task
             session.flight = nil

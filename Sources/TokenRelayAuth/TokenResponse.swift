@@ -50,22 +50,17 @@ enum TokenResponseParser {
                 return .failure(error, transient: false, retryAfter: nil)
             }
         }
-        let oauth = parseError(response.body, status: status)
         if (300...399).contains(status) {
             return .failure(
                 .invalidTokenResponse(
                     "the token endpoint answered with a redirect (HTTP \(status)); redirects are not followed"),
                 transient: false, retryAfter: nil)
         }
-        let transientStatus = status == 408 || status == 429 || (500...599).contains(status)
+        let refusal = AuthorizationServerCall.refusal(response, from: "token endpoint")
+        let transient =
+            AuthorizationServerCall.isTransient(status: status) || refusal.oauthError == "temporarily_unavailable"
         let retryAfter = status == 429 || status == 503 ? parseRetryAfter(response.headers["Retry-After"]) : nil
-        if let oauth {
-            let transient = transientStatus || oauth.oauthError == "temporarily_unavailable"
-            return .failure(oauth, transient: transient, retryAfter: retryAfter)
-        }
-        return .failure(
-            .invalidTokenResponse("the token endpoint answered HTTP \(status) without an OAuth error object"),
-            transient: transientStatus, retryAfter: retryAfter)
+        return .failure(refusal, transient: transient, retryAfter: retryAfter)
     }
 
     /// Validates a 200 body.

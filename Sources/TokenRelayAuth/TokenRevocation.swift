@@ -47,23 +47,14 @@ extension TokenEndpointClient {
 
     /// Sends one revocation request once, within `deadline`. RFC 7009 §2.2: HTTP 200 means the
     /// token is revoked (or was already invalid); anything else throws.
-    func revoke(_ request: HTTPRequest, deadline: Date) async throws(AuthError) {
-        guard let timeout = clock.requestTimeout(until: deadline) else { throw .timeout }
+    func revoke(_ request: HTTPRequest, deadline: Date) async throws {
+        guard let timeout = clock.requestTimeout(until: deadline) else { throw AuthError.timeout }
         var attemptRequest = request
         attemptRequest.timeout = timeout
-        let response: HTTPResponse
-        do {
-            response = try await transport.send(collecting: attemptRequest)
-        } catch let error as HTTPError {
-            throw .endpoint("revocation endpoint", error)
-        } catch {
-            throw .cancelled
-        }
+        let response = try await AuthorizationServerCall.send(
+            attemptRequest, to: "revocation endpoint", over: transport)
         guard response.status == 200 else {
-            if case .failure(let error, _, _) = TokenResponseParser.classify(response), error.oauthError != nil {
-                throw error
-            }
-            throw .invalidTokenResponse("the revocation endpoint answered HTTP \(response.status)")
+            throw AuthorizationServerCall.refusal(response, from: "revocation endpoint")
         }
     }
 }
@@ -116,9 +107,10 @@ extension TokenManager {
         }
     }
 
-    /// A redacted description of a failure (an ``AuthError``'s own, or its type only).
+    /// A redacted description of a failure with its kind (an ``AuthError``'s own, or its type only).
     private nonisolated static func describe(_ error: any Error) -> String {
-        if let error = error as? AuthError { return error.description }
+        if let error = error as? AuthError { return "\(error.description) (kind \(error.errorKind.rawValue))" }
+        if error is CancellationError { return "cancelled (kind \(AuthError.cancelled.errorKind.rawValue))" }
         return "\(type(of: error))"
     }
 }

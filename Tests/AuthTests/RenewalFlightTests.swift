@@ -218,4 +218,99 @@ import Testing
             #expect(Self.machine.answered(.ownGrant, session) == .commit(replacing: nil))
         }
     }
+
+    // MARK: A commit (the answer's and an unsaved rotation's: one rule)
+
+    static let storeDown = AuthError.storage("the new tokens could not be committed")
+
+    /// One row of the commit's table: what is committed, how the store took it, whether the session was logged out
+    /// in this process meanwhile, and the decision.
+    struct CommitRow: Sendable, CustomTestStringConvertible {
+        let name: String
+        let what: RenewalFlight.Committing
+        let save: RenewalFlight.Save
+        let loggedOut: Bool
+        let answer: RenewalFlight.Commit
+        var testDescription: String { name }
+    }
+
+    static let commits: [CommitRow] = [
+        CommitRow(
+            name: "a saved answer is adopted", what: .answer(rotates: true), save: .saved(7), loggedOut: false,
+            answer: .adopt(7)),
+        CommitRow(
+            name: "a saved unsaved rotation is adopted", what: .unsavedRotation(held: true), save: .saved(8),
+            loggedOut: false, answer: .adopt(8)),
+        CommitRow(
+            name: "a rotated refresh token, once sent, is kept in memory when the store fails",
+            what: .answer(rotates: true), save: .failed(storeDown), loggedOut: false, answer: .keepUnsaved(storeDown)),
+        CommitRow(
+            name: "an unsaved rotation stays kept when the store fails again", what: .unsavedRotation(held: true),
+            save: .failed(storeDown), loggedOut: false, answer: .keepUnsaved(storeDown)),
+        CommitRow(
+            name: "an unsaved rotation another path settled is still kept when the store fails",
+            what: .unsavedRotation(held: false), save: .failed(storeDown), loggedOut: false,
+            answer: .keepUnsaved(storeDown)),
+        CommitRow(
+            name: "an answer that rotated nothing keeps the held refresh token when the store fails",
+            what: .answer(rotates: false), save: .failed(storeDown), loggedOut: false,
+            answer: .keepRefreshToken(storeDown)),
+        CommitRow(
+            name: "logout in another process wins over an answer: forgotten and revoked", what: .answer(rotates: true),
+            save: .refusedAfterLogout, loggedOut: false, answer: .forgetAndRevoke),
+        CommitRow(
+            name: "logout in another process wins over an unsaved rotation: forgotten and revoked",
+            what: .unsavedRotation(held: true), save: .refusedAfterLogout, loggedOut: false,
+            answer: .forgetAndRevoke),
+        CommitRow(
+            name: "logout here during the save wins over a saved answer: revoked", what: .answer(rotates: true),
+            save: .saved(9), loggedOut: true, answer: .revoke),
+        CommitRow(
+            name: "logout here and in another process: an answer is revoked, nothing else forgotten",
+            what: .answer(rotates: false), save: .refusedAfterLogout, loggedOut: true, answer: .revoke),
+        CommitRow(
+            name: "logout here wins over a failed save: logged out", what: .answer(rotates: true),
+            save: .failed(storeDown), loggedOut: true, answer: .fail(.loggedOut)),
+        CommitRow(
+            name: "logout here wins over an unsaved rotation: the logout revoked it itself",
+            what: .unsavedRotation(held: false), save: .saved(9), loggedOut: true, answer: .fail(.loggedOut)),
+        CommitRow(
+            name: "logout here wins over an unsaved rotation whose save failed", what: .unsavedRotation(held: true),
+            save: .failed(storeDown), loggedOut: true, answer: .fail(.loggedOut)),
+        CommitRow(
+            name: "an unsaved rotation a newer entry replaced during the save is left as it is",
+            what: .unsavedRotation(held: false), save: .saved(10), loggedOut: false, answer: .superseded),
+        CommitRow(
+            name: "an unsaved rotation a newer entry replaced is left even when the store refused",
+            what: .unsavedRotation(held: false), save: .refusedAfterLogout, loggedOut: false, answer: .superseded),
+    ]
+
+    @Test(arguments: commits)
+    func aCommit(row: CommitRow) {
+        #expect(RenewalFlight.committed(row.what, row.save, loggedOut: row.loggedOut) == row.answer)
+    }
+
+    // MARK: Around the flight
+
+    @Test func theFirstRequestIsSentOnlyForTheCurrentFlightWithACallerAndNoCancellation() {
+        #expect(RenewalFlight.sending(current: true, callers: true, cancelled: false))
+        #expect(!RenewalFlight.sending(current: false, callers: true, cancelled: false))
+        #expect(!RenewalFlight.sending(current: true, callers: false, cancelled: false))
+        #expect(!RenewalFlight.sending(current: true, callers: true, cancelled: true))
+    }
+
+    @Test func theLastCallerLeavingCancelsTheFlightOnlyBeforeItsRequestIsSent() {
+        #expect(RenewalFlight.callerLeft(callersLeft: 0, sent: false) == .cancelFlight)
+        #expect(RenewalFlight.callerLeft(callersLeft: 0, sent: true) == .keepFlight)
+        #expect(RenewalFlight.callerLeft(callersLeft: 1, sent: false) == .keepFlight)
+        #expect(RenewalFlight.callerLeft(callersLeft: 2, sent: true) == .keepFlight)
+    }
+
+    @Test func whatAFlightsCallersAreToldWhenItFailed() {
+        let refused = AuthError.interactionRequired("refused")
+        #expect(RenewalFlight.failure(refused, loggedOut: false) == refused)
+        #expect(RenewalFlight.failure(refused, loggedOut: true) == .loggedOut)
+        #expect(RenewalFlight.failure(CancellationError(), loggedOut: false) == .cancelled)
+        #expect(RenewalFlight.failure(CancellationError(), loggedOut: true) == .cancelled)
+    }
 }

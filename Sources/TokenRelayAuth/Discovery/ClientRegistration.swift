@@ -159,13 +159,7 @@ enum DynamicClientRegistration {
         let request = HTTPRequest(
             method: "POST", parsedURL: parsed, headers: headers,
             body: requestBody(redirectURIs: redirectURIs, authMethod: authMethod, scopes: scopes), timeout: timeout)
-        let response: HTTPResponse
-        do {
-            response = try await transport.send(collecting: request)
-        } catch let error as HTTPError {
-            if case .cancelled = error { throw CancellationError() }
-            throw AuthError.endpoint("registration endpoint", error)
-        }
+        let response = try await AuthorizationServerCall.send(request, to: "registration endpoint", over: transport)
         guard response.status == 201 || response.status == 200 else {
             if let object = try? TokenResponseParser.jsonObject(response.body),
                 let error = object["error"]?.stringValue

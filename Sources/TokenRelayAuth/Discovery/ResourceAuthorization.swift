@@ -292,13 +292,8 @@ public actor ResourceAuthorization {
             var headers = HTTPHeaders()
             headers.add(name: "Accept", value: "application/json")
             let request = HTTPRequest(method: "GET", parsedURL: parsed, headers: headers, timeout: .seconds(30))
-            let response: HTTPResponse
-            do {
-                response = try await transport.send(collecting: request)
-            } catch let error as HTTPError {
-                if case .cancelled = error { throw CancellationError() }
-                throw AuthError.endpoint("protected resource metadata", error)
-            }
+            let response = try await AuthorizationServerCall.send(
+                request, to: "protected resource metadata", over: transport)
             guard response.status == 200 else {
                 lastStatus = response.status
                 onlyNotFound = onlyNotFound && lastStatus == 404
