@@ -13,7 +13,9 @@ The rules (ARCHITECTURE.md, "Rules the checker enforces"), over the Swift files 
   wire-errors  only ErrorMapping (and the MCP mapping) turns a foreign error into a wire error;
   auth-calls   only AuthorizationServerCall sends TokenRelayAuth's requests to an authorization
                server and turns the transport's errors into AuthErrors;
-  file-size    no file over 500 lines without a stated reason.
+  file-size    no file over 500 lines without a stated reason;
+  imports      a module imports only what Package.swift declares it depends on, and the module
+               graph points one way, from the C shims up to the command line (LAYERS).
 Each exception is listed below with its reason. Exits 1 with one line per breach (rule,
 file:line, what to do), so neither the map nor the rules can quietly drift from the code.
     scripts/check-architecture.py [ARCHITECTURE.md]
@@ -464,8 +466,62 @@ def check_rules(
     return breaches
 
 
+# imports: the modules' graph is Package.swift's (a module imports only what it declares, never
+# a dependency's dependency), and it points one way: a module depends only on modules of earlier
+# layers (ARCHITECTURE.md, "Modules"). The developer targets (fuzzers, benchmarks) are not layered.
+LAYERS = [
+    {"CCurl", "CSQLite", "CCrypto", "CPostgres", "CSecret", "CYAML", "CSystem"},
+    {"TokenRelayPlatform", "TokenRelayErrorKinds", "TokenRelayHTTPFields"},
+    {"TokenRelayLogging"},
+    {"TokenRelayJSONRPC", "TokenRelayConfig", "TokenRelayHTTP"},
+    {"TokenRelayAuth"},
+    {"TokenRelayServer"},
+    {"TokenRelayCommands", "TokenRelay"},
+    {"tokenrelay"},
+]
+TARGET_DECLARATION = re.compile(
+    r'\.(?:target|executableTarget)\(\s*name:\s*"(\w+)"(?:\s*,\s*dependencies:\s*\[([^\]]*)\])?', re.S
+)
+IMPORT = re.compile(r"^(?:@\w+(?:\([^)]*\))?\s+)*import\s+(TokenRelay\w*|C[A-Z]\w*)\b", re.M)
+
+
+def check_imports(root: pathlib.Path) -> list[Breach]:
+    package = (root / "Package.swift").read_text(encoding="utf-8")
+    declared_deps = {
+        name: set(re.findall(r'"(\w+)"', deps or "")) for name, deps in TARGET_DECLARATION.findall(package)
+    }
+    layer = {module: index for index, modules in enumerate(LAYERS) for module in modules}
+    breaches: list[Breach] = []
+    for module, deps in sorted(declared_deps.items()):
+        if module not in layer:
+            continue
+        for dep in sorted(deps):
+            if dep in layer and layer[dep] >= layer[module]:
+                breaches.append(
+                    Breach(
+                        "imports", "Package.swift", 1, f"{module} depends on {dep}, which is not below it",
+                        "invert the dependency (move the shared part down), or change LAYERS and "
+                        "ARCHITECTURE.md's module map together",
+                    )
+                )
+        for path in sorted((root / "Sources" / module).rglob("*.swift")):
+            code = strip_comments(path.read_text(encoding="utf-8", errors="replace"))
+            for m in IMPORT.finditer(code):
+                if m.group(1) != module and m.group(1) not in deps:
+                    breaches.append(
+                        Breach(
+                            "imports", path.relative_to(root).as_posix(), line_of(code, m.start()),
+                            f"imports {m.group(1)}, which {module} does not declare in Package.swift",
+                            "declare the dependency (if the layers allow it) or do without the import",
+                        )
+                    )
+    return breaches
+
+
 def check_repository() -> list[Breach]:
-    return check_rules(ROOT, CREDENTIAL_HEADER_EXCEPTIONS, THREAD_EXCEPTIONS, WIRE_ERROR_EXCEPTIONS, LONG_FILES)
+    return check_rules(
+        ROOT, CREDENTIAL_HEADER_EXCEPTIONS, THREAD_EXCEPTIONS, WIRE_ERROR_EXCEPTIONS, LONG_FILES
+    ) + check_imports(ROOT)
 
 
 SELF_TEST_BASE = {
@@ -578,12 +634,49 @@ def self_test() -> int:
     expect("a listed exception", run({**SELF_TEST_BASE, breach_path: two}, {breach_path: (2, "why")}), None)
     expect("one site past a listed exception", run({**SELF_TEST_BASE, breach_path: two}, {breach_path: (1, "why")}), "threads")
     expect("a stale exception", run(SELF_TEST_BASE, {breach_path: (1, "why")}), "threads")
+    import_cases = self_test_imports(failures)
     map_cases = self_test_map(failures)
     for line in failures:
         print(line)
-    cases = sum(len(s) for s in SELF_TEST_BREACHES.values()) + 4 + map_cases
+    cases = sum(len(s) for s in SELF_TEST_BREACHES.values()) + 4 + map_cases + import_cases
     print(f"architecture rules self-test: {cases - len(failures)} of {cases} cases hold")
     return 1 if failures else 0
+
+
+SELF_TEST_PACKAGE = """
+    .target(name: "TokenRelayPlatform", dependencies: ["CSystem"]),
+    .target(name: "TokenRelayHTTP", dependencies: ["TokenRelayPlatform"]),
+    .target(
+        name: "TokenRelayAuth",
+        dependencies: ["TokenRelayHTTP"]),
+    .executableTarget(name: "FuzzJOSE", dependencies: ["TokenRelayAuth", "TokenRelayServer"]),
+"""
+SELF_TEST_IMPORTS = [
+    # (Package.swift, {file: text}, breach?)
+    (SELF_TEST_PACKAGE, {"Sources/TokenRelayAuth/A.swift": "import TokenRelayHTTP\n@_spi(X) import TokenRelayAuth\n"}, False),
+    (SELF_TEST_PACKAGE, {"Sources/TokenRelayAuth/A.swift": "// import TokenRelayServer\nimport Synchronization\n"}, False),
+    (SELF_TEST_PACKAGE, {"Sources/TokenRelayAuth/A.swift": "import TokenRelayPlatform\n"}, True),
+    (SELF_TEST_PACKAGE, {"Sources/TokenRelayHTTP/A.swift": "@testable import TokenRelayAuth\n"}, True),
+    (SELF_TEST_PACKAGE.replace('["TokenRelayPlatform"]', '["TokenRelayPlatform", "TokenRelayAuth"]'), {}, True),
+]
+
+
+def self_test_imports(failures: list[str]) -> int:
+    """The imports rule on synthetic packages: declared imports pass; an undeclared one (even a
+    dependency's dependency) and an upward dependency fail."""
+    for index, (package, files, breach) in enumerate(SELF_TEST_IMPORTS):
+        root = pathlib.Path(tempfile.mkdtemp(prefix="check-architecture-"))
+        try:
+            (root / "Package.swift").write_text(package, encoding="utf-8")
+            for path, text in files.items():
+                (root / path).parent.mkdir(parents=True, exist_ok=True)
+                (root / path).write_text(text, encoding="utf-8")
+            found = check_imports(root)
+        finally:
+            shutil.rmtree(root)
+        if bool(found) != breach:
+            failures.append(f"imports case {index}: expected {'a breach' if breach else 'none'}, got {found}")
+    return len(SELF_TEST_IMPORTS)
 
 
 SELF_TEST_MAP_CODE = [

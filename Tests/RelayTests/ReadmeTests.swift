@@ -62,4 +62,34 @@ import Testing
             }
         }
     }
+
+    /// README's Layout names every target of `Sources/` (by name, as `…Suffix` of a
+    /// `TokenRelay…` module, or as the `Fuzz*` family), so the front door cannot fall behind the
+    /// package (issue 46).
+    @Test func theLayoutNamesEveryTarget() throws {
+        let readme = try Self.readme()
+        let layout = try #require(readme.components(separatedBy: "## Layout").last)
+        let targets = try FileManager.default.contentsOfDirectory(
+            atPath: Self.root.appendingPathComponent("Sources").path)
+        #expect(targets.count > 20)
+        for target in targets where !target.hasPrefix(".") {
+            let suffix = target.hasPrefix("TokenRelay") ? "…" + target.dropFirst("TokenRelay".count) : target
+            let named =
+                layout.contains("`\(target)`") || layout.contains("`\(suffix)`")
+                || (target.hasPrefix("Fuzz") && layout.contains("`Fuzz*`"))
+                || (target.hasPrefix("Bare") && layout.contains("`Bare*Echo`"))
+            #expect(named, "README's Layout does not name the target \(target)")
+        }
+    }
+
+    /// docs/README.md indexes every guide of docs/.
+    @Test func theDocsIndexLinksEveryGuide() throws {
+        let docs = Self.root.appendingPathComponent("docs")
+        let index = try String(contentsOf: docs.appendingPathComponent("README.md"), encoding: .utf8)
+        let linked = Set(Self.links(in: index))
+        for guide in try FileManager.default.contentsOfDirectory(atPath: docs.path)
+        where guide.hasSuffix(".md") && guide != "README.md" {
+            #expect(linked.contains(guide), "docs/README.md does not link \(guide)")
+        }
+    }
 }
