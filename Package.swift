@@ -67,22 +67,23 @@ let package = Package(
             ],
             linkerSettings: [.unsafeFlags(["-Xlinker", "--no-export-dynamic"], .when(configuration: .release))]),
 
-        // What the test targets share: the fixture server launcher and Fixtures/fixture_server.py.
+        // What the test targets share: the fixture server launcher, Fixtures/fixture_server.py and
+        // the event-stream helpers (an events server, a recording sleep, collecting an EventSource).
         // Not part of any product.
-        .target(name: "TestSupport", path: "Tests/TestSupport", exclude: ["Fixtures"]),
+        .target(name: "TestSupport", dependencies: ["TokenRelayHTTP"], path: "Tests/TestSupport", exclude: ["Fixtures"]),
 
         .testTarget(name: "PlatformTests", dependencies: ["TokenRelayPlatform"]),
         .testTarget(name: "LoggingTests", dependencies: ["TokenRelayLogging", "TokenRelayPlatform"]),
         .testTarget(name: "JSONRPCTests", dependencies: ["TokenRelayJSONRPC", "TokenRelayPlatform"]),
-        .testTarget(name: "ConfigTests", dependencies: ["TokenRelayConfig", "TokenRelayCommands", "TokenRelayHTTPFields", "TokenRelayLogging", "TestSupport"]),
-        .testTarget(name: "HTTPTests", dependencies: ["TokenRelayHTTP", "TokenRelayHTTPFields", "TokenRelayAuth", "TokenRelayErrorKinds", "TokenRelayLogging", "TokenRelayPlatform", "TestSupport"]),
+        .testTarget(name: "ConfigTests", dependencies: ["TokenRelayConfig", "TokenRelayHTTPFields", "TokenRelayLogging", "TestSupport"]),
+        .testTarget(name: "HTTPTests", dependencies: ["TokenRelayHTTP", "TokenRelayHTTPFields", "TokenRelayErrorKinds", "TokenRelayLogging", "TokenRelayPlatform", "TestSupport"]),
         // The tests make keys and signatures with libcrypto directly: they link it.
         .testTarget(
             name: "AuthTests",
             dependencies: ["TokenRelayAuth", "TokenRelayHTTP", "TokenRelayLogging", "TokenRelayPlatform", "CCrypto", "CCurl", "CSQLite", "TokenRelayErrorKinds", "TestSupport"],
             linkerSettings: [.linkedLibrary("crypto")]),
         .testTarget(name: "RelayTests", dependencies: ["TokenRelayServer", "TokenRelayJSONRPC", "TokenRelayConfig", "TokenRelayHTTP", "TokenRelayAuth", "TokenRelayErrorKinds", "TokenRelayPlatform"]),
-        .testTarget(name: "CommandsTests", dependencies: ["TokenRelayCommands", "TokenRelayServer", "TokenRelayConfig", "TokenRelayJSONRPC", "TokenRelayHTTP", "TokenRelayLogging", "TokenRelayPlatform"]),
+        .testTarget(name: "CommandsTests", dependencies: ["TokenRelayCommands", "TokenRelayServer", "TokenRelayConfig", "TokenRelayJSONRPC", "TokenRelayHTTP", "TokenRelayLogging", "TokenRelayPlatform", "TestSupport"]),
         .testTarget(name: "TokenRelayTests", dependencies: ["TokenRelay", "TestSupport"]),
         .testTarget(name: "EndToEndTests", dependencies: ["TokenRelayJSONRPC", "TestSupport"], exclude: ["Fixtures"]),
     ],

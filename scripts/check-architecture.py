@@ -479,8 +479,22 @@ LAYERS = [
     {"TokenRelayCommands", "TokenRelay"},
     {"tokenrelay"},
 ]
+# A module's tests test that module: a test target depends on no module above it (HTTPTests does
+# not reach into Auth; what tests share lives in TestSupport, which stays below Auth).
+TEST_TARGETS = {
+    "PlatformTests": "TokenRelayPlatform",
+    "LoggingTests": "TokenRelayLogging",
+    "JSONRPCTests": "TokenRelayJSONRPC",
+    "ConfigTests": "TokenRelayConfig",
+    "HTTPTests": "TokenRelayHTTP",
+    "TestSupport": "TokenRelayHTTP",
+    "AuthTests": "TokenRelayAuth",
+    "RelayTests": "TokenRelayServer",
+    "CommandsTests": "TokenRelayCommands",
+    "TokenRelayTests": "TokenRelay",
+}
 TARGET_DECLARATION = re.compile(
-    r'\.(?:target|executableTarget)\(\s*name:\s*"(\w+)"(?:\s*,\s*dependencies:\s*\[([^\]]*)\])?', re.S
+    r'\.(?:target|executableTarget|testTarget)\(\s*name:\s*"(\w+)"(?:\s*,\s*dependencies:\s*\[([^\]]*)\])?', re.S
 )
 IMPORT = re.compile(r"^(?:@\w+(?:\([^)]*\))?\s+)*import\s+(TokenRelay\w*|C[A-Z]\w*)\b", re.M)
 
@@ -492,6 +506,15 @@ def check_imports(root: pathlib.Path) -> list[Breach]:
     }
     layer = {module: index for index, modules in enumerate(LAYERS) for module in modules}
     breaches: list[Breach] = []
+    for target, module in sorted(TEST_TARGETS.items()):
+        for dep in sorted(declared_deps.get(target, set())):
+            if dep in layer and layer[dep] > layer[module]:
+                breaches.append(
+                    Breach(
+                        "imports", "Package.swift", 1, f"{target} (the tests of {module}) depends on {dep}, above it",
+                        "move the test to the tests of the module it tests (shared helpers go to TestSupport)",
+                    )
+                )
     for module, deps in sorted(declared_deps.items()):
         if module not in layer:
             continue
@@ -658,6 +681,8 @@ SELF_TEST_IMPORTS = [
     (SELF_TEST_PACKAGE, {"Sources/TokenRelayAuth/A.swift": "import TokenRelayPlatform\n"}, True),
     (SELF_TEST_PACKAGE, {"Sources/TokenRelayHTTP/A.swift": "@testable import TokenRelayAuth\n"}, True),
     (SELF_TEST_PACKAGE.replace('["TokenRelayPlatform"]', '["TokenRelayPlatform", "TokenRelayAuth"]'), {}, True),
+    (SELF_TEST_PACKAGE + '.testTarget(name: "HTTPTests", dependencies: ["TokenRelayHTTP"]),', {}, False),
+    (SELF_TEST_PACKAGE + '.testTarget(name: "HTTPTests", dependencies: ["TokenRelayHTTP", "TokenRelayAuth"]),', {}, True),
 ]
 
 

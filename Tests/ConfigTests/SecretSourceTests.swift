@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import Testing
 import TokenRelayLogging
 
@@ -7,14 +8,6 @@ import TokenRelayLogging
 #if canImport(Glibc)
     import Glibc
 #endif
-
-/// The environment secret commands run with: python3 is found on this PATH.
-let commandEnvironment = ["PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/home/u"]
-
-/// A bearer profile whose token comes from `source` (YAML flow syntax).
-func bearerConfig(_ source: String) -> String {
-    profileConfig("type: bearer\ntoken: \(source)")
-}
 
 /// The bearer token source of the single profile in `result`.
 func bearerSource(_ result: ConfigLoadResult) throws -> SecretSource {

@@ -1,5 +1,5 @@
+import TestSupport
 import Testing
-import TokenRelayCommands
 
 @testable import TokenRelayConfig
 
@@ -13,23 +13,6 @@ func decodeConfig(
 ) async -> ConfigLoadResult {
     let loader = ConfigLoader(fileSystem: files, commandRunner: runner)
     return await loader.decode(yaml: yaml, file: testConfigPath, environment: environment, mode: mode)
-}
-
-/// A config with one environment `e` and one profile `p` whose body is `profile` (lines at
-/// 8-space indent are added here); the profile body's first line is line 7.
-func profileConfig(_ profile: String) -> String {
-    let body = profile.split(separator: "\n", omittingEmptySubsequences: false).map { "        " + $0 }.joined(
-        separator: "\n")
-    return """
-        version: 1
-        environments:
-          e:
-            base_url: https://api.example.com
-            profiles:
-              p:
-        \(body)
-
-        """
 }
 
 /// A config with one environment `e` whose extra keys are `environment` (4-space indent added);
@@ -55,24 +38,4 @@ struct FixedCommandRunner: SecretCommandRunner {
     {
         Array(output.utf8)
     }
-}
-
-/// Everything `check-config` printed.
-final class CapturedOutput: @unchecked Sendable {
-    // Safe: written only by the `run` call that the test awaits, read after it returns.
-    var standardOutput = ""
-    var standardError = ""
-}
-
-/// Runs check-config with captured output.
-func runCheckConfig(
-    _ arguments: [String], environment: [String: String] = ["HOME": "/home/u"],
-    files: InMemoryFileSystem = InMemoryFileSystem(),
-    runner: any SecretCommandRunner = ProcessCommandRunner()
-) async -> (status: Int32, output: CapturedOutput) {
-    let output = CapturedOutput()
-    let status = await CheckConfigCommand.run(
-        arguments: arguments, environment: environment, standardOutput: { output.standardOutput += $0 },
-        standardError: { output.standardError += $0 }, loader: ConfigLoader(fileSystem: files, commandRunner: runner))
-    return (status, output)
 }

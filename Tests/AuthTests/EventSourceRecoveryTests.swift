@@ -1,4 +1,6 @@
 import Foundation
+import Synchronization
+import TestSupport
 import Testing
 import TokenRelayAuth
 import TokenRelayErrorKinds
@@ -174,4 +176,58 @@ import TokenRelayErrorKinds
         #expect(updates.compactMap(\.stateChange).map(\.state) == [.connecting])
         #expect(try await server.stats("k", using: transport).requests == 0)
     }
+}
+
+/// Hands out `Bearer tok-N`, N being the current version; invalidation bumps it.
+final class VersionedTokens: CredentialSource {
+    let isRenewable: Bool
+    private let state = Mutex((version: UInt64(1), invalidated: [UInt64]()))
+
+    init(renewable: Bool = true) { isRenewable = renewable }
+
+    var invalidated: [UInt64] { state.withLock { $0.invalidated } }
+
+    func apply(to request: inout HTTPRequest) async throws -> CredentialStamp {
+        let version = state.withLock { $0.version }
+        request.headers.set(name: "Authorization", value: "Bearer tok-\(version)")
+        return CredentialStamp(version)
+    }
+
+    func invalidate(stamp: CredentialStamp) async throws {
+        state.withLock { s in
+            s.invalidated.append(stamp.value)
+            if s.version == stamp.value { s.version += 1 }
+        }
+    }
+}
+
+/// An error that names its wire kind, as the token manager's will.
+struct WireKindedError: KindedError, CustomStringConvertible {
+    let errorKind: ErrorKind
+    var description: String { "login needed" }
+}
+
+/// An error that names no kind.
+struct KindlessError: Error, CustomStringConvertible {
+    var description: String { "refused" }
+}
+
+/// Fails every acquisition with `error`.
+struct FailingCredentials: CredentialSource {
+    let error: any Error & Sendable
+    var isRenewable: Bool { true }
+    func apply(to request: inout HTTPRequest) async throws -> CredentialStamp { throw error }
+    func invalidate(stamp: CredentialStamp) async throws {}
+}
+
+/// An acquisition that waits (cancellably) for an hour, signalling when it starts.
+struct PendingCredentials: CredentialSource {
+    let started: AsyncStream<Void>.Continuation
+    var isRenewable: Bool { true }
+    func apply(to request: inout HTTPRequest) async throws -> CredentialStamp {
+        started.yield()
+        try await Task.sleep(for: .seconds(3600))
+        return CredentialStamp(1)
+    }
+    func invalidate(stamp: CredentialStamp) async throws {}
 }

@@ -1,15 +1,9 @@
 import Foundation
+import TestSupport
 import Testing
 import TokenRelayCommands
 
 @testable import TokenRelayConfig
-
-/// The repository root, found from this file's path.
-let repositoryRoot: String = {
-    var url = URL(fileURLWithPath: #filePath)
-    for _ in 0..<3 { url.deleteLastPathComponent() }
-    return url.path
-}()
 
 @Suite struct CheckConfigCommandTests {
     static let valid = "version: 1\nenvironments:\n  e:\n    base_url: https://api.example.com\n"
