@@ -201,6 +201,8 @@ public struct EnvironmentSettings: Sendable, CustomStringConvertible {
     /// What `tokenrelay mcp` exposes of the environment (all its profiles); `nil`: nothing,
     /// unless a profile has a block of its own.
     public var mcp: MCPSettings?
+    /// What `tokenrelay exec` serves of the environment; `nil`: served only when named with `--env`.
+    public var exec: ExecSettings?
     /// Where the environment is defined.
     public var mark: SourceMark
 

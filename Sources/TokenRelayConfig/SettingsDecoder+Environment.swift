@@ -237,6 +237,9 @@ extension SettingsDecoder {
         if let pair = keys["mcp"] {
             environment.mcp = decodeMCP(pair.value, path: "\(base).mcp", owner: "environment '\(name)'")
         }
+        if let pair = keys["exec"] {
+            environment.exec = decodeExec(pair.value, path: "\(base).exec", owner: "environment '\(name)'")
+        }
         checkExchangeReferences(environment, node: node)
         if let pair = keys["default_profile"], let value = nonEmptyString(pair.value, path: "\(base).default_profile") {
             let declared = keys["profiles"]?.value.pairs?.compactMap { $0.key.scalar?.value } ?? []
