@@ -15,6 +15,9 @@ public struct Settings: Sendable, CustomStringConvertible {
     public var server: ServerSettings
     /// The file the settings came from (`nil` when there was none).
     public var file: String?
+    /// Every environment variable a secret source reads (`{ env: NAME }`, the store key's
+    /// included): what `tokenrelay exec` removes from its child's environment.
+    public var secretVariables: Set<String> = []
 
     public init(
         version: Int = 1, defaultEnvironment: String? = nil, environments: [EnvironmentSettings] = [],

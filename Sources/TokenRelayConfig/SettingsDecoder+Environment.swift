@@ -74,6 +74,7 @@ extension SettingsDecoder {
                 break
             }
         }
+        settings.secretVariables = secretVariables
         return settings
     }
 

@@ -30,6 +30,8 @@ struct SettingsDecoder {
     var sink: DiagnosticSink
     /// Every secret source decoded, in file order (for `check-config --resolve-secrets`).
     var secrets: [SecretSource] = []
+    /// The environment variables secret sources read (`tokenrelay exec` removes them from its child's).
+    var secretVariables: Set<String> = []
 
     init(file: String, mode: ConfigLoadMode, resolver: SecretResolver) {
         self.file = file
