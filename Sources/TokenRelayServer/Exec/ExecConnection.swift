@@ -63,7 +63,11 @@ struct ExecConnection {
         guard gate.presentsPlaceholder(head.headers, credentialHeader: served.profile.credentialHeader) else {
             await refuse(
                 401, "present TOKENRELAY_TOKEN (Authorization: Bearer ...); nothing was sent",
-                extra: [("WWW-Authenticate", "Bearer realm=\"tokenrelay exec\"")])
+                extra: [
+                    ("WWW-Authenticate", "Bearer realm=\"tokenrelay exec\""),
+                    // git and other libcurl clients send a URL's user:password only when Basic is offered.
+                    ("WWW-Authenticate", "Basic realm=\"tokenrelay exec\""),
+                ])
             return false
         }
         switch served.exec.decide(method: MCPRule.canonicalMethod(head.method), path: target.path) {
@@ -158,7 +162,11 @@ struct ExecConnection {
             for try await chunk in response.body {
                 carry += chunk
                 let out: [UInt8]
-                if redact {
+                if redact && !chunk.contains(0x0A) && carry.count < 2 * ExecEndpoint.maskWindow {
+                    // Nothing may go out yet without a second scan of the same bytes: a secret
+                    // may still be arriving. (What is kept has no line feed: it went out.)
+                    continue
+                } else if redact {
                     let (masked, consumed) = redactor.redact(
                         stream: carry, window: ExecEndpoint.maskWindow, final: false)
                     carry.removeFirst(consumed)
