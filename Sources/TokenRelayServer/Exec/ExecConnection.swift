@@ -94,10 +94,10 @@ struct ExecConnection {
         let settings = served.environment.settings
         var url = RequestURL.join(base: settings.baseURL, path: target.path.description)
         if let query = target.query { url += "?" + query }
-        var request = HTTPRequest(
-            method: head.method, url: url,
-            headers: ExecGate.forwardedFields(head.headers, credentialHeader: served.profile.credentialHeader),
-            body: body)
+        var fields = ExecGate.forwardedFields(head.headers, credentialHeader: served.profile.credentialHeader)
+        // Masking must see the bytes: the transport asks for the codings it decodes, and decodes them.
+        if served.exec.redact { fields.remove("accept-encoding") }
+        var request = HTTPRequest(method: head.method, url: url, headers: fields, body: body)
         request.connectTimeout = settings.connectTimeout
         request.delivery = .streamed(idleTimeout: nil)
         // Masking needs the bytes as they are: the transport decodes any content coding.
@@ -212,7 +212,9 @@ struct ExecConnection {
             guard length <= ExecEndpoint.maximumRequestBody else {
                 return .failure(BodyRefusal(status: 413, message: "the request body is too large; nothing was sent"))
             }
-            var body = pending.prefix(length).map { $0 }
+            var body: [UInt8] = []
+            body.reserveCapacity(length)
+            body += pending.prefix(length)
             pending.removeFirst(body.count)
             while body.count < length {
                 let chunk = await socket.read(upTo: min(64 << 10, length - body.count))
