@@ -1,5 +1,5 @@
 // libFuzzer target for the request heads `tokenrelay exec`'s endpoint reads from its child (SPEC
-// §12): the head parser and the resolution of its target. Build and run from the package root
+// §12): the head parser, the resolution of its target, and a chunked body after the head. Build and run from the package root
 // (scripts/fuzz does this):
 //   swift build -c release --product FuzzRequestHead -Xswiftc -sanitize=fuzzer -Xswiftc -DFUZZING \
 //       -Xswiftc -enable-testing --scratch-path /tmp/fuzz-head
@@ -40,6 +40,25 @@ func run(_ chunks: [ArraySlice<UInt8>]) -> FuzzOutcome {
     return outcome
 }
 
+/// What a chunked body decodes to when fed `chunks`: the data, bytes left after it, or a refusal.
+func decodeChunked(_ chunks: [ArraySlice<UInt8>]) -> [UInt8]? {
+    var decoder = ChunkedBodyDecoder()
+    var output: [UInt8] = []
+    var left = 0
+    do {
+        for chunk in chunks {
+            if decoder.isComplete {
+                left += chunk.count
+                continue
+            }
+            left += chunk.count - (try decoder.feed(chunk, into: &output))
+        }
+    } catch {
+        return nil
+    }
+    return output + [decoder.isComplete ? 1 : 0] + Array(String(left).utf8)
+}
+
 /// The first byte picks where the rest is split in two; the rest is the request. One chunk, two
 /// chunks and one-byte chunks must give the same head, error and body offset; an accepted head
 /// holds only what the endpoint may act on; a resolved target never holds a dot segment or an
@@ -64,8 +83,12 @@ func run(_ chunks: [ArraySlice<UInt8>]) -> FuzzOutcome {
             !field.name.isEmpty && !field.value.utf8.contains { $0 < 0x20 && $0 != 0x09 || $0 == 0x7F },
             "a field with a control character accepted")
     }
-    if case .chunked = head.body {
+    if case .chunked = head.body, let rest = whole.rest {
         precondition(!head.headers.contains("content-length"), "chunked with a Content-Length accepted")
+        // The body after the head, through the chunked decoder: whole and byte by byte agree.
+        let body = Array(stream.suffix(rest))
+        precondition(
+            decodeChunked([body[...]]) == decodeChunked(body.indices.map { body[$0...$0] }), "chunkings differ")
     }
     guard case .success(let target) = ExecTarget.resolve(head.target, served: ["e", "github"]) else { return }
     let path = target.path.description

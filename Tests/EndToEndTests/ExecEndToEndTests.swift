@@ -34,6 +34,11 @@ import Testing
                         type: basic
                         username: u
                         password: { env: E2E_EXEC_OTHER }
+                      person:
+                        type: authorization_code
+                        authorization_url: \(server.origin)/authorize
+                        token_url: \(server.origin)/token
+                        client_id: cli
                     exec:
                       env: { API_URL: "{url}", API_KEY: "{token}", API_HOST: "{host}" }
                 \(rules)
@@ -104,6 +109,21 @@ import Testing
         #expect(try await process.exitCode() == 0)
         let codes = process.stdoutText.split(separator: "\n").map(String.init)
         #expect(codes == ["401", "401", "403", "400", "405", "400", "400", "403", "404"], "\(process.stderrText)")
+        #expect(try setup.server.records().isEmpty)
+    }
+
+    @Test func aSessionThatNeedsAPersonIsA401NamingTheLoginAndNeverWaits() async throws {
+        let setup = try await Setup()
+        let process = try setup.exec(
+            #"curl -s -o /dev/null -D - -H "Authorization: Bearer $API_KEY" "$API_URL/echo" | tr -d '\r'"#,
+            arguments: ["--profile", "person"])
+        #expect(try await process.exitCode() == 0)
+        let head = process.stdoutText
+        #expect(head.hasPrefix("HTTP/1.1 401 "), "\(head)")
+        let challenge = head.split(separator: "\n").first { $0.lowercased().hasPrefix("www-authenticate:") }
+        #expect(challenge?.contains("error=\"invalid_token\"") == true)
+        #expect(challenge?.contains("tokenrelay login --env api --profile person") == true, "\(head)")
+        #expect(process.stderrText.contains("tokenrelay login"))
         #expect(try setup.server.records().isEmpty)
     }
 
