@@ -81,6 +81,11 @@ final class ExecSocket: Sendable {
                 let connection = Glibc.accept(fd, nil, nil)
                 if connection >= 0 {
                     _ = fcntl(connection, F_SETFD, FD_CLOEXEC)
+                    // A response goes out in several writes (head, chunks, the last chunk): without
+                    // this, Nagle holds each small one for the client's delayed ACK (40 ms).
+                    var one: Int32 = 1
+                    _ = setsockopt(
+                        connection, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
                     return connection
                 }
                 if errno == EINTR || errno == ECONNABORTED { continue }
