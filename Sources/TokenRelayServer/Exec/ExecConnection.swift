@@ -149,19 +149,29 @@ struct ExecConnection {
         if chunked { text += "Transfer-Encoding: chunked\r\n" }
         if !keepAlive { text += "Connection: close\r\n" }
         text += "\r\n"
-        guard await socket.write(Array(text.utf8)) else {
-            response.cancel()
-            return false
+        // What is ready to go out. A body of announced length goes out with the head in one write
+        // once it has all arrived (a small answer is one write); any other body's head goes at once
+        // (an event stream's client sees it open before its first event).
+        var outgoing = Array(text.utf8)
+        let length = bodiless ? nil : response.headers["content-length"].flatMap { Int($0) }
+        if length == nil {
+            guard await socket.write(outgoing) else {
+                response.cancel()
+                return false
+            }
+            outgoing = []
         }
         if bodiless {
             response.cancel()
             return true
         }
         var carry: [UInt8] = []
+        var received = 0
         do {
             for try await chunk in response.body {
                 carry += chunk
-                let out: [UInt8]
+                received += chunk.count
+                if received == length { break }
                 if redact && !chunk.contains(0x0A) && carry.count < 2 * ExecEndpoint.maskWindow {
                     // Nothing may go out yet without a second scan of the same bytes: a secret
                     // may still be arriving. (What is kept has no line feed: it went out.)
@@ -170,32 +180,39 @@ struct ExecConnection {
                     let (masked, consumed) = redactor.redact(
                         stream: carry, window: ExecEndpoint.maskWindow, final: false)
                     carry.removeFirst(consumed)
-                    out = masked
+                    Self.append(masked, to: &outgoing, chunked: chunked)
                 } else {
-                    out = carry
+                    Self.append(carry, to: &outgoing, chunked: chunked)
                     carry = []
                 }
-                guard await write(out, chunked: chunked) else {
+                guard await socket.write(outgoing) else {
                     response.cancel()
                     return false
                 }
+                outgoing = []
             }
         } catch {
             Logger.shared.info("exec: the response body ended early: \(ErrorMapping.rpcError(error).message)")
             return false
         }
-        let rest = redact ? redactor.redact(stream: carry, window: 0, final: true).masked : carry
-        guard await write(rest, chunked: chunked) else { return false }
-        return chunked ? await socket.write(Array("0\r\n\r\n".utf8)) : false
+        Self.append(
+            redact ? redactor.redact(stream: carry, window: 0, final: true).masked : carry, to: &outgoing,
+            chunked: chunked)
+        if chunked { outgoing += Array("0\r\n\r\n".utf8) }
+        guard await socket.write(outgoing) else { return false }
+        return chunked
     }
 
-    private func write(_ bytes: [UInt8], chunked: Bool) async -> Bool {
-        guard !bytes.isEmpty else { return true }
-        guard chunked else { return await socket.write(bytes) }
-        var framed = Array((String(bytes.count, radix: 16) + "\r\n").utf8)
-        framed += bytes
-        framed += [0x0D, 0x0A]
-        return await socket.write(framed)
+    /// Appends `bytes` to `outgoing`, framed as one chunk when `chunked`.
+    private static func append(_ bytes: [UInt8], to outgoing: inout [UInt8], chunked: Bool) {
+        guard !bytes.isEmpty else { return }
+        guard chunked else {
+            outgoing += bytes
+            return
+        }
+        outgoing += Array((String(bytes.count, radix: 16) + "\r\n").utf8)
+        outgoing += bytes
+        outgoing += [0x0D, 0x0A]
     }
 
     private struct BodyRefusal: Error {
