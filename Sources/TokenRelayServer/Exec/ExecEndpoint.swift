@@ -156,7 +156,10 @@ package final class ExecEndpoint: Sendable {
                 let socket = ExecSocket(fd: fd, name: "relay-exec-conn")
                 let id = ObjectIdentifier(socket)
                 connections.withLock { $0[id] = socket }
-                group.addTask {
+                // On the transfer loop of the (first) served environment once it runs, as `request`
+                // is: a request's transfer, its answer and its body need no hop to another thread.
+                let loop = served.keys.sorted().first.flatMap { runtime.environmentTransports[$0]?.startedExecutor }
+                group.addTask(executorPreference: Placement.forTransfer(loop: loop)) {
                     var connection = ExecConnection(endpoint: self, socket: socket)
                     await connection.run()
                     self.connections.withLock { _ = $0.removeValue(forKey: id) }

@@ -45,9 +45,15 @@ final class ExecSocket: Sendable {
         }
     }
 
-    /// Reads up to `count` bytes; empty at the end or on an error.
+    /// Reads up to `count` bytes; empty at the end or on an error. Bytes already there are read
+    /// here, without a hop to the socket's thread (a non-blocking receive).
     func read(upTo count: Int) async -> [UInt8] {
-        await blocking { fd in
+        let fd = state.withLock { $0.fd }
+        var buffer = [UInt8](repeating: 0, count: count)
+        let got = buffer.withUnsafeMutableBytes { Glibc.recv(fd, $0.baseAddress, count, Int32(MSG_DONTWAIT)) }
+        if got > 0 { return Array(buffer[..<got]) }
+        if got == 0 { return [] }
+        return await blocking { fd in
             var buffer = [UInt8](repeating: 0, count: count)
             while true {
                 let got = buffer.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, count) }
@@ -60,8 +66,16 @@ final class ExecSocket: Sendable {
     /// Writes all of `bytes`; `false` when the peer is gone.
     func write(_ bytes: [UInt8]) async -> Bool {
         guard !bytes.isEmpty else { return true }
+        // What the socket takes at once is written here; only the rest waits on the thread.
+        let fd = state.withLock { $0.fd }
+        let first = bytes.withUnsafeBytes {
+            Glibc.send(fd, $0.baseAddress, bytes.count, Int32(MSG_NOSIGNAL | MSG_DONTWAIT))
+        }
+        if first == bytes.count { return true }
+        if first < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR { return false }
+        let start = max(first, 0)
         return await blocking { fd in
-            var offset = 0
+            var offset = start
             while offset < bytes.count {
                 let sent = bytes.withUnsafeBytes {
                     Glibc.send(fd, $0.baseAddress.map { $0 + offset }, bytes.count - offset, Int32(MSG_NOSIGNAL))
