@@ -65,7 +65,7 @@ import Testing
             env | sed 's/=.*//' | sort | tr '\\n' ' '; echo
             curl -sS -H "Authorization: Bearer $API_KEY" "$API_URL/echo?page=2"; echo
             curl -sS -u "anyone:$API_KEY" -X POST --data-binary 'hello body' "$API_URL/reflect"; echo
-            """)
+            """, arguments: ["--log-level", "info"])
         #expect(try await process.exitCode() == 0)
         let output = process.stdoutText
         let lines = output.split(separator: "\n").map(String.init)
@@ -85,6 +85,11 @@ import Testing
         #expect(reflected.method == "POST" && reflected.body == Array("hello body".utf8))
         #expect(reflected.header("authorization") == ["Bearer \(Self.token)"])
         #expect(!process.stderrText.contains(Self.token))
+        // Each forwarded request is logged at info: method, URL without query values, status.
+        #expect(
+            process.stderrText.contains("exec: GET \(setup.server.origin)/api/echo?page=… 200"), "\(process.stderrText)"
+        )
+        #expect(!process.stderrText.contains("page=2"))
     }
 
     @Test func everyRefusalSendsNothing() async throws {
