@@ -55,9 +55,13 @@ enum ExecCommand {
         childEnvironment.merge(endpoint.childVariables) { _, new in new }
 
         let child = Atomic<pid_t>(0)
+        // A signal that comes before the child exists is delivered to it as soon as it does.
+        let early = Atomic<Int32>(0)
         let signalSources = ProcessSetup.onSignals([SIGINT, SIGTERM, SIGHUP]) { number in
-            let pid = child.load(ordering: .acquiring)
-            if pid > 0 { kill(pid, number) }
+            // Whoever takes the number back (this handler or the spawn below) delivers it.
+            early.store(number, ordering: .sequentiallyConsistent)
+            let pid = child.load(ordering: .sequentiallyConsistent)
+            if pid > 0, early.exchange(0, ordering: .sequentiallyConsistent) != 0 { kill(pid, number) }
         }
         defer { withExtendedLifetime(signalSources) {} }
         let pid: pid_t
@@ -69,7 +73,9 @@ enum ExecCommand {
             log.error("exec: cannot run \(command[0]): \(reason.reason)")
             return 127
         }
-        child.store(pid, ordering: .releasing)
+        child.store(pid, ordering: .sequentiallyConsistent)
+        let pending = early.exchange(0, ordering: .sequentiallyConsistent)
+        if pending != 0 { kill(pid, pending) }
         let serving = Placement.task { await endpoint.serve() }
         let status = await waitForExit(pid)
         child.store(0, ordering: .releasing)
