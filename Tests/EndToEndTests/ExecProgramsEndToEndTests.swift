@@ -12,8 +12,10 @@ import Testing
         let upstream: FixtureServer
         let configPath: String
         let gitRoot: URL
+        let variables: [String: String]
 
-        init() async throws {
+        init(variables: [String: String] = [:]) async throws {
+            self.variables = variables
             gitRoot = try TemporaryDirectory.make()
             upstream = try await FixtureServer(
                 script: RecordingServer.fixtures.appendingPathComponent("exec_upstream.py").path,
@@ -37,14 +39,14 @@ import Testing
                 """)
         }
 
-        /// Runs `tokenrelay exec --config PATH -- sh -c SCRIPT` in `directory`.
+        /// Runs `tokenrelay exec --config PATH -- sh -c SCRIPT`.
         func exec(_ script: String) throws -> RelayProcess {
             let process = try RelayProcess(
                 ["exec", "--config", configPath, "--", "/bin/sh", "-c", script],
                 environment: [
                     "E2E_EXEC_CLIENT_SECRET": ExecProgramsEndToEndTests.clientSecret, "GIT_TERMINAL_PROMPT": "0",
                     "GIT_CONFIG_NOSYSTEM": "1",
-                ],
+                ].merging(variables) { _, given in given },
                 testMethods: false)
             try process.closeStdin()
             return process
@@ -63,7 +65,7 @@ import Testing
     }
 
     @Test func fiftyMebibytesGoBothWaysAtBoundedMemory() async throws {
-        let setup = try await Setup()
+        let setup = try await Setup(variables: ["UPLOAD_FILE": try TemporaryDirectory.make().path + "/upload"])
         let size = 50 << 20
         // The relay is the child's parent: its peak resident set is /proc/$PPID/status's VmHWM.
         let process = try setup.exec(
@@ -71,18 +73,24 @@ import Testing
             auth="Authorization: Bearer $TOKENRELAY_TOKEN"
             curl -sS -o /dev/null -w '%{size_download}\\n' -H "$auth" "$API_URL/big?bytes=\(size)"
             grep VmHWM /proc/$PPID/status | tr -dc 0-9; echo
-            head -c \(size) /dev/zero | curl -sS -H "$auth" -H 'Content-Type: application/octet-stream' \\
-              --data-binary @- "$API_URL/upload"; echo
+            head -c \(size) /dev/zero > "$UPLOAD_FILE"
+            curl -sS -H "$auth" -H 'Content-Type: application/octet-stream' --data-binary @"$UPLOAD_FILE" \\
+              "$API_URL/upload"; echo
+            head -c \(size) /dev/zero | curl -sS -H "$auth" -T - "$API_URL/upload"; echo
             grep VmHWM /proc/$PPID/status | tr -dc 0-9; echo
+            rm "$UPLOAD_FILE"
             """)
         #expect(try await process.exitCode() == 0)
         let lines = process.stdoutText.split(separator: "\n").map(String.init)
-        #expect(lines.count == 4, "\(process.stdoutText) \(process.stderrText)")
-        guard lines.count == 4 else { return }
-        #expect(lines[0] == "\(size)" && lines[2] == "\(size)")
-        let peakAfterDownload = try #require(Int(lines[1]))
-        // Well below the 50 MiB that crossed it (kB): the body streams through.
-        #expect(peakAfterDownload < 40 * 1024, "peak \(peakAfterDownload) kB after the download")
+        #expect(lines.count == 5, "\(process.stdoutText) \(process.stderrText)")
+        guard lines.count == 5 else { return }
+        #expect(lines[0] == "\(size)")
+        // A sized upload goes on sized; one the child sends chunked (curl -T -) goes on chunked.
+        #expect(lines[2] == "\(size) sized" && lines[3] == "\(size) chunked")
+        // Well below the 50 MiB that crossed it each way (kB): bodies stream through.
+        let peaks = [lines[1], lines[4]].compactMap { Int($0) }
+        #expect(
+            peaks.count == 2 && peaks.allSatisfy { $0 < 40 * 1024 }, "peak RSS (kB) after download, uploads: \(peaks)")
     }
 
     @Test func gitClonesAndPushesOverSmartHTTP() async throws {

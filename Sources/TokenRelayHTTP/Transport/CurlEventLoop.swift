@@ -54,6 +54,8 @@ final class CurlEventLoop: @unchecked Sendable {  // Safe: inbox is a Mutex; the
         case add(CurlTransfer)
         case cancel(CurlTransfer)
         case resume(CurlTransfer)
+        /// The request body stream of the transfer has bytes (or its end) again.
+        case resumeUpload(CurlTransfer)
         /// A job of a task that prefers this loop as its executor.
         case run(UnownedJob)
         /// An input to read from now on (``InputPoller/adopt(_:)``).
@@ -157,6 +159,11 @@ final class CurlEventLoop: @unchecked Sendable {  // Safe: inbox is a Mutex; the
                 case .add(let transfer): stop ? finish(transfer, .failure(HTTPError.cancelled)) : add(transfer)
                 case .cancel(let transfer): cancel(transfer)
                 case .resume(let transfer): resume(transfer)
+                case .resumeUpload(let transfer):
+                    if transfer.isActive, let easy = transfer.easy {
+                        // Unpauses both ways: a paused receive pauses again in its callback.
+                        _ = tr_easy_pause(easy.handle, tr_pause_cont())
+                    }
                 case .run(let job): job.runSynchronously(on: asUnownedTaskExecutor())
                 case .adopt(let adopted): take(adopted)
                 case .inputMayRead: inputPaused = false
@@ -381,7 +388,17 @@ final class CurlEventLoop: @unchecked Sendable {  // Safe: inbox is a Mutex; the
         _ = tr_easy_setopt_long(h, CURLOPT_HTTPGET, 1)
         _ = tr_easy_setopt_pointer(h, CURLOPT_CUSTOMREQUEST, nil)
         let method = request.method
-        if let body = request.body ?? (CurlTransfer.bodyMethods.contains(method) ? [] : nil) {
+        if let stream = request.bodyStream {
+            _ = tr_easy_setopt_long(h, CURLOPT_POST, 1)
+            _ = tr_easy_setopt_off(h, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(stream.length ?? -1))
+            _ = tr_easy_setopt_pointer(h, CURLOPT_POSTFIELDS, nil)
+            _ = tr_easy_setopt_data_callback(h, CURLOPT_READFUNCTION, curlReadCallback)
+            _ = tr_easy_setopt_pointer(h, CURLOPT_READDATA, context)
+            stream.attach { [weak self] in _ = self?.enqueue(.resumeUpload(transfer)) }
+            if method != "POST" {
+                _ = method.withCString { tr_easy_setopt_string(h, CURLOPT_CUSTOMREQUEST, $0) }
+            }
+        } else if let body = request.body ?? (CurlTransfer.bodyMethods.contains(method) ? [] : nil) {
             _ = tr_easy_setopt_off(h, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(body.count))
             if body.isEmpty {
                 _ = tr_easy_setopt_string(h, CURLOPT_POSTFIELDS, "")
@@ -511,6 +528,7 @@ final class CurlEventLoop: @unchecked Sendable {  // Safe: inbox is a Mutex; the
 
     /// Resumes whoever waits on `transfer`. Loop thread, no lock held.
     private func finish(_ transfer: CurlTransfer, _ outcome: Result<Void, any Error>) {
+        transfer.request.bodyStream?.abort()
         switch transfer.sink {
         case .buffered:
             guard let completion = transfer.completion else { return }
@@ -558,7 +576,7 @@ final class CurlEventLoop: @unchecked Sendable {  // Safe: inbox is a Mutex; the
             case .add(let transfer): finish(transfer, .failure(HTTPError.cancelled))
             case .run(let job): globalConcurrentExecutor.enqueue(ExecutorJob(job))
             case .adopt(let adopted): adopted.handBack()
-            case .cancel, .resume, .inputMayRead, .shutdown: break
+            case .cancel, .resume, .resumeUpload, .inputMayRead, .shutdown: break
             }
         }
     }
@@ -657,6 +675,20 @@ private let curlWriteCallback: tr_curl_data_callback = { data, size, count, user
         case .pause: return tr_writefunc_pause()
         case .abort: return 0
         }
+    }
+}
+
+/// CURLOPT_READFUNCTION: the request body stream's next bytes, its end, or a pause until it has more.
+private let curlReadCallback: tr_curl_data_callback = { data, size, count, userdata in
+    guard let userdata, let data,
+        let stream = Unmanaged<CurlTransfer>.fromOpaque(userdata)
+            .takeUnretainedValue().request.bodyStream
+    else { return tr_readfunc_abort() }
+    switch stream.read(into: UnsafeMutableRawBufferPointer(start: data, count: size * count)) {
+    case .bytes(let read): return read
+    case .end: return 0
+    case .pause: return tr_readfunc_pause()
+    case .abort: return tr_readfunc_abort()
     }
 }
 

@@ -13,7 +13,7 @@ struct ExecConnection {
     let endpoint: ExecEndpoint
     let socket: ExecSocket
     /// Bytes read past the current request.
-    private var pending: [UInt8] = []
+    var pending: [UInt8] = []
 
     init(endpoint: ExecEndpoint, socket: ExecSocket) {
         self.endpoint = endpoint
@@ -84,8 +84,10 @@ struct ExecConnection {
             guard await socket.write(Array("HTTP/1.1 100 Continue\r\n\r\n".utf8)) else { return false }
         }
         let body: [UInt8]?
+        let upload: ExecUpload?
         switch await readBody(head.body) {
-        case .success(let bytes): body = bytes
+        case .success(.whole(let bytes)): (body, upload) = (bytes, nil)
+        case .success(.streamed(let streamed)): (body, upload) = (nil, streamed)
         case .failure(let refusal):
             await refuse(refusal.status, refusal.message)
             return false
@@ -98,11 +100,35 @@ struct ExecConnection {
         // Masking must see the bytes: the transport asks for the codings it decodes, and decodes them.
         if served.exec.redact { fields.remove("accept-encoding") }
         var request = HTTPRequest(method: head.method, url: url, headers: fields, body: body)
+        request.bodyStream = upload?.stream
         request.connectTimeout = settings.connectTimeout
         request.delivery = .streamed(idleTimeout: nil)
         // Masking needs the bytes as they are: the transport decodes any content coding.
         request.decodesContent = served.exec.redact
         let logged = Self.loggedURL(base: settings.baseURL, target: target)
+        // A body bigger than the replay bound goes on as it arrives, beside the exchange.
+        let socket = self.socket
+        async let pumped = Self.pump(upload, socket: socket)
+        let keep = await forward(request, head: head, served: served, logged: logged, started: started)
+        if let upload, !upload.stream.isFinished {
+            // Answered before the whole body came: the rest is never read.
+            upload.stream.abort()
+            socket.shutdown()
+        }
+        switch await pumped {
+        case .none: return keep
+        case .leftover(let bytes):
+            pending = bytes + pending
+            return keep
+        case .failed: return false
+        }
+    }
+
+    /// Sends the request and relays the answer (or a refusal); whether the connection may go on.
+    private func forward(
+        _ request: HTTPRequest, head: HTTPRequestHead, served: ExecEndpoint.Served, logged: String,
+        started: ContinuousClock.Instant
+    ) async -> Bool {
         let response: HTTPStreamingResponse
         do {
             response = try await served.client.send(request)
@@ -213,56 +239,6 @@ struct ExecConnection {
         outgoing += Array((String(bytes.count, radix: 16) + "\r\n").utf8)
         outgoing += bytes
         outgoing += [0x0D, 0x0A]
-    }
-
-    private struct BodyRefusal: Error {
-        var status: Int
-        var message: String
-    }
-
-    /// Reads the request body the head announces (bounded), from what was read past the head on.
-    private mutating func readBody(_ framing: HTTPRequestHead.Body) async -> Result<[UInt8]?, BodyRefusal> {
-        switch framing {
-        case .none:
-            return .success(nil)
-        case .length(let length):
-            guard length <= ExecEndpoint.maximumRequestBody else {
-                return .failure(BodyRefusal(status: 413, message: "the request body is too large; nothing was sent"))
-            }
-            var body: [UInt8] = []
-            body.reserveCapacity(length)
-            body += pending.prefix(length)
-            pending.removeFirst(body.count)
-            while body.count < length {
-                let chunk = await socket.read(upTo: min(64 << 10, length - body.count))
-                guard !chunk.isEmpty else {
-                    return .failure(BodyRefusal(status: 400, message: "the request body ended early"))
-                }
-                body += chunk
-            }
-            return .success(body)
-        case .chunked:
-            var decoder = ChunkedBodyDecoder()
-            var body: [UInt8] = []
-            while true {
-                let chunk = pending.isEmpty ? await socket.read(upTo: 64 << 10) : pending
-                pending = []
-                guard !chunk.isEmpty else {
-                    return .failure(BodyRefusal(status: 400, message: "the request body ended early"))
-                }
-                do {
-                    let used = try decoder.feed(chunk[...], into: &body)
-                    pending = Array(chunk[used...])
-                } catch {
-                    return .failure(BodyRefusal(status: 400, message: error.description))
-                }
-                guard body.count <= ExecEndpoint.maximumRequestBody else {
-                    return .failure(
-                        BodyRefusal(status: 413, message: "the request body is too large; nothing was sent"))
-                }
-                if decoder.isComplete { return .success(body) }
-            }
-        }
     }
 
     /// Answers a refusal with a short text body and closes the connection.

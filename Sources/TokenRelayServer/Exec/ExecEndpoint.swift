@@ -42,8 +42,9 @@ package final class ExecEndpoint: Sendable {
     /// The open connections, shut down when the endpoint closes. Guarded by the mutex.
     private let connections = Mutex<[ObjectIdentifier: ExecSocket]>([:])
 
-    /// The largest request body read (a body is kept whole until forwarded).
-    static let maximumRequestBody = 64 << 20
+    /// The largest request body kept whole, for one replay after a 401 (SPEC §12): a bigger one
+    /// is sent as it arrives and never replayed.
+    static let replayLimit = 1 << 20
     /// The bytes of a response body kept back at most to mask a secret split across chunks.
     static let maskWindow = 64 << 10
 

@@ -43,6 +43,16 @@ class Handler(BaseHTTPRequestHandler):
         self.wfile.write(body)
 
     def body(self):
+        if (self.headers.get("Transfer-Encoding") or "").lower() == "chunked":
+            data = b""
+            while True:
+                size = int(self.rfile.readline().split(b";")[0], 16)
+                if size == 0:
+                    while self.rfile.readline() not in (b"\r\n", b""):
+                        pass
+                    return data
+                data += self.rfile.read(size)
+                self.rfile.readline()
         length = int(self.headers.get("Content-Length") or 0)
         return self.rfile.read(length) if length else b""
 
@@ -95,7 +105,9 @@ class Handler(BaseHTTPRequestHandler):
                 count -= min(count, len(block))
             return
         if route == "/upload":
-            return self.reply(200, str(len(self.body())).encode(), "text/plain")
+            # The byte count, and how the body was framed on its way here.
+            framing = "chunked" if self.headers.get("Transfer-Encoding") else "sized"
+            return self.reply(200, ("%d %s" % (len(self.body()), framing)).encode(), "text/plain")
         if route == "/v1/chat/completions":
             request = json.loads(self.body() or b"{}")
             text = "hello from " + request.get("model", "?")
@@ -143,7 +155,7 @@ class Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
-    do_GET = do_POST = handle_any
+    do_GET = do_POST = do_PUT = handle_any
 
 
 server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
