@@ -103,6 +103,7 @@ if Context.environment["TOKENRELAY_DEV_TARGETS"] == "1" {
         .executableTarget(name: "FuzzSSE", dependencies: ["FuzzSupport", "TokenRelayHTTP"]),
         .executableTarget(name: "FuzzTokenResponse", dependencies: ["FuzzSupport", "TokenRelayAuth", "TokenRelayHTTP", "TokenRelayLogging"]),
         .executableTarget(name: "FuzzJOSE", dependencies: ["FuzzSupport", "TokenRelayAuth"]),
+        .executableTarget(name: "FuzzRequestHead", dependencies: ["FuzzSupport", "TokenRelayHTTP", "TokenRelayServer"]),
 
         // Benchmarks (scripts/bench): the load driver with its libcurl and URLSession references
         // (the only target allowed to import FoundationNetworking), and the two bare binaries the

@@ -211,6 +211,10 @@ static inline int tr_msg_is_done(const CURLMsg *message) {
 /** The value a write callback returns to pause the transfer (libcurl keeps the data). */
 static inline size_t tr_writefunc_pause(void) { return CURL_WRITEFUNC_PAUSE; }
 
+/** The values a read callback returns to pause the upload (until unpaused) or to abort it. */
+static inline size_t tr_readfunc_pause(void) { return CURL_READFUNC_PAUSE; }
+static inline size_t tr_readfunc_abort(void) { return CURL_READFUNC_ABORT; }
+
 /** Unpause both directions. */
 static inline int tr_pause_cont(void) { return CURLPAUSE_CONT; }
 

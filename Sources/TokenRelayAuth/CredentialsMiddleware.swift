@@ -75,7 +75,16 @@ public struct CredentialsMiddleware: HTTPMiddleware {
                 status: response.status, headers: response.headers, credentialed: credentialed,
                 nonceChallenge: credentialed
                     && source.signsAgain(after: response.status, headers: response.headers, request: signed))
-            let decision = recovery.after(answer, progress: progress, budgetAvailable: budget.isAvailable)
+            var decision = recovery.after(answer, progress: progress, budgetAvailable: budget.isAvailable)
+            // A body sent as it was produced cannot go again: the answer is the caller's (a
+            // refused token is still invalidated, so the next request renews).
+            if request.bodyStream != nil {
+                switch decision {
+                case .invalidateAndReplay: decision = .invalidateAndReturn
+                case .signAgain, .resolveAgain, .stepUp: decision = .returnAnswer
+                case .returnAnswer, .invalidateAndReturn: break
+                }
+            }
             switch decision {
             case .returnAnswer:
                 if credentialed && (200..<300).contains(response.status) { budget.restore() }

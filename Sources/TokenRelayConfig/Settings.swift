@@ -15,6 +15,9 @@ public struct Settings: Sendable, CustomStringConvertible {
     public var server: ServerSettings
     /// The file the settings came from (`nil` when there was none).
     public var file: String?
+    /// Every environment variable a secret source reads (`{ env: NAME }`, the store key's
+    /// included): what `tokenrelay exec` removes from its child's environment.
+    public var secretVariables: Set<String> = []
 
     public init(
         version: Int = 1, defaultEnvironment: String? = nil, environments: [EnvironmentSettings] = [],
@@ -201,6 +204,8 @@ public struct EnvironmentSettings: Sendable, CustomStringConvertible {
     /// What `tokenrelay mcp` exposes of the environment (all its profiles); `nil`: nothing,
     /// unless a profile has a block of its own.
     public var mcp: MCPSettings?
+    /// What `tokenrelay exec` serves of the environment; `nil`: served only when named with `--env`.
+    public var exec: ExecSettings?
     /// Where the environment is defined.
     public var mark: SourceMark
 

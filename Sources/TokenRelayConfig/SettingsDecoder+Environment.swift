@@ -74,6 +74,7 @@ extension SettingsDecoder {
                 break
             }
         }
+        settings.secretVariables = secretVariables
         return settings
     }
 
@@ -236,6 +237,9 @@ extension SettingsDecoder {
         }
         if let pair = keys["mcp"] {
             environment.mcp = decodeMCP(pair.value, path: "\(base).mcp", owner: "environment '\(name)'")
+        }
+        if let pair = keys["exec"] {
+            environment.exec = decodeExec(pair.value, path: "\(base).exec", owner: "environment '\(name)'")
         }
         checkExchangeReferences(environment, node: node)
         if let pair = keys["default_profile"], let value = nonEmptyString(pair.value, path: "\(base).default_profile") {

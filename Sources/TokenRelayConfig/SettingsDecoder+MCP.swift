@@ -1,3 +1,5 @@
+import TokenRelayHTTPFields
+
 extension SettingsDecoder {
     /// An `mcp:` block (SPEC §8): rule lists and `max_response_bytes`. A rule that cannot be
     /// parsed is an error at its own position; one that can never match, or an `allow` that
@@ -28,7 +30,7 @@ extension SettingsDecoder {
         return settings
     }
 
-    private mutating func mcpRules(_ pair: YAMLPair?, path: String) -> [MCPRule] {
+    mutating func mcpRules(_ pair: YAMLPair?, path: String) -> [MCPRule] {
         guard let pair else { return [] }
         let node = pair.value
         if node.isNull { return [] }
@@ -53,5 +55,49 @@ extension SettingsDecoder {
             }
         }
         return rules
+    }
+}
+
+extension SettingsDecoder {
+    /// An `exec:` block (SPEC §12): the child's variables (`{url}`, `{host}`, `{token}`,
+    /// `{socket}` templates), rules as §8's (`allow`, `deny`) and `redact`.
+    mutating func decodeExec(_ node: YAMLNode, path: String, owner: String) -> ExecSettings? {
+        guard let keys = fields(node, path: path, context: "'exec' of \(owner)", allowed: Self.execKeys) else {
+            return nil
+        }
+        var settings = ExecSettings()
+        if let pair = keys["env"] {
+            for (name, entry) in namedEntries(pair.value, path: "\(path).env") {
+                let valid =
+                    name.utf8.allSatisfy { $0 == UInt8(ascii: "_") || ASCII.isLetter($0) || ASCII.isDigit($0) }
+                    && !ASCII.isDigit(name.utf8.first ?? 0)
+                guard valid else {
+                    sink.error(
+                        "'\(path).env' names the variable '\(name)': write letters, digits and '_', not starting with a digit",
+                        at: entry.key.mark)
+                    continue
+                }
+                guard !ExecSettings.reservedVariables.contains(name) else {
+                    sink.error(
+                        "'\(path).env.\(name)': tokenrelay sets \(name) itself for every child", at: entry.key.mark)
+                    continue
+                }
+                guard let value = string(entry.value, path: "\(path).env.\(name)") else { continue }
+                let unknown = ExecSettings.unknownWords(value.text)
+                if !unknown.isEmpty {
+                    sink.error(
+                        "'\(path).env.\(name)' has {\(unknown.joined(separator: "}, {"))}: a template may hold {url}, {host}, {token} and {socket}",
+                        at: entry.value.mark)
+                    continue
+                }
+                settings.env.append((name, value.text))
+            }
+        }
+        settings.allow = mcpRules(keys["allow"], path: "\(path).allow")
+        settings.deny = mcpRules(keys["deny"], path: "\(path).deny")
+        if let pair = keys["redact"], let value = boolean(pair.value, path: "\(path).redact") {
+            settings.redact = value
+        }
+        return settings
     }
 }

@@ -466,6 +466,7 @@ extension SettingsDecoder {
                 actions.value, path: actionsPath, context: "'\(actionsPath)'", allowed: Self.githubActionsKeys)
         else { return nil }
         let audience = keys["audience"].flatMap { nonEmptyString($0.value, path: "\(actionsPath).audience")?.text }
+        secretVariables.formUnion(["ACTIONS_ID_TOKEN_REQUEST_URL", "ACTIONS_ID_TOKEN_REQUEST_TOKEN"])
         func variable(_ name: String) -> SecretSource {
             SecretSource(
                 origin: .environment(name: name), file: file, mark: actions.value.mark, keyPath: actionsPath,
@@ -580,6 +581,7 @@ extension SettingsDecoder {
                 return nil
             }
             origin = .environment(name: value.text)
+            secretVariables.insert(value.text)
         case "file":
             guard let file = filePath(pair.value, path: "\(path).file") else { return nil }
             checkSecretFile(file, mark: pair.value.mark, path: path)

@@ -30,6 +30,8 @@ struct SettingsDecoder {
     var sink: DiagnosticSink
     /// Every secret source decoded, in file order (for `check-config --resolve-secrets`).
     var secrets: [SecretSource] = []
+    /// The environment variables secret sources read (`tokenrelay exec` removes them from its child's).
+    var secretVariables: Set<String> = []
 
     init(file: String, mode: ConfigLoadMode, resolver: SecretResolver) {
         self.file = file
@@ -53,10 +55,12 @@ struct SettingsDecoder {
     /// Keys allowed in an environment.
     static let environmentKeys: Set<String> = [
         "base_url", "default_profile", "headers", "timeout", "connect_timeout", "allowed_origins", "ca_file", "proxy",
-        "max_response_bytes", "events", "profiles", "mcp",
+        "max_response_bytes", "events", "profiles", "mcp", "exec",
     ]
     /// Keys allowed in an `mcp` block (environment or profile).
     static let mcpKeys: Set<String> = ["allow", "deny", "confirm", "max_response_bytes"]
+    /// Keys allowed in an environment's `exec` block.
+    static let execKeys: Set<String> = ["env", "allow", "deny", "redact"]
     /// Keys allowed under an environment's `events`.
     static let eventsKeys: Set<String> = ["idle_timeout", "max_backoff"]
     /// Keys allowed in a secret source mapping.
@@ -115,6 +119,7 @@ struct SettingsDecoder {
         var tables: [String: Set<String>] = [
             "top": topKeys, "server": serverKeys, "store": storeKeys, "shared": sharedTierKeys,
             "environment": environmentKeys, "events": eventsKeys, "secret": secretSourceKeys, "mcp": mcpKeys,
+            "exec": execKeys,
         ]
         for (type, keys) in profileKeys { tables["profile.\(type)"] = keys }
         return tables

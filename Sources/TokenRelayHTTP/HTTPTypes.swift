@@ -95,6 +95,8 @@ public struct HTTPRequest: Sendable {
     public var parsedURL: ParsedURL?
     public var headers: HTTPHeaders
     public var body: [UInt8]?
+    /// A body produced while it is sent (instead of `body`): sent once, never replayed.
+    public var bodyStream: HTTPRequestBodyStream?
     /// Bounds the whole exchange (connect, send, wait, receive). `nil`: no total bound.
     public var timeout: Duration?
     /// Bounds connection setup (DNS, TCP, TLS). `nil`: the transport's default.

@@ -137,6 +137,32 @@ public final class Redactor: Sendable {
         return bytes.withUnsafeBufferPointer { Self.masking(matcher.matches(in: $0), in: $0) } ?? bytes
     }
 
+    /// Masks a stream's bytes as they come (`tokenrelay exec`'s responses): returns the masked
+    /// bytes of `bytes` that may go out now, and how many of `bytes` they stand for; the rest is
+    /// kept back by the caller and given again, with what follows, next time. What goes out ends
+    /// at the last line feed (no secret form holds one, so no secret can span it), or, without
+    /// one in the last `window` bytes, `window` bytes before the end and never inside a secret:
+    /// a secret split between two chunks is masked whole. With `final`, everything goes out.
+    public func redact(stream bytes: [UInt8], window: Int, final: Bool) -> (masked: [UInt8], consumed: Int) {
+        let matcher = registry.withLock { $0.matcher }
+        var cut = bytes.count
+        if !final {
+            let lastLine = bytes.lastIndex(of: 0x0A).map { $0 + 1 } ?? 0
+            cut = max(lastLine, bytes.count - window)
+        }
+        guard !matcher.isEmpty else { return (Array(bytes[..<cut]), cut) }
+        return bytes.withUnsafeBufferPointer { buffer in
+            let runs = matcher.matches(in: buffer)
+            // A run across the cut (a secret's widened form) goes out whole next time.
+            if let crossing = runs.first(where: { $0.lowerBound < cut && $0.upperBound > cut }) {
+                cut = crossing.lowerBound
+            }
+            let head = UnsafeBufferPointer(rebasing: buffer[..<cut])
+            let inside = runs.filter { $0.upperBound <= cut }
+            return (Self.masking(inside, in: head) ?? Array(head), cut)
+        }
+    }
+
     /// Returns `text` with every run of registered secrets replaced by ``mask``.
     public func redact(_ text: String) -> String {
         let matcher = registry.withLock { $0.matcher }

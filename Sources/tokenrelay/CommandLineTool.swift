@@ -77,6 +77,9 @@ enum CommandLineTool {
         case "mcp-proxy":
             // A long-running stdio server like `serve`; a login it starts is its own.
             return await MCPProxyCommand.run(arguments: arguments, environment: environment)
+        case "exec":
+            // A program's lifetime: its signals are forwarded to it, its exit status is exec's.
+            return await ExecCommand.run(arguments: arguments, environment: environment)
         default:
             break
         }

@@ -129,6 +129,20 @@ enum CommandTable {
                 OptionSpec(["--browser"], "open the login page in a browser (default: print the URL only)")
             ]),
         CommandSpec(
+            "exec", arguments: "-- CMD [ARGS...]",
+            summary: "run a program with a private endpoint that adds the session's credentials",
+            details: """
+                Serves http://127.0.0.1:PORT/ENV/... (or --listen unix:PATH, mode 0600) while CMD runs: \
+                a request presenting the placeholder TOKENRELAY_TOKEN goes to ENV's base_url with the \
+                profile's credentials; the child never holds one. The child gets TOKENRELAY_URL, \
+                TOKENRELAY_TOKEN and the environment's exec.env variables, without the variables the \
+                config's secrets are read from. Exit status: the child's (128+signal when killed). \
+                See docs/exec.md.
+                """,
+            options: oneShotOptions + [
+                OptionSpec(["--listen"], value: "unix:PATH", "listen on a Unix socket instead of 127.0.0.1")
+            ]),
+        CommandSpec(
             "check-config", summary: "validate the config file and print every problem",
             details: """
                 Prints file:line:column diagnostics on stderr. Exit status: 0 valid (warnings \

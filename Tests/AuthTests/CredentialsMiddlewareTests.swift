@@ -233,3 +233,38 @@ private final class VersionedCredential: CredentialSource {
         }
     }
 }
+
+/// Under the forwarding policy a body that was sent as it was produced (`tokenrelay exec`'s big
+/// uploads) is never sent again: the 401 is the caller's, and the refused token is still
+/// invalidated; a body kept whole goes again once.
+@Suite struct StreamedBodyRecoveryTests {
+    fileprivate static func client(_ transport: ScriptedTransport, _ source: VersionedCredential) -> HTTPClient {
+        HTTPClient(
+            transport: transport,
+            middlewares: [
+                CredentialsMiddleware(
+                    source: source, origins: CredentialsMiddlewareTests.policy,
+                    forwarding: CredentialsMiddleware.Forwarding(logIn: {}))
+            ])
+    }
+
+    @Test func aStreamedBodyIsNotReplayedAfterA401() async throws {
+        let transport = ScriptedTransport([CredentialsMiddlewareTests.invalidToken, HTTPResponse(status: 200)])
+        let source = VersionedCredential()
+        var request = HTTPRequest(method: "POST", url: "https://api.example.com/v1/upload")
+        request.bodyStream = HTTPRequestBodyStream(length: nil)
+        let response = try await Self.client(transport, source).send(collecting: request)
+        #expect(response.status == 401)
+        #expect(transport.requests.count == 1)
+        #expect(source.invalidated == [CredentialStamp(1)])
+    }
+
+    @Test func aBodyKeptWholeIsReplayedOnce() async throws {
+        let transport = ScriptedTransport([CredentialsMiddlewareTests.invalidToken, HTTPResponse(status: 200)])
+        let source = VersionedCredential()
+        let request = HTTPRequest(method: "POST", url: "https://api.example.com/v1/upload", body: Array("x".utf8))
+        let response = try await Self.client(transport, source).send(collecting: request)
+        #expect(response.status == 200)
+        #expect(transport.requests.map { $0.headers["Authorization"] } == ["Bearer token-1", "Bearer token-2"])
+    }
+}

@@ -26,7 +26,7 @@ import Testing
         return definitions[String(reference.dropFirst("#/$defs/".count))] as? [String: Any]
     }
 
-    @Test(arguments: ["server", "store", "shared", "environment", "events", "mcp"])
+    @Test(arguments: ["server", "store", "shared", "environment", "events", "mcp", "exec"])
     func definitionKeysMatchTheDecoder(level: String) throws {
         let expected = try #require(ConfigLoader.knownKeyTables[level])
         #expect(keys(definitions[level]) == expected, "schema vs decoder differ at \(level)")

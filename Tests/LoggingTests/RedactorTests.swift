@@ -277,3 +277,37 @@ extension Array where Element == UInt8 {
         #expect(text.withUnsafeBufferPointer { matcher.matches(in: $0) } == [18..<24])
     }
 }
+
+/// The stream form of the redactor (`tokenrelay exec`'s responses): a secret split between two
+/// chunks is masked whole, whatever the split.
+@Suite struct RedactorStreamTests {
+    @Test func aSecretSplitAnywhereIsMaskedWhole() {
+        let secret = "stream-canary-secret-77af01"
+        let redactor = Redactor()
+        redactor.register(secret)
+        let text = Array("{\"echo\":\"Bearer \(secret)\",\"pad\":\"\(String(repeating: "x", count: 40))\"}\n".utf8)
+        for split in 0...text.count {
+            var carry: [UInt8] = []
+            var output: [UInt8] = []
+            for chunk in [Array(text[..<split]), Array(text[split...])] {
+                carry += chunk
+                let (masked, consumed) = redactor.redact(stream: carry, window: 64, final: false)
+                output += masked
+                carry.removeFirst(consumed)
+            }
+            output += redactor.redact(stream: carry, window: 64, final: true).masked
+            let result = String(decoding: output, as: UTF8.self)
+            #expect(!result.contains(secret) && result.contains("[REDACTED]"), "split at \(split): \(result)")
+        }
+    }
+
+    @Test func linesGoOutAtOnceAndTheRestWaitsOnlyForTheWindow() {
+        let redactor = Redactor()
+        redactor.register("stream-canary-other-51c2")
+        let (lines, consumed) = redactor.redact(stream: Array("data: 1\n\ndata: 2".utf8), window: 4096, final: false)
+        #expect(String(decoding: lines, as: UTF8.self) == "data: 1\n\n" && consumed == 9)
+        let long = [UInt8](repeating: UInt8(ascii: "a"), count: 100)
+        let (head, used) = redactor.redact(stream: long, window: 30, final: false)
+        #expect(head.count == 70 && used == 70)
+    }
+}

@@ -123,6 +123,14 @@ def main():
            f"{get('mcp_proxy', 'proxy_p50_ms')} ms vs {get('mcp_proxy', 'direct_p50_ms')} ms; @16 "
            f"{get('mcp_proxy', 'proxy_rps') or 0:,.0f} req/s vs {get('mcp_proxy', 'direct_rps') or 0:,.0f}",
            needs=("mcp_proxy",))
+    target("exec endpoint p50@1 / nginx proxy_pass p50@1 (fixed header, same upstream)",
+           get("exec_proxy", "p50_ratio"), "<= 1.5", lambda v: v <= 1.5,
+           f"{get('exec_proxy', 'exec_p50_us')} µs vs {get('exec_proxy', 'nginx_p50_us')} µs",
+           needs=("exec_proxy",))
+    target("exec endpoint@64 / nginx proxy_pass@64 (req/s)", get("exec_proxy", "rps_ratio"), ">= 0.5",
+           lambda v: v >= 0.5,
+           f"{get('exec_proxy', 'exec_rps') or 0:,.0f} req/s vs {get('exec_proxy', 'nginx_rps') or 0:,.0f}",
+           needs=("exec_proxy",))
     target("request@64 / wrk@64 (req/s)", ratio(get("relay_64", "throughput"), get("wrk_64", "throughput")),
            ">= 0.3", lambda v: v >= 0.3, needs=("relay_64", "wrk_64"))
     target("request@64 / libcurl@64 (req/s)", ratio(get("relay_64", "throughput"), get("curl_64", "throughput")),

@@ -108,7 +108,17 @@ extension CurlEventLoop {
         _ = tr_easy_setopt_long(h, CURLOPT_HTTPGET, 1)
         _ = tr_easy_setopt_pointer(h, CURLOPT_CUSTOMREQUEST, nil)
         let method = request.method
-        if let body = request.body ?? (CurlTransfer.bodyMethods.contains(method) ? [] : nil) {
+        if let stream = request.bodyStream {
+            _ = tr_easy_setopt_long(h, CURLOPT_POST, 1)
+            _ = tr_easy_setopt_off(h, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(stream.length ?? -1))
+            _ = tr_easy_setopt_pointer(h, CURLOPT_POSTFIELDS, nil)
+            _ = tr_easy_setopt_data_callback(h, CURLOPT_READFUNCTION, curlReadCallback)
+            _ = tr_easy_setopt_pointer(h, CURLOPT_READDATA, context)
+            stream.attach { [weak self] in _ = self?.enqueue(.resumeUpload(transfer)) }
+            if method != "POST" {
+                _ = method.withCString { tr_easy_setopt_string(h, CURLOPT_CUSTOMREQUEST, $0) }
+            }
+        } else if let body = request.body ?? (CurlTransfer.bodyMethods.contains(method) ? [] : nil) {
             _ = tr_easy_setopt_off(h, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(body.count))
             if body.isEmpty {
                 _ = tr_easy_setopt_string(h, CURLOPT_POSTFIELDS, "")
@@ -164,6 +174,20 @@ private let curlWriteCallback: tr_curl_data_callback = { data, size, count, user
         case .pause: return tr_writefunc_pause()
         case .abort: return 0
         }
+    }
+}
+
+/// CURLOPT_READFUNCTION: the request body stream's next bytes, its end, or a pause until it has more.
+private let curlReadCallback: tr_curl_data_callback = { data, size, count, userdata in
+    guard let userdata, let data,
+        let stream = Unmanaged<CurlTransfer>.fromOpaque(userdata)
+            .takeUnretainedValue().request.bodyStream
+    else { return tr_readfunc_abort() }
+    switch stream.read(into: UnsafeMutableRawBufferPointer(start: data, count: size * count)) {
+    case .bytes(let read): return read
+    case .end: return 0
+    case .pause: return tr_readfunc_pause()
+    case .abort: return tr_readfunc_abort()
     }
 }
 

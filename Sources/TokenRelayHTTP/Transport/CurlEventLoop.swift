@@ -56,6 +56,8 @@ final class CurlEventLoop: @unchecked Sendable {  // Safe: inbox is a Mutex; the
         case add(CurlTransfer)
         case cancel(CurlTransfer)
         case resume(CurlTransfer)
+        /// The request body stream of the transfer has bytes (or its end) again.
+        case resumeUpload(CurlTransfer)
         /// A job of a task that prefers this loop as its executor.
         case run(UnownedJob)
         /// An input to read from now on (``InputPoller/adopt(_:)``).
@@ -159,6 +161,11 @@ final class CurlEventLoop: @unchecked Sendable {  // Safe: inbox is a Mutex; the
                 case .add(let transfer): stop ? finish(transfer, .failure(HTTPError.cancelled)) : add(transfer)
                 case .cancel(let transfer): cancel(transfer)
                 case .resume(let transfer): resume(transfer)
+                case .resumeUpload(let transfer):
+                    if transfer.isActive, let easy = transfer.easy {
+                        // Unpauses both ways: a paused receive pauses again in its callback.
+                        _ = tr_easy_pause(easy.handle, tr_pause_cont())
+                    }
                 case .run(let job): job.runSynchronously(on: asUnownedTaskExecutor())
                 case .adopt(let adopted): take(adopted)
                 case .inputMayRead: inputPaused = false
@@ -356,6 +363,7 @@ final class CurlEventLoop: @unchecked Sendable {  // Safe: inbox is a Mutex; the
 
     /// Resumes whoever waits on `transfer`. Loop thread, no lock held.
     private func finish(_ transfer: CurlTransfer, _ outcome: Result<Void, any Error>) {
+        transfer.request.bodyStream?.abort()
         switch transfer.sink {
         case .buffered:
             guard let completion = transfer.completion else { return }
@@ -403,7 +411,7 @@ final class CurlEventLoop: @unchecked Sendable {  // Safe: inbox is a Mutex; the
             case .add(let transfer): finish(transfer, .failure(HTTPError.cancelled))
             case .run(let job): globalConcurrentExecutor.enqueue(ExecutorJob(job))
             case .adopt(let adopted): adopted.handBack()
-            case .cancel, .resume, .inputMayRead, .shutdown: break
+            case .cancel, .resume, .resumeUpload, .inputMayRead, .shutdown: break
             }
         }
     }

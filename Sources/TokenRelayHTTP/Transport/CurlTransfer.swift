@@ -81,7 +81,9 @@ final class CurlTransfer: @unchecked Sendable {  // Safe: see the ownership rule
             lines.append(value.isEmpty ? name + ";" : name + ": " + value)
         }
         if !request.headers.contains("Expect") { lines.append("Expect:") }
-        if request.body != nil || bodyMethods.contains(request.method), !request.headers.contains("Content-Type") {
+        if request.body != nil || request.bodyStream != nil || bodyMethods.contains(request.method),
+            !request.headers.contains("Content-Type")
+        {
             lines.append("Content-Type:")
         }
         return lines
