@@ -31,7 +31,8 @@ func run(_ chunks: [ArraySlice<UInt8>]) -> FuzzOutcome {
 }
 
 /// The first byte picks where the rest is split in two; the rest is the stream. One chunk, two chunks and one-byte
-/// chunks must give identical events, errors and reconnect state. A difference is a bug: the harness crashes on
+/// chunks must give identical events, errors and reconnect state; the same split taken as a broken stream and its
+/// resumption must carry only the reconnect state (``checkResumption(_:breakingAt:)``). A difference is a bug: the harness crashes on
 /// purpose so that libFuzzer records the input.
 @Sendable func fuzzSSE(_ bytes: [UInt8]) {
     guard !bytes.isEmpty else { return }
@@ -44,10 +45,42 @@ func run(_ chunks: [ArraySlice<UInt8>]) -> FuzzOutcome {
         let bytewise = run(stream.indices.map { stream[$0...$0] })
         precondition(bytewise == whole, "one-byte chunks differ from one chunk")
     }
+    checkResumption(stream, breakingAt: position)
     for event in whole.events {
         // The limit counts raw bytes; each invalid byte may decode to a 3-byte U+FFFD.
         precondition(event.data.utf8.count <= 3 * 256, "event data larger than the limit")
         precondition(!(event.lastEventID?.contains("\u{0}") ?? false), "last event ID contains NUL")
+    }
+}
+
+/// The resumption state mcp-proxy keeps across a broken stream and its resumption (one parser,
+/// `finish()` at the break): the second connection's events must be exactly what a fresh parser,
+/// seeded with the first connection's last event ID, makes of it (nothing of an unfinished
+/// event crosses the break), the ID it sends as `Last-Event-ID` is a single header-safe line,
+/// and the `retry` delay is the latest either connection named.
+func checkResumption(_ stream: ArraySlice<UInt8>, breakingAt position: ArraySlice<UInt8>.Index) {
+    let first = stream[..<position]
+    let second = stream[position...]
+    var carried = ServerSentEventParser(maxLineLength: 64, maxEventSize: 256)
+    var events: [ServerSentEvent] = []
+    guard (try? carried.feed(first, into: &events)) != nil else { return }
+    carried.finish()
+    let resumedFrom = carried.lastEventID
+    if let id = resumedFrom {
+        precondition(
+            !id.contains(where: { $0 == "\r" || $0 == "\n" || $0 == "\u{0}" }), "a Last-Event-ID that is not one line")
+    }
+    let retryBefore = carried.retry
+    var secondEvents: [ServerSentEvent] = []
+    let carriedFailed = (try? carried.feed(second, into: &secondEvents)) == nil
+    var fresh = ServerSentEventParser(lastEventID: resumedFrom, maxLineLength: 64, maxEventSize: 256)
+    var freshEvents: [ServerSentEvent] = []
+    let freshFailed = (try? fresh.feed(second, into: &freshEvents)) == nil
+    precondition(carriedFailed == freshFailed, "the resumed stream fails differently from a fresh one")
+    precondition(secondEvents == freshEvents, "an unfinished event of the broken stream reached the resumed one")
+    if !carriedFailed {
+        precondition(carried.lastEventID == fresh.lastEventID, "the resumed stream's last event ID differs")
+        precondition(carried.retry == (fresh.retry ?? retryBefore), "the resumed stream's retry delay differs")
     }
 }
 
