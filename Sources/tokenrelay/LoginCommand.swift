@@ -97,6 +97,8 @@ enum LoginCommand {
         if let code = object?["userCode"]?.stringValue {
             var text = "To log in, open \(url) and enter the code: \(code)"
             if let complete = object?["verificationUriComplete"]?.stringValue { text += "\n(or open \(complete))" }
+            // A device code works from any machine's browser: there is no redirect to paste.
+            if paste { text += "\nThis profile logs in with a device code, in any browser: there is no URL to paste." }
             return text
         }
         let elsewhere =
