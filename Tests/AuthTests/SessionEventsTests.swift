@@ -47,6 +47,29 @@ struct SessionEventsTests {
         #expect(changes[0].expiresAt != nil && changes[3].expiresAt == nil)
     }
 
+    @Test func aTokenThatReachesItsExpiryUnrenewedIsToldExpiredOnce() async throws {
+        let h = try await Harness()
+        h.transport.enqueue(.success(tokenResponse("at-expiring", expiresIn: 60)))
+        _ = try await h.token()
+        await h.manager.watchSessions()
+        var seen = h.manager.events.compactMap { event -> SessionChange? in
+            if case .sessionChanged(let change) = event { change } else { nil }
+        }.makeAsyncIterator()
+        // The watch's next look (a sleep on the fake clock) comes after the expiry.
+        await h.clock.sleepersRegistered.wait(for: 1)
+        h.clock.advance(by: 120)
+        let expired = await seen.next()
+        #expect(expired?.reason == .expired)
+        #expect(expired?.state == .expired)
+        h.transport.enqueue(.success(tokenResponse("at-renewed", expiresIn: 3600)))
+        _ = try await h.token()
+        let renewed = await seen.next()
+        #expect(renewed?.reason == .valid)
+        await h.manager.close()
+        let end = await seen.next()
+        #expect(end == nil)
+    }
+
     @Test func unwatchingStopsTheWatch() async throws {
         let h = try await Harness()
         await h.manager.watchSessions()
