@@ -64,6 +64,9 @@ public enum AuthError: KindedError, Sendable, Equatable, CustomStringConvertible
     /// challenge asked for, if it said. The token endpoint was not asked. Wire kind `limit` once
     /// the step-up limit is reached, else `auth`.
     case insufficientScope(StepUpRefusal, scope: ServerText?)
+    /// A pasted redirect URL (`login-complete`, `login --paste`, SPEC §13.2) was refused: it is not
+    /// the callback of the login in progress, or no login waits for one. The login goes on.
+    case pastedURL(String)
 
     /// The stable wire kind (SPEC §4.4).
     public var errorKind: ErrorKind {
@@ -73,6 +76,7 @@ public enum AuthError: KindedError, Sendable, Equatable, CustomStringConvertible
             .auth
         case .interactionRequired, .loginRequired: .interactionRequired
         case .loginAttemptsExceeded: .limit
+        case .pastedURL: .invalidParams
         case .insufficientScope(let refusal, _):
             if case .limitReached = refusal { .limit } else { .auth }
         case .transport: .transport
@@ -163,6 +167,7 @@ public enum AuthError: KindedError, Sendable, Equatable, CustomStringConvertible
         case .invalidIDToken(let reason): text = "the ID token is not valid: \(reason)"
         case .wrongIssuer(let reason):
             text = "the authorization response does not come from the expected issuer (RFC 9207): \(reason)"
+        case .pastedURL(let reason): text = "the pasted URL was not used: \(reason)"
         case .insufficientScope(let refusal, let scope):
             let refused =
                 "the resource server refused the token for lack of scope (HTTP 403 insufficient_scope"

@@ -8,6 +8,9 @@ public enum AuthEvent: Sendable, Equatable {
     case authFailed(AuthFailure)
     /// A login needs the person (SPEC §5.4 `auth-prompt`): one per login, however many callers joined.
     case prompt(LoginPrompt)
+    /// A session changed (SPEC §13.1 `session-changed`), here or in another process sharing the
+    /// store: only while someone watches (``TokenManager/watchSessions()``).
+    case sessionChanged(SessionChange)
 }
 
 /// The parameters of an `auth-failed` notification.

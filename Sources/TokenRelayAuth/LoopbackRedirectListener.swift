@@ -314,7 +314,8 @@ struct RequestHead: Sendable {
 final class BrowserAnswer: Sendable {
     private let fd: Mutex<Int32?>
 
-    init(fd: Int32) { self.fd = Mutex(fd) }
+    /// The answer to the browser's connection `fd`; `nil`: no browser waits (a pasted URL).
+    init(fd: Int32?) { self.fd = Mutex(fd) }
 
     deinit { send(.failure("The login ended.")) }
 

@@ -36,23 +36,42 @@ extension TokenManager {
             throw AuthError.configuration(
                 "the authorization URL is longer than \(LoginPrompt.maximumURLBytes) bytes (authorization parameters?)")
         }
+        // The person may paste the redirected URL instead (SPEC §13.2): whichever comes first.
+        let (pasted, pasteSink) = AsyncStream.makeStream(of: RedirectCallback.self)
+        flight.paste = PastedCallbacks(
+            origin: "http://127.0.0.1:\(listener.port)", path: listener.path, state: secrets.state,
+            issuer: configuration.issuer, issuerRequired: metadata?.authorizationResponseIssParameterSupported == true,
+            sink: pasteSink)
         prompt(session, flight, kind: .browser, url: url, opener: opener)
 
         let callback: RedirectCallback
         let answer: BrowserAnswer
-        (callback, answer) = try await withThrowingTaskGroup(of: (RedirectCallback, BrowserAnswer)?.self) { group in
-            group.addTask { try await listener.callback(state: secrets.state) }
-            let deadline = flight.deadline
-            group.addTask { [clock] in
-                try await clock.sleep(until: deadline)
-                return nil
-            }
-            defer { group.cancelAll() }
-            guard let first = try await group.next(), let received = first else {
-                throw AuthError.loginRequired("the login was not completed within login_timeout")
-            }
-            return received
+        let waited: Result<(RedirectCallback, BrowserAnswer), any Error>
+        do {
+            waited = .success(
+                try await withThrowingTaskGroup(of: (RedirectCallback, BrowserAnswer)?.self) { group in
+                    group.addTask { try await listener.callback(state: secrets.state) }
+                    group.addTask {
+                        for await callback in pasted { return (callback, BrowserAnswer(fd: nil)) }
+                        throw CancellationError()
+                    }
+                    let deadline = flight.deadline
+                    group.addTask { [clock] in
+                        try await clock.sleep(until: deadline)
+                        return nil
+                    }
+                    defer { group.cancelAll() }
+                    guard let first = try await group.next(), let received = first else {
+                        throw AuthError.loginRequired("the login was not completed within login_timeout")
+                    }
+                    return received
+                })
+        } catch {
+            waited = .failure(error)
         }
+        flight.paste = nil
+        pasteSink.finish()
+        (callback, answer) = try waited.get()
         let callbackAt = ContinuousClock.now
         do {
             // RFC 9207 before anything the callback says is acted on (or shown).

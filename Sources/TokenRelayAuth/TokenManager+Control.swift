@@ -16,6 +16,7 @@ extension TokenManager {
         session.unexplained.removeAll { now.timeIntervalSince($0) >= Self.renewalWindow }
         if let until = session.blockedUntil, now < until { throw .excessiveRenewals }
         session.invalidated = true
+        sessionChanged(session, .invalidated)
         var earlier = session.unexplained.count
         if let storeKey = session.storeKey {
             // Recorded so that every process sharing the store renews (only while the stored entry
@@ -74,7 +75,10 @@ extension TokenManager {
             if session.token != nil {
                 session.invalidated = true
             }
-            if session.token != nil || recorded { count += 1 }
+            if session.token != nil || recorded {
+                count += 1
+                sessionChanged(session, .invalidated)
+            }
         }
         return count
     }
@@ -102,6 +106,7 @@ extension TokenManager {
         }
         guard session.token?.version == token.version else { return false }
         session.invalidated = true
+        sessionChanged(session, .invalidated)
         return true
     }
 
@@ -150,6 +155,7 @@ extension TokenManager {
             } catch {
                 failure = .storage("the session could not be removed from the store")
             }
+            if revocation.refreshToken != nil || revocation.accessToken != nil { sessionChanged(session, .loggedOut) }
             revocations.append(revocation)
         }
         await revokeAtServers(revocations)
@@ -197,18 +203,7 @@ extension TokenManager {
                 $1.key.environment, $1.key.profile, $1.key.clientID
             )
         }.map { session in
-            let state: SessionStatus.State
-            if session.interactionRequired || (session.token == nil && session.lastError?.needsLogin == true) {
-                state = .interactionRequired
-            } else if session.flight != nil {
-                state = .renewing
-            } else if let token = session.token {
-                let usable =
-                    !session.invalidated && !token.needsRenewal(at: now, skew: session.configuration.expirySkew)
-                state = usable ? .valid : .expired
-            } else {
-                state = session.lastError == nil ? .none : .failed
-            }
+            let state = state(of: session, at: now)
             return SessionStatus(
                 environment: session.key.environment, profile: session.key.profile, type: session.key.grant,
                 state: state, expiresAt: session.token?.expiresAt, refreshable: session.refreshToken != nil,
@@ -249,6 +244,7 @@ extension TokenManager {
     /// ``token(for:deadline:)`` fail with ``AuthError/shuttingDown``.
     public func close() async {
         closed = true
+        endWatch()
         endLogins()
         var committing: [Task<Void, Never>] = []
         for session in sessions.values {
@@ -278,6 +274,19 @@ extension TokenManager {
         await settleDetached()
         await commitUnsavedAtClose()
         finishEvents()
+    }
+
+    /// The session's state as `status` shows it.
+    func state(of session: Session, at now: Date) -> SessionStatus.State {
+        if session.interactionRequired || (session.token == nil && session.lastError?.needsLogin == true) {
+            return .interactionRequired
+        } else if session.flight != nil {
+            return .renewing
+        } else if let token = session.token {
+            let usable = !session.invalidated && !token.needsRenewal(at: now, skew: session.configuration.expirySkew)
+            return usable ? .valid : .expired
+        }
+        return session.lastError == nil ? .none : .failed
     }
 
     private func matches(_ key: SessionKey, environment: String?, profile: String?) -> Bool {

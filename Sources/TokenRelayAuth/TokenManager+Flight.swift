@@ -97,6 +97,7 @@ extension TokenManager {
             session.invalidated = false
             session.lastError = nil
             if flight.isRenewal { session.counters.renewals += 1 } else { session.counters.acquisitions += 1 }
+            sessionChanged(session, .valid)
             answer = .success(token)
         case .failure(let error):
             if error != .cancelled && error != .loggedOut { session.lastError = error }
@@ -104,6 +105,7 @@ extension TokenManager {
                 log.warn("token renewal refused for \(session.key): \(error.description)")
                 emit(.authFailed(AuthFailure(key: session.key, error: error)))
             }
+            flightFailed(session, error, refused: flight.isRenewal && error.isRefusal)
             answer = .failure(error)
         }
         for waiter in waiters.values {

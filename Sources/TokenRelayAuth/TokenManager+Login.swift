@@ -113,6 +113,8 @@ extension TokenManager {
         /// The session's logout epoch in the store, read under the login lease (a logout in any
         /// process after it makes the commit write nothing).
         var logoutEpoch: Int64?
+        /// Where a pasted redirect URL goes while an authorization-code login waits for its callback.
+        var paste: PastedCallbacks?
         var task: Task<Void, Never>?
 
         init(id: UInt64, deadline: Date, generation: UInt64) {
@@ -325,12 +327,12 @@ extension TokenManager {
         verificationURIComplete: String? = nil, expiresAt: Date? = nil, opener: (@Sendable (String) async -> Void)?,
         openURL: String? = nil
     ) {
-        emit(
-            .prompt(
-                LoginPrompt(
-                    environment: session.key.environment, profile: session.key.profile, kind: kind, url: url,
-                    userCode: userCode, verificationURIComplete: verificationURIComplete,
-                    expiresAt: expiresAt ?? flight.deadline)))
+        let shown = LoginPrompt(
+            environment: session.key.environment, profile: session.key.profile, kind: kind, url: url,
+            userCode: userCode, verificationURIComplete: verificationURIComplete,
+            expiresAt: expiresAt ?? flight.deadline)
+        emit(.prompt(shown))
+        sessionChanged(session, .loginRequired, login: shown)
         if let opener {
             let target = openURL ?? url
             Placement.task(.executor(taskExecutor)) { await opener(target) }
@@ -375,6 +377,7 @@ extension TokenManager {
         session.identity = identity
         session.idToken = identity == nil ? nil : response.idToken
         session.counters.acquisitions += 1
+        sessionChanged(session, .loggedIn)
         return LoginResult(expiresAt: token.expiresAt, identity: identity)
     }
 }

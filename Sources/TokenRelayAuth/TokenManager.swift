@@ -137,6 +137,8 @@ public actor TokenManager {
     private var lastID: UInt64 = 0
     /// Set by `close()`; no new acquisitions after it.
     var closed = false
+    /// What the watchers of sessions last saw (SPEC §13.1); `nil` while nobody watches.
+    var watch: SessionWatch?
     /// Abandoned flights still running (they can no longer send); awaited by tests and `close()`.
     var detached: [UInt64: Task<Void, Never>] = [:]
 
@@ -253,6 +255,7 @@ public actor TokenManager {
     /// after its start).
     func markStale() {
         for session in sessions.values { session.loaded = false }
+        storeChangeSeen()
     }
 
     /// What `status` shows about the store.

@@ -16,9 +16,12 @@ extension OneShot {
     }
 
     /// Logs in to one interactive profile (`tokenrelay login`): `onPrompt` gets the `auth-prompt`
-    /// params; returns once the session is stored.
+    /// params; returns once the session is stored. With `pasted` (`--paste`, SPEC §13.2), each URL
+    /// it yields is handed to the login as `login-complete` would, and `onPasted` gets why one was
+    /// refused (`nil`: accepted); the loopback listener keeps waiting meanwhile.
     public static func login(
         settings: Settings, environment: String?, profile: String?, openBrowser: Bool,
+        pasted: AsyncStream<String>? = nil, onPasted: @escaping @Sendable (String?) -> Void = { _ in },
         onPrompt: @escaping @Sendable (JSONValue) -> Void
     ) async -> Result<LoginOutcome, RPCError> {
         await withRuntime(settings: settings, environment: environment) { runtime in
@@ -28,6 +31,20 @@ extension OneShot {
                 }
             }
             defer { prompts.cancel() }
+            let pastes = pasted.map { pasted in
+                Placement.task {
+                    for await url in pasted {
+                        do {
+                            _ = try await LoginCompleteMethod.complete(
+                                runtime: runtime, environment: nil, profile: profile, url: url)
+                            onPasted(nil)
+                        } catch {
+                            onPasted(ErrorMapping.rpcError(error).message)
+                        }
+                    }
+                }
+            }
+            defer { pastes?.cancel() }
             let method = LoginMethod(runtime: runtime)
             let (environmentRuntime, profileRuntime) = try method.session(environment: nil, profile: profile)
             let login = try await method.perform(

@@ -27,6 +27,8 @@ public final class RelayServer: Sendable {
     /// The runtime each method call uses (a reload swaps it).
     let runtimes: CurrentRuntime
     let subscriptions: Subscriptions
+    /// The peer's `watch-sessions`, if any.
+    let sessionWatchers = SessionWatchers()
     let termination = Termination()
     /// Runs one configuration reload at a time.
     let reloads = SerialRunner()
@@ -101,7 +103,7 @@ public final class RelayServer: Sendable {
             responses: responses, answersClientCancellation: face == nil,
             unboundedMethods: face == nil ? [] : MCPFace.unboundedMethods)
         let notifier = Notifier(sink: writer)
-        let authEvents = Placement.task { [runtimes] in
+        let authEvents = Placement.task { [runtimes, sessionWatchers] in
             for await event in runtimes.current.manager.events {
                 // An MCP client knows neither notification: the log says it instead (stderr).
                 if face != nil {
@@ -112,6 +114,7 @@ public final class RelayServer: Sendable {
                     case .prompt(let prompt):
                         log.info("login for \(prompt.environment)/\(prompt.profile): open \(prompt.url)")
                         face?.loginPrompted(prompt)
+                    case .sessionChanged: break
                     }
                     continue
                 }
@@ -126,6 +129,11 @@ public final class RelayServer: Sendable {
                     await notifier.notify("auth-failed", .object(params))
                 case .prompt(let prompt):
                     await notifier.notify("auth-prompt", LoginMethod.promptParams(prompt))
+                case .sessionChanged(let change):
+                    guard let watch = sessionWatchers.watch(for: change) else { continue }
+                    // The watch-sessions answer goes out before its first notification.
+                    await watch.answered.wait()
+                    await notifier.notify(SessionChangedNotification.method, WatchSessionsMethod.changeParams(change))
                 }
             }
         }

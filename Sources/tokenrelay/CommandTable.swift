@@ -206,11 +206,22 @@ enum CommandTable {
             "login", summary: "log in interactively (authorization code with PKCE, or device code)",
             details: "What to open goes to stderr; exit 0 once the session is stored.",
             options: oneShotOptions + [
-                OptionSpec(["--no-browser"], "print the URL instead of opening a browser")
+                OptionSpec(["--no-browser"], "print the URL instead of opening a browser"),
+                OptionSpec(
+                    ["--paste"],
+                    "also accept, on stdin, the URL the browser was redirected to (the browser is on another machine)"),
             ]),
         CommandSpec(
             "status", summary: "show the store and every session's state",
-            options: [config, environment, OptionSpec(["--json"], "print the status as JSON")]),
+            details: """
+                With --watch, then one line per change of a session (in this process or another \
+                sharing the store: valid, login-required, logged-in, logged-out, invalidated, \
+                refresh-failed, expired) until SIGINT; with --json, each as a JSON line.
+                """,
+            options: [
+                config, environment, OptionSpec(["--json"], "print the status as JSON"),
+                OptionSpec(["--watch"], "then print each session change as it happens, until SIGINT"),
+            ]),
         CommandSpec(
             "logout", summary: "forget a session (and revoke its tokens at the server when it can)",
             options: [

@@ -10,7 +10,7 @@ import TokenRelayServer
 /// `tokenrelay status`, `tokenrelay logout`, `tokenrelay invalidate` and `tokenrelay store new-key|rekey`: the session
 /// store seen from a shell, through the same methods `serve` answers.
 enum SessionCommands {
-    /// `tokenrelay status [--config PATH] [--env E] [--json]`.
+    /// `tokenrelay status [--config PATH] [--env E] [--json] [--watch]`.
     static func status(arguments: [String], environment: [String: String]) async
         -> Int32
     {
@@ -18,12 +18,14 @@ enum SessionCommands {
         var configPath: String?
         var environmentName: String?
         var json = false
+        var watch = false
         do throws(ArgumentError) {
             while let argument = try parser.next() {
                 switch argument {
                 case "--config": configPath = try parser.value(for: argument)
                 case "--env": environmentName = try parser.value(for: argument)
                 case "--json": json = true
+                case "--watch": watch = true
                 default: throw ArgumentError("unknown option '\(argument)'")
                 }
             }
@@ -34,6 +36,7 @@ enum SessionCommands {
         guard let settings = await CommandLineTool.loadSettings(path: configPath, environment: environment) else {
             return ExitCodes.config
         }
+        if watch { return await watchStatus(settings: settings, environment: environmentName, json: json) }
         switch await OneShot.status(settings: settings, environment: environmentName) {
         case .failure(let error):
             return fail(error)
@@ -51,6 +54,40 @@ enum SessionCommands {
             }
             return ExitCodes.success
         }
+    }
+
+    /// `status --watch`: every session now, then one line per change until SIGINT/SIGTERM/SIGHUP
+    /// (exit 0); JSON lines with `--json` (the `watch-sessions` answer, then each `session-changed`
+    /// notification's params).
+    static func watchStatus(settings: Settings, environment: String?, json: Bool) async -> Int32 {
+        let handle = OneShot.SubscriptionHandle()
+        let signalSources = ProcessSetup.onSignals(ProcessSetup.stopping + ProcessSetup.reloading) { _ in
+            handle.stop()
+        }
+        defer { withExtendedLifetime(signalSources) {} }
+        let failure = await OneShot.watchSessions(settings: settings, environment: environment, handle: handle) {
+            line in
+            if json {
+                CommandLineTool.writeStandardOutput(line.jsonText)
+            } else if let sessions = line["sessions"]?.arrayValue {
+                CommandLineTool.writeStandardOutput(describe(["sessions": .array(sessions)]))
+            } else {
+                CommandLineTool.writeStandardOutput(describeChange(line))
+            }
+        }
+        if let failure { return fail(failure) }
+        return ExitCodes.success
+    }
+
+    /// One `session-changed` as a line for a person.
+    static func describeChange(_ change: JSONValue) -> String {
+        var line =
+            "\(change["environment"]?.stringValue ?? "?")/\(change["profile"]?.stringValue ?? "?"): "
+            + "\(change["reason"]?.stringValue ?? "?") (\(change["state"]?.stringValue ?? "?"))"
+        if let expiry = change["expiresAt"]?.stringValue { line += ", expires \(expiry)" }
+        if let url = change["login"]?["url"]?.stringValue { line += "; log in at \(url)" }
+        if let code = change["login"]?["userCode"]?.stringValue { line += " with code \(code)" }
+        return line
     }
 
     /// The `status` result as lines for a person.

@@ -42,7 +42,7 @@ import Testing
         for type in MethodCatalog.documented { #expect(type.openRPC.name == type.method, "\(type)") }
         // Every documented server-to-client notification is one the server sends.
         let sent = MethodCatalog.documented.filter { $0.openRPC.direction == .serverToClient }.map { $0.method }
-        #expect(Set(sent) == ["event", "subscription-state", "auth-prompt", "auth-failed", "log"])
+        #expect(Set(sent) == ["event", "subscription-state", "auth-prompt", "auth-failed", "session-changed", "log"])
     }
 
     @Test func implementedMethodsAreExactlyTheDispatchersMethods() async throws {

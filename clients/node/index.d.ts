@@ -79,6 +79,23 @@ export interface AuthPrompt {
   raw: Record<string, any>;
 }
 
+/** A `session-changed` notification (after `watchSessions()`); never a token. */
+export interface SessionChange {
+  environment: string;
+  profile: string;
+  /** The session's state after the change, as `status` shows it. */
+  state: string;
+  reason: 'valid' | 'login-required' | 'logged-in' | 'logged-out' | 'invalidated' | 'refresh-failed' | 'expired' | string;
+  /** ISO 8601, when a token is held. */
+  expiresAt?: string;
+  /** With `login-required` while a login is under way: what the person must do (`url`, `userCode`). */
+  login?: Record<string, any>;
+  /** Whether to show "log in to ENV/PROFILE". */
+  needsLogin: boolean;
+  /** The params as received. */
+  raw: Record<string, any>;
+}
+
 export interface LoginOptions {
   environment?: string;
   profile?: string;
@@ -140,12 +157,18 @@ export class Subscription implements AsyncIterableIterator<RelayEvent> {
   [Symbol.asyncIterator](): AsyncIterableIterator<RelayEvent>;
 }
 
-/** Emits `'auth-prompt'` (AuthPrompt) for any login in progress on its process. */
+/**
+ * Emits `'auth-prompt'` (AuthPrompt) for any login in progress on its process, and
+ * `'session-changed'` (SessionChange) after `watchSessions()`.
+ */
 export class Relay {
   constructor(options?: RelayOptions);
   on(event: 'auth-prompt', listener: (prompt: AuthPrompt) => void): this;
   off(event: 'auth-prompt', listener: (prompt: AuthPrompt) => void): this;
   once(event: 'auth-prompt', listener: (prompt: AuthPrompt) => void): this;
+  on(event: 'session-changed', listener: (change: SessionChange) => void): this;
+  off(event: 'session-changed', listener: (change: SessionChange) => void): this;
+  once(event: 'session-changed', listener: (change: SessionChange) => void): this;
   readonly pid: number | undefined;
   readonly argv: string[];
   call(method: string, params?: object, options?: { signal?: AbortSignal; timeoutMs?: number }): Promise<any>;
@@ -164,6 +187,11 @@ export class Relay {
   login(options?: LoginOptions): Promise<LoginResult>;
   tokenGet(options?: { environment?: string; profile?: string }): Promise<AccessToken>;
   status(): Promise<{ sessions: Record<string, any>[]; subscriptions: number }>;
+  /** Every followed session now; then `'session-changed'` events until `unwatchSessions()`. */
+  watchSessions(options?: { environment?: string; profile?: string }): Promise<Record<string, any>[]>;
+  unwatchSessions(): Promise<void>;
+  /** Hands the login in progress the URL its browser was redirected to (browser on another machine). */
+  loginComplete(options: { url: string; environment?: string; profile?: string }): Promise<void>;
   subscribe(options: SubscribeOptions): Subscription;
   close(options?: { timeoutMs?: number }): Promise<number | null>;
 }

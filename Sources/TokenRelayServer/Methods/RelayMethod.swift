@@ -101,9 +101,11 @@ enum MethodCatalog {
         InitializeMethod.self, ShutdownMethod.self, ExitNotification.self, InitializedNotification.self,
         MCPInitializedNotification.self, CancelRequestNotification.self, MCPCancelledNotification.self,
         PingMethod.self, DiscoverMethod.self, RequestMethod.self, TokenInvalidateMethod.self, LogoutMethod.self,
-        StatusMethod.self, TokenGetMethod.self, LoginMethod.self, ConfigReloadMethod.self, SubscribeMethod.self,
-        UnsubscribeMethod.self, EventNotification.self, SubscriptionStateNotification.self,
-        AuthPromptNotification.self, AuthFailedNotification.self, LogNotification.self,
+        StatusMethod.self, TokenGetMethod.self, LoginMethod.self, LoginCompleteMethod.self, ConfigReloadMethod.self,
+        SubscribeMethod.self,
+        UnsubscribeMethod.self, WatchSessionsMethod.self, UnwatchSessionsMethod.self, EventNotification.self,
+        SubscriptionStateNotification.self, AuthPromptNotification.self, AuthFailedNotification.self,
+        SessionChangedNotification.self, LogNotification.self,
     ]
 
     /// The request methods the dispatcher serves (`test/wait` is added only for tests).

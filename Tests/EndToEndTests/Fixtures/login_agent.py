@@ -2,8 +2,10 @@
 login form (Django OAuth Toolkit) with a cookie session, approves or denies, and delivers the
 redirect to tokenrelay's loopback listener like a browser would. Prints one JSON object.
 
-  login_agent.py browser URL [--deny] [--wrong-state-first]
-      URL is the auth-prompt url. Output: {"status", "page", "refused": [statuses of the decoys]}
+  login_agent.py browser URL [--deny] [--wrong-state-first] [--no-deliver]
+      URL is the auth-prompt url. Output: {"status", "page", "refused": [statuses of the decoys],
+      "location"}; with --no-deliver only {"location"}: the browser is on another machine and cannot
+      reach the listener, so the person copies the address bar (tokenrelay login --paste).
   login_agent.py device VERIFICATION_URI USER_CODE [--deny]
       Output: {"approved": true}
   login_agent.py callback REDIRECT_URL
@@ -64,7 +66,7 @@ def deliver(url):
         return answer.status_code, answer.text
 
 
-def browser(url, deny=False, wrong_state_first=False):
+def browser(url, deny=False, wrong_state_first=False, no_deliver=False):
     base = origin(url)
     with httpx.Client(timeout=30, follow_redirects=False) as client:
         login(client, base)
@@ -78,6 +80,8 @@ def browser(url, deny=False, wrong_state_first=False):
         assert answer.status_code == 302, f"authorize answered {answer.status_code}: {answer.text[:300]}"
         location = answer.headers["location"]
     assert location.startswith("http://127.0.0.1:"), location
+    if no_deliver:
+        return {"location": location}
     refused = []
     if wrong_state_first:
         parts = urllib.parse.urlsplit(location)
@@ -111,7 +115,8 @@ def main(argv):
     flags = {a for a in argv if a.startswith("--")}
     args = [a for a in argv if not a.startswith("--")]
     if args[0] == "browser":
-        result = browser(args[1], deny="--deny" in flags, wrong_state_first="--wrong-state-first" in flags)
+        result = browser(args[1], deny="--deny" in flags, wrong_state_first="--wrong-state-first" in flags,
+                         no_deliver="--no-deliver" in flags)
     elif args[0] == "device":
         result = device(args[1], args[2], deny="--deny" in flags)
     else:

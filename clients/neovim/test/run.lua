@@ -488,6 +488,54 @@ test('an auth-prompt is shown and its URL opened when chosen (the login UI)', fu
   assert(ok, err)
 end)
 
+test('a login-required session-changed says log in to ENV/PROFILE, with the login when one is under way', function()
+  local opened = {}
+  local select = vim.ui.select
+  vim.ui.select = function(items, _, on_choice)
+    on_choice(items[1])
+  end
+  local options = tokenrelay.options()
+  tokenrelay.setup(vim.tbl_extend('force', options, {
+    open_url = function(url)
+      table.insert(opened, url)
+    end,
+  }))
+  local ok, err = pcall(function()
+    local conn = assert(tokenrelay.start())
+    local watched, werr = tokenrelay.call_sync('watch-sessions', {}, 30000)
+    truthy(watched and type(watched.sessions) == 'table', 'watch-sessions answer: ' .. vim.inspect(werr or watched))
+    local before = #notified
+    local function changed(params)
+      conn:_on_stdout({ vim.json.encode({ jsonrpc = '2.0', method = 'session-changed', params = params }), '' })
+    end
+    changed({ environment = 'stack', profile = 'svc', state = 'valid', reason = 'valid' })
+    changed({ environment = 'stack', profile = 'me', state = 'interaction_required', reason = 'login-required' })
+    wait(5000, function()
+      return #notified > before
+    end, 'the login-required message')
+    eq(#notified, before + 1, 'only the login-required change is shown')
+    local shown = notified[before + 1].msg
+    truthy(shown:find('log in to stack/me', 1, true), 'message: ' .. shown)
+    changed({
+      environment = 'stack',
+      profile = 'me',
+      state = 'interaction_required',
+      reason = 'login-required',
+      login = { kind = 'browser', url = 'http://127.0.0.1:1/authorize?state=s', expiresAt = '2026-12-01T12:00:00Z' },
+    })
+    wait(5000, function()
+      return #opened == 1
+    end, 'the login URL to open')
+    eq(opened[1], 'http://127.0.0.1:1/authorize?state=s', 'opened URL')
+    truthy(notified[before + 2].msg:find('log in to stack/me: open http://127.0.0.1:1/authorize?state=s', 1, true), notified[before + 2].msg)
+    local unwatched = tokenrelay.call_sync('unwatch-sessions', {}, 30000)
+    eq(unwatched and unwatched.unwatched, true, 'unwatch-sessions')
+  end)
+  vim.ui.select = select
+  tokenrelay.setup(options)
+  assert(ok, err)
+end)
+
 test('login with a device code: auth-prompt, approval in the browser, then requests as the person', function()
   local info = truthy(tokenrelay.info(20000), 'no initialize result')
   if not vim.tbl_contains(info.capabilities.methods, 'login') then

@@ -207,6 +207,26 @@ export function authPromptFromParams(p) {
 }
 
 /**
+ * A `session-changed` notification's params as a SessionChange (never a token).
+ * @param {Record<string, any>} p
+ * @returns {import('../index.js').SessionChange}
+ */
+export function sessionChangeFromParams(p) {
+  const text = (/** @type {string} */ name) => (typeof p[name] === 'string' ? /** @type {string} */ (p[name]) : undefined);
+  const reason = text('reason') ?? 'unknown';
+  const state = text('state') ?? 'unknown';
+  /** @type {import('../index.js').SessionChange} */
+  const change = {
+    environment: text('environment') ?? '', profile: text('profile') ?? '', state, reason,
+    needsLogin: reason === 'login-required' || state === 'interaction_required', raw: { ...p },
+  };
+  const expiresAt = text('expiresAt');
+  if (expiresAt !== undefined) change.expiresAt = expiresAt;
+  if (p.login && typeof p.login === 'object') change.login = { ...p.login };
+  return change;
+}
+
+/**
  * @param {Record<string, any>} p
  * @returns {import('../index.js').SubscriptionState}
  */

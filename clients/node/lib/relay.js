@@ -141,7 +141,8 @@ export class Subscription {
 /** A tokenrelay process and a client for it. */
 /**
  * The client. Emits `'auth-prompt'` (an AuthPrompt) whenever a login in progress on this
- * process asks the person to act, whoever started the login.
+ * process asks the person to act, whoever started the login, and `'session-changed'` (a
+ * SessionChange) at each change of a session after `watchSessions()`.
  */
 export class Relay extends EventEmitter {
   /** @param {import('../index.js').RelayOptions} options (optional) */
@@ -252,6 +253,7 @@ export class Relay extends EventEmitter {
             : { kind: 'state', value: core.stateFromParams(shape.params) });
         } else {
           if (shape.method === 'auth-prompt') this.emitPrompt(core.authPromptFromParams(shape.params));
+          if (shape.method === 'session-changed') this.emitChange(core.sessionChangeFromParams(shape.params));
           if (this.onNotification) this.onNotification(shape.method, shape.params);
         }
       }
@@ -267,6 +269,18 @@ export class Relay extends EventEmitter {
       this.emit('auth-prompt', prompt);
     } catch (e) {
       this.onLog(`auth-prompt listener failed: ${String(/** @type {Error} */ (e)?.message ?? e)}`, 'warn');
+    }
+  }
+
+  /**
+   * Emits 'session-changed'; a listener that throws is logged, never stops the reading.
+   * @param {import('../index.js').SessionChange} change
+   */
+  emitChange(change) {
+    try {
+      this.emit('session-changed', change);
+    } catch (e) {
+      this.onLog(`session-changed listener failed: ${String(/** @type {Error} */ (e)?.message ?? e)}`, 'warn');
     }
   }
 
@@ -453,6 +467,38 @@ export class Relay extends EventEmitter {
     const result = await this.call('token-get', params);
     if (!result || typeof result.access_token !== 'string') throw new ProtocolError('unexpected token-get result'); // never echo it
     return result;
+  }
+
+  /**
+   * `watch-sessions`: resolves with every followed session now (as `status` shows them); then
+   * the relay emits `'session-changed'` (a SessionChange) at each change, those other tokenrelay
+   * processes on the store make included, until `unwatchSessions()`.
+   * @param {{environment?: string, profile?: string}} options (optional)
+   * @returns {Promise<Record<string, any>[]>}
+   */
+  async watchSessions({ environment, profile } = {}) {
+    /** @type {Record<string, string>} */
+    const params = {};
+    if (environment !== undefined) params.environment = environment;
+    if (profile !== undefined) params.profile = profile;
+    const result = await this.call('watch-sessions', params);
+    return Array.isArray(result?.sessions) ? result.sessions : [];
+  }
+
+  /** `unwatch-sessions`: no `'session-changed'` after it resolves. */
+  async unwatchSessions() { await this.call('unwatch-sessions', {}); }
+
+  /**
+   * `login-complete`: hands the login in progress the URL the browser was redirected to (the
+   * browser is on another machine); the pending `login()` then resolves.
+   * @param {{url: string, environment?: string, profile?: string}} options
+   */
+  async loginComplete({ url, environment, profile }) {
+    /** @type {Record<string, string>} */
+    const params = { url };
+    if (environment !== undefined) params.environment = environment;
+    if (profile !== undefined) params.profile = profile;
+    await this.call('login-complete', params);
   }
 
   /** `status`: sessions and subscriptions (never a token value). */

@@ -72,3 +72,38 @@ test('a killed binary rejects pending and later calls with RelayClosed', { skip 
   await relay.close();
   assert.ok(!pidExists(/** @type {number} */ (relay.pid)));
 });
+
+test('session events: a login is told as login-required with its URL; a wrong paste is refused', { skip }, async () => {
+  const { mkdtempSync, writeFileSync, rmSync } = await import('node:fs');
+  const { tmpdir } = await import('node:os');
+  const { join } = await import('node:path');
+  const folder = mkdtempSync(join(tmpdir(), 'tokenrelay-node-sessions-'));
+  try {
+    const config = join(folder, 'config.yaml');
+    writeFileSync(config, [
+      'version: 1', 'store: {type: memory}', 'environments:', '  local:', '    base_url: http://127.0.0.1:9',
+      '    profiles:', '      me:', '        type: authorization_code', '        client_id: cli',
+      '        authorization_url: http://127.0.0.1:9/authorize', '        token_url: http://127.0.0.1:9/token', '',
+    ].join('\n'));
+    const relay = start({ config });
+    try {
+      const sessions = await relay.watchSessions({ profile: 'me' });
+      assert.deepEqual(sessions.map((s) => [s.profile, s.state]), [['me', 'none']]);
+      const changed = new Promise((resolve) => relay.once('session-changed', resolve));
+      const controller = new AbortController();
+      const login = relay.login({ profile: 'me', signal: controller.signal }).catch((e) => e);
+      const change = /** @type {import('../index.js').SessionChange} */ (await changed);
+      assert.equal(change.reason, 'login-required');
+      assert.equal(change.needsLogin, true);
+      assert.ok(String(change.login?.url).startsWith('http://127.0.0.1:9/authorize?'));
+      await assert.rejects(relay.loginComplete({ url: 'http://127.0.0.1:1/cb?code=x&state=y', profile: 'me' }), InvalidParams);
+      controller.abort();
+      await login;
+      await relay.unwatchSessions();
+    } finally {
+      await relay.close();
+    }
+  } finally {
+    rmSync(folder, { recursive: true, force: true });
+  }
+});

@@ -158,3 +158,43 @@ def test_async_killed_binary_raises_relay_closed(real_bin, test_environ):
             with pytest.raises(tokenrelay.RelayClosed):
                 await relay.ping()
     asyncio.run(asyncio.wait_for(main(), 60))
+
+
+SESSIONS_CONFIG = """\
+version: 1
+store: {type: memory}
+environments:
+  local:
+    base_url: http://127.0.0.1:9
+    profiles:
+      me:
+        type: authorization_code
+        client_id: cli
+        authorization_url: http://127.0.0.1:9/authorize
+        token_url: http://127.0.0.1:9/token
+"""
+
+
+def test_async_session_watch_tells_a_login_required_and_a_paste_is_checked(real_bin, tmp_path):
+    config = tmp_path / "config.yaml"
+    config.write_text(SESSIONS_CONFIG)
+
+    async def main():
+        async with tokenrelay.AsyncRelay(binary=real_bin, config=str(config)) as relay:
+            watch = await relay.watch_sessions(profile="me")
+            assert [(s["profile"], s["state"]) for s in watch.sessions] == [("me", "none")]
+            login = asyncio.ensure_future(relay.login(profile="me"))
+            change = await asyncio.wait_for(watch.__anext__(), 60)
+            assert isinstance(change, tokenrelay.SessionChange)
+            assert (change.environment, change.profile, change.reason) == ("local", "me", "login-required")
+            assert change.needs_login
+            assert change.login["url"].startswith("http://127.0.0.1:9/authorize?")
+            # A pasted URL that is not this login's callback is refused; the login goes on.
+            with pytest.raises(tokenrelay.InvalidParams):
+                await relay.login_complete("http://127.0.0.1:1/cb?code=x&state=y", profile="me")
+            assert not login.done()
+            login.cancel()
+            await watch.close()
+            assert [c async for c in watch] == []
+
+    asyncio.run(asyncio.wait_for(main(), 90))

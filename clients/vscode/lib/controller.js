@@ -141,6 +141,8 @@ class Controller {
     this.subscriptionCount = 0;
     /** @type {string[]} */
     this.log = [];
+    /** @type {Set<string>} the logins' prompts already shown */
+    this.shownPrompts = new Set();
   }
 
   /** The Relay, started on first use. */
@@ -160,6 +162,9 @@ class Controller {
           onNotification: (/** @type {string} */ method, /** @type {any} */ params) => this.onNotification(method, params),
         });
         this.info = await relay.initialize({ processId: process.pid, clientInfo: { name: 'tokenrelay-vscode', version: '0.1.0' } });
+        // Session changes (other windows' and terminals' included): a session that needs a
+        // person is shown as "log in to ENV/PROFILE" (onNotification).
+        await relay.watchSessions();
         this.relayInstance = relay;
         return relay;
       })().finally(() => { this.starting = null; });
@@ -167,15 +172,37 @@ class Controller {
     return this.starting;
   }
 
+  /**
+   * Shows a login's prompt once: an auth-prompt and the session-changed of the same login carry
+   * the same URL and code, and the person is asked once.
+   * @param {any} prompt an auth-prompt's params: the message, and the URL offered
+   */
+  showPrompt(prompt) {
+    const key = `${prompt.environment}/${prompt.profile} ${prompt.url} ${prompt.userCode ?? ''}`;
+    if (this.shownPrompts.has(key)) return;
+    this.shownPrompts.add(key);
+    if (this.shownPrompts.size > 32) this.shownPrompts.delete(this.shownPrompts.values().next().value);
+    const { message, url } = formatAuthPrompt(prompt);
+    this.ui.info(message);
+    if (url) {
+      Promise.resolve(this.ui.pick(['Open in browser', 'Ignore'], message))
+        .then((choice) => { if (choice === 'Open in browser') return this.ui.openExternal(url); })
+        .catch(() => {});
+    }
+  }
+
   /** @param {string} method @param {any} params */
   onNotification(method, params) {
     if (method === 'auth-prompt') {
-      const { message, url } = formatAuthPrompt(params);
-      this.ui.info(message);
-      if (url) {
-        Promise.resolve(this.ui.pick(['Open in browser', 'Ignore'], message))
-          .then((choice) => { if (choice === 'Open in browser') return this.ui.openExternal(url); })
-          .catch(() => {});
+      this.showPrompt(params);
+    } else if (method === 'session-changed') {
+      // A session that needs a person: "log in to ENV/PROFILE", with what to open when a login
+      // is under way; other changes are not shown.
+      if (params.reason !== 'login-required' && params.state !== 'interaction_required') return;
+      if (params.login && typeof params.login.url === 'string') {
+        this.showPrompt({ ...params.login, environment: params.environment, profile: params.profile });
+      } else {
+        this.ui.info(`tokenrelay: log in to ${params.environment}/${params.profile} (command tokenrelay: Login)`);
       }
     } else if (method === 'auth-failed') {
       this.ui.error(`tokenrelay: renewal refused for ${params.environment}/${params.profile}: ${params.oauthError ?? params.message ?? params.kind}`);

@@ -105,6 +105,25 @@ test('an auth-prompt notification is shown and its URL opened when chosen', asyn
   assert.match(ui.infos[0], /log in to e\/me: open http:\/\/127\.0\.0\.1:5\/authorize/);
 });
 
+test('a login-required session-changed says log in to ENV/PROFILE, with the login when one is under way', async () => {
+  const ui = recordingUi();
+  const controller = new Controller({ ui, settings: () => ({}) });
+  controller.onNotification('session-changed', { environment: 'e', profile: 'svc', state: 'valid', reason: 'valid' });
+  controller.onNotification('session-changed', { environment: 'e', profile: 'me', state: 'interaction_required', reason: 'login-required' });
+  assert.equal(ui.infos.length, 1);
+  assert.match(ui.infos[0], /log in to e\/me/);
+  controller.onNotification('session-changed', {
+    environment: 'e', profile: 'me', state: 'interaction_required', reason: 'login-required',
+    login: { kind: 'browser', url: 'http://127.0.0.1:5/authorize?state=s', expiresAt: '2026-01-01T00:00:00Z' },
+  });
+  await until(() => ui.opened.length === 1, 'the URL to open');
+  assert.deepEqual(ui.opened, ['http://127.0.0.1:5/authorize?state=s']);
+  assert.match(ui.infos[1], /log in to e\/me: open http:\/\/127\.0\.0\.1:5\/authorize\?state=s/);
+  // The same login's auth-prompt is not asked again.
+  controller.onNotification('auth-prompt', { environment: 'e', profile: 'me', kind: 'browser', url: 'http://127.0.0.1:5/authorize?state=s' });
+  assert.equal(ui.infos.length, 2);
+});
+
 test('formatStatus lists sessions without token values', () => {
   const text = formatStatus({ sessions: [{ environment: 'stack', profile: 'service', type: 'client_credentials', state: 'valid',
     expiresAt: '2026-12-01T10:00:00Z', refreshable: false, counters: { requests: 3 } }], subscriptions: 1 });

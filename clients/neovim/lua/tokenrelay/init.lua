@@ -364,9 +364,14 @@ local function open_url(url)
   vim.fn.jobstart({ opener, url }, { detach = true })
 end
 
+--- The logins whose prompt was shown (environment/profile, URL and code), so that a login's
+--- auth-prompt and its session-changed ask the person once.
+local shown_logins = {}
+
 --- How an auth-prompt notification is shown by default: a message, then a choice to open the
 --- URL in a browser or copy it.
 function M.show_auth_prompt(prompt)
+  shown_logins[string.format('%s/%s %s %s', prompt.environment, prompt.profile, prompt.url, prompt.userCode or '')] = true
   local where = string.format('%s/%s', prompt.environment or '?', prompt.profile or '?')
   local url = prompt.verificationUriComplete or prompt.url
   local text
@@ -394,6 +399,36 @@ function M.show_auth_prompt(prompt)
   end)
 end
 
+--- How a session-changed notification (after watch_sessions) is shown by default: one that says
+--- the session needs a person (reason login-required, or state interaction_required) as
+--- "log in to ENV/PROFILE", with what to open when a login is under way; the others are not shown.
+function M.show_session_change(change)
+  if change.reason ~= 'login-required' and change.state ~= 'interaction_required' then
+    return
+  end
+  local login = change.login
+  if type(login) == 'table' and type(login.url) == 'string' then
+    -- The same login's auth-prompt (this Neovim's own login) was shown already: ask once.
+    local key = string.format('%s/%s %s %s', change.environment, change.profile, login.url, login.userCode or '')
+    if shown_logins[key] then
+      return
+    end
+    M.show_auth_prompt(vim.tbl_extend('force', login, { environment = change.environment, profile = change.profile }))
+    return
+  end
+  notify(
+    string.format('log in to %s/%s (:TokenRelay login %s)', change.environment or '?', change.profile or '?', change.profile or ''),
+    vim.log.levels.WARN
+  )
+end
+
+--- `watch-sessions` {environment?, profile?}: every session's state now, then each change as a
+--- session-changed notification (those other tokenrelay processes make included), shown by the
+--- setup option `on_session_changed` (default show_session_change). callback(err, result).
+function M.watch_sessions(opts, callback)
+  return call('watch-sessions', opts or {}, callback or function() end)
+end
+
 --- `login` {environment?, profile?}: an interactive login (authorization code or device
 --- code). While it waits, each auth-prompt goes to the setup option `on_auth_prompt` (default
 --- show_auth_prompt). callback(err, result) when the session is stored or the login failed.
@@ -416,6 +451,8 @@ on_notification = function(method, params)
   end
   if method == 'auth-prompt' then
     (config.on_auth_prompt or M.show_auth_prompt)(params)
+  elseif method == 'session-changed' then
+    (config.on_session_changed or M.show_session_change)(params)
   elseif method == 'auth-failed' then
     notify(
       string.format('renewal refused for %s/%s: %s', params.environment or '?', params.profile or '?', params.oauthError or params.message or params.kind or ''),

@@ -5,8 +5,8 @@
         print(relay.request("GET", "/items").json())
 """
 
-from ._async import AsyncRelay, AsyncSubscription
-from ._core import AuthPrompt, Event, Response, SubscriptionState, find_binary
+from ._async import AsyncRelay, AsyncSessionWatch, AsyncSubscription
+from ._core import AuthPrompt, Event, Response, SessionChange, SubscriptionState, find_binary
 from ._sync import Call, Relay, Subscription
 from .errors import (
     AuthError,
@@ -34,7 +34,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Relay", "AsyncRelay", "Call", "Subscription", "AsyncSubscription", "Response", "Event", "SubscriptionState",
-    "AuthPrompt",
+    "AuthPrompt", "SessionChange", "AsyncSessionWatch",
     "find_binary", "error_from_json", "RelayError", "ConfigError", "UnknownEnvironment", "UnknownProfile",
     "AuthError", "InteractionRequired", "TransportError", "RelayTimeout", "Cancelled", "LimitExceeded",
     "ShuttingDown", "NotSupported", "LoggedOut", "InvalidParams", "ProtocolError", "MethodNotFound", "RelayClosed",

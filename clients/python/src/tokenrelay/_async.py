@@ -11,7 +11,7 @@ import os
 from typing import Any, AsyncIterator, Callable, Deque, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from . import _core
-from ._core import AuthPrompt, Event, Response, SubscriptionState
+from ._core import AuthPrompt, Event, Response, SessionChange, SubscriptionState
 from ._sync import TIMEOUT_SLACK
 from .errors import ProtocolError, RelayClosed, RelayError, RelayTimeout
 
@@ -146,6 +146,53 @@ class AsyncSubscription:
         await self.close()
 
 
+class AsyncSessionWatch:
+    """Session changes (``watch-sessions``) as an async iterator of :class:`SessionChange`:
+    ``sessions`` is every followed session when the watch began (as ``status`` shows them);
+    iterating yields each change, those other tokenrelay processes sharing the store make
+    included, until :meth:`close` (``unwatch-sessions``) or the relay ends."""
+
+    def __init__(self, relay: "AsyncRelay") -> None:
+        self._relay = relay
+        self._queue: "asyncio.Queue[Optional[SessionChange]]" = asyncio.Queue()
+        self._ended = False
+        self.sessions: List[Dict[str, Any]] = []
+
+    def _put(self, change: Optional[SessionChange]) -> None:
+        self._queue.put_nowait(change)
+
+    def _end(self) -> None:
+        if not self._ended:
+            self._ended = True
+            self._queue.put_nowait(None)
+
+    def __aiter__(self) -> AsyncIterator[SessionChange]:
+        return self
+
+    async def __anext__(self) -> SessionChange:
+        change = await self._queue.get()
+        if change is None:
+            self._queue.put_nowait(None)  # every later call ends too
+            raise StopAsyncIteration
+        return change
+
+    async def close(self) -> None:
+        """``unwatch-sessions``; the iteration ends."""
+        if self._relay._session_watch is self:
+            self._relay._session_watch = None
+            try:
+                await self._relay.call("unwatch-sessions", {})
+            except RelayError:
+                pass
+        self._end()
+
+    async def __aenter__(self) -> "AsyncSessionWatch":
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.close()
+
+
 class AsyncRelay:
     """The asyncio client. ``async with AsyncRelay(...) as relay:`` starts the process and
     shuts it down; or ``await relay.start()`` / ``await relay.close()``."""
@@ -172,6 +219,7 @@ class AsyncRelay:
         self._pending: Dict[Any, "asyncio.Future[Any]"] = {}
         self._hooks: Dict[Any, Callable[[Any], None]] = {}
         self._subscriptions: Dict[str, AsyncSubscription] = {}
+        self._session_watch: Optional[AsyncSessionWatch] = None
         self._closed_error: Optional[RelayClosed] = None
         self.process: Optional[asyncio.subprocess.Process] = None
         self._tasks: List["asyncio.Task[None]"] = []
@@ -291,6 +339,8 @@ class AsyncRelay:
             else:
                 if key == _core.AUTH_PROMPT:
                     self._auth_prompt(AuthPrompt.from_params(value))
+                elif key == _core.SESSION_CHANGED and self._session_watch is not None:
+                    self._session_watch._put(SessionChange.from_params(value))
                 if self._on_notification is not None:
                     try:
                         self._on_notification(key, value)
@@ -312,6 +362,8 @@ class AsyncRelay:
     def _fail_all(self, error: RelayClosed) -> None:
         if self._closed_error is None:
             self._closed_error = error
+        if self._session_watch is not None:
+            self._session_watch._end()
         pending = list(self._pending.values())
         self._pending.clear()
         self._hooks.clear()
@@ -457,6 +509,29 @@ class AsyncRelay:
         """``status``."""
         result = await self.call("status", {})
         return result if isinstance(result, dict) else {}
+
+    async def watch_sessions(
+        self, environment: Optional[str] = None, profile: Optional[str] = None
+    ) -> AsyncSessionWatch:
+        """``watch-sessions``: every followed session now (``.sessions``), then each change as it
+        happens (``async for change in watch``); one watch per relay (a new one ends the last)."""
+        watch = AsyncSessionWatch(self)
+        previous, self._session_watch = self._session_watch, watch
+        if previous is not None:
+            previous._end()
+        result = await self.call("watch-sessions", _core.watch_params(environment, profile))
+        sessions = result.get("sessions") if isinstance(result, dict) else None
+        watch.sessions = list(sessions) if isinstance(sessions, list) else []
+        return watch
+
+    async def login_complete(
+        self, url: str, environment: Optional[str] = None, profile: Optional[str] = None
+    ) -> None:
+        """``login-complete``: hands the login in progress the URL the browser was redirected to
+        (the browser is on another machine); the pending :meth:`login` then answers."""
+        params = _core.watch_params(environment, profile)
+        params["url"] = url
+        await self.call("login-complete", params)
 
     async def subscribe(
         self,

@@ -430,6 +430,53 @@ class AuthPrompt:
 #: The notification a login in progress sends.
 AUTH_PROMPT = "auth-prompt"
 
+#: The notification a ``watch-sessions`` sends at each change of a session.
+SESSION_CHANGED = "session-changed"
+
+
+@dataclass(frozen=True)
+class SessionChange:
+    """A ``session-changed`` notification (``watch-sessions``): ``reason`` is ``valid``,
+    ``login-required``, ``logged-in``, ``logged-out``, ``invalidated``, ``refresh-failed`` or
+    ``expired``; ``state`` is the session's state as ``status`` shows it; ``login`` (with
+    ``login-required``, while a login is under way) says what the person must do: ``url``, and
+    ``userCode`` for a device login. Never a token."""
+
+    environment: str
+    profile: str
+    state: str
+    reason: str
+    expires_at: Optional[str] = None
+    login: Optional[Dict[str, Any]] = None
+    raw: Dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any]) -> "SessionChange":
+        def text(name: str) -> Optional[str]:
+            value = params.get(name)
+            return value if isinstance(value, str) else None
+
+        login = params.get("login")
+        return cls(
+            environment=text("environment") or "",
+            profile=text("profile") or "",
+            state=text("state") or "unknown",
+            reason=text("reason") or "unknown",
+            expires_at=text("expiresAt"),
+            login=dict(login) if isinstance(login, dict) else None,
+            raw=dict(params),
+        )
+
+    @property
+    def needs_login(self) -> bool:
+        """Whether the person must log in (to show "log in to ENV/PROFILE")."""
+        return self.reason == "login-required" or self.state == "interaction_required"
+
+
+def watch_params(environment: Optional[str] = None, profile: Optional[str] = None) -> Dict[str, Any]:
+    """The ``watch-sessions`` params."""
+    return token_get_params(environment, profile)
+
 
 # Incoming message classification -------------------------------------------------------
 
