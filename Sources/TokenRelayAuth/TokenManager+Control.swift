@@ -165,12 +165,7 @@ extension TokenManager {
 
     /// The session's store key, resolving a `refresh_token` seed for its fingerprint if needed.
     func storeKey(of session: Session) async throws -> StoreKey {
-        if let storeKey = session.storeKey { return storeKey }
-        guard case .refreshToken(let seed) = session.configuration.grant else { return StoreKey(session: session.key) }
-        let value = try await seed.resolve()
-        let storeKey = StoreKey(session: session.key, seedFingerprint: StoreKey.hex(Self.digest(value)))
-        session.storeKey = storeKey
-        return storeKey
+        try await resolveStoreKey(session).key
     }
 
     /// Opens the store and reads every session not read yet (for `status`: another process's

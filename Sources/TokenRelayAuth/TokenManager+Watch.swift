@@ -225,12 +225,10 @@ extension TokenManager {
         return abs(a.timeIntervalSince(b)) < 0.001
     }
 
-    /// Where `session` lives in the store, when that is known without resolving anything (a
-    /// `refresh_token` seed's fingerprint is known once the session was read).
-    private func watchedStoreKey(_ session: Session) -> StoreKey? {
-        if let known = session.storeKey { return known }
-        return session.configuration.grant.interactive != nil ? storeKey(session) : nil
-    }
+    /// Where `session` lives in the store, when that is known without resolving anything: from
+    /// registration for every grant but a `refresh_token` seed's, whose fingerprint is known once
+    /// the session was read.
+    private func watchedStoreKey(_ session: Session) -> StoreKey? { session.storeKey }
 
     /// What a watcher knows of `session` now (keeping what `before` told of a login).
     private func currentView(_ session: Session, after before: SessionWatch.View?) -> SessionWatch.View {

@@ -96,7 +96,8 @@ public actor TokenManager {
         init(key: SessionKey, configuration: OAuthClientConfiguration) {
             self.key = key
             self.configuration = configuration
-            if case .clientCredentials = configuration.grant { storeKey = StoreKey(session: key) }
+            // Known now for every grant but a `refresh_token` seed's (its fingerprint is part of it).
+            if case .refreshToken = configuration.grant {} else { storeKey = StoreKey(session: key) }
         }
     }
 

@@ -115,6 +115,33 @@ struct SessionEventsTests {
         #expect(end == nil)
     }
 
+    /// Every grant but a `refresh_token` seed's knows where its session lives from registration:
+    /// a watched `jwt_bearer` session (a token exchange's too) sees another connection's
+    /// acquisition. Before, only client credentials and interactive sessions did: the others'
+    /// changes elsewhere were never told.
+    @Test func aWatchedAssertionGrantSessionSeesAnotherConnectionsAcquisition() async throws {
+        let directory = try StoreDirectory()
+        let configuration = OAuthClientConfiguration(
+            tokenURL: "https://as.example/token", clientID: "svc", clientAuth: .none,
+            grant: .jwtBearer(.secret(.value("eyJhbGciOiJFUzI1NiJ9.e30.c2ln"))))
+        let watcher = TokenManager(transport: FakeTransport(), store: SQLiteTokenStore(path: directory.database))
+        let otherTransport = FakeTransport()
+        let other = TokenManager(transport: otherTransport, store: SQLiteTokenStore(path: directory.database))
+        let key = try await watcher.register(environment: "dev", profile: "jwt", configuration: configuration)
+        _ = try await other.register(environment: "dev", profile: "jwt", configuration: configuration)
+        await watcher.watchSessions()
+        var seen = watcher.events.compactMap { event -> SessionChange? in
+            if case .sessionChanged(let change) = event { change } else { nil }
+        }.makeAsyncIterator()
+        otherTransport.enqueue(.success(tokenResponse("at-jwt-elsewhere")))
+        _ = try await other.token(for: key)
+        let acquired = await seen.next()
+        #expect(acquired?.reason == .valid)
+        #expect(acquired?.profile == "jwt")
+        await other.close()
+        await watcher.close()
+    }
+
     @Test func aStoreChangeIsNamedByWhatItDid() {
         typealias View = SessionWatch.View
         let received = Date(timeIntervalSince1970: 1_700_000_000)

@@ -84,6 +84,19 @@ public enum TestScratch {
         return isolated
     }
 
+    /// A new private folder directly under /tmp (`/tmp/tr-NAME-XXXXXX`), removed at exit: for Unix
+    /// sockets, whose path holds 107 bytes (the scratch folder's paths are longer on CI). Throws
+    /// when /tmp refuses it.
+    public static func socketFolder(_ name: String) throws -> String {
+        var template = Array("/tmp/tr-\(name)-XXXXXX".utf8CString)
+        let folder = try template.withUnsafeMutableBufferPointer { buffer -> String in
+            guard let base = buffer.baseAddress, mkdtemp(base) != nil else { throw POSIXError(.EIO) }
+            return String(cString: base)
+        }
+        removeAtExit(folder)
+        return folder
+    }
+
     /// Folders outside the scratch folder (a socket's short path) removed at exit too.
     private static let others = Mutex<[String]>([])
 

@@ -59,7 +59,7 @@ import Testing
             #expect(now?.count == 1 && now?.first?["state"]?.stringValue == "none", "\(watched.jsonText)")
             // A third process: `tokenrelay status --watch --json`, its baseline first.
             let shell = try RelayProcess(
-                ["status", "--watch", "--json", "--log-level", "debug", "--config", config], environment: environment,
+                ["status", "--watch", "--json", "--config", config], environment: environment,
                 testMethods: false)
             let baseline = try await shell.lines(atLeast: 1)
             #expect(baseline.first?["sessions"]?.arrayValue?.first?["state"]?.stringValue == "none")
@@ -83,9 +83,9 @@ import Testing
             #expect(changes.allSatisfy { $0["environment"]?.stringValue == "interop" })
             #expect(changes[0]["expiresAt"]?.stringValue != nil)
             #expect(try await stack.issuedCount(client: "svc") == 2)
-            // Known issue: under this harness `status --watch` sometimes prints its baseline and then
-            // none of the changes (seen in 2 of 3 runs on a loaded machine; never by hand, 20 runs);
-            // not understood yet. `serve`'s watch above is not affected.
+            // Known issue (issue 48, open): `status --watch` sometimes misses the first change another
+            // process makes (seen: invalidated, logged-out, valid told, the first valid not), in about
+            // one run in three; `serve`'s watch above is not affected. Not understood yet.
             await withKnownIssue("status --watch sometimes misses other processes' changes", isIntermittent: true) {
                 let printed = try await Self.changes(shell, atLeast: 4, shell: true)
                 #expect(Self.reasons(printed) == ["valid", "invalidated", "logged-out", "valid"], "\(printed)")

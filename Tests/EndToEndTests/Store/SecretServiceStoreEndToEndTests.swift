@@ -32,13 +32,8 @@ final class PrivateSecretService: Sendable {
     static func start(keyring: Bool = true) async throws -> PrivateSecretService {
         // Directly under /tmp: the bus's socket and the keyring's control socket live in it, and a
         // Unix socket's path holds 107 bytes (the test scratch folder's paths are longer on CI).
-        var template = Array("/tmp/tr-desktop-XXXXXX".utf8CString)
-        let folder = try template.withUnsafeMutableBufferPointer { buffer -> String in
-            guard let base = buffer.baseAddress, mkdtemp(base) != nil else { throw POSIXError(.EIO) }
-            return String(cString: base)
-        }
-        // The keyring daemon ends a moment after its bus and may write meanwhile: at exit too.
-        TestScratch.removeAtExit(folder)
+        // The keyring daemon ends a moment after its bus and may write meanwhile: removed at exit.
+        let folder = try TestScratch.socketFolder("desktop")
         for sub in ["/home", "/data", "/run"] {
             try FileManager.default.createDirectory(
                 atPath: folder + sub, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
