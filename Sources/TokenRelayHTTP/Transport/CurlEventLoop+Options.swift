@@ -178,13 +178,16 @@ private let curlWriteCallback: tr_curl_data_callback = { data, size, count, user
 }
 
 /// CURLOPT_READFUNCTION: the request body stream's next bytes, its end, or a pause until it has more.
+/// Bytes sent are activity: a long upload, during which the server answers nothing yet, is not a
+/// stalled stream.
 private let curlReadCallback: tr_curl_data_callback = { data, size, count, userdata in
-    guard let userdata, let data,
-        let stream = Unmanaged<CurlTransfer>.fromOpaque(userdata)
-            .takeUnretainedValue().request.bodyStream
-    else { return tr_readfunc_abort() }
+    guard let userdata, let data else { return tr_readfunc_abort() }
+    let transfer = Unmanaged<CurlTransfer>.fromOpaque(userdata).takeUnretainedValue()
+    guard let stream = transfer.request.bodyStream else { return tr_readfunc_abort() }
     switch stream.read(into: UnsafeMutableRawBufferPointer(start: data, count: size * count)) {
-    case .bytes(let read): return read
+    case .bytes(let read):
+        transfer.lastActivityNanoseconds = CurlEventLoop.now()
+        return read
     case .end: return 0
     case .pause: return tr_readfunc_pause()
     case .abort: return tr_readfunc_abort()

@@ -89,6 +89,34 @@ import Testing
         #expect(closed.status == 200)
     }
 
+    /// Bytes sent are activity: an upload longer than the idle timeout, which the server answers
+    /// only once it has all of it, is not a stalled stream (CI's loaded run cut `exec`'s 50 MiB
+    /// chunked upload so). The writer is paced on purpose: 8 pieces 0.6 s apart outlast the 2 s
+    /// idle timeout more than twice.
+    @Test func anUploadLongerThanTheIdleTimeoutIsNotAStall() async throws {
+        let piece = [UInt8](repeating: 0x61, count: 4096)
+        let upload = HTTPRequestBodyStream(length: piece.count * 8)
+        var request = HTTPRequest(method: "POST", url: server.url("/headers"))
+        request.bodyStream = upload
+        let writer = Task {
+            for _ in 0..<8 {
+                _ = await upload.write(piece)
+                try? await Task.sleep(for: .milliseconds(600))
+            }
+            upload.finish()
+        }
+        let response = try await transport.stream(request, idleTimeout: .seconds(2))
+        var body: [UInt8] = []
+        for try await chunk in response.body { body += chunk }
+        await writer.value
+        #expect(response.status == 200)
+        let echoed = try JSONSerialization.jsonObject(with: Data(body)) as? [String: Any]
+        let length = (echoed?["body"] as? String).flatMap { Data(base64Encoded: $0) }.map {
+            String(decoding: $0, as: UTF8.self)
+        }
+        #expect(length == "\(piece.count * 8)")
+    }
+
     @Test func idleClockStopsWhileWeHavePausedTheTransfer() async throws {
         let total = 2 << 20
         let idle = Duration.milliseconds(400)
