@@ -11,17 +11,7 @@ package struct LoginMethod: Sendable {
     package init(runtime: RelayRuntime) { self.runtime = runtime }
 
     /// `{environment?, profile?}`.
-    struct Params: MethodParams {
-        var environment: String?
-        var profile: String?
-
-        init(decoding params: JSONValue?) throws(RPCError) {
-            var reader = try ParamReader(params, allowed: ["environment", "profile"])
-            environment = reader.string("environment")
-            profile = reader.string("profile")
-            try reader.finish()
-        }
-    }
+    typealias Params = SessionParams
 
     func handle(_ params: Params) async throws -> Result {
         let (environment, profile) = try session(environment: params.environment, profile: params.profile)

@@ -76,6 +76,20 @@ struct NoParams: MethodParams {
     }
 }
 
+/// `{environment?, profile?}`: the session a method is about (`login`), or the sessions it
+/// follows (`watch-sessions`).
+struct SessionParams: MethodParams {
+    var environment: String?
+    var profile: String?
+
+    init(decoding params: JSONValue?) throws(RPCError) {
+        var reader = try ParamReader(params, allowed: ["environment", "profile"])
+        environment = reader.string("environment")
+        profile = reader.string("profile")
+        try reader.finish()
+    }
+}
+
 /// What a method's handler may use: the server (its runtimes, subscriptions, reload) and the
 /// request being answered.
 struct MethodContext: Sendable {

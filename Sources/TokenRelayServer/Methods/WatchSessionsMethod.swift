@@ -47,17 +47,7 @@ package enum WatchSessionsMethod: RelayMethod {
 
     /// `{environment?, profile?}`: an environment's sessions, a profile's (of the default
     /// environment when none is named), or every session.
-    struct Params: MethodParams {
-        var environment: String?
-        var profile: String?
-
-        init(decoding params: JSONValue?) throws(RPCError) {
-            var reader = try ParamReader(params, allowed: ["environment", "profile"])
-            environment = reader.string("environment")
-            profile = reader.string("profile")
-            try reader.finish()
-        }
-    }
+    typealias Params = SessionParams
 
     static func handle(_ params: Params, in context: MethodContext) async throws -> JSONValue {
         try await context.withRuntime { runtime in
