@@ -1,6 +1,7 @@
 import Foundation
 import TestSupport
 import Testing
+import TokenRelayPlatform
 
 @testable import TokenRelayHTTP
 
@@ -92,18 +93,23 @@ import Testing
     /// Bytes sent are activity: an upload longer than the idle timeout, which the server answers
     /// only once it has all of it, is not a stalled stream (CI's loaded run cut `exec`'s 50 MiB
     /// chunked upload so). The writer is paced on purpose: 8 pieces 0.6 s apart outlast the 2 s
-    /// idle timeout more than twice.
+    /// idle timeout more than twice. It runs on a thread of its own, not on the test process's
+    /// cooperative pool, whose stalls under a full parallel run (FINDINGS §22) would make real
+    /// gaps longer than the idle timeout.
     @Test func anUploadLongerThanTheIdleTimeoutIsNotAStall() async throws {
         let piece = [UInt8](repeating: 0x61, count: 4096)
         let upload = HTTPRequestBodyStream(length: piece.count * 8)
         var request = HTTPRequest(method: "POST", url: server.url("/headers"))
         request.bodyStream = upload
-        let writer = Task {
+        let executor = ThreadExecutor()
+        #expect(SystemThread.start(named: "relay-t-upload") { executor.run() })
+        let writer = Task.detached(executorPreference: executor) {
             for _ in 0..<8 {
                 _ = await upload.write(piece)
                 try? await Task.sleep(for: .milliseconds(600))
             }
             upload.finish()
+            executor.finish()
         }
         let response = try await transport.stream(request, idleTimeout: .seconds(2))
         var body: [UInt8] = []
